@@ -1,0 +1,34 @@
+# ringlog — the two commands a person needs are `make run` and `make test`.
+
+GO       ?= go
+FUZZTIME ?= 8s
+# package:FuzzTarget pairs run briefly by `make test`; every decoder of
+# network or disk bytes has one.
+FUZZ_TARGETS := \
+	./wal/batch:FuzzValidate \
+	./wal/batch:FuzzDecompress \
+	./wal:FuzzRecover
+
+.PHONY: test vet unit fuzz-short bench
+
+## test: formatting, vet, the whole suite with -race, then a short fuzz run of every target
+test: vet unit fuzz-short
+
+vet:
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+fuzz-short:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+## bench: the hot-path benchmarks (compare ratios within one run)
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 300ms ./wal/... ./ring/...

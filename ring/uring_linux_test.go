@@ -1,0 +1,301 @@
+//go:build linux
+
+package ring
+
+import (
+	"errors"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func newURingOrSkip(t testing.TB, opts Options) *URing {
+	t.Helper()
+	u, err := NewURing(opts)
+	if err != nil {
+		if _, perr := Probe(); perr != nil {
+			t.Skipf("io_uring cannot be set up: %v", perr)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return u
+}
+
+func TestProbe(t *testing.T) {
+	f, err := Probe()
+	if err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+	t.Logf("io_uring features %#x: %s", f, FeatureNames(f))
+	u := newURingOrSkip(t, Options{Entries: 100})
+	if u.Entries() != 128 {
+		t.Fatalf("Entries = %d, want 128 (rounded up)", u.Entries())
+	}
+	if u.Features() != f {
+		t.Fatalf("Features %#x != Probe %#x", u.Features(), f)
+	}
+	if u.SingleIssuer() {
+		t.Fatal("SingleIssuer without asking")
+	}
+	if u.cqEntries < u.sqEntries {
+		t.Fatalf("CQ %d < SQ %d", u.cqEntries, u.sqEntries)
+	}
+	// A huge ring is clamped, not refused.
+	big := newURingOrSkip(t, Options{Entries: 1 << 20})
+	t.Logf("Entries 1<<20 clamped to %d", big.Entries())
+}
+
+// TestURingRoundsAndSplits checks that the io_uring path really submits to
+// the kernel and splits batches as documented.
+func TestURingRoundsAndSplits(t *testing.T) {
+	u := newURingOrSkip(t, Options{Entries: 8})
+	a := newTestFile(t, "a")
+	var ops []Op
+	for i := 0; i < 100; i++ { // chains of 4: two per round
+		ops = append(ops, a.writev(int64(i)*10, i%4 != 3, pattern(i, 10)))
+	}
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	a.check(t)
+	if u.stats.rounds != 13 || u.stats.sqes != 100 || u.stats.syncOps != 0 {
+		t.Fatalf("stats %+v, want 13 rounds of 100 SQEs", u.stats)
+	}
+
+	// Chains of 3 in a ring of 8: two chains per round, never split.
+	u.stats = uringStats{}
+	ops = ops[:0]
+	for i := 0; i < 30; i++ {
+		ops = append(ops, a.writev(int64(i)*10, i%3 != 2, pattern(i+1, 10)))
+	}
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	a.check(t)
+	if u.stats.rounds != 5 {
+		t.Fatalf("stats %+v, want 5 rounds", u.stats)
+	}
+
+	// An op with more buffers than the ring can take in SQEs (9*1024 >
+	// 8*1024) runs synchronously.
+	u.stats = uringStats{}
+	bufs := make([][]byte, 9*1024)
+	for i := range bufs {
+		bufs[i] = pattern(i, 1)
+	}
+	ops = []Op{a.writev(0, true, bufs...), {Kind: OpFdatasync, Fd: a.fd()}}
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	a.check(t)
+	if u.stats.syncOps != 1 || u.stats.sqes != 1 {
+		t.Fatalf("stats %+v, want 1 sync op and 1 SQE", u.stats)
+	}
+}
+
+func TestURingNoAllocs(t *testing.T) {
+	u := newURingOrSkip(t, Options{Entries: 8})
+	p := NewPortable()
+	files := []*testFile{newTestFile(t, "a"), newTestFile(t, "b")}
+	var ops []Op
+	for i := 0; i < 20; i++ { // 20 ops: 3 rounds of an 8-entry ring
+		tf := files[i%2]
+		ops = append(ops, tf.writev(int64(i)*4096, i%4 != 3, pattern(i, 2048), pattern(i+1, 2048)))
+	}
+	bufs := make([][]byte, 1500) // two WRITEV SQEs
+	for i := range bufs {
+		bufs[i] = pattern(i, 3)
+	}
+	ops = append(ops, files[0].writev(1<<20, true, bufs...), Op{Kind: OpFdatasync, Fd: files[0].fd()})
+	for _, b := range []Backend{u, p} {
+		run := func() {
+			if err := b.Run(ops); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run() // grow the internal slices
+		if n := testing.AllocsPerRun(20, run); n != 0 {
+			t.Errorf("%s: %v allocations per Run, want 0", b.Name(), n)
+		}
+		checkOK(t, ops)
+	}
+	for _, tf := range files {
+		tf.check(t)
+	}
+}
+
+// sealedMemfd returns a memfd of size bytes that cannot grow: a write
+// across its end writes the whole pages before the end and then fails with
+// EPERM, a real short write.
+func sealedMemfd(t *testing.T, size int64) int {
+	fd, err := unix.MemfdCreate("ring-short", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_GROW); err != nil {
+		t.Skipf("F_SEAL_GROW: %v", err)
+	}
+	return fd
+}
+
+func TestShortWrite(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		mfd := sealedMemfd(t, 4096+100)
+		other := newTestFile(t, "other")
+		var raw []int32
+		if u, ok := b.(*URing); ok {
+			u.testHookRes = func(op *Op, res int32) int32 {
+				if op.Fd == mfd {
+					raw = append(raw, res)
+				}
+				return res
+			}
+			defer func() { u.testHookRes = nil }()
+		}
+		ops := []Op{
+			{Kind: OpWritev, Fd: mfd, Offset: 0, Bufs: [][]byte{pattern(1, 3000), pattern(2, 5192)}, Link: true},
+			{Kind: OpWritev, Fd: other.fd(), Bufs: [][]byte{pattern(3, 10)}, Link: true},
+			{Kind: OpFdatasync, Fd: other.fd()},
+			other.writev(100, false, pattern(4, 10)),
+		}
+		mustRun(t, b, ops)
+		if !errors.Is(ops[0].Err, ErrShortWrite) || !errors.Is(ops[0].Err, syscall.EPERM) || ops[0].Res != 4096 {
+			t.Fatalf("write across a sealed end: Res %d, %v; want 4096 and ErrShortWrite+EPERM", ops[0].Res, ops[0].Err)
+		}
+		t.Logf("short write: %v (raw io_uring results %v)", ops[0].Err, raw)
+		if len(raw) > 0 && raw[0] != 4096 {
+			t.Fatalf("kernel result %d, want a short 4096", raw[0])
+		}
+		for k := 1; k < 3; k++ {
+			if ops[k].Err != ErrCanceled {
+				t.Fatalf("op %d: %v, want ErrCanceled", k, ops[k].Err)
+			}
+		}
+		checkOK(t, ops[3:])
+		other.check(t)
+	})
+}
+
+// TestURingShortWriteRepaired fakes a short completion (the kernel wrote
+// everything, but reports less) to check that Run finishes the write and
+// runs the rest of the chain synchronously, in order.
+func TestURingShortWriteRepaired(t *testing.T) {
+	u := newURingOrSkip(t, Options{Entries: 8})
+	a := newTestFile(t, "a")
+	b := newTestFile(t, "b")
+	u.testHookRes = func(op *Op, res int32) int32 {
+		if op.Fd == a.fd() && op.Offset == 0 && res > 0 {
+			return res / 3
+		}
+		return res
+	}
+	ops := []Op{
+		a.writev(0, true, pattern(1, 1000), pattern(2, 2000)),
+		b.writev(0, true, pattern(3, 500)),
+		{Kind: OpFdatasync, Fd: a.fd(), Link: true},
+		a.writev(3000, false, pattern(4, 100)),
+		b.writev(500, false, pattern(5, 100)), // another chain
+	}
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	a.check(t)
+	b.check(t)
+	if u.stats.repairs != 1 || u.stats.syncOps != 3 {
+		t.Fatalf("stats %+v, want 1 repair and 3 sync ops", u.stats)
+	}
+}
+
+// TestURingSingleIssuerWrongThread checks that a SingleIssuer ring used
+// from another OS thread fails cleanly (EEXIST, nothing left queued) and
+// keeps working from its own thread.
+func TestURingSingleIssuerWrongThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	u := newURingOrSkip(t, Options{Entries: 8, SingleIssuer: true})
+	if !u.SingleIssuer() {
+		t.Skip("kernel refused SINGLE_ISSUER|DEFER_TASKRUN")
+	}
+	a := newTestFile(t, "a")
+	ops := []Op{a.writev(0, false, pattern(1, 100))}
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // surely not the creator's thread
+		defer runtime.UnlockOSThread()
+		done <- u.Run([]Op{{Kind: OpWritev, Fd: a.fd(), Offset: 0, Bufs: [][]byte{pattern(9, 100)}}})
+	}()
+	err := <-done
+	if !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("Run from another thread: %v, want EEXIST", err)
+	}
+	t.Logf("wrong thread: %v", err)
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	a.check(t)
+	if u.stats.sqes != 2 || u.stats.rounds != 2 {
+		t.Fatalf("stats %+v", u.stats)
+	}
+}
+
+func TestPortableCapsIovecs(t *testing.T) {
+	// Bufs well over IOV_MAX go out in several pwritev calls.
+	p := NewPortable()
+	a := newTestFile(t, "a")
+	bufs := make([][]byte, 3000)
+	for i := range bufs {
+		bufs[i] = pattern(i, 2)
+	}
+	ops := []Op{a.writev(7, false, bufs...)}
+	mustRun(t, p, ops)
+	checkOK(t, ops)
+	a.check(t)
+	if cap(p.sc.iov) > iovMax {
+		t.Fatalf("iovec scratch grew to %d", cap(p.sc.iov))
+	}
+}
+
+// TestURingEINTR interrupts the thread waiting in io_uring_enter with the
+// signal Go uses for preemption: Run must retry and still get every result.
+func TestURingEINTR(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	u := newURingOrSkip(t, Options{Entries: 16})
+	files := []*testFile{newTestFile(t, "a"), newTestFile(t, "b"), newTestFile(t, "c")}
+	var ops []Op
+	for i := 0; i < 30; i++ {
+		tf := files[i%3]
+		ops = append(ops, tf.writev(int64(i)*8192, true, pattern(i, 8192)), Op{Kind: OpFdatasync, Fd: tf.fd()})
+	}
+	pid, tid := unix.Getpid(), unix.Gettid()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			unix.Tgkill(pid, tid, unix.SIGURG)
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	deadline := time.Now().Add(300 * time.Millisecond)
+	runs := 0
+	for time.Now().Before(deadline) {
+		mustRun(t, u, ops)
+		checkOK(t, ops)
+		runs++
+	}
+	close(stop)
+	<-done
+	for _, tf := range files {
+		tf.check(t)
+	}
+	t.Logf("%d runs, %d io_uring_enter calls, %d interrupted", runs, u.stats.enters, u.stats.eintr)
+}

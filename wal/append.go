@@ -1,0 +1,341 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ringlog/ringlog/ring"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// maxIovecs is the most buffers one writev takes (the kernel's UIO_MAXIOV).
+const maxIovecs = 1024
+
+// Batch stages appends to any number of logs and submits all their writes,
+// and the syncs they need, to a ring.Backend as one batch: with io_uring
+// that is one io_uring_enter for every partition of a writer shard. This is
+// group commit: every append staged before Submit shares the submission,
+// and all appends to one log share one fdatasync.
+//
+// Durability contract: when Submit returns, each Stage that asked for a
+// sync (or reached its log's flush.messages) has its bytes on stable
+// storage (fdatasync completed); the others are in the page cache. Readers
+// see a batch only after Submit committed it.
+//
+// A Batch is used by one goroutine, the owner of every log it touches:
+//
+//	tk, err := b.Append(log, batches, sync) // assigns offsets now
+//	...                                      // more logs, more appends
+//	err = b.Submit(backend)                  // write, sync, commit
+//	tk.Err(), tk.Results()
+//	b.Reset()
+//
+// All appends to one log in a Batch form one stage, and the stage's writes
+// (and its sync) are one linked chain: the kernel runs them in file order,
+// so a crash in the middle of a submission leaves each log a prefix of
+// what was staged, never a hole with data after it.
+type Batch struct {
+	stages []*Stage
+	ops    []ring.Op
+	pool   []*Stage
+	bufs   [][]byte
+}
+
+// Appended is the outcome of one appended record batch.
+type Appended struct {
+	BaseOffset int64
+	LastOffset int64
+	// AppendTime is the broker timestamp for LogAppendTime logs, else -1.
+	AppendTime int64
+}
+
+// Ticket is one Append call's share of a stage.
+type Ticket struct {
+	st       *Stage
+	first, n int
+}
+
+// Err is the outcome after Submit: nil when every batch of the call is
+// written (and synced if asked).
+func (t Ticket) Err() error { return t.st.err }
+
+// Results has one entry per batch of the call, in order; the offsets are
+// assigned at Append and valid once Err is nil after Submit.
+func (t Ticket) Results() []Appended { return t.st.Results[t.first : t.first+t.n] }
+
+// Synced reports whether the batches were fdatasync'ed before completing.
+func (t Ticket) Synced() bool { return t.st.sync }
+
+// Stage is one log's part of a Batch.
+type Stage struct {
+	log *Log
+	// Results has one entry per appended batch, in order.
+	Results []Appended
+	metas   []stagedBatch
+	sync    bool
+	records int64
+	opFirst int
+	opEnd   int
+	err     error
+	batch   *Batch
+}
+
+type stagedBatch struct {
+	seg   *segment
+	data  []byte
+	pos   int64
+	base  int64
+	next  int64
+	maxTs int64
+}
+
+// Len is the number of stages in the batch.
+func (b *Batch) Len() int { return len(b.stages) }
+
+// Reset empties the batch for reuse, keeping its memory.
+func (b *Batch) Reset() {
+	for _, st := range b.stages {
+		if st.log.staged == st {
+			st.log.staged = nil
+		}
+		clear(st.metas)
+		*st = Stage{Results: st.Results[:0], metas: st.metas[:0]}
+		b.pool = append(b.pool, st)
+	}
+	clear(b.stages)
+	b.stages = b.stages[:0]
+	clear(b.ops)
+	b.ops = b.ops[:0]
+	clear(b.bufs)
+	b.bufs = b.bufs[:0]
+}
+
+// stageFor returns l's stage in this batch, creating it.
+func (b *Batch) stageFor(l *Log, sync bool) *Stage {
+	if st := l.staged; st != nil && st.batch == b {
+		st.sync = st.sync || sync
+		return st
+	}
+	var st *Stage
+	if n := len(b.pool); n > 0 {
+		st = b.pool[n-1]
+		b.pool = b.pool[:n-1]
+	} else {
+		st = &Stage{}
+	}
+	st.log, st.sync, st.batch = l, sync, b
+	l.staged = st
+	b.stages = append(b.stages, st)
+	return st
+}
+
+// Append stages record batches for log l: it assigns their offsets
+// (patching baseOffset and the leader epoch in place, and the timestamp for
+// LogAppendTime logs), rolls segments as needed, and queues the writes. The
+// batches must have passed batch.Validate and must stay untouched until
+// Submit returns. sync asks for fdatasync before the batches complete (the
+// acks=all / fsync=always path); it makes the log's whole stage sync.
+func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
+	if l.closed {
+		return Ticket{}, ErrClosed
+	}
+	if l.failed != nil {
+		return Ticket{}, l.failed
+	}
+	for _, data := range batches {
+		if len(data) < batch.HeaderSize {
+			return Ticket{}, fmt.Errorf("wal: append of a %d-byte batch", len(data))
+		}
+	}
+	now := int64(-1)
+	st := b.stageFor(l, sync)
+	tk := Ticket{st: st, first: len(st.Results), n: len(batches)}
+	for _, data := range batches {
+		h, _ := batch.ParseHeader(data)
+		last := l.next + int64(h.LastOffsetDelta)
+		if l.needsRoll(len(data), last) {
+			if err := l.roll(); err != nil {
+				l.failed = fmt.Errorf("wal: %s: roll: %w", l.dir, err)
+				return Ticket{}, l.failed
+			}
+		}
+		s := l.active()
+		if now < 0 && (s.firstAppendMs < 0 || l.opts.LogAppendTime) {
+			now = l.opts.Now().UnixMilli()
+		}
+		if s.firstAppendMs < 0 {
+			s.firstAppendMs = now
+		}
+		batch.SetBaseOffset(data, l.next)
+		batch.SetLeaderEpoch(data, l.opts.LeaderEpoch)
+		res := Appended{BaseOffset: l.next, LastOffset: last, AppendTime: -1}
+		maxTs := h.MaxTimestamp
+		if l.opts.LogAppendTime {
+			batch.SetLogAppendTime(data, now)
+			res.AppendTime, maxTs = now, now
+		}
+		st.metas = append(st.metas, stagedBatch{seg: s, data: data, pos: s.wpos, base: l.next, next: last + 1, maxTs: maxTs})
+		st.Results = append(st.Results, res)
+		st.records += int64(h.LastOffsetDelta) + 1
+		s.wpos += int64(len(data))
+		l.next = last + 1
+		s.wnext = l.next
+	}
+	if !st.sync && l.opts.FlushMessages > 0 && l.unflushed+st.records >= l.opts.FlushMessages {
+		st.sync = true
+	}
+	return tk, nil
+}
+
+// Sync stages an fdatasync of l's active segment with nothing to write (the
+// flush.ms path).
+func (b *Batch) Sync(l *Log) (Ticket, error) {
+	if l.closed {
+		return Ticket{}, ErrClosed
+	}
+	if l.failed != nil {
+		return Ticket{}, l.failed
+	}
+	st := b.stageFor(l, true)
+	return Ticket{st: st, first: len(st.Results)}, nil
+}
+
+// buildOps turns the stages into ring operations: per log, one writev per
+// run of batches in the same segment (split at maxIovecs), an fdatasync of
+// each segment written when the stage syncs, all linked in one chain.
+func (b *Batch) buildOps() {
+	for _, st := range b.stages {
+		st.opFirst = len(b.ops)
+		if len(st.metas) == 0 && st.sync {
+			b.ops = append(b.ops, ring.Op{Kind: ring.OpFdatasync, Fd: int(st.log.active().f.Fd())})
+		}
+		for i := 0; i < len(st.metas); {
+			seg := st.metas[i].seg
+			j := i
+			for j < len(st.metas) && st.metas[j].seg == seg {
+				j++
+			}
+			for k := i; k < j; k += maxIovecs {
+				e := min(k+maxIovecs, j)
+				first := len(b.bufs)
+				for _, m := range st.metas[k:e] {
+					b.bufs = append(b.bufs, m.data)
+				}
+				b.ops = append(b.ops, ring.Op{
+					Kind: ring.OpWritev, Fd: int(seg.f.Fd()), Offset: st.metas[k].pos,
+					Bufs: b.bufs[first:len(b.bufs):len(b.bufs)], Link: true,
+				})
+			}
+			if st.sync {
+				b.ops = append(b.ops, ring.Op{Kind: ring.OpFdatasync, Fd: int(seg.f.Fd()), Link: true})
+			}
+			i = j
+		}
+		st.opEnd = len(b.ops)
+		if st.opEnd > st.opFirst {
+			b.ops[st.opEnd-1].Link = false
+		}
+	}
+}
+
+// Submit runs every staged write and sync as one backend batch, then
+// commits each stage (indexes, sizes, end offsets: readers see the batches
+// from now on) or fails it. A failed write makes its log refuse further
+// appends (Log.Err) until it is reopened; other logs are unaffected. The
+// returned error is for a failure of the submission itself, which fails
+// every stage.
+func (b *Batch) Submit(backend ring.Backend) error {
+	if len(b.stages) == 0 {
+		return nil
+	}
+	b.buildOps()
+	if err := backend.Run(b.ops); err != nil {
+		for _, st := range b.stages {
+			st.log.fail(st, fmt.Errorf("wal: submit: %w", err))
+		}
+		return err
+	}
+	for _, st := range b.stages {
+		var err error
+		for i := st.opFirst; i < st.opEnd; i++ {
+			if op := &b.ops[i]; op.Err != nil {
+				err = fmt.Errorf("wal: %s: %s at %d: %w", st.log.dir, op.Kind, op.Offset, op.Err)
+				break
+			}
+		}
+		if err == nil && st.log.failed != nil {
+			err = st.log.failed // an earlier stage of this log failed
+		}
+		if err != nil {
+			st.log.fail(st, err)
+			continue
+		}
+		st.log.commit(st)
+	}
+	return nil
+}
+
+// commit publishes a written stage to readers (owner only).
+func (l *Log) commit(st *Stage) {
+	interval := l.opts.IndexIntervalBytes
+	for i := range st.metas {
+		m := &st.metas[i]
+		m.seg.indexBatch(m.base, m.pos, len(m.data), m.maxTs, interval)
+		m.seg.size.Store(m.pos + int64(len(m.data)))
+		m.seg.end.Store(m.next)
+	}
+	if n := len(st.metas); n > 0 {
+		l.end.Store(st.metas[n-1].next)
+	}
+	if st.sync {
+		l.unflushed = 0
+	} else if st.records > 0 {
+		if l.unflushed == 0 {
+			l.dirtySince = l.opts.Now()
+		}
+		l.unflushed += st.records
+	}
+	if len(l.toSeal) > 0 {
+		l.sealPending()
+	}
+}
+
+// fail records a failed stage: the log refuses appends from now on, and
+// what the stage may have half-written is cut off (best effort; recovery
+// at the next open cuts it in any case).
+func (l *Log) fail(st *Stage, err error) {
+	st.err = err
+	if l.failed == nil {
+		l.failed = err
+		l.logger.Error("log write failed; refusing appends until reopened", "err", err)
+	}
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+	for _, s := range segs {
+		if s.wpos != s.size.Load() {
+			if terr := s.f.Truncate(s.size.Load()); terr != nil && !errors.Is(terr, ErrClosed) {
+				l.logger.Warn("cut back failed write", "segment", s.base, "err", terr)
+			}
+			s.wpos = s.size.Load()
+			s.wnext = s.end.Load()
+		}
+	}
+	l.next = l.end.Load()
+}
+
+// Append is the one-log convenience: stage batches, submit them with
+// backend, and return the results.
+func (l *Log) Append(backend ring.Backend, batches [][]byte, sync bool) ([]Appended, error) {
+	var b Batch
+	defer b.Reset()
+	tk, err := b.Append(l, batches, sync)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Submit(backend); err != nil {
+		return nil, err
+	}
+	return slices.Clone(tk.Results()), tk.Err()
+}

@@ -1,0 +1,63 @@
+package batch
+
+import (
+	"bytes"
+	"testing"
+)
+
+// FuzzValidate feeds arbitrary bytes to the batch validator: it must never
+// panic, and whatever it accepts must survive the broker's patches and walk
+// cleanly.
+func FuzzValidate(f *testing.F) {
+	for _, c := range []Codec{CodecNone, CodecGzip, CodecSnappy, CodecLZ4, CodecZstd} {
+		f.Add(build(f, c, 3, 20))
+	}
+	f.Add(build(f, CodecNone, 1, 0))
+	f.Add([]byte{})
+	f.Add(make([]byte, HeaderSize))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := Validate(data, Limits{MaxBatchBytes: 1 << 20})
+		if err != nil {
+			if ClassOf(err) == 0 {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		cp := bytes.Clone(data)
+		SetBaseOffset(cp, 1<<40)
+		SetLeaderEpoch(cp, 3)
+		if _, err := Validate(cp, Limits{}); err != nil {
+			t.Fatalf("patched batch no longer valid: %v", err)
+		}
+		it, _, err := Records(data, &h, nil)
+		if err != nil {
+			return // a compressed payload that does not decompress
+		}
+		for {
+			r, ok := it.Next()
+			if !ok {
+				break
+			}
+			_, _ = r.Headers()
+		}
+	})
+}
+
+// FuzzDecompress checks every codec's decoder on arbitrary input: errors,
+// never panics, never more than MaxDecompressedBytes.
+func FuzzDecompress(f *testing.F) {
+	src := bytes.Repeat([]byte("abc"), 100)
+	for _, c := range []Codec{CodecGzip, CodecSnappy, CodecLZ4, CodecZstd} {
+		out, err := Compress(c, nil, src)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(c), out)
+	}
+	f.Fuzz(func(t *testing.T, codec uint8, data []byte) {
+		out, err := Decompress(Codec(codec%5), nil, data)
+		if err == nil && len(out) > MaxDecompressedBytes {
+			t.Fatalf("decompressed %d bytes", len(out))
+		}
+	})
+}

@@ -1,0 +1,33 @@
+package wal
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// fallocate reserves size bytes of disk for f without changing what reads
+// return (FALLOC_FL_KEEP_SIZE), so a preallocated segment still ends where
+// its data ends.
+func fallocate(f *os.File, size int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, size)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// releasePrealloc gives back the blocks reserved past a sealed segment's
+// end.
+func releasePrealloc(f *os.File, size, reserved int64) error {
+	if reserved <= size {
+		return nil
+	}
+	for {
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, size, reserved-size)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

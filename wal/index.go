@@ -1,0 +1,256 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// mmapFile is a file mapped read-write into memory at a fixed capacity, with
+// a count of valid fixed-size entries at its start. The owner appends entries
+// and then publishes the new count; readers load the count and read only
+// entries below it, so they never see a half-written entry.
+//
+// The mapping keeps its capacity for the file's whole life: sealing a
+// segment only truncates the file (readers never touch bytes past the last
+// entry, so the pages past the new end are never faulted in), and the
+// mapping is removed only when the segment is closed.
+type mmapFile struct {
+	f         *os.File
+	data      []byte
+	entrySize int
+	entries   atomic.Int64
+}
+
+// open maps the file at path (creating it), with room for capacity bytes
+// of entries, and returns the file's size before it was extended.
+func (m *mmapFile) open(path string, entrySize, capacity int) (int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return 0, err
+	}
+	onDisk := st.Size()
+	capacity -= capacity % entrySize
+	if capacity < entrySize {
+		capacity = entrySize
+	}
+	if int64(capacity) < onDisk {
+		capacity = int(onDisk - onDisk%int64(entrySize))
+	}
+	if err := f.Truncate(int64(capacity)); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("preallocate %s: %w", path, err)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, capacity, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return 0, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	m.f, m.data, m.entrySize = f, data, entrySize
+	return onDisk, nil
+}
+
+// full reports whether another entry would not fit.
+func (m *mmapFile) full() bool {
+	return (m.entries.Load()+1)*int64(m.entrySize) > int64(len(m.data))
+}
+
+// trim truncates the file to its valid entries (the mapping stays).
+func (m *mmapFile) trim() error {
+	return m.f.Truncate(m.entries.Load() * int64(m.entrySize))
+}
+
+// reset forgets every entry (for a rebuild) and zeroes the region.
+func (m *mmapFile) reset() {
+	n := m.entries.Load() * int64(m.entrySize)
+	clear(m.data[:n])
+	m.entries.Store(0)
+}
+
+func (m *mmapFile) sync() error {
+	return unix.Msync(m.data, unix.MS_SYNC)
+}
+
+func (m *mmapFile) close() error {
+	err := unix.Munmap(m.data)
+	m.data = nil
+	if cerr := m.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// offsetIndex is a segment's sparse offset index: entries of
+//
+//	[relativeOffset:4][position:4]   big-endian, 8 bytes
+//
+// mapping the first offset of a batch (relative to the segment's base
+// offset) to that batch's byte position in the segment's .log file. An entry
+// is added at most every indexIntervalBytes of log, so the index stays small
+// enough to live in memory; a lookup finds the last entry at or before the
+// target and the reader walks batch headers from there.
+type offsetIndex struct{ mmapFile }
+
+const offsetEntrySize = 8
+
+func (x *offsetIndex) entry(i int64) (rel uint32, pos uint32) {
+	b := x.data[i*offsetEntrySize:]
+	return binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+}
+
+// append adds an entry; the caller checks monotonicity and fullness.
+func (x *offsetIndex) append(rel, pos uint32) {
+	n := x.entries.Load()
+	b := x.data[n*offsetEntrySize:]
+	binary.BigEndian.PutUint32(b, rel)
+	binary.BigEndian.PutUint32(b[4:], pos)
+	x.entries.Store(n + 1)
+}
+
+// lookup returns the position of the last entry whose relative offset is at
+// most rel, or 0 (the segment start) when there is none.
+func (x *offsetIndex) lookup(rel uint32) int64 {
+	lo, hi := int64(0), x.entries.Load()-1
+	best := int64(0)
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		r, p := x.entry(mid)
+		if r <= rel {
+			best = int64(p)
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best
+}
+
+// lookupPos returns the last entry whose position is at most pos, as
+// (relative offset, position), or (0, 0).
+func (x *offsetIndex) lookupPos(pos int64) (uint32, int64) {
+	lo, hi := int64(0), x.entries.Load()-1
+	var bestRel uint32
+	var bestPos int64
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		r, p := x.entry(mid)
+		if int64(p) <= pos {
+			bestRel, bestPos = r, int64(p)
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return bestRel, bestPos
+}
+
+// last returns the last entry, ok false when empty.
+func (x *offsetIndex) last() (rel uint32, pos uint32, ok bool) {
+	n := x.entries.Load()
+	if n == 0 {
+		return 0, 0, false
+	}
+	rel, pos = x.entry(n - 1)
+	return rel, pos, true
+}
+
+// sane checks entries loaded from disk: strictly increasing offsets and
+// positions, every position inside the log, every offset below limitRel.
+func (x *offsetIndex) sane(logSize int64, limitRel int64) error {
+	n := x.entries.Load()
+	var prevRel, prevPos int64 = -1, -1
+	for i := int64(0); i < n; i++ {
+		r, p := x.entry(i)
+		if int64(r) <= prevRel || int64(p) <= prevPos && i > 0 {
+			return fmt.Errorf("entry %d (%d,%d) does not increase", i, r, p)
+		}
+		if int64(p) >= logSize && !(logSize == 0 && p == 0) {
+			return fmt.Errorf("entry %d points at byte %d past the log's %d", i, p, logSize)
+		}
+		if limitRel >= 0 && int64(r) >= limitRel {
+			return fmt.Errorf("entry %d offset +%d is past the segment's end +%d", i, r, limitRel)
+		}
+		prevRel, prevPos = int64(r), int64(p)
+	}
+	return nil
+}
+
+// timeIndex is a segment's time index: entries of
+//
+//	[timestamp:8][relativeOffset:4]   big-endian, 12 bytes
+//
+// each saying "the largest timestamp in the segment up to here is
+// timestamp, first reached at the batch starting at relativeOffset".
+// Timestamps strictly increase from entry to entry. An entry is added when
+// an offset-index entry is added and the segment's largest timestamp grew,
+// and once more when the segment is sealed.
+type timeIndex struct{ mmapFile }
+
+const timeEntrySize = 12
+
+func (x *timeIndex) entry(i int64) (ts int64, rel uint32) {
+	b := x.data[i*timeEntrySize:]
+	return int64(binary.BigEndian.Uint64(b)), binary.BigEndian.Uint32(b[8:])
+}
+
+func (x *timeIndex) append(ts int64, rel uint32) {
+	n := x.entries.Load()
+	b := x.data[n*timeEntrySize:]
+	binary.BigEndian.PutUint64(b, uint64(ts))
+	binary.BigEndian.PutUint32(b[8:], rel)
+	x.entries.Store(n + 1)
+}
+
+func (x *timeIndex) last() (ts int64, rel uint32, ok bool) {
+	n := x.entries.Load()
+	if n == 0 {
+		return 0, 0, false
+	}
+	ts, rel = x.entry(n - 1)
+	return ts, rel, true
+}
+
+// lookup returns the relative offset of the last entry whose timestamp is
+// at most ts, or 0. Every batch before that entry's batch has only
+// timestamps below the entry's, so a scan for the first record at or after
+// ts can start there.
+func (x *timeIndex) lookup(ts int64) uint32 {
+	lo, hi := int64(0), x.entries.Load()-1
+	var best uint32
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		t, r := x.entry(mid)
+		if t <= ts {
+			best = r
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best
+}
+
+func (x *timeIndex) sane(limitRel int64) error {
+	n := x.entries.Load()
+	var prevTs int64 = -1 << 63
+	var prevRel int64 = -1
+	for i := int64(0); i < n; i++ {
+		t, r := x.entry(i)
+		if t <= prevTs || int64(r) < prevRel {
+			return fmt.Errorf("entry %d (%d,%d) does not increase", i, t, r)
+		}
+		if limitRel >= 0 && int64(r) >= limitRel {
+			return fmt.Errorf("entry %d offset +%d is past the segment's end +%d", i, r, limitRel)
+		}
+		prevTs, prevRel = t, int64(r)
+	}
+	return nil
+}

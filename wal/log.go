@@ -1,0 +1,411 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// Errors a Log returns.
+var (
+	// ErrOffsetOutOfRange: a read below the log start or past the end.
+	ErrOffsetOutOfRange = errors.New("wal: offset out of range")
+	// ErrClosed: the log was closed.
+	ErrClosed = errors.New("wal: log closed")
+	// ErrCorrupt marks damage found in stored bytes.
+	ErrCorrupt = errors.New("wal: corrupt log")
+)
+
+// Log is one partition's log: an ordered list of segments in a directory.
+//
+// Concurrency: one goroutine, the owner, appends (through a Batch), rolls,
+// enforces retention, changes options and closes. Any goroutine may read
+// (Read, ReadBatches, OffsetForTime, the offset accessors) concurrently with
+// the owner: readers see only committed batches.
+type Log struct {
+	dir    string
+	opts   Options
+	logger *slog.Logger
+
+	// mu guards segs (the slice, not the segments). Readers hold it shared
+	// only while they pick segments and take references.
+	mu   sync.RWMutex
+	segs []*segment
+
+	start atomic.Int64 // log start offset
+	end   atomic.Int64 // offset after the last committed batch
+
+	// Owner-only state.
+	next       int64     // next offset to assign to a staged batch
+	unflushed  int64     // records appended since the last sync
+	dirtySince time.Time // when the oldest unsynced append happened
+	failed     error     // sticky: set by a failed write, refuses appends
+	closed     bool
+	toSeal     []*segment
+	staged     *Stage // this log's stage in the Batch being built
+
+	// Background flushes of sealed segments advance the recovery point.
+	bg       sync.WaitGroup
+	rpMu     sync.Mutex
+	rpOffset int64
+}
+
+const recoveryPointFile = "recovery-point"
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// StartOffset is the first offset still in the log.
+func (l *Log) StartOffset() int64 { return l.start.Load() }
+
+// EndOffset is the offset the next committed batch will get: the high
+// watermark of a single-replica partition.
+func (l *Log) EndOffset() int64 { return l.end.Load() }
+
+// Options returns the options in force.
+func (l *Log) Options() Options { return l.opts }
+
+// SetOptions changes the options of an open log (owner only). Fields that
+// only matter at open (Clean, RepairCorruption) are ignored.
+func (l *Log) SetOptions(o Options) error {
+	o.Clean, o.RepairCorruption = l.opts.Clean, l.opts.RepairCorruption
+	if o.Logger == nil {
+		o.Logger = l.opts.Logger
+	}
+	if o.Now == nil {
+		o.Now = l.opts.Now
+	}
+	n, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	if n.MaxIndexBytes != l.opts.MaxIndexBytes {
+		n.MaxIndexBytes = l.opts.MaxIndexBytes // takes effect for new segments only
+	}
+	l.opts = n
+	return nil
+}
+
+// Size is the number of bytes in all segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// SegmentCount is the number of segments.
+func (l *Log) SegmentCount() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// Err is the sticky write error that made the log refuse appends, if any.
+func (l *Log) Err() error { return l.failed }
+
+// Open opens the log in dir, creating it if needed, and recovers it (see
+// recover.go).
+func Open(dir string, opts Options) (*Log, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	l := &Log{dir: dir, opts: o, logger: o.Logger.With("log", filepath.Base(dir))}
+	if err := l.load(); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	return l, nil
+}
+
+// listSegments returns the base offsets of the .log files in dir, sorted,
+// and removes leftovers of interrupted operations.
+func listSegments(dir string, logger *slog.Logger) ([]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	var bases []int64
+	logs := map[string]bool{}
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, swapSuffix) || strings.HasSuffix(name, cleanedSuffix):
+			// An interrupted compaction or repair: the originals are intact.
+			logger.Info("removing leftover of an interrupted rewrite", "file", name)
+			os.Remove(filepath.Join(dir, name))
+		case strings.HasSuffix(name, logSuffix):
+			stem := strings.TrimSuffix(name, logSuffix)
+			base, err := strconv.ParseInt(stem, 10, 64)
+			if err != nil || len(stem) != 20 || base < 0 {
+				return nil, fmt.Errorf("wal: %s: unexpected file name %q", dir, name)
+			}
+			bases = append(bases, base)
+			logs[stem] = true
+		}
+	}
+	for _, e := range ents {
+		name := e.Name()
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if stem, ok := strings.CutSuffix(name, suf); ok && !logs[stem] {
+				logger.Info("removing index without a log", "file", name)
+				os.Remove(filepath.Join(dir, name))
+			}
+		}
+	}
+	slices.Sort(bases)
+	return bases, nil
+}
+
+func readRecoveryPoint(dir string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, recoveryPointFile))
+	if err != nil {
+		return 0
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// setRecoveryPoint records that every offset below off is on stable
+// storage; it never moves backwards. Best effort: a stale file only makes
+// the next unclean recovery scan more.
+func (l *Log) setRecoveryPoint(off int64) {
+	l.rpMu.Lock()
+	defer l.rpMu.Unlock()
+	if off <= l.rpOffset {
+		return
+	}
+	l.rpOffset = off
+	path := filepath.Join(l.dir, recoveryPointFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(off, 10)+"\n"), 0o644); err != nil {
+		l.logger.Warn("write recovery point", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		l.logger.Warn("write recovery point", "err", err)
+	}
+}
+
+// active is the segment appends go to (owner only).
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// roll starts a new active segment at l.next (owner only). The old one is
+// sealed once its staged bytes are committed.
+func (l *Log) roll() error {
+	old := l.active()
+	s, err := openSegment(l.dir, l.next, &l.opts, true)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.segs = append(l.segs, s)
+	l.mu.Unlock()
+	l.toSeal = append(l.toSeal, old)
+	l.logger.Debug("rolled segment", "base", s.base, "previous", old.base, "previous_bytes", old.wpos)
+	return nil
+}
+
+// sealPending seals segments rolled away from, once nothing staged is
+// left in them, and flushes them in the background to advance the recovery
+// point.
+func (l *Log) sealPending() {
+	for _, s := range l.toSeal {
+		if err := s.seal(); err != nil {
+			l.logger.Warn("seal segment", "base", s.base, "err", err)
+		}
+		if !s.acquire() {
+			continue
+		}
+		next := s.end.Load()
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			defer s.release()
+			if err := s.f.Sync(); err != nil {
+				l.logger.Warn("flush sealed segment", "base", s.base, "err", err)
+				return
+			}
+			s.idx.sync()
+			s.tidx.sync()
+			l.setRecoveryPoint(next)
+		}()
+	}
+	l.toSeal = l.toSeal[:0]
+}
+
+// needsRoll reports whether a batch of size bytes ending at offset last
+// must go to a new segment (owner only).
+func (l *Log) needsRoll(size int, last int64) bool {
+	s := l.active()
+	if s.wpos == 0 {
+		return false
+	}
+	switch {
+	case s.wpos+int64(size) > l.opts.SegmentBytes:
+		return true
+	case s.idx.full() || s.tidx.full():
+		return true
+	case !s.canHold(last):
+		return true
+	case l.opts.SegmentAge > 0 && s.firstAppendMs >= 0 &&
+		l.opts.Now().UnixMilli()-s.firstAppendMs >= l.opts.SegmentAge.Milliseconds():
+		return true
+	}
+	return false
+}
+
+// FlushDue reports whether unsynced data is older than FlushInterval (owner
+// only); the owner then stages a sync with Batch.Sync.
+func (l *Log) FlushDue(now time.Time) bool {
+	return l.opts.FlushInterval > 0 && l.unflushed > 0 && now.Sub(l.dirtySince) >= l.opts.FlushInterval
+}
+
+// segmentFor returns the index of the segment that may hold off: the last
+// one whose base is at most off. Caller holds mu.
+func (l *Log) segmentForLocked(off int64) int {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > off })
+	return i - 1
+}
+
+// EnforceRetention deletes whole segments that are past retention by age
+// or by size (owner only), never the active one unless it is itself
+// expired (then it is rolled first). It returns the number deleted.
+func (l *Log) EnforceRetention() (int, error) {
+	if l.closed {
+		return 0, ErrClosed
+	}
+	now := l.opts.Now().UnixMilli()
+	var victims []*segment
+	l.mu.RLock()
+	total := int64(0)
+	for _, s := range l.segs {
+		total += s.size.Load()
+	}
+	n := len(l.segs)
+	for i, s := range l.segs {
+		last := i == n-1
+		expired := l.opts.RetentionAge > 0 && s.size.Load() > 0 &&
+			s.maxTs.Load() >= 0 && now-s.maxTs.Load() > l.opts.RetentionAge.Milliseconds()
+		oversize := l.opts.RetentionBytes > 0 && total-s.size.Load() >= l.opts.RetentionBytes
+		if !expired && !oversize {
+			break
+		}
+		if last {
+			if !expired || s.wpos != s.size.Load() {
+				break
+			}
+		}
+		victims = append(victims, s)
+		total -= s.size.Load()
+	}
+	l.mu.RUnlock()
+	if len(victims) == 0 {
+		return 0, nil
+	}
+	if victims[len(victims)-1] == l.active() {
+		if err := l.roll(); err != nil {
+			return 0, err
+		}
+		l.sealPending()
+	}
+	l.mu.Lock()
+	l.segs = l.segs[len(victims):]
+	newStart := l.segs[0].base
+	l.mu.Unlock()
+	if newStart > l.start.Load() {
+		l.start.Store(newStart)
+	}
+	var errs []error
+	for _, s := range victims {
+		l.logger.Info("retention deleted segment", "base", s.base, "bytes", s.size.Load(), "end", s.end.Load())
+		if err := s.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		s.release()
+	}
+	return len(victims), errors.Join(errs...)
+}
+
+// Close flushes everything to stable storage, trims the indexes and
+// releases the files (owner only). Readers holding references keep them
+// until they release.
+func (l *Log) Close() error {
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var errs []error
+	l.sealPending()
+	l.bg.Wait()
+	if len(l.segs) > 0 {
+		s := l.active()
+		if l.failed == nil {
+			if err := s.f.Sync(); err != nil {
+				errs = append(errs, fmt.Errorf("flush %s: %w", s.path(logSuffix), err))
+			}
+		}
+		s.maybeTimeEntry()
+		if err := s.idx.trim(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.tidx.trim(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.preallocated > 0 {
+			if err := releasePrealloc(s.f, s.size.Load(), s.preallocated); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) == 0 && l.failed == nil {
+			l.setRecoveryPoint(l.end.Load())
+		}
+	}
+	l.closeSegments()
+	return errors.Join(errs...)
+}
+
+func (l *Log) closeSegments() {
+	l.mu.Lock()
+	segs := l.segs
+	l.segs = nil
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.release()
+	}
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	l.failed = ErrClosed
+	cerr := l.Close()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("wal: delete %s: %w", l.dir, err)
+	}
+	return cerr
+}
+
+// batchMaxTs is the timestamp a batch counts with for indexing and
+// retention.
+func batchMaxTs(h *batch.Header) int64 { return h.MaxTimestamp }

@@ -1,0 +1,97 @@
+package wal
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Options configure a Log. The zero value of a field means its default.
+type Options struct {
+	// SegmentBytes rolls the active segment when the next batch would take
+	// it past this size (segment.bytes). Default 1 GiB.
+	SegmentBytes int64
+	// SegmentAge rolls the active segment once its first batch is older
+	// than this (segment.ms). 0: never roll by age.
+	SegmentAge time.Duration
+	// IndexIntervalBytes is the most log bytes between two sparse index
+	// entries (index.interval.bytes). Default 4096.
+	IndexIntervalBytes int
+	// MaxIndexBytes is the preallocated size of each offset index
+	// (segment.index.bytes); a full index rolls the segment. Default 10 MiB.
+	MaxIndexBytes int
+	// RetentionBytes deletes the oldest segments while the log is larger
+	// than this (retention.bytes). Negative or 0: unlimited.
+	RetentionBytes int64
+	// RetentionAge deletes segments whose newest timestamp is older than
+	// this (retention.ms). Negative or 0: unlimited.
+	RetentionAge time.Duration
+	// FlushMessages makes an append also fdatasync the log once this many
+	// records were appended since the last sync (flush.messages). 0: never.
+	FlushMessages int64
+	// FlushInterval asks for a sync when unsynced data is older than this
+	// (flush.ms); the owner checks FlushDue. 0: never.
+	FlushInterval time.Duration
+	// Preallocate reserves SegmentBytes of disk when a segment is created.
+	Preallocate bool
+	// LogAppendTime makes the broker stamp each batch with its append time
+	// (message.timestamp.type=LogAppendTime).
+	LogAppendTime bool
+	// LeaderEpoch is written into each appended batch.
+	LeaderEpoch int32
+
+	// Clean says the previous owner of the directory closed it cleanly, so
+	// Open trusts the files instead of rescanning what may be unclean.
+	Clean bool
+	// RepairCorruption makes Open salvage a log with damage in the middle:
+	// the damaged bytes are moved to a .corrupt file next to the segment
+	// and every valid batch is kept (with a gap in offsets). Without it,
+	// Open refuses such a log with a *CorruptionError.
+	RepairCorruption bool
+
+	// Logger receives recovery and retention actions. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock (tests replace it). Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultSegmentBytes       = 1 << 30
+	DefaultIndexIntervalBytes = 4096
+	DefaultMaxIndexBytes      = 10 << 20
+)
+
+func (o *Options) withDefaults() (Options, error) {
+	r := *o
+	if r.SegmentBytes == 0 {
+		r.SegmentBytes = DefaultSegmentBytes
+	}
+	if r.SegmentBytes < batchMin {
+		return r, fmt.Errorf("segment bytes %d is too small", r.SegmentBytes)
+	}
+	if r.SegmentBytes > 1<<31-1 {
+		// Positions in the index are 4 bytes, as in Kafka.
+		return r, fmt.Errorf("segment bytes %d exceeds the 2 GiB index limit", r.SegmentBytes)
+	}
+	if r.IndexIntervalBytes <= 0 {
+		r.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if r.MaxIndexBytes == 0 {
+		r.MaxIndexBytes = DefaultMaxIndexBytes
+	}
+	if r.MaxIndexBytes < 4*offsetEntrySize {
+		return r, fmt.Errorf("max index bytes %d is too small", r.MaxIndexBytes)
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return r, nil
+}
+
+// batchMin is the smallest possible record batch.
+const batchMin = 61

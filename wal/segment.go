@@ -1,0 +1,252 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// File name suffixes of a segment's files.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	corruptSuffix   = ".corrupt"
+)
+
+func segmentName(base int64, suffix string) string {
+	return fmt.Sprintf("%020d%s", base, suffix)
+}
+
+// segment is one .log file with its .index and .timeindex.
+//
+// Ownership: the log's writer goroutine appends (wpos, lastIndexed, maxTs
+// bookkeeping); readers on any goroutine use only the atomics, the indexes'
+// published entries and the file (by pread), under a reference taken with
+// acquire. The segment closes its files when the last reference goes.
+type segment struct {
+	dir  string
+	base int64
+	f    *os.File
+	idx  offsetIndex
+	tidx timeIndex
+
+	// Published for readers, stored after the bytes they describe are
+	// written: size is the readable length of the file, end the offset
+	// after its last readable batch, maxTs its largest batch timestamp.
+	size  atomic.Int64
+	end   atomic.Int64
+	maxTs atomic.Int64
+
+	// Writer-only bookkeeping.
+	wpos          int64 // staged end of the file
+	wnext         int64 // staged next offset
+	lastIndexed   int64 // position of the last offset-index entry, -1 if none
+	maxTsOffset   int64 // base offset of the batch that reached maxTs
+	firstAppendMs int64 // timestamp of the first batch, for segment.ms rolls
+	sealed        bool  // no longer the active segment, indexes trimmed
+	preallocated  int64 // bytes reserved by fallocate at creation
+	idxOnDisk     int64 // index file sizes found at open, before preallocation
+	tidxOnDisk    int64
+
+	refs    atomic.Int32
+	deleted atomic.Bool
+}
+
+func (s *segment) path(suffix string) string {
+	return filepath.Join(s.dir, segmentName(s.base, suffix))
+}
+
+// openSegment opens (creating if needed) the three files of the segment at
+// base. It does not validate anything; recovery does that.
+func openSegment(dir string, base int64, opts *Options, create bool) (*segment, error) {
+	s := &segment{dir: dir, base: base, lastIndexed: -1, maxTsOffset: -1, firstAppendMs: -1}
+	s.maxTs.Store(-1)
+	s.refs.Store(1)
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(s.path(logSuffix), flags, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("segment %d: %w", base, err)
+	}
+	s.f = f
+	if create && opts.Preallocate && opts.SegmentBytes > 0 {
+		if err := fallocate(f, opts.SegmentBytes); err != nil {
+			opts.Logger.Warn("preallocate failed; continuing without", "segment", s.path(logSuffix), "err", err)
+		} else {
+			s.preallocated = opts.SegmentBytes
+		}
+	}
+	idxOnDisk, err := s.idx.open(s.path(indexSuffix), offsetEntrySize, opts.MaxIndexBytes)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("segment %d index: %w", base, err)
+	}
+	tcap := opts.MaxIndexBytes / offsetEntrySize * timeEntrySize
+	tidxOnDisk, err := s.tidx.open(s.path(timeIndexSuffix), timeEntrySize, tcap)
+	if err != nil {
+		s.idx.close()
+		f.Close()
+		return nil, fmt.Errorf("segment %d time index: %w", base, err)
+	}
+	s.idxOnDisk, s.tidxOnDisk = idxOnDisk, tidxOnDisk
+	s.end.Store(base)
+	s.wnext = base
+	return s, nil
+}
+
+// acquire takes a reader's reference; false if the segment is already gone.
+func (s *segment) acquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference, closing the files with the last one.
+func (s *segment) release() {
+	if s.refs.Add(-1) == 0 {
+		s.closeFiles()
+	}
+}
+
+func (s *segment) closeFiles() {
+	s.idx.close()
+	s.tidx.close()
+	s.f.Close()
+}
+
+// remove unlinks the segment's files; open references keep reading them.
+func (s *segment) remove() error {
+	s.deleted.Store(true)
+	var errs []error
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// relOffset is offset relative to the segment base, as the indexes store it.
+func (s *segment) relOffset(off int64) uint32 { return uint32(off - s.base) }
+
+// canHold reports whether offsets up to last fit the 4-byte relative
+// offsets of the indexes.
+func (s *segment) canHold(last int64) bool { return last-s.base <= math.MaxInt32 }
+
+// indexBatch records a committed batch in the sparse and time indexes.
+func (s *segment) indexBatch(base int64, pos int64, size int, maxTs int64, interval int) {
+	if maxTs > s.maxTs.Load() {
+		s.maxTs.Store(maxTs)
+		s.maxTsOffset = base
+	}
+	if s.lastIndexed >= 0 && pos-s.lastIndexed < int64(interval) {
+		return
+	}
+	if s.idx.full() {
+		return
+	}
+	s.idx.append(s.relOffset(base), uint32(pos))
+	s.lastIndexed = pos
+	s.maybeTimeEntry()
+}
+
+// maybeTimeEntry appends (maxTs, offset of maxTs) to the time index when
+// the segment's largest timestamp grew past the last entry.
+func (s *segment) maybeTimeEntry() {
+	mt := s.maxTs.Load()
+	if mt < 0 || s.tidx.full() {
+		return
+	}
+	if last, _, ok := s.tidx.last(); ok && mt <= last {
+		return
+	}
+	s.tidx.append(mt, s.relOffset(s.maxTsOffset))
+}
+
+// seal finishes a segment that is no longer active: a last time-index
+// entry for its largest timestamp, indexes trimmed to their entries.
+func (s *segment) seal() error {
+	if s.sealed {
+		return nil
+	}
+	s.sealed = true
+	s.maybeTimeEntry()
+	if err := s.idx.trim(); err != nil {
+		return fmt.Errorf("segment %d: trim index: %w", s.base, err)
+	}
+	if err := s.tidx.trim(); err != nil {
+		return fmt.Errorf("segment %d: trim time index: %w", s.base, err)
+	}
+	if s.preallocated > 0 {
+		if err := releasePrealloc(s.f, s.size.Load(), s.preallocated); err != nil {
+			return fmt.Errorf("segment %d: release preallocated space: %w", s.base, err)
+		}
+	}
+	return nil
+}
+
+// unseal makes a sealed segment appendable again (recovery dropped the
+// empty segment after it): its index files grow back to their mapping.
+func (s *segment) unseal() error {
+	s.sealed = false
+	if err := s.idx.f.Truncate(int64(len(s.idx.data))); err != nil {
+		return fmt.Errorf("segment %d: %w", s.base, err)
+	}
+	if err := s.tidx.f.Truncate(int64(len(s.tidx.data))); err != nil {
+		return fmt.Errorf("segment %d: %w", s.base, err)
+	}
+	return nil
+}
+
+// readHeader reads the batch header at pos into hdr.
+func (s *segment) readHeader(pos int64, hdr *[batch.HeaderSize]byte) (batch.Header, error) {
+	if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return batch.Header{}, fmt.Errorf("segment %d: read batch header at %d: %w", s.base, pos, err)
+	}
+	h, err := batch.ParseHeader(hdr[:])
+	if err != nil {
+		return h, err
+	}
+	if h.Length < batch.HeaderSize-batch.LogOverhead {
+		return h, fmt.Errorf("segment %d: batch at %d has length %d: %w", s.base, pos, h.Length, ErrCorrupt)
+	}
+	return h, nil
+}
+
+// findBatch returns the position of the batch holding off (or the first
+// batch after off, when off fell in a gap left by compaction), walking
+// headers from the sparse index entry at or before off. limit is the
+// readable size.
+func (s *segment) findBatch(off int64, limit int64) (int64, batch.Header, error) {
+	var hdr [batch.HeaderSize]byte
+	pos := s.idx.lookup(s.relOffset(max(off, s.base)))
+	for pos < limit {
+		h, err := s.readHeader(pos, &hdr)
+		if err != nil {
+			return 0, h, err
+		}
+		if h.LastOffset() >= off {
+			return pos, h, nil
+		}
+		pos += int64(h.Size())
+	}
+	return limit, batch.Header{}, io.EOF
+}
