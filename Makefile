@@ -9,7 +9,14 @@ FUZZ_TARGETS := \
 	./wal/batch:FuzzDecompress \
 	./wal:FuzzRecover
 
-.PHONY: test vet unit fuzz-short bench
+.PHONY: run build test vet unit fuzz-short bench
+
+## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
+run: build
+	./bin/ringlog serve --data-dir ./data --kafka-addr 127.0.0.1:9092 --http-addr 127.0.0.1:9094
+
+build:
+	$(GO) build -o bin/ringlog ./cmd/ringlog
 
 ## test: formatting, vet, the whole suite with -race, then a short fuzz run of every target
 test: vet unit fuzz-short

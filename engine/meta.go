@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// metaFile is the broker's metadata in the data directory: the cluster id,
+// the topics with their ids, partition counts and config overrides, and
+// the producer-id allocation watermark. It is small and rewritten whole,
+// atomically (write, fsync, rename, fsync the directory), on every change.
+const metaFile = "ringlog-meta.json"
+
+// cleanShutdownFile marks a data directory whose last broker stopped
+// cleanly, with every log flushed: the next start trusts the files instead
+// of rescanning what may be unclean. It is removed (durably) at start.
+const cleanShutdownFile = ".ringlog-clean-shutdown"
+
+// TopicID is a topic's stable 16-byte id (Kafka's topic UUID).
+type TopicID [16]byte
+
+func (id TopicID) String() string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// MarshalText encodes the id as hex for the metadata file.
+func (id TopicID) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(id[:])), nil }
+
+// UnmarshalText decodes a hex id.
+func (id *TopicID) UnmarshalText(b []byte) error {
+	n, err := hex.Decode(id[:], b)
+	if err != nil || n != 16 {
+		return fmt.Errorf("bad topic id %q", b)
+	}
+	return nil
+}
+
+func newTopicID() TopicID {
+	var id TopicID
+	for id == (TopicID{}) {
+		if _, err := rand.Read(id[:]); err != nil {
+			panic(err) // crypto/rand does not fail on Linux
+		}
+	}
+	return id
+}
+
+type topicMeta struct {
+	Name       string            `json:"name"`
+	ID         TopicID           `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Internal   bool              `json:"internal,omitempty"`
+}
+
+type brokerMeta struct {
+	Version        int               `json:"version"`
+	ClusterID      string            `json:"cluster_id"`
+	NextProducerID int64             `json:"next_producer_id"`
+	Topics         []topicMeta       `json:"topics"`
+	BrokerConfigs  map[string]string `json:"broker_configs,omitempty"`
+}
+
+func loadMeta(dir string) (*brokerMeta, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", metaFile, err)
+	}
+	var m brokerMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, false, fmt.Errorf("parse %s: %w (the file is the broker's topic registry; restore it from a backup)", filepath.Join(dir, metaFile), err)
+	}
+	return &m, true, nil
+}
+
+func saveMeta(dir string, m *brokerMeta) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, metaFile), append(b, '\n'))
+}
+
+// writeFileAtomic replaces path with data so that a crash leaves either the
+// old or the new content.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func newClusterID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// Idempotent producers: a producer id with an epoch numbers its batches
+// per partition with sequences. The partition remembers, per producer, the
+// last producerWindow batches it appended, so that
+//
+//   - a retry of one of those batches (same first and last sequence) is
+//     acknowledged with the offsets it got the first time, not appended
+//     again (no duplicates);
+//   - a batch that does not start right after the last one is refused with
+//     OUT_OF_ORDER_SEQUENCE_NUMBER (no gaps);
+//   - a batch from an older epoch is refused with INVALID_PRODUCER_EPOCH,
+//     and a new epoch must start at sequence 0.
+//
+// The state is rebuilt at open from a snapshot written at clean shutdown
+// plus the batch headers after it (or from all batch headers), so it
+// survives restarts and kill -9.
+const producerWindow = 5
+
+type seqEntry struct {
+	FirstSeq    int32 `json:"first_seq"`
+	LastSeq     int32 `json:"last_seq"`
+	FirstOffset int64 `json:"first_offset"`
+	LastOffset  int64 `json:"last_offset"`
+	Timestamp   int64 `json:"timestamp"` // log append time, or -1
+}
+
+type producerState struct {
+	Epoch   int16      `json:"epoch"`
+	Batches []seqEntry `json:"batches"` // oldest first, at most producerWindow
+}
+
+func (s *producerState) last() *seqEntry {
+	if len(s.Batches) == 0 {
+		return nil
+	}
+	return &s.Batches[len(s.Batches)-1]
+}
+
+func (s *producerState) push(e seqEntry) {
+	if len(s.Batches) == producerWindow {
+		copy(s.Batches, s.Batches[1:])
+		s.Batches = s.Batches[:producerWindow-1]
+	}
+	s.Batches = append(s.Batches, e)
+}
+
+// seqCheck is the outcome of checking one batch against producer state.
+type seqCheck struct {
+	dup *seqEntry // a retry of this earlier batch
+	err error
+}
+
+func nextSeq(s int32) int32 {
+	if s == math.MaxInt32 {
+		return 0
+	}
+	return s + 1
+}
+
+// checkSequence decides what to do with an idempotent batch (shard only).
+func (p *Partition) checkSequence(h *batch.Header) seqCheck {
+	st := p.producers[h.ProducerID]
+	if st == nil {
+		// Unknown producer (new, or its state aged out with the log):
+		// accept any sequence, as Kafka does.
+		return seqCheck{}
+	}
+	switch {
+	case h.ProducerEpoch < st.Epoch:
+		return seqCheck{err: fmt.Errorf("%w: producer %d epoch %d is older than the current %d", kerr.InvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, st.Epoch)}
+	case h.ProducerEpoch > st.Epoch:
+		if h.BaseSequence != 0 {
+			return seqCheck{err: fmt.Errorf("%w: producer %d new epoch %d must start at sequence 0, not %d", kerr.OutOfOrderSequenceNumber, h.ProducerID, h.ProducerEpoch, h.BaseSequence)}
+		}
+		return seqCheck{}
+	}
+	for i := range st.Batches {
+		e := &st.Batches[i]
+		if e.FirstSeq == h.BaseSequence && e.LastSeq == h.LastSequence() {
+			return seqCheck{dup: e}
+		}
+	}
+	if last := st.last(); last != nil && h.BaseSequence != nextSeq(last.LastSeq) {
+		return seqCheck{err: fmt.Errorf("%w: producer %d epoch %d sent sequence %d, expected %d", kerr.OutOfOrderSequenceNumber, h.ProducerID, h.ProducerEpoch, h.BaseSequence, nextSeq(last.LastSeq))}
+	}
+	return seqCheck{}
+}
+
+// recordSequence remembers an appended idempotent batch (shard only).
+func (p *Partition) recordSequence(h *batch.Header, first, last, ts int64) {
+	st := p.producers[h.ProducerID]
+	if st == nil || h.ProducerEpoch > st.Epoch {
+		st = &producerState{Epoch: h.ProducerEpoch}
+		p.producers[h.ProducerID] = st
+	}
+	st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: first, LastOffset: last, Timestamp: ts})
+}
+
+const producerSnapshotFile = "producer-state.json"
+
+type producerSnapshot struct {
+	Offset    int64                    `json:"offset"` // state covers batches below this offset
+	Producers map[int64]*producerState `json:"producers"`
+}
+
+// loadProducerState rebuilds the state from the snapshot (if it still
+// fits the log) and the batch headers after it.
+func (p *Partition) loadProducerState() error {
+	from := p.log.StartOffset()
+	path := filepath.Join(p.dir, producerSnapshotFile)
+	if b, err := os.ReadFile(path); err == nil {
+		var snap producerSnapshot
+		if json.Unmarshal(b, &snap) == nil && snap.Offset <= p.log.EndOffset() && snap.Offset >= p.log.StartOffset() {
+			if snap.Producers != nil {
+				p.producers = snap.Producers
+			}
+			from = snap.Offset
+		}
+	}
+	return p.log.ScanHeaders(from, func(h *batch.Header) error {
+		if h.BaseOffset < from || !h.Idempotent() {
+			return nil
+		}
+		st := p.producers[h.ProducerID]
+		if st == nil || h.ProducerEpoch > st.Epoch {
+			st = &producerState{Epoch: h.ProducerEpoch}
+			p.producers[h.ProducerID] = st
+		}
+		if h.ProducerEpoch < st.Epoch {
+			return nil
+		}
+		ts := int64(-1)
+		if h.LogAppendTime() {
+			ts = h.MaxTimestamp
+		}
+		st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: ts})
+		return nil
+	})
+}
+
+// saveProducerState writes the snapshot (shard only, at shutdown).
+func (p *Partition) saveProducerState() error {
+	if p.log == nil {
+		return nil
+	}
+	snap := producerSnapshot{Offset: p.log.EndOffset(), Producers: p.producers}
+	b, err := json.Marshal(&snap)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(p.dir, producerSnapshotFile)
+	if err := writeFileAtomic(path, b); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

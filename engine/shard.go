@@ -1,0 +1,465 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/ring"
+	"github.com/ringlog/ringlog/wal"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// AppendRequest is one produce to one partition, handed to the partition's
+// shard. Batches must have passed batch.Validate and stay untouched until
+// Done is called; Done runs on the shard goroutine and must not block.
+type AppendRequest struct {
+	Partition *Partition
+	Batches   [][]byte
+	Headers   []batch.Header // parsed headers of Batches
+	// Acks is the producer's acks: -1 (all) asks for fdatasync unless
+	// write caching is on; 0 and 1 are acknowledged from the page cache.
+	Acks int16
+	// Bytes is what the request counts against the shard's queue bound.
+	Bytes int
+	Done  func(AppendResult)
+}
+
+// AppendResult is the outcome of an AppendRequest.
+type AppendResult struct {
+	BaseOffset     int64
+	LogAppendTime  int64 // -1 for CreateTime topics
+	LogStartOffset int64
+	Err            error
+}
+
+// Shard is a writer goroutine: it owns a set of partitions' logs and
+// producer state, drains its queue of appends, stages all of them in one
+// wal.Batch and submits it to its I/O backend in one go (group commit:
+// every append of a drain shares one submission and, per partition, one
+// fdatasync), then completes them. It also runs its partitions'
+// housekeeping (retention, flush.ms) and control functions (Do, Call).
+type Shard struct {
+	id      int
+	eng     *Engine
+	backend ring.Backend
+
+	mu          sync.Mutex // guards queue, queuedBytes, roomWaiters, ctl, stopping
+	queue       []*AppendRequest
+	queuedBytes int64
+	limit       int64
+	roomWaiters []func()
+	ctl         []func()
+	stopping    bool
+
+	wake chan struct{}
+	done chan struct{}
+
+	// Owned by the shard goroutine.
+	parts    map[*Partition]struct{}
+	batch    wal.Batch
+	staged   []stagedAppend
+	touched  map[*Partition]struct{}
+	spare    []*AppendRequest
+	lastKeep time.Time
+	stopErr  error
+}
+
+type stagedAppend struct {
+	req    *AppendRequest
+	ticket wal.Ticket
+	res    AppendResult
+	staged bool // false: answered without a write (dup, error)
+}
+
+func newShard(e *Engine, id int) (*Shard, error) {
+	s := &Shard{
+		id: id, eng: e, limit: e.cfg.ShardQueueBytes,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		parts: map[*Partition]struct{}{}, touched: map[*Partition]struct{}{},
+	}
+	ready := make(chan error, 1)
+	go s.run(ready)
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ID is the shard's index.
+func (s *Shard) ID() int { return s.id }
+
+// QueuedBytes is what is queued now.
+func (s *Shard) QueuedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queuedBytes
+}
+
+// HasRoom reports whether the shard accepts more appends now.
+func (s *Shard) HasRoom() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queuedBytes < s.limit
+}
+
+// OnRoom registers fn to be called once, from the shard goroutine, when the
+// queue drains below its bound (immediately if it already is).
+func (s *Shard) OnRoom(fn func()) {
+	s.mu.Lock()
+	if s.queuedBytes < s.limit || s.stopping {
+		s.mu.Unlock()
+		fn()
+		return
+	}
+	s.roomWaiters = append(s.roomWaiters, fn)
+	s.mu.Unlock()
+}
+
+// Append queues req. Admission is the caller's job: it checks HasRoom
+// first and, when the shard is full, stops reading from its connection and
+// waits for OnRoom. A request admitted is always queued, so the bound can
+// be overshot by the requests admitted at the same moment (one per event
+// loop at most).
+func (s *Shard) Append(req *AppendRequest) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		req.Done(AppendResult{Err: fmt.Errorf("%w: broker is shutting down", kerr.NotLeaderForPartition), LogAppendTime: -1, LogStartOffset: -1})
+		return
+	}
+	s.queue = append(s.queue, req)
+	s.queuedBytes += int64(req.Bytes)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// Do runs fn on the shard goroutine, asynchronously.
+func (s *Shard) Do(fn func()) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.ctl = append(s.ctl, fn)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// Call runs fn on the shard goroutine and returns its error.
+func (s *Shard) Call(fn func() error) error {
+	errc := make(chan error, 1)
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return errors.New("engine: shard stopped")
+	}
+	s.ctl = append(s.ctl, func() { errc <- fn() })
+	s.mu.Unlock()
+	s.signal()
+	return <-errc
+}
+
+func (s *Shard) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// adopt makes p one of the shard's partitions (p's log must be open).
+func (s *Shard) adopt(p *Partition) {
+	s.Do(func() { s.parts[p] = struct{}{} })
+}
+
+// disown forgets p (shard goroutine only).
+func (s *Shard) disown(p *Partition) { delete(s.parts, p) }
+
+// housekeepingTick is how often a shard checks flush.ms deadlines.
+const housekeepingTick = 100 * time.Millisecond
+
+func (s *Shard) run(ready chan<- error) {
+	// The backend may tie an io_uring to this thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	be, fallback, err := ring.New(ring.Options{Kind: s.eng.cfg.Backend})
+	if err != nil {
+		ready <- fmt.Errorf("engine: shard %d: I/O backend: %w", s.id, err)
+		close(s.done)
+		return
+	}
+	if fallback != "" && s.id == 0 {
+		s.eng.logger.Warn("io_uring unavailable; syncs run one by one", "reason", fallback)
+	}
+	s.backend = be
+	ready <- nil
+	tick := time.NewTicker(housekeepingTick)
+	defer tick.Stop()
+	s.lastKeep = time.Now()
+	for {
+		select {
+		case <-s.wake:
+		case <-tick.C:
+			s.housekeeping()
+		}
+		s.mu.Lock()
+		ctl := s.ctl
+		s.ctl = nil
+		stopping := s.stopping
+		s.mu.Unlock()
+		for _, fn := range ctl {
+			fn()
+		}
+		s.drain()
+		if stopping {
+			s.mu.Lock()
+			left := len(s.queue) + len(s.ctl)
+			s.mu.Unlock()
+			if left == 0 {
+				s.shutdown()
+				return
+			}
+		}
+	}
+}
+
+// drain takes everything queued and writes it in one submission.
+func (s *Shard) drain() {
+	s.mu.Lock()
+	reqs := s.queue
+	s.queue = s.spare[:0]
+	s.mu.Unlock()
+	if len(reqs) == 0 {
+		s.spare = reqs
+		return
+	}
+	var released int64
+	for _, req := range reqs {
+		s.stage(req)
+		released += int64(req.Bytes)
+	}
+	start := time.Now()
+	syncs := false
+	if s.batch.Len() > 0 {
+		if err := s.batch.Submit(s.backend); err != nil {
+			s.eng.logger.Error("I/O submission failed", "shard", s.id, "err", err)
+		}
+		for i := range s.staged {
+			if s.staged[i].staged && s.staged[i].ticket.Synced() {
+				syncs = true
+				break
+			}
+		}
+	}
+	st := &s.eng.stats
+	st.Submissions.Add(1)
+	if syncs {
+		d := time.Since(start)
+		st.Syncs.Add(1)
+		st.SyncNanos.Add(int64(d))
+		if obs := s.eng.cfg.ObserveSync; obs != nil {
+			obs(d)
+		}
+	}
+	for i := range s.staged {
+		sa := &s.staged[i]
+		p := sa.req.Partition
+		if sa.staged {
+			if err := sa.ticket.Err(); err != nil {
+				sa.res.Err = fmt.Errorf("%w: %s: %v", kerr.KafkaStorageError, p, err)
+				p.setOffline(err)
+			} else {
+				res := sa.ticket.Results()
+				sa.res.BaseOffset = res[0].BaseOffset
+				sa.res.LogAppendTime = res[0].AppendTime
+				var n int64
+				for _, b := range sa.req.Batches {
+					n += int64(len(b))
+				}
+				p.BytesIn.Add(n)
+				p.RecordsIn.Add(res[len(res)-1].LastOffset - res[0].BaseOffset + 1)
+				st.BytesWritten.Add(n)
+				s.touched[p] = struct{}{}
+			}
+		}
+		if p.log != nil {
+			sa.res.LogStartOffset = p.log.StartOffset()
+		}
+		sa.req.Done(sa.res)
+	}
+	for p := range s.touched {
+		p.notify()
+		delete(s.touched, p)
+	}
+	s.batch.Reset()
+	clear(s.staged)
+	s.staged = s.staged[:0]
+	clear(reqs)
+	s.spare = reqs[:0]
+
+	s.mu.Lock()
+	s.queuedBytes -= released
+	var waiters []func()
+	if s.queuedBytes < s.limit {
+		waiters = s.roomWaiters
+		s.roomWaiters = nil
+	}
+	s.mu.Unlock()
+	for _, fn := range waiters {
+		fn()
+	}
+}
+
+// stage checks one request (partition state, idempotence) and stages its
+// batches, or records its answer.
+func (s *Shard) stage(req *AppendRequest) {
+	s.staged = append(s.staged, stagedAppend{req: req, res: AppendResult{LogAppendTime: -1, LogStartOffset: -1}})
+	sa := &s.staged[len(s.staged)-1]
+	p := req.Partition
+	l, err := p.Log()
+	if err != nil {
+		sa.res.Err = err
+		return
+	}
+	cfg := p.topic.Config()
+	if req.Acks == -1 && cfg.MinInsyncReplicas() > 1 {
+		sa.res.Err = fmt.Errorf("%w: min.insync.replicas=%d but this single broker is the only replica", kerr.NotEnoughReplicas, cfg.MinInsyncReplicas())
+		return
+	}
+	// Idempotence: every batch of the request must pass.
+	dups := 0
+	var firstDup *seqEntry
+	for i := range req.Headers {
+		h := &req.Headers[i]
+		if !h.Idempotent() {
+			continue
+		}
+		c := p.checkSequence(h)
+		if c.err != nil {
+			sa.res.Err = c.err
+			return
+		}
+		if c.dup != nil {
+			if dups == 0 {
+				firstDup = c.dup
+			}
+			dups++
+		}
+	}
+	if dups > 0 {
+		if dups != len(req.Headers) {
+			sa.res.Err = fmt.Errorf("%w: a request mixes retried and new batches", kerr.OutOfOrderSequenceNumber)
+			return
+		}
+		// A retry: acknowledge it with the offsets it got the first time.
+		sa.res.BaseOffset = firstDup.FirstOffset
+		sa.res.LogAppendTime = firstDup.Timestamp
+		return
+	}
+	sync := req.Acks == -1 && !cfg.WriteCaching() && !s.eng.cfg.WriteCaching
+	tk, err := s.batch.Append(l, req.Batches, sync)
+	if err != nil {
+		sa.res.Err = fmt.Errorf("%w: %s: %v", kerr.KafkaStorageError, p, err)
+		return
+	}
+	sa.ticket = tk
+	sa.staged = true
+	res := tk.Results()
+	for i := range req.Headers {
+		h := &req.Headers[i]
+		if h.Idempotent() {
+			p.recordSequence(h, res[i].BaseOffset, res[i].LastOffset, res[i].AppendTime)
+		}
+	}
+}
+
+// housekeeping enforces retention and flush.ms for the shard's partitions.
+func (s *Shard) housekeeping() {
+	now := s.eng.now()
+	retention := now.Sub(s.lastKeep) >= s.eng.cfg.RetentionCheckInterval
+	if retention {
+		s.lastKeep = now
+	}
+	var b wal.Batch
+	for p := range s.parts {
+		if p.log == nil || p.Offline() != nil {
+			continue
+		}
+		if p.log.FlushDue(now) {
+			b.Sync(p.log)
+		}
+		if retention {
+			if n, err := p.log.EnforceRetention(); err != nil {
+				s.eng.logger.Warn("retention", "partition", p.String(), "err", err)
+			} else if n > 0 {
+				s.eng.logger.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start", p.log.StartOffset())
+			}
+		}
+	}
+	if b.Len() > 0 {
+		if err := b.Submit(s.backend); err != nil {
+			s.eng.logger.Error("flush submission failed", "shard", s.id, "err", err)
+		}
+	}
+}
+
+// EnforceRetentionNow runs retention on every partition of the shard
+// immediately (tests, admin).
+func (s *Shard) EnforceRetentionNow() {
+	s.Call(func() error {
+		for p := range s.parts {
+			if p.log != nil && p.Offline() == nil {
+				p.log.EnforceRetention()
+			}
+		}
+		return nil
+	})
+}
+
+// stop answers what is queued, closes the shard's logs (flushing them)
+// and ends the goroutine.
+func (s *Shard) stop() error {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		<-s.done
+		return s.stopErr
+	}
+	s.stopping = true
+	s.mu.Unlock()
+	s.signal()
+	<-s.done
+	return s.stopErr
+}
+
+func (s *Shard) shutdown() {
+	var errs []error
+	for p := range s.parts {
+		if p.log == nil {
+			continue
+		}
+		if err := p.saveProducerState(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: producer state: %w", p, err))
+		}
+		if err := p.log.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+		}
+		if p.log.Err() != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, p.log.Err()))
+		}
+	}
+	s.backend.Close()
+	s.mu.Lock()
+	waiters := s.roomWaiters
+	s.roomWaiters = nil
+	s.mu.Unlock()
+	for _, fn := range waiters {
+		fn()
+	}
+	s.stopErr = errors.Join(errs...)
+	close(s.done)
+}

@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/wal"
+)
+
+// OffsetsTopic is the internal compacted topic holding committed offsets
+// and group metadata.
+const OffsetsTopic = "__consumer_offsets"
+
+// Topic is a named, ordered set of partitions with one configuration.
+type Topic struct {
+	Name     string
+	ID       TopicID
+	Internal bool
+
+	eng     *Engine
+	parts   atomic.Pointer[[]*Partition] // grows with CreatePartitions
+	config  atomic.Pointer[TopicConfig]
+	deleted atomic.Bool
+}
+
+// Partitions returns the topic's partitions (do not modify the slice).
+func (t *Topic) Partitions() []*Partition { return *t.parts.Load() }
+
+// Partition returns partition i, or nil.
+func (t *Topic) Partition(i int32) *Partition {
+	ps := t.Partitions()
+	if i < 0 || int(i) >= len(ps) {
+		return nil
+	}
+	return ps[i]
+}
+
+// Config returns the topic's configuration.
+func (t *Topic) Config() *TopicConfig { return t.config.Load() }
+
+// Deleted reports whether the topic was deleted.
+func (t *Topic) Deleted() bool { return t.deleted.Load() }
+
+// applyConfig hands a new configuration to every partition's log, on the
+// partitions' shards.
+func (t *Topic) applyConfig(cfg *TopicConfig) {
+	for _, p := range t.Partitions() {
+		p := p
+		p.shard.Do(func() {
+			if p.log == nil {
+				return
+			}
+			o := cfg.walOptions(p.log.Options())
+			if err := p.log.SetOptions(o); err != nil {
+				t.eng.logger.Warn("apply topic config", "partition", p.String(), "err", err)
+			}
+		})
+	}
+}
+
+// Partition is one partition of a topic: its log, the fetches waiting for
+// it, its idempotent-producer state, and counters.
+type Partition struct {
+	Index int32
+
+	topic *Topic
+	dir   string
+	shard *Shard
+
+	// log is set before the partition is published and never changes
+	// until the partition is removed; nil when it could not be opened.
+	log     *wal.Log
+	offline atomic.Pointer[errBox] // why the partition is offline, if it is
+
+	// producers is owned by the shard goroutine.
+	producers map[int64]*producerState
+
+	waitMu  sync.Mutex
+	waiters []*Waiter
+
+	removed atomic.Bool
+
+	// Counters for metrics.
+	BytesIn    atomic.Int64
+	RecordsIn  atomic.Int64
+	BytesOut   atomic.Int64
+	RecordsOut atomic.Int64
+}
+
+// Topic returns the partition's topic.
+func (p *Partition) Topic() *Topic { return p.topic }
+
+// Shard returns the writer shard that owns the partition.
+func (p *Partition) Shard() *Shard { return p.shard }
+
+func (p *Partition) String() string { return p.topic.Name + "-" + strconv.Itoa(int(p.Index)) }
+
+// Log returns the partition's log, or an error when the partition is
+// offline (its log could not be opened, or a write failed) or removed.
+func (p *Partition) Log() (*wal.Log, error) {
+	if p.removed.Load() {
+		return nil, fmt.Errorf("%w: %s was deleted", kerr.UnknownTopicOrPartition, p)
+	}
+	if err := p.Offline(); err != nil {
+		return nil, fmt.Errorf("%w: %s is offline: %v", kerr.KafkaStorageError, p, err)
+	}
+	return p.log, nil
+}
+
+type errBox struct{ err error }
+
+// Offline returns why the partition is out of service (its log could not
+// be opened, or a write to it failed), or nil.
+func (p *Partition) Offline() error {
+	if b := p.offline.Load(); b != nil {
+		return b.err
+	}
+	return nil
+}
+
+func (p *Partition) setOffline(err error) { p.offline.Store(&errBox{err}) }
+
+// HighWatermark is the offset after the last committed record: the end of
+// what consumers may read. With one replica it is the log end offset.
+func (p *Partition) HighWatermark() int64 {
+	if p.log == nil {
+		return -1
+	}
+	return p.log.EndOffset()
+}
+
+// LogStartOffset is the first offset still in the log.
+func (p *Partition) LogStartOffset() int64 {
+	if p.log == nil {
+		return -1
+	}
+	return p.log.StartOffset()
+}
+
+// LeaderEpoch is the partition's leader epoch: one broker, never a leader
+// change, so always 0 (every stored batch carries it).
+func (p *Partition) LeaderEpoch() int32 { return 0 }
+
+// remove takes the partition out of service: its shard closes the log and
+// moves the directory aside for deletion; waiting fetches are woken.
+func (p *Partition) remove() {
+	p.removed.Store(true)
+	p.shard.Call(func() error {
+		p.shard.disown(p)
+		if p.log == nil {
+			return nil
+		}
+		err := p.log.Close()
+		gone := p.dir + "." + p.topic.ID.String() + deleteSuffix
+		if rerr := os.Rename(p.dir, gone); rerr != nil {
+			err = errors.Join(err, rerr)
+			os.RemoveAll(p.dir)
+		} else {
+			go os.RemoveAll(gone)
+		}
+		return err
+	})
+	p.notify()
+}
+
+// Waiter is a fetch parked until any of the partitions it watches gets new
+// data (or it times out). Register it on each partition with Watch, wait
+// on C, then Unwatch.
+type Waiter struct {
+	// C receives a value when a watched partition's high watermark moves.
+	C chan struct{}
+}
+
+// NewWaiter returns a waiter.
+func NewWaiter() *Waiter { return &Waiter{C: make(chan struct{}, 1)} }
+
+// Watch registers w for appends to p.
+func (p *Partition) Watch(w *Waiter) {
+	p.waitMu.Lock()
+	p.waiters = append(p.waiters, w)
+	p.waitMu.Unlock()
+}
+
+// Unwatch removes w from p.
+func (p *Partition) Unwatch(w *Waiter) {
+	p.waitMu.Lock()
+	for i, x := range p.waiters {
+		if x == w {
+			last := len(p.waiters) - 1
+			p.waiters[i] = p.waiters[last]
+			p.waiters[last] = nil
+			p.waiters = p.waiters[:last]
+			break
+		}
+	}
+	p.waitMu.Unlock()
+}
+
+// notify wakes exactly the fetches waiting on this partition.
+func (p *Partition) notify() {
+	p.waitMu.Lock()
+	for _, w := range p.waiters {
+		select {
+		case w.C <- struct{}{}:
+		default:
+		}
+	}
+	p.waitMu.Unlock()
+}

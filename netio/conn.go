@@ -1,0 +1,264 @@
+package netio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/wal"
+)
+
+// conn is one client connection. gnet's event loop reads it and parses
+// requests; a writer goroutine owns every write, on a dup of the socket
+// (gnet's own outbound buffer is never used, so bytes from gnet and from
+// sendfile can never interleave). Responses leave strictly in request
+// order: each request gets a slot in the FIFO when it is parsed, and the
+// writer sends the head slot only once it is complete, whatever order the
+// handlers finish in.
+type conn struct {
+	srv *Server
+	gc  gnet.Conn
+	nc  *net.TCPConn // the writer's dup of the socket
+	rc  rawConn
+	id  uint64
+
+	mu     sync.Mutex
+	cond   sync.Cond
+	queue  []*response
+	closed bool
+
+	// inflight counts requests parsed and not yet written.
+	inflight atomic.Int32
+	// paused is set by the event loop when it stops parsing (in-flight
+	// limit or a full writer shard); whoever resumes it clears it and
+	// wakes the loop.
+	paused        atomic.Bool
+	pausedInflght atomic.Bool
+
+	remote string
+}
+
+type rawConn interface {
+	Write(func(fd uintptr) bool) error
+}
+
+// part is one piece of a response: bytes, or a range of a segment file.
+type part struct {
+	b []byte
+	f wal.FileRange
+}
+
+// response is a slot in a connection's FIFO.
+type response struct {
+	parts   []part
+	ready   bool
+	noReply bool // acks=0 produce: nothing is sent
+	release func()
+}
+
+func newConn(s *Server, gc gnet.Conn, id uint64) (*conn, error) {
+	fd, err := gc.Dup()
+	if err != nil {
+		return nil, fmt.Errorf("dup socket: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "kafka-conn")
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("wrap socket: %w", err)
+	}
+	tc, ok := fc.(*net.TCPConn)
+	if !ok {
+		fc.Close()
+		return nil, errors.New("not a TCP connection")
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		tc.Close()
+		return nil, err
+	}
+	c := &conn{srv: s, gc: gc, nc: tc, rc: rc, id: id}
+	if ra := gc.RemoteAddr(); ra != nil {
+		c.remote = ra.String()
+	}
+	c.cond.L = &c.mu
+	go c.writeLoop()
+	return c, nil
+}
+
+// slot appends a response slot in request order (event loop).
+func (c *conn) slot() *response {
+	r := &response{}
+	c.mu.Lock()
+	c.queue = append(c.queue, r)
+	c.mu.Unlock()
+	c.inflight.Add(1)
+	return r
+}
+
+// complete marks r ready with its parts; release runs after it is written
+// (or dropped). Safe from any goroutine.
+func (c *conn) complete(r *response, parts []part, release func()) {
+	c.mu.Lock()
+	r.parts, r.release, r.ready = parts, release, true
+	closed := c.closed
+	head := len(c.queue) > 0 && c.queue[0] == r
+	c.mu.Unlock()
+	if closed {
+		return // the writer is gone or going; it releases what is queued
+	}
+	if head {
+		c.cond.Signal()
+	}
+}
+
+// completeBytes completes r with one encoded response frame.
+func (c *conn) completeBytes(r *response, frame []byte) {
+	c.complete(r, []part{{b: frame}}, nil)
+}
+
+// skip completes r with nothing to send (acks=0).
+func (c *conn) skip(r *response, release func()) {
+	c.mu.Lock()
+	r.noReply = true
+	c.mu.Unlock()
+	c.complete(r, nil, release)
+}
+
+// close stops the writer; called from OnClose.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cond.Broadcast()
+}
+
+func (c *conn) writeLoop() {
+	defer c.nc.Close()
+	var batch []*response
+	var bufs net.Buffers
+	for {
+		c.mu.Lock()
+		for !c.closed && (len(c.queue) == 0 || !c.queue[0].ready) {
+			c.cond.Wait()
+		}
+		if c.closed {
+			q := c.queue
+			c.queue = nil
+			c.mu.Unlock()
+			for _, r := range q {
+				if r.release != nil {
+					r.release()
+				}
+			}
+			return
+		}
+		// Take every ready response at the head: one writev for them.
+		n := 0
+		for n < len(c.queue) && c.queue[n].ready {
+			n++
+		}
+		batch = append(batch[:0], c.queue[:n]...)
+		clear(c.queue[:n])
+		c.queue = c.queue[n:]
+		c.mu.Unlock()
+
+		err := c.writeResponses(batch, &bufs)
+		for _, r := range batch {
+			if r.release != nil {
+				r.release()
+			}
+		}
+		clear(batch)
+		left := c.inflight.Add(-int32(n))
+		if c.pausedInflght.Load() && int(left) < c.srv.cfg.MaxInflightPerConn {
+			c.pausedInflght.Store(false)
+			c.resume()
+		}
+		if err != nil {
+			c.srv.logger.Debug("closing connection after a write error", "remote", c.remote, "err", err)
+			c.gc.Close()
+			c.close()
+		}
+	}
+}
+
+// resume clears a pause and asks the event loop to parse again.
+func (c *conn) resume() {
+	if c.paused.CompareAndSwap(true, false) {
+		c.gc.Wake(nil)
+	}
+}
+
+func (c *conn) writeResponses(rs []*response, bufs *net.Buffers) error {
+	*bufs = (*bufs)[:0]
+	for _, r := range rs {
+		if r.noReply {
+			continue
+		}
+		for _, p := range r.parts {
+			if p.f.File == nil {
+				*bufs = append(*bufs, p.b)
+				continue
+			}
+			if err := c.flush(bufs); err != nil {
+				return err
+			}
+			if err := c.sendfile(p.f); err != nil {
+				return err
+			}
+		}
+	}
+	return c.flush(bufs)
+}
+
+func (c *conn) flush(bufs *net.Buffers) error {
+	if len(*bufs) == 0 {
+		return nil
+	}
+	keep := (*bufs)[:0]
+	_, err := bufs.WriteTo(c.nc)
+	*bufs = keep
+	return err
+}
+
+// sendfile sends a segment file range to the socket without copying it
+// through user space, waiting for writability through Go's poller.
+func (c *conn) sendfile(r wal.FileRange) error {
+	off, remain := r.Pos, r.Len
+	src := int(r.File.Fd())
+	var werr error
+	err := c.rc.Write(func(fd uintptr) bool {
+		for remain > 0 {
+			n, err := unix.Sendfile(int(fd), src, &off, int(min(remain, 1<<30)))
+			if n > 0 {
+				remain -= int64(n)
+				c.srv.metrics.SendfileBytes.Add(float64(n))
+			}
+			switch {
+			case err == unix.EAGAIN:
+				return false
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				werr = err
+				return true
+			case n == 0:
+				werr = io.ErrUnexpectedEOF
+				return true
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return werr
+}

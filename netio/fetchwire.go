@@ -1,0 +1,120 @@
+package netio
+
+import (
+	"encoding/binary"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/ringlog/ringlog/wal"
+)
+
+// The Fetch response is encoded here by hand, because its record bytes do
+// not pass through user space: the header fields are built in a buffer,
+// and each partition's records are file ranges that the connection writer
+// sends with sendfile. The layout follows the protocol for versions 4-17
+// (kmsg's FetchResponse is the reference; fetchwire_test.go decodes what
+// this writes with kmsg for every version).
+
+type fetchPartResult struct {
+	partition int32
+	errCode   int16
+	hw        int64
+	lso       int64
+	logStart  int64
+	chunk     wal.Chunk
+}
+
+type fetchTopicResult struct {
+	name  string
+	id    [16]byte
+	parts []fetchPartResult
+}
+
+// encodeFetch builds the response frame as parts: byte buffers around the
+// file ranges of the records. The first part starts with the frame length.
+func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
+	v := r.version
+	flex := v >= 12
+	var parts []part
+	buf := make([]byte, 4, 512)
+	buf = r.header(buf)
+	total := int64(0)
+	emit := func() {
+		parts = append(parts, part{b: buf})
+		total += int64(len(buf))
+		buf = make([]byte, 0, 256)
+	}
+	buf = kbin.AppendInt32(buf, 0) // throttle
+	if v >= 7 {
+		buf = kbin.AppendInt16(buf, errCode)
+		buf = kbin.AppendInt32(buf, 0) // session id: sessions are declined
+	}
+	buf = appendArrayLen(buf, len(topics), flex)
+	for i := range topics {
+		t := &topics[i]
+		if v <= 12 {
+			buf = appendString(buf, t.name, flex)
+		} else {
+			buf = kbin.AppendUuid(buf, t.id)
+		}
+		buf = appendArrayLen(buf, len(t.parts), flex)
+		for j := range t.parts {
+			p := &t.parts[j]
+			buf = kbin.AppendInt32(buf, p.partition)
+			buf = kbin.AppendInt16(buf, p.errCode)
+			buf = kbin.AppendInt64(buf, p.hw)
+			buf = kbin.AppendInt64(buf, p.lso)
+			if v >= 5 {
+				buf = kbin.AppendInt64(buf, p.logStart)
+			}
+			// No transactions: no aborted transactions (null).
+			if flex {
+				buf = kbin.AppendUvarint(buf, 0)
+			} else {
+				buf = kbin.AppendInt32(buf, -1)
+			}
+			if v >= 11 {
+				buf = kbin.AppendInt32(buf, -1) // preferred read replica
+			}
+			n := p.chunk.Bytes
+			if flex {
+				buf = kbin.AppendUvarint(buf, uint32(n+1))
+			} else {
+				buf = kbin.AppendInt32(buf, int32(n))
+			}
+			if n > 0 {
+				emit()
+				for _, fr := range p.chunk.Ranges {
+					parts = append(parts, part{f: fr})
+					total += fr.Len
+				}
+			}
+			if flex {
+				buf = append(buf, 0) // partition tagged fields
+			}
+		}
+		if flex {
+			buf = append(buf, 0) // topic tagged fields
+		}
+	}
+	if flex {
+		buf = append(buf, 0) // response tagged fields
+	}
+	emit()
+	binary.BigEndian.PutUint32(parts[0].b, uint32(total-4))
+	return parts
+}
+
+func appendArrayLen(dst []byte, n int, flex bool) []byte {
+	if flex {
+		return kbin.AppendCompactArrayLen(dst, n)
+	}
+	return kbin.AppendArrayLen(dst, n)
+}
+
+func appendString(dst []byte, s string, flex bool) []byte {
+	if flex {
+		return kbin.AppendCompactString(dst, s)
+	}
+	return kbin.AppendString(dst, s)
+}

@@ -1,0 +1,194 @@
+package netio
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// Produce, key 0, versions 3-12 served, advertised from 0.
+//
+//   - Advertised from v0 because librdkafka sends every codec uncompressed
+//     unless Produce v0 is in the range; v0-2 requests (message format v0/v1)
+//     are answered UNSUPPORTED_FOR_MESSAGE_FORMAT per partition.
+//   - Each partition's records may hold several batches; each is validated
+//     (length, magic 2, CRC32C, record count vs lastOffsetDelta,
+//     max.message.bytes) and a bad one fails its partition only, with
+//     CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE or
+//     UNSUPPORTED_FOR_MESSAGE_FORMAT, writing nothing of it.
+//   - acks=0 gets no response; acks=1 is answered once the batch is in the
+//     log (page cache); acks=-1 once it is fdatasync'ed (group commit),
+//     unless write caching is on for the topic or broker. Other values:
+//     INVALID_REQUIRED_ACKS.
+//   - Unknown topics are created when auto-creation is on.
+//   - Backpressure: if a target writer shard's queue is full the request is
+//     left unread in the connection's buffer and the connection is paused
+//     until the shard drains.
+//   - Idempotent batches are checked against the producer's last five
+//     batches: retries get their original offsets, gaps
+//     OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+func handleProduce(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrProduceRequest()
+	if err := r.decode(req); err != nil {
+		return s.malformed(r.conn, r, err.Error())
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	acksOK := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
+
+	type work struct {
+		rp      *kmsg.ProduceResponseTopicPartition
+		p       *engine.Partition
+		batches [][]byte
+		headers []batch.Header
+	}
+	var works []work
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		tr := &resp.Topics[i]
+		tr.Topic = rt.Topic
+		tr.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		var t *engine.Topic
+		var terr error
+		if acksOK {
+			t, terr = s.eng.GetOrCreateTopic(rt.Topic)
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			pr := &tr.Partitions[j]
+			pr.Default()
+			pr.Partition = rp.Partition
+			pr.BaseOffset, pr.LogAppendTime, pr.LogStartOffset = -1, -1, -1
+			if !acksOK {
+				pr.ErrorCode = kerr.InvalidRequiredAcks.Code
+				continue
+			}
+			if terr != nil {
+				pr.ErrorCode = errCode(terr)
+				continue
+			}
+			p := t.Partition(rp.Partition)
+			if p == nil {
+				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			batches, headers, err := validateRecords(rp.Records, t.Config().MaxMessageBytes(), r.version)
+			if err != nil {
+				pr.ErrorCode = errCode(err)
+				msg := err.Error()
+				pr.ErrorMessage = &msg
+				s.logger.Debug("rejected produce batch", "partition", p.String(), "err", err, "client", clientName(r))
+				continue
+			}
+			works = append(works, work{rp: pr, p: p, batches: batches, headers: headers})
+		}
+	}
+	// Admission: every target shard must have room, else pause.
+	for _, w := range works {
+		if sh := w.p.Shard(); !sh.HasRoom() {
+			c := r.conn
+			c.paused.Store(true)
+			sh.OnRoom(c.resume)
+			return framePaused
+		}
+	}
+	r.resp = r.conn.slot()
+	finish := func() {
+		if req.Acks == 0 {
+			r.conn.skip(r.resp, nil)
+			r.finish()
+			return
+		}
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if resp.Topics[i].Partitions[j].ErrorCode != 0 {
+					r.failed = true
+				}
+			}
+		}
+		r.respond(resp)
+	}
+	if len(works) == 0 {
+		finish()
+		return frameDone
+	}
+	var pending atomic.Int32
+	pending.Store(int32(len(works)))
+	for _, w := range works {
+		w := w
+		n := 0
+		for _, b := range w.batches {
+			n += len(b)
+		}
+		w.p.Shard().Append(&engine.AppendRequest{
+			Partition: w.p, Batches: w.batches, Headers: w.headers, Acks: req.Acks, Bytes: n,
+			Done: func(res engine.AppendResult) {
+				w.rp.ErrorCode = errCode(res.Err)
+				if res.Err != nil {
+					msg := res.Err.Error()
+					w.rp.ErrorMessage = &msg
+				} else {
+					w.rp.BaseOffset = res.BaseOffset
+				}
+				w.rp.LogAppendTime = res.LogAppendTime
+				w.rp.LogStartOffset = res.LogStartOffset
+				if pending.Add(-1) == 0 {
+					finish()
+				}
+			},
+		})
+	}
+	return frameDone
+}
+
+// validateRecords splits a partition's records into batches and validates
+// each one.
+func validateRecords(records []byte, maxBytes int, version int16) ([][]byte, []batch.Header, error) {
+	if len(records) == 0 {
+		return nil, nil, fmt.Errorf("%w: no records", kerr.InvalidRecord)
+	}
+	batches, err := batch.Split(records, nil)
+	if err != nil && len(records) >= 17 && records[16] != batch.Magic {
+		err = &batch.Error{Class: batch.ClassUnsupported, Msg: fmt.Sprintf("magic %d", records[16])}
+	}
+	if err != nil {
+		return nil, nil, batchErr(err)
+	}
+	headers := make([]batch.Header, len(batches))
+	for i, b := range batches {
+		h, err := batch.Validate(b, batch.Limits{MaxBatchBytes: maxBytes})
+		if err != nil {
+			return nil, nil, batchErr(err)
+		}
+		headers[i] = h
+	}
+	return batches, headers, nil
+}
+
+// batchErr maps a batch validation error to its Kafka error.
+func batchErr(err error) error {
+	var code *kerr.Error
+	switch batch.ClassOf(err) {
+	case batch.ClassCorrupt:
+		code = kerr.CorruptMessage
+	case batch.ClassInvalid:
+		code = kerr.InvalidRecord
+	case batch.ClassTooLarge:
+		code = kerr.MessageTooLarge
+	case batch.ClassUnsupported:
+		code = kerr.UnsupportedForMessageFormat
+	default:
+		return err
+	}
+	if errors.Is(err, code) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", code, err)
+}

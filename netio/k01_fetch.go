@@ -1,0 +1,226 @@
+package netio
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/wal"
+)
+
+// Fetch, key 1, versions 4-17.
+//
+//   - Record bytes go from the segment files to the socket with sendfile;
+//     only the response header is built in user space (fetchwire.go).
+//   - Per partition: whole batches from FetchOffset (a fetch from inside a
+//     batch returns that whole batch), up to the partition's MaxBytes and
+//     the response's MaxBytes, except that the first batch of the first
+//     non-empty partition is always returned whole (KIP-74), so a consumer
+//     never stalls. Never past the high watermark.
+//   - Long poll: with fewer than MinBytes available the fetch parks until
+//     an append to one of its partitions (which wakes exactly the fetches
+//     waiting on that partition) brings enough, or MaxWaitMs passes.
+//   - The last stable offset equals the high watermark (no transactions),
+//     so read_committed consumers (librdkafka, kafkajs) read everything.
+//   - Fetch sessions (KIP-227) are declined: responses carry session id 0,
+//     so clients send full fetches; a request naming a session id we never
+//     gave gets FETCH_SESSION_ID_NOT_FOUND.
+//   - Topics by id from v13; an unknown id gets UNKNOWN_TOPIC_ID.
+//   - CurrentLeaderEpoch (v9+) above ours gets UNKNOWN_LEADER_EPOCH.
+
+type fetch struct {
+	s      *Server
+	r      *request
+	req    *kmsg.FetchRequest
+	parts  [][]*engine.Partition // per request topic, per partition
+	topics []fetchTopicResult
+	bytes  int64
+}
+
+func handleFetch(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrFetchRequest()
+	if err := r.decode(req); err != nil {
+		return s.malformed(r.conn, r, err.Error())
+	}
+	f := &fetch{s: s, r: r, req: req}
+	if req.SessionID != 0 {
+		r.failed = true
+		f.respond(kerr.FetchSessionIDNotFound.Code)
+		return frameDone
+	}
+	f.resolve()
+	f.read()
+	if f.bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || f.hasError() {
+		f.respond(0)
+		return frameDone
+	}
+	f.release()
+	go f.wait()
+	return frameDone
+}
+
+// resolve finds the partitions named by the request and sets up results.
+func (f *fetch) resolve() {
+	f.topics = make([]fetchTopicResult, len(f.req.Topics))
+	f.parts = make([][]*engine.Partition, len(f.req.Topics))
+	for i := range f.req.Topics {
+		rt := &f.req.Topics[i]
+		tr := &f.topics[i]
+		tr.name, tr.id = rt.Topic, rt.TopicID
+		var t *engine.Topic
+		if f.r.version >= 13 {
+			t = f.s.eng.TopicByID(engine.TopicID(rt.TopicID))
+		} else {
+			t = f.s.eng.Topic(rt.Topic)
+		}
+		tr.parts = make([]fetchPartResult, len(rt.Partitions))
+		f.parts[i] = make([]*engine.Partition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			pr := &tr.parts[j]
+			pr.partition = rp.Partition
+			pr.hw, pr.lso, pr.logStart = -1, -1, -1
+			switch {
+			case t == nil && f.r.version >= 13:
+				pr.errCode = kerr.UnknownTopicID.Code
+			case t == nil:
+				pr.errCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				if p := t.Partition(rp.Partition); p == nil {
+					pr.errCode = kerr.UnknownTopicOrPartition.Code
+				} else if rp.CurrentLeaderEpoch > p.LeaderEpoch() {
+					pr.errCode = kerr.UnknownLeaderEpoch.Code
+				} else {
+					f.parts[i][j] = p
+				}
+			}
+		}
+	}
+}
+
+// read reads every resolved partition within the budgets.
+func (f *fetch) read() {
+	budget := int64(f.req.MaxBytes)
+	if budget <= 0 {
+		budget = 1 << 31
+	}
+	first := true
+	f.bytes = 0
+	for i := range f.req.Topics {
+		for j := range f.req.Topics[i].Partitions {
+			p := f.parts[i][j]
+			if p == nil {
+				continue
+			}
+			rp := &f.req.Topics[i].Partitions[j]
+			pr := &f.topics[i].parts[j]
+			pr.errCode = 0
+			l, err := p.Log()
+			if err != nil {
+				pr.errCode = errCode(err)
+				continue
+			}
+			hw := l.EndOffset()
+			pr.hw, pr.lso, pr.logStart = hw, hw, l.StartOffset()
+			max := min(int64(rp.PartitionMaxBytes), budget)
+			if max <= 0 && !first {
+				continue
+			}
+			err = l.Read(&pr.chunk, rp.FetchOffset, int(max), hw)
+			if err != nil {
+				pr.errCode = errCode(err)
+				if errors.Is(err, wal.ErrOffsetOutOfRange) {
+					pr.errCode = kerr.OffsetOutOfRange.Code
+				}
+				pr.chunk.Release()
+				continue
+			}
+			if pr.chunk.Bytes > max && !first {
+				pr.chunk.Release() // only the first non-empty partition may exceed
+				continue
+			}
+			if pr.chunk.Bytes > 0 {
+				first = false
+				budget -= pr.chunk.Bytes
+				f.bytes += pr.chunk.Bytes
+			}
+		}
+	}
+}
+
+func (f *fetch) hasError() bool {
+	for i := range f.topics {
+		for j := range f.topics[i].parts {
+			if f.topics[i].parts[j].errCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (f *fetch) release() {
+	for i := range f.topics {
+		for j := range f.topics[i].parts {
+			f.topics[i].parts[j].chunk.Release()
+		}
+	}
+}
+
+// wait parks the fetch until enough bytes arrive or MaxWaitMs passes.
+func (f *fetch) wait() {
+	w := engine.NewWaiter()
+	var watched []*engine.Partition
+	for i := range f.parts {
+		for _, p := range f.parts[i] {
+			if p != nil {
+				p.Watch(w)
+				watched = append(watched, p)
+			}
+		}
+	}
+	defer func() {
+		for _, p := range watched {
+			p.Unwatch(w)
+		}
+	}()
+	timer := time.NewTimer(time.Duration(f.req.MaxWaitMillis) * time.Millisecond)
+	defer timer.Stop()
+	// Data may have arrived between the first read and Watch.
+	f.read()
+	for f.bytes < int64(f.req.MinBytes) && !f.hasError() {
+		f.release()
+		select {
+		case <-w.C:
+		case <-timer.C:
+			f.read()
+			f.respond(0)
+			return
+		}
+		f.read()
+	}
+	f.respond(0)
+}
+
+// respond queues the response; the chunks are released once sent.
+func (f *fetch) respond(errCode int16) {
+	for i := range f.topics {
+		for j := range f.topics[i].parts {
+			pr := &f.topics[i].parts[j]
+			if pr.errCode != 0 {
+				f.r.failed = true
+			}
+			if p := f.parts[i]; p != nil && p[j] != nil && pr.chunk.Bytes > 0 {
+				p[j].BytesOut.Add(pr.chunk.Bytes)
+				from := max(f.req.Topics[i].Partitions[j].FetchOffset, pr.chunk.FirstOffset)
+				p[j].RecordsOut.Add(pr.chunk.NextOffset - from)
+			}
+		}
+	}
+	parts := encodeFetch(f.r, errCode, f.topics)
+	f.r.conn.complete(f.r.resp, parts, f.release)
+	f.r.finish()
+}

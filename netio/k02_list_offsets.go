@@ -1,0 +1,105 @@
+package netio
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+)
+
+// ListOffsets, key 2, versions 0-10.
+//
+//   - Timestamp -1: the high watermark (also the last stable offset: no
+//     transactions); -2: the log start offset; -3 (v7+): the record with
+//     the largest timestamp; -4 (v8+, earliest local): the log start
+//     offset (all of the log is local); -5 (v9+, latest tiered): none, -1
+//     (nothing is tiered).
+//   - A timestamp >= 0 finds the first record at or after it through the
+//     time index and, inside the batch, the records (decompressed if
+//     needed); when there is none, offset and timestamp are -1.
+//   - v0 answers in the old format (a list of at most MaxNumOffsets).
+//   - CurrentLeaderEpoch (v4+) above ours gets UNKNOWN_LEADER_EPOCH.
+
+func handleListOffsets(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrListOffsetsRequest()
+	if err := r.decode(req); err != nil {
+		return s.malformed(r.conn, r, err.Error())
+	}
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		tr := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
+		t := s.eng.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewListOffsetsResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.Timestamp, pr.Offset, pr.LeaderEpoch = -1, -1, -1
+			s.listOffset(r, t, &rp, &pr)
+			if pr.ErrorCode != 0 {
+				r.failed = true
+			}
+			if r.version == 0 {
+				if pr.ErrorCode == 0 && rp.MaxNumOffsets > 0 && pr.Offset >= 0 {
+					pr.OldStyleOffsets = []int64{pr.Offset}
+				} else {
+					pr.OldStyleOffsets = []int64{}
+				}
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	r.respond(resp)
+	return frameDone
+}
+
+func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsRequestTopicPartition, pr *kmsg.ListOffsetsResponseTopicPartition) {
+	if t == nil {
+		pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return
+	}
+	p := t.Partition(rp.Partition)
+	if p == nil {
+		pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return
+	}
+	if rp.CurrentLeaderEpoch > p.LeaderEpoch() {
+		pr.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		return
+	}
+	l, err := p.Log()
+	if err != nil {
+		pr.ErrorCode = errCode(err)
+		return
+	}
+	found := func(off, ts int64) {
+		pr.Offset, pr.Timestamp, pr.LeaderEpoch = off, ts, p.LeaderEpoch()
+	}
+	switch ts := rp.Timestamp; {
+	case ts == -1:
+		found(l.EndOffset(), -1)
+	case ts == -2 || ts == -4 && r.version >= 8:
+		found(l.StartOffset(), -1)
+	case ts == -3 && r.version >= 7:
+		got, ok, err := l.MaxTimestamp()
+		if err != nil {
+			pr.ErrorCode = errCode(err)
+			return
+		}
+		if ok {
+			found(got.Offset, got.Timestamp)
+		}
+	case ts == -5 && r.version >= 9:
+		// Nothing is tiered: no offset.
+	case ts >= 0:
+		got, ok, err := l.OffsetForTime(ts)
+		if err != nil {
+			pr.ErrorCode = errCode(err)
+			return
+		}
+		if ok {
+			found(got.Offset, got.Timestamp)
+		}
+	default:
+		pr.ErrorCode = kerr.InvalidRequest.Code
+	}
+}

@@ -1,0 +1,53 @@
+package netio
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetForLeaderEpoch, key 23, versions 0-4 (KIP-320 semantics).
+//
+//   - Every partition has had one leader epoch, 0, since it was created:
+//     one broker, no leader changes, no truncation. So the end offset of
+//     epoch 0 is the log end offset, and the answer is exact.
+//   - A requested epoch above 0 is not known: epoch -1, offset -1
+//     (UNDEFINED), as Kafka answers for an epoch newer than the leader's.
+//   - CurrentLeaderEpoch (v2+) above ours gets UNKNOWN_LEADER_EPOCH.
+
+func handleOffsetForLeaderEpoch(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	if err := r.decode(req); err != nil {
+		return s.malformed(r.conn, r, err.Error())
+	}
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		tr := kmsg.OffsetForLeaderEpochResponseTopic{Topic: rt.Topic}
+		t := s.eng.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.LeaderEpoch, pr.EndOffset = -1, -1
+			switch {
+			case t == nil || t.Partition(rp.Partition) == nil:
+				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.CurrentLeaderEpoch > 0:
+				pr.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			default:
+				p := t.Partition(rp.Partition)
+				l, err := p.Log()
+				if err != nil {
+					pr.ErrorCode = errCode(err)
+				} else if rp.LeaderEpoch == p.LeaderEpoch() {
+					pr.LeaderEpoch, pr.EndOffset = p.LeaderEpoch(), l.EndOffset()
+				}
+			}
+			if pr.ErrorCode != 0 {
+				r.failed = true
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	r.respond(resp)
+	return frameDone
+}

@@ -1,0 +1,47 @@
+package netio
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CreatePartitions, key 37, versions 0-3.
+//
+//   - Grows a topic to Count partitions; a count that is not larger is
+//     INVALID_PARTITIONS. Existing keys then hash to other partitions, as
+//     in Kafka.
+//   - An assignment is accepted when every new partition's replicas are
+//     exactly this broker.
+//   - ValidateOnly checks and creates nothing.
+
+func handleCreatePartitions(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	if err := r.decode(req); err != nil {
+		r.closeMalformed(err)
+		return frameDone
+	}
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, rt := range req.Topics {
+		tr := kmsg.NewCreatePartitionsResponseTopic()
+		tr.Topic = rt.Topic
+		var err error
+		for _, a := range rt.Assignment {
+			if len(a.Replicas) != 1 || a.Replicas[0] != s.eng.NodeID() {
+				err = fmt.Errorf("%w: replicas %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Replicas, s.eng.NodeID())
+			}
+		}
+		if err == nil {
+			err = s.eng.CreatePartitions(rt.Topic, rt.Count, req.ValidateOnly)
+		}
+		if err != nil {
+			tr.ErrorCode = errCode(err)
+			tr.ErrorMessage = errMessage(err)
+			r.failed = true
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	r.respond(resp)
+	return frameDone
+}

@@ -1,0 +1,268 @@
+package netio
+
+import (
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/wal"
+)
+
+// apiHandler is one row of the Kafka API table: the versions served, the
+// versions advertised in ApiVersions, and the handler.
+type apiHandler struct {
+	key     int16
+	name    string
+	min     int16 // lowest version served
+	max     int16 // highest version served
+	advMin  int16 // lowest version advertised (Produce: 0, see its file)
+	async   bool  // run the handler on its own goroutine (it blocks on disk)
+	handler func(s *Server, r *request) frameOutcome
+}
+
+const maxAPIKey = 127
+
+// apiTable is the single source of truth for what ringlog serves; each
+// handler file opens with its row's reasoning.
+var apiTable = []apiHandler{
+	{key: 0, name: "Produce", min: 3, max: 12, advMin: 0, handler: handleProduce},
+	{key: 1, name: "Fetch", min: 4, max: 17, advMin: 4, handler: handleFetch},
+	{key: 2, name: "ListOffsets", min: 0, max: 10, advMin: 0, handler: handleListOffsets},
+	{key: 3, name: "Metadata", min: 0, max: 13, advMin: 0, async: true, handler: handleMetadata},
+	{key: 18, name: "ApiVersions", min: 0, max: 4, advMin: 0, handler: handleAPIVersions},
+	{key: 19, name: "CreateTopics", min: 0, max: 7, advMin: 0, async: true, handler: handleCreateTopics},
+	{key: 20, name: "DeleteTopics", min: 0, max: 6, advMin: 0, async: true, handler: handleDeleteTopics},
+	{key: 22, name: "InitProducerId", min: 0, max: 5, advMin: 0, async: true, handler: handleInitProducerID},
+	{key: 23, name: "OffsetForLeaderEpoch", min: 0, max: 4, advMin: 0, handler: handleOffsetForLeaderEpoch},
+	{key: 32, name: "DescribeConfigs", min: 0, max: 4, advMin: 0, async: true, handler: handleDescribeConfigs},
+	{key: 33, name: "AlterConfigs", min: 0, max: 2, advMin: 0, async: true, handler: handleAlterConfigs},
+	{key: 37, name: "CreatePartitions", min: 0, max: 3, advMin: 0, async: true, handler: handleCreatePartitions},
+	{key: 44, name: "IncrementalAlterConfigs", min: 0, max: 1, advMin: 0, async: true, handler: handleIncrementalAlterConfigs},
+	{key: 60, name: "DescribeCluster", min: 0, max: 2, advMin: 0, handler: handleDescribeCluster},
+}
+
+// request is one parsed Kafka request.
+type request struct {
+	conn     *conn
+	key      int16
+	version  int16
+	corr     int32
+	clientID *string
+	flexible bool   // request header v2 (tagged fields)
+	body     []byte // the request body (after the header)
+	frame    []byte // pooled buffer holding the whole request
+	resp     *response
+	arrived  time.Time
+	failed   bool // some error code was returned (metrics)
+}
+
+// handleFrame parses a request frame and dispatches it (event loop).
+func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
+	r := &request{conn: c, frame: frame, arrived: time.Now()}
+	b := frame
+	r.key = int16(binary.BigEndian.Uint16(b))
+	r.version = int16(binary.BigEndian.Uint16(b[2:]))
+	r.corr = int32(binary.BigEndian.Uint32(b[4:]))
+	b = b[8:]
+	if len(b) < 2 {
+		return s.malformed(c, r, "truncated client id")
+	}
+	idLen := int16(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if idLen >= 0 {
+		if int(idLen) > len(b) {
+			return s.malformed(c, r, "client id runs past the frame")
+		}
+		id := string(b[:idLen])
+		r.clientID = &id
+		b = b[idLen:]
+	}
+	var h *apiHandler
+	if r.key >= 0 && r.key <= maxAPIKey {
+		h = s.handlers[r.key]
+	}
+	kreq := kmsg.RequestForKey(r.key)
+	if h == nil {
+		if kreq == nil {
+			s.logger.Warn("closing connection: unknown API key", "remote", c.remote, "api_key", r.key, "client", clientName(r))
+			return frameClose
+		}
+		return s.unsupported(c, r, kreq, "API not supported by ringlog")
+	}
+	if r.key == 18 && r.version > h.max {
+		// A newer ApiVersions than we know: the v0-format answer with
+		// our ranges lets the client retry with a version we serve.
+		r.resp = c.slot()
+		r.respondAPIVersionsUnsupported()
+		return frameDone
+	}
+	if r.version < h.min || r.version > h.max {
+		return s.unsupported(c, r, kreq, "version not supported")
+	}
+	kreq.SetVersion(r.version)
+	if kreq.IsFlexible() {
+		r.flexible = true
+		rest, ok := skipTags(b)
+		if !ok {
+			return s.malformed(c, r, "bad header tagged fields")
+		}
+		b = rest
+	}
+	r.body = b
+	if r.key != 0 {
+		r.resp = c.slot()
+	}
+	if h.async {
+		go h.handler(s, r)
+		return frameDone
+	}
+	return h.handler(s, r)
+}
+
+func clientName(r *request) string {
+	if r.clientID == nil {
+		return ""
+	}
+	return *r.clientID
+}
+
+func (s *Server) malformed(c *conn, r *request, why string) frameOutcome {
+	s.logger.Warn("closing connection: malformed request", "remote", c.remote, "api_key", r.key, "version", r.version, "why", why)
+	return frameClose
+}
+
+// unsupported answers a request we cannot serve with UNSUPPORTED_VERSION
+// when the response type has a top-level error code we can encode at the
+// requested version; otherwise the connection is closed (logged), as Kafka
+// does.
+func (s *Server) unsupported(c *conn, r *request, kreq kmsg.Request, why string) frameOutcome {
+	if kreq != nil && r.version >= 0 && r.version <= kreq.MaxVersion() {
+		resp := kreq.ResponseKind()
+		if setTopLevelError(resp, kerr.UnsupportedVersion.Code) {
+			kreq.SetVersion(r.version)
+			r.flexible = kreq.IsFlexible()
+			r.resp = c.slot()
+			s.logger.Debug("answering UNSUPPORTED_VERSION", "remote", c.remote, "api_key", r.key, "version", r.version, "why", why)
+			r.failed = true
+			r.respond(resp)
+			return frameDone
+		}
+	}
+	s.logger.Warn("closing connection: unsupported request", "remote", c.remote, "api_key", r.key, "version", r.version, "why", why, "client", clientName(r))
+	return frameClose
+}
+
+// setTopLevelError sets the response's top-level ErrorCode field, if the
+// type has one.
+func setTopLevelError(resp kmsg.Response, code int16) bool {
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	f := v.Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 || !f.CanSet() {
+		return false
+	}
+	f.SetInt(int64(code))
+	return true
+}
+
+// skipTags skips a tagged-fields section.
+func skipTags(b []byte) ([]byte, bool) {
+	n, used := binary.Uvarint(b)
+	if used <= 0 {
+		return nil, false
+	}
+	b = b[used:]
+	for i := uint64(0); i < n; i++ {
+		if _, used = binary.Uvarint(b); used <= 0 {
+			return nil, false
+		}
+		b = b[used:]
+		size, used := binary.Uvarint(b)
+		if used <= 0 || size > uint64(len(b)-used) {
+			return nil, false
+		}
+		b = b[used+int(size):]
+	}
+	return b, true
+}
+
+// decode reads the body into req (set to the request's version).
+func (r *request) decode(req kmsg.Request) error {
+	req.SetVersion(r.version)
+	return req.ReadFrom(r.body)
+}
+
+// header appends the response header: correlation id, and the empty
+// tagged-fields section of response header v1 for flexible versions
+// (never for ApiVersions, whose response header is always v0).
+func (r *request) header(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(r.corr))
+	if r.flexible && r.key != 18 {
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// respond encodes resp at the request's version and queues it.
+func (r *request) respond(resp kmsg.Response) {
+	resp.SetVersion(r.version)
+	buf := make([]byte, 4, 256)
+	buf = r.header(buf)
+	buf = resp.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	r.conn.completeBytes(r.resp, buf)
+	r.finish()
+}
+
+// finish records metrics and returns the request buffer to the pool.
+func (r *request) finish() {
+	s := r.conn.srv
+	s.metrics.Request(r.key, time.Since(r.arrived), r.failed)
+	if r.frame != nil {
+		s.pool.put(r.frame)
+		r.frame = nil
+	}
+}
+
+// closeMalformedAsync is for async handlers that find the body malformed:
+// the slot is answered with nothing and the connection closed.
+func (r *request) closeMalformed(err error) {
+	s := r.conn.srv
+	s.logger.Warn("closing connection: malformed request body", "remote", r.conn.remote, "api_key", r.key, "version", r.version, "err", err)
+	r.conn.skip(r.resp, nil)
+	r.finish()
+	r.conn.gc.Close()
+}
+
+// errCode maps an engine or wal error to a Kafka error code.
+func errCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	if errors.Is(err, wal.ErrOffsetOutOfRange) {
+		return kerr.OffsetOutOfRange.Code
+	}
+	if errors.Is(err, wal.ErrClosed) {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errMessage is the text for responses that carry an error message.
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	m := err.Error()
+	return &m
+}

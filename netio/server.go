@@ -1,0 +1,331 @@
+package netio
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/metrics"
+)
+
+// Config configures the Kafka listener.
+type Config struct {
+	// Addr is host:port to listen on; port 0 picks a free port.
+	Addr string
+	// AdvertisedAddr is the host:port clients are told to connect to;
+	// empty: the bound address.
+	AdvertisedAddr string
+	// MaxRequestBytes rejects (closing the connection) any frame larger
+	// than this before reading it. Default 100 MiB, as Kafka's
+	// socket.request.max.bytes.
+	MaxRequestBytes int
+	// MaxConnections refuses connections beyond this many. Default 10000.
+	MaxConnections int
+	// MaxInflightPerConn stops reading a connection while this many of its
+	// requests are unanswered. Default 100.
+	MaxInflightPerConn int
+	// EventLoops is the number of gnet event loops. Default GOMAXPROCS.
+	EventLoops int
+	Logger     *slog.Logger
+	Metrics    *metrics.Metrics
+}
+
+// Server serves the Kafka protocol for an engine.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg     Config
+	eng     *engine.Engine
+	logger  *slog.Logger
+	metrics *metrics.Metrics
+	pool    bufPool
+
+	gnetEng   gnet.Engine
+	addr      atomic.Pointer[net.TCPAddr]
+	advHost   string
+	advPort   int32
+	booted    chan error
+	stopped   chan struct{}
+	runErr    error
+	conns     atomic.Int64
+	nextID    atomic.Uint64
+	closeOnce sync.Once
+	handlers  [maxAPIKey + 1]*apiHandler
+	draining  atomic.Bool
+	live      sync.Map // *conn -> struct{}: open connections, for Drain
+}
+
+// NewServer prepares a server; Start binds and serves.
+func NewServer(eng *engine.Engine, cfg Config) *Server {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 10000
+	}
+	if cfg.MaxInflightPerConn <= 0 {
+		cfg.MaxInflightPerConn = 100
+	}
+	if cfg.EventLoops <= 0 {
+		cfg.EventLoops = runtime.GOMAXPROCS(0)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	s := &Server{cfg: cfg, eng: eng, logger: cfg.Logger, metrics: cfg.Metrics,
+		booted: make(chan error, 1), stopped: make(chan struct{})}
+	for i := range apiTable {
+		h := &apiTable[i]
+		s.handlers[h.key] = h
+		s.metrics.API(h.key, h.name)
+	}
+	return s
+}
+
+// Start binds the listener and serves in the background. It returns once
+// the listener is accepting (or failed to bind).
+func (s *Server) Start() error {
+	host, _, err := net.SplitHostPort(s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("kafka listener %q: %w", s.cfg.Addr, err)
+	}
+	go func() {
+		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(s.cfg.EventLoops),
+			gnet.WithReuseAddr(true),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLogger(gnetLogger{s.logger}),
+			gnet.WithReadBufferCap(256<<10),
+		)
+		s.runErr = err
+		select {
+		case s.booted <- err:
+		default:
+		}
+		close(s.stopped)
+	}()
+	if err := <-s.booted; err != nil {
+		return fmt.Errorf("kafka listener %s: %w", s.cfg.Addr, err)
+	}
+	adv := s.cfg.AdvertisedAddr
+	if adv == "" {
+		a := s.Addr()
+		h := host
+		if h == "" || h == "0.0.0.0" || h == "::" {
+			h = "127.0.0.1"
+		}
+		adv = net.JoinHostPort(h, strconv.Itoa(a.Port))
+	}
+	ah, ap, err := net.SplitHostPort(adv)
+	if err != nil {
+		return fmt.Errorf("advertised address %q: %w", adv, err)
+	}
+	p, err := strconv.Atoi(ap)
+	if err != nil {
+		return fmt.Errorf("advertised address %q: bad port", adv)
+	}
+	s.advHost, s.advPort = ah, int32(p)
+	return nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() *net.TCPAddr { return s.addr.Load() }
+
+// Advertised is the host and port given to clients in Metadata.
+func (s *Server) Advertised() (string, int32) { return s.advHost, s.advPort }
+
+// Drain stops parsing new requests on every connection and waits until
+// the requests already parsed are answered (or ctx ends).
+func (s *Server) Drain(ctx context.Context) error {
+	s.draining.Store(true)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		busy := 0
+		s.live.Range(func(k, _ any) bool {
+			if k.(*conn).inflight.Load() > 0 {
+				busy++
+			}
+			return true
+		})
+		if busy == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drain: %d connections still have requests in flight: %w", busy, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop closes the listener and every connection.
+func (s *Server) Stop(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		err = s.gnetEng.Stop(ctx)
+		select {
+		case <-s.stopped:
+		case <-ctx.Done():
+		}
+	})
+	return err
+}
+
+// OnBoot learns the bound address (port 0 picks one).
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.gnetEng = eng
+	fd, err := eng.Dup()
+	if err != nil {
+		s.booted <- fmt.Errorf("dup listener: %w", err)
+		return gnet.Shutdown
+	}
+	sa, err := unix.Getsockname(fd)
+	unix.Close(fd)
+	if err != nil {
+		s.booted <- fmt.Errorf("getsockname: %w", err)
+		return gnet.Shutdown
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		s.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port})
+	case *unix.SockaddrInet6:
+		s.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port})
+	default:
+		s.booted <- errors.New("listener is not TCP")
+		return gnet.Shutdown
+	}
+	s.booted <- nil
+	return gnet.None
+}
+
+// OnOpen accepts a connection unless the limit is reached.
+func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if s.conns.Load() >= int64(s.cfg.MaxConnections) {
+		s.logger.Warn("refusing connection: max connections reached", "remote", gc.RemoteAddr(), "max", s.cfg.MaxConnections)
+		return nil, gnet.Close
+	}
+	c, err := newConn(s, gc, s.nextID.Add(1))
+	if err != nil {
+		s.logger.Warn("refusing connection", "remote", gc.RemoteAddr(), "err", err)
+		return nil, gnet.Close
+	}
+	s.conns.Add(1)
+	s.live.Store(c, struct{}{})
+	s.metrics.Connections.Inc()
+	s.metrics.ConnectionsOpen.Inc()
+	gc.SetContext(c)
+	return nil, gnet.None
+}
+
+// OnClose stops the connection's writer.
+func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
+	if c, ok := gc.Context().(*conn); ok && c != nil {
+		c.close()
+		s.live.Delete(c)
+		s.conns.Add(-1)
+		s.metrics.Connections.Dec()
+		if err != nil {
+			s.logger.Debug("connection closed", "remote", c.remote, "err", err)
+		}
+	}
+	return gnet.None
+}
+
+// OnTraffic parses every whole request frame in the inbound buffer and
+// dispatches it, unless the connection is paused.
+func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*conn)
+	if !ok || c == nil {
+		return gnet.Close
+	}
+	for {
+		if s.draining.Load() {
+			return gnet.None
+		}
+		if c.paused.Load() {
+			// Bound what a client may pile up while we do not read.
+			if gc.InboundBuffered() > 2*s.cfg.MaxRequestBytes+(1<<20) {
+				s.logger.Warn("closing connection: it kept sending while paused by backpressure", "remote", c.remote)
+				return gnet.Close
+			}
+			return gnet.None
+		}
+		n := gc.InboundBuffered()
+		if n < 4 {
+			return gnet.None
+		}
+		hdr, err := gc.Peek(4)
+		if err != nil {
+			return gnet.None
+		}
+		size := int32(binary.BigEndian.Uint32(hdr))
+		if size < 8 || int(size) > s.cfg.MaxRequestBytes {
+			s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
+			return gnet.Close
+		}
+		if n < 4+int(size) {
+			return gnet.None
+		}
+		if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
+			c.pausedInflght.Store(true)
+			c.paused.Store(true)
+			// The writer may have drained everything in between.
+			if int(c.inflight.Load()) < s.cfg.MaxInflightPerConn {
+				c.pausedInflght.Store(false)
+				c.paused.Store(false)
+				continue
+			}
+			return gnet.None
+		}
+		frame, err := gc.Peek(4 + int(size))
+		if err != nil {
+			return gnet.None
+		}
+		buf := s.pool.get(int(size))
+		copy(buf, frame[4:])
+		switch s.handleFrame(c, buf) {
+		case frameDone:
+			gc.Discard(4 + int(size))
+		case framePaused:
+			s.pool.put(buf)
+			return gnet.None
+		case frameClose:
+			return gnet.Close
+		}
+	}
+}
+
+type frameOutcome int
+
+const (
+	frameDone   frameOutcome = iota // consumed and dispatched
+	framePaused                     // left in the buffer; the conn is paused
+	frameClose                      // close the connection
+)
+
+// gnetLogger sends gnet's own logs to slog.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error("gnet: " + fmt.Sprintf(f, a...)) }
+
