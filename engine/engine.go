@@ -70,6 +70,8 @@ type Config struct {
 	// ObserveSync, if set, receives the duration of every shard
 	// submission that included an fdatasync (metrics).
 	ObserveSync func(time.Duration)
+	// Groups configures the group coordinator.
+	Groups GroupConfig
 }
 
 // Engine is one broker's state.
@@ -93,6 +95,7 @@ type Engine struct {
 
 	backendName string
 	stats       Stats
+	coord       *Coordinator
 }
 
 // Stats are engine-wide counters.
@@ -171,6 +174,11 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.loadTopics(clean); err != nil {
 		e.stopShards()
 		return nil, err
+	}
+	e.coord = newCoordinator(e, cfg.Groups)
+	if err := e.coord.start(); err != nil {
+		e.stopShards()
+		return nil, fmt.Errorf("engine: group coordinator: %w", err)
 	}
 	e.logger.Info("engine ready", "topics", len(e.topics), "shards", len(e.shards),
 		"backend", e.backendName, "clean_start", clean, "recovery", time.Since(start).Round(time.Millisecond))
@@ -348,6 +356,9 @@ func (e *Engine) stopShards() []error {
 	}
 	return errs
 }
+
+// Coordinator is the group coordinator.
+func (e *Engine) Coordinator() *Coordinator { return e.coord }
 
 // ClusterID is the id generated when the data directory was created.
 func (e *Engine) ClusterID() string { return e.clusterID }

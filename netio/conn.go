@@ -26,13 +26,16 @@ type conn struct {
 	srv *Server
 	gc  gnet.Conn
 	nc  *net.TCPConn // the writer's dup of the socket
-	rc  rawConn
+	rc  sysConn
 	id  uint64
 
 	mu     sync.Mutex
 	cond   sync.Cond
 	queue  []*response
 	closed bool
+	// done is closed with the connection, so that work parked for it
+	// (long-poll fetches) ends with it.
+	done chan struct{}
 
 	// inflight counts requests parsed and not yet written.
 	inflight atomic.Int32
@@ -45,7 +48,7 @@ type conn struct {
 	remote string
 }
 
-type rawConn interface {
+type sysConn interface {
 	Write(func(fd uintptr) bool) error
 }
 
@@ -84,7 +87,7 @@ func newConn(s *Server, gc gnet.Conn, id uint64) (*conn, error) {
 		tc.Close()
 		return nil, err
 	}
-	c := &conn{srv: s, gc: gc, nc: tc, rc: rc, id: id}
+	c := &conn{srv: s, gc: gc, nc: tc, rc: rc, id: id, done: make(chan struct{})}
 	if ra := gc.RemoteAddr(); ra != nil {
 		c.remote = ra.String()
 	}
@@ -107,13 +110,17 @@ func (c *conn) slot() *response {
 // (or dropped). Safe from any goroutine.
 func (c *conn) complete(r *response, parts []part, release func()) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		// Nobody will send it: release what it holds now.
+		if release != nil {
+			release()
+		}
+		return
+	}
 	r.parts, r.release, r.ready = parts, release, true
-	closed := c.closed
 	head := len(c.queue) > 0 && c.queue[0] == r
 	c.mu.Unlock()
-	if closed {
-		return // the writer is gone or going; it releases what is queued
-	}
 	if head {
 		c.cond.Signal()
 	}
@@ -135,6 +142,9 @@ func (c *conn) skip(r *response, release func()) {
 // close stops the writer; called from OnClose.
 func (c *conn) close() {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.done)
+	}
 	c.closed = true
 	c.mu.Unlock()
 	c.cond.Broadcast()
@@ -150,13 +160,19 @@ func (c *conn) writeLoop() {
 			c.cond.Wait()
 		}
 		if c.closed {
-			q := c.queue
+			// Responses completed before the close hold resources;
+			// those completed after it release them in complete.
+			var releases []func()
+			for _, r := range c.queue {
+				if r.release != nil {
+					releases = append(releases, r.release)
+					r.release = nil
+				}
+			}
 			c.queue = nil
 			c.mu.Unlock()
-			for _, r := range q {
-				if r.release != nil {
-					r.release()
-				}
+			for _, f := range releases {
+				f()
 			}
 			return
 		}

@@ -48,7 +48,8 @@ func testLogger() *slog.Logger {
 func startBroker(t testing.TB, opts ...brokerOption) *testBroker {
 	t.Helper()
 	b := &testBroker{t: t, dir: t.TempDir()}
-	b.ecfg = engine.Config{DataDir: b.dir, AutoCreateTopics: true, DefaultPartitions: 1, Logger: testLogger()}
+	b.ecfg = engine.Config{DataDir: b.dir, AutoCreateTopics: true, DefaultPartitions: 1, Logger: testLogger(),
+		Groups: engine.GroupConfig{MinSessionTimeout: 100 * time.Millisecond, InitialRebalanceDelay: 50 * time.Millisecond}}
 	b.scfg = Config{Addr: "127.0.0.1:0", Logger: testLogger()}
 	for _, o := range opts {
 		o(&b.ecfg, &b.scfg)

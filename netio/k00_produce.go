@@ -21,7 +21,10 @@ import (
 //     (length, magic 2, CRC32C, record count vs lastOffsetDelta,
 //     max.message.bytes) and a bad one fails its partition only, with
 //     CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE or
-//     UNSUPPORTED_FOR_MESSAGE_FORMAT, writing nothing of it.
+//     UNSUPPORTED_FOR_MESSAGE_FORMAT, writing nothing of it. CORRUPT_MESSAGE
+//     (which clients retry) is for bytes damaged on the way (length or
+//     CRC32C); a batch that arrived intact but whose records do not match
+//     its record count or do not parse is INVALID_RECORD, as in Kafka.
 //   - acks=0 gets no response; acks=1 is answered once the batch is in the
 //     log (page cache); acks=-1 once it is fdatasync'ed (group commit),
 //     unless write caching is on for the topic or broker. Other values:
@@ -151,6 +154,11 @@ func handleProduce(s *Server, r *request) frameOutcome {
 // validateRecords splits a partition's records into batches and validates
 // each one.
 func validateRecords(records []byte, maxBytes int, version int16) ([][]byte, []batch.Header, error) {
+	if version < 3 {
+		// Produce v0-2 carry message sets (magic 0/1), never record
+		// batches; reached only if the dispatcher lets v0-2 through.
+		return nil, nil, fmt.Errorf("%w: produce v%d carries message format v0/v1; only record batches (magic 2, produce v3+) are stored", kerr.UnsupportedForMessageFormat, version)
+	}
 	if len(records) == 0 {
 		return nil, nil, fmt.Errorf("%w: no records", kerr.InvalidRecord)
 	}
@@ -165,11 +173,27 @@ func validateRecords(records []byte, maxBytes int, version int16) ([][]byte, []b
 	for i, b := range batches {
 		h, err := batch.Validate(b, batch.Limits{MaxBatchBytes: maxBytes})
 		if err != nil {
+			if batch.ClassOf(err) == batch.ClassCorrupt && intact(b, &h) {
+				// Length and CRC32C check out, so the bytes are what
+				// the producer built: records that do not match the
+				// declared count, or do not parse, make an invalid
+				// batch, which Kafka answers INVALID_RECORD
+				// ("Incorrect declared batch size"); clients do not
+				// retry it, as they would CORRUPT_MESSAGE.
+				err = &batch.Error{Class: batch.ClassInvalid, Msg: err.Error()}
+			}
 			return nil, nil, batchErr(err)
 		}
 		headers[i] = h
 	}
 	return batches, headers, nil
+}
+
+// intact reports whether batch b (header h) arrived whole and unaltered:
+// its length field matches, it is magic 2 and its CRC32C matches.
+func intact(b []byte, h *batch.Header) bool {
+	return len(b) >= batch.HeaderSize && int(h.Length) == len(b)-batch.LogOverhead &&
+		h.Magic == batch.Magic && batch.Checksum(b) == h.CRC
 }
 
 // batchErr maps a batch validation error to its Kafka error.

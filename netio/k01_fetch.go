@@ -22,7 +22,8 @@ import (
 //     never stalls. Never past the high watermark.
 //   - Long poll: with fewer than MinBytes available the fetch parks until
 //     an append to one of its partitions (which wakes exactly the fetches
-//     waiting on that partition) brings enough, or MaxWaitMs passes.
+//     waiting on that partition) brings enough, or MaxWaitMs passes, or
+//     the connection closes (then it ends without an answer).
 //   - The last stable offset equals the high watermark (no transactions),
 //     so read_committed consumers (librdkafka, kafkajs) read everything.
 //   - Fetch sessions (KIP-227) are declined: responses carry session id 0,
@@ -198,6 +199,11 @@ func (f *fetch) wait() {
 		case <-timer.C:
 			f.read()
 			f.respond(0)
+			return
+		case <-f.r.conn.done:
+			// Nobody to answer: stop watching now rather than at
+			// MaxWaitMs (which the client may set to days).
+			f.r.finish()
 			return
 		}
 		f.read()

@@ -54,8 +54,7 @@ type Server struct {
 
 	gnetEng   gnet.Engine
 	addr      atomic.Pointer[net.TCPAddr]
-	advHost   string
-	advPort   int32
+	adv       atomic.Pointer[advertised]
 	booted    chan error
 	stopped   chan struct{}
 	runErr    error
@@ -140,15 +139,29 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("advertised address %q: bad port", adv)
 	}
-	s.advHost, s.advPort = ah, int32(p)
+	s.adv.Store(&advertised{ah, int32(p)})
 	return nil
+}
+
+type advertised struct {
+	host string
+	port int32
 }
 
 // Addr is the bound address.
 func (s *Server) Addr() *net.TCPAddr { return s.addr.Load() }
 
 // Advertised is the host and port given to clients in Metadata.
-func (s *Server) Advertised() (string, int32) { return s.advHost, s.advPort }
+func (s *Server) Advertised() (string, int32) {
+	if a := s.adv.Load(); a != nil {
+		return a.host, a.port
+	}
+	// A request raced Start: answer with the bound address.
+	if a := s.Addr(); a != nil {
+		return "127.0.0.1", int32(a.Port)
+	}
+	return "", 0
+}
 
 // Drain stops parsing new requests on every connection and waits until
 // the requests already parsed are answered (or ctx ends).
@@ -328,4 +341,3 @@ func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug("gnet: " + fmt.Sprint
 func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn("gnet: " + fmt.Sprintf(f, a...)) }
 func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error("gnet: " + fmt.Sprintf(f, a...)) }
 func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error("gnet: " + fmt.Sprintf(f, a...)) }
-

@@ -63,6 +63,8 @@ type serveFlags struct {
 	ioBackend                                string
 	writeCaching, repair                     bool
 	retentionCheck, shutdownTimeout          time.Duration
+	groupMinSession, groupMaxSession         time.Duration
+	groupInitialDelay                        time.Duration
 	logLevel, logFormat                      string
 	topicDefaults                            kvList
 }
@@ -88,6 +90,9 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.writeCaching, "write-caching", false, "acknowledge acks=all from the page cache (no fdatasync) for every topic")
 	fs.BoolVar(&f.repair, "repair-corrupt-logs", false, "at start, move damaged bytes in the middle of a log aside and keep every valid batch (default: keep such a partition offline)")
 	fs.DurationVar(&f.retentionCheck, "retention-check-interval", 5*time.Minute, "how often retention runs")
+	fs.DurationVar(&f.groupMinSession, "group-min-session-timeout", 6*time.Second, "smallest session timeout a group member may ask for (group.min.session.timeout.ms)")
+	fs.DurationVar(&f.groupMaxSession, "group-max-session-timeout", 30*time.Minute, "largest session timeout a group member may ask for (group.max.session.timeout.ms)")
+	fs.DurationVar(&f.groupInitialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new group waits for more members before its first generation (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for requests in flight")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -193,6 +198,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		AutoCreateTopics: f.autoCreate, DefaultPartitions: int32(f.defaultPartitions), TopicDefaults: f.topicDefaults,
 		WriteCaching: f.writeCaching, Backend: kind, RetentionCheckInterval: f.retentionCheck,
 		RepairCorruptLogs: f.repair, Logger: logger,
+		Groups:      engine.GroupConfig{MinSessionTimeout: f.groupMinSession, MaxSessionTimeout: f.groupMaxSession, InitialRebalanceDelay: f.groupInitialDelay},
 		ObserveSync: func(d time.Duration) { m.SyncSeconds.Observe(d.Seconds()) },
 	})
 	if err != nil {

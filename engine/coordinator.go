@@ -1,0 +1,539 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// Coordinator is the group coordinator: it owns every consumer group and
+// its committed offsets, and keeps them in the internal compacted topic
+// __consumer_offsets ("everything is a log"): each commit and each
+// completed generation is a record there, written and fdatasync'ed before
+// it is acknowledged, and replayed into memory at start. The record
+// formats are Kafka's own (kmsg OffsetCommitKey/Value, GroupMetadataKey/
+// Value), so Kafka's tools can read the topic.
+type Coordinator struct {
+	eng   *Engine
+	cfg   GroupConfig
+	sched Scheduler
+
+	mu     sync.RWMutex // guards groups; taken before any Group.mu
+	groups map[string]*Group
+	topic  *Topic
+}
+
+// Offsets-topic layout.
+const (
+	offsetsPartitions   = 1
+	offsetsSegmentBytes = "8388608"
+	// MaxOffsetMetadata bounds the metadata string of a commit
+	// (offset.metadata.max.bytes).
+	MaxOffsetMetadata = 4096
+)
+
+func newCoordinator(e *Engine, cfg GroupConfig) *Coordinator {
+	if cfg.MinSessionTimeout <= 0 {
+		cfg.MinSessionTimeout = 6 * time.Second
+	}
+	if cfg.MaxSessionTimeout <= 0 {
+		cfg.MaxSessionTimeout = 30 * time.Minute
+	}
+	return &Coordinator{eng: e, cfg: cfg, sched: realScheduler{}, groups: map[string]*Group{}}
+}
+
+// start creates __consumer_offsets if needed and replays it.
+func (c *Coordinator) start() error {
+	t := c.eng.Topic(OffsetsTopic)
+	if t == nil {
+		var err error
+		t, err = c.eng.CreateTopic(CreateTopicRequest{
+			Name: OffsetsTopic, Partitions: offsetsPartitions, ReplicationFactor: 1, Internal: true,
+			Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": offsetsSegmentBytes},
+		})
+		if err != nil {
+			return fmt.Errorf("create %s: %w", OffsetsTopic, err)
+		}
+	}
+	c.topic = t
+	return c.replay()
+}
+
+// replay rebuilds groups and offsets from __consumer_offsets.
+func (c *Coordinator) replay() error {
+	commits, groups := 0, 0
+	for _, p := range c.topic.Partitions() {
+		l, err := p.Log()
+		if err != nil {
+			return fmt.Errorf("%s is offline: %w", p, err)
+		}
+		end := l.EndOffset()
+		var scratch []byte
+		for off := l.StartOffset(); off < end; {
+			buf, err := l.ReadBytes(nil, off, 4<<20, end)
+			if err != nil {
+				return fmt.Errorf("replay %s at %d: %w", p, off, err)
+			}
+			if len(buf) == 0 {
+				break
+			}
+			for len(buf) > 0 {
+				n := int(batch.BatchLength(buf)) + batch.LogOverhead
+				h, err := batch.CheckStored(buf[:n])
+				if err != nil {
+					return fmt.Errorf("replay %s: %w", p, err)
+				}
+				it, sc, err := batch.Records(buf[:n], &h, scratch)
+				scratch = sc
+				if err != nil {
+					return fmt.Errorf("replay %s: %w", p, err)
+				}
+				for {
+					r, ok := it.Next()
+					if !ok {
+						break
+					}
+					kind, err := c.apply(r.Key, r.Value)
+					if err != nil {
+						c.eng.logger.Warn("skipping unreadable record in "+OffsetsTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
+					}
+					switch kind {
+					case 1:
+						commits++
+					case 2:
+						groups++
+					}
+				}
+				off = h.NextOffset()
+				buf = buf[n:]
+			}
+		}
+	}
+	c.eng.logger.Info("loaded consumer groups", "records_commits", commits, "records_groups", groups, "groups", len(c.groups))
+	return nil
+}
+
+// apply replays one record: 1 for an offset commit, 2 for group metadata.
+func (c *Coordinator) apply(key, value []byte) (int, error) {
+	if len(key) < 2 {
+		return 0, errors.New("short key")
+	}
+	switch v := int16(key[0])<<8 | int16(key[1]); v {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(key); err != nil {
+			return 0, err
+		}
+		g := c.group(k.Group, true)
+		tp := topicPartition{k.Topic, k.Partition}
+		g.mu.Lock()
+		if value == nil {
+			delete(g.offsets, tp)
+		} else {
+			var val kmsg.OffsetCommitValue
+			if err := val.ReadFrom(value); err != nil {
+				g.unlock()
+				return 0, err
+			}
+			g.offsets[tp] = CommittedOffset{Offset: val.Offset, LeaderEpoch: val.LeaderEpoch, Metadata: val.Metadata, CommitTime: val.CommitTimestamp}
+		}
+		g.unlock()
+		c.dropIfUnused(k.Group)
+		return 1, nil
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return 0, err
+		}
+		if value == nil {
+			c.mu.Lock()
+			delete(c.groups, k.Group)
+			c.mu.Unlock()
+			return 2, nil
+		}
+		var val kmsg.GroupMetadataValue
+		if err := val.ReadFrom(value); err != nil {
+			return 0, err
+		}
+		snap := GroupSnapshot{ProtocolType: val.ProtocolType, Generation: val.Generation, StateSince: val.CurrentStateTimestamp}
+		if val.Protocol != nil {
+			snap.Protocol = *val.Protocol
+		}
+		if val.Leader != nil {
+			snap.Leader = *val.Leader
+		}
+		for _, m := range val.Members {
+			snap.Members = append(snap.Members, MemberSnapshot{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+				RebalanceTimeout: time.Duration(m.RebalanceTimeoutMillis) * time.Millisecond, SessionTimeout: time.Duration(m.SessionTimeoutMillis) * time.Millisecond,
+				Subscription: m.Subscription, Assignment: m.Assignment})
+		}
+		c.group(k.Group, true).restore(snap)
+		return 2, nil
+	default:
+		return 0, fmt.Errorf("unknown key version %d", v)
+	}
+}
+
+// dropIfUnused forgets a group that has neither offsets nor members (after
+// replaying tombstones).
+func (c *Coordinator) dropIfUnused(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[id]
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	unused := len(g.offsets) == 0 && len(g.members) == 0 && g.generation == 0
+	g.unlock()
+	if unused {
+		delete(c.groups, id)
+	}
+}
+
+// group returns the group, creating it when create is set.
+func (c *Coordinator) group(id string, create bool) *Group {
+	c.mu.RLock()
+	g := c.groups[id]
+	c.mu.RUnlock()
+	if g != nil || !create {
+		return g
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g = c.groups[id]; g == nil {
+		g = newGroup(id, &c.cfg, c.sched, c.storeGroup)
+		c.groups[id] = g
+	}
+	return g
+}
+
+// Group returns a group, creating it (empty) when create is set; nil when
+// it does not exist and create is not set.
+func (c *Coordinator) Group(id string, create bool) (*Group, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: empty group id", kerr.InvalidGroupID)
+	}
+	return c.group(id, create), nil
+}
+
+// Groups returns every group, sorted by id.
+func (c *Coordinator) Groups() []*Group {
+	c.mu.RLock()
+	out := make([]*Group, 0, len(c.groups))
+	for _, g := range c.groups {
+		out = append(out, g)
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (c *Coordinator) partitionFor(group string) *Partition {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	ps := c.topic.Partitions()
+	return ps[int(h.Sum32()%uint32(len(ps)))]
+}
+
+type kv struct{ key, value []byte }
+
+// write appends records to the group's __consumer_offsets partition and
+// waits until they are durable (fdatasync'ed, unless write caching).
+func (c *Coordinator) write(group string, recs []kv) error {
+	p := c.partitionFor(group)
+	b := batch.NewBuilder()
+	now := c.sched.Now().UnixMilli()
+	for _, r := range recs {
+		b.Add(now, r.key, r.value, nil)
+	}
+	data, err := b.Build(nil, batch.CodecNone)
+	if err != nil {
+		return err
+	}
+	h, err := batch.ParseHeader(data)
+	if err != nil {
+		return err
+	}
+	done := make(chan AppendResult, 1)
+	p.Shard().Append(&AppendRequest{Partition: p, Batches: [][]byte{data}, Headers: []batch.Header{h}, Acks: -1, Bytes: len(data),
+		Done: func(r AppendResult) { done <- r }})
+	res := <-done
+	if res.Err != nil {
+		return fmt.Errorf("%w: write %s: %v", kerr.CoordinatorNotAvailable, OffsetsTopic, res.Err)
+	}
+	return nil
+}
+
+// storeGroup persists a generation (Group.persist calls it, unlocked).
+func (c *Coordinator) storeGroup(g *Group, s GroupSnapshot, done func(error)) {
+	key := (&kmsg.GroupMetadataKey{Version: 2, Group: g.ID}).AppendTo(nil)
+	val := kmsg.GroupMetadataValue{Version: 3, ProtocolType: s.ProtocolType, Generation: s.Generation, CurrentStateTimestamp: s.StateSince}
+	if s.Protocol != "" {
+		p := s.Protocol
+		val.Protocol = &p
+	}
+	if s.Leader != "" {
+		l := s.Leader
+		val.Leader = &l
+	}
+	for _, m := range s.Members {
+		val.Members = append(val.Members, kmsg.GroupMetadataValueMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			RebalanceTimeoutMillis: int32(m.RebalanceTimeout.Milliseconds()), SessionTimeoutMillis: int32(m.SessionTimeout.Milliseconds()),
+			Subscription: nonNil(m.Subscription), Assignment: nonNil(m.Assignment)})
+	}
+	go func() { done(c.write(g.ID, []kv{{key, val.AppendTo(nil)}})) }()
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// OffsetCommit is one partition's commit.
+type OffsetCommit struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    *string
+}
+
+// CommitOffsets validates the member and generation and stores the
+// commits durably. errs has one entry per commit (nil: stored); err fails
+// the whole request.
+func (c *Coordinator) CommitOffsets(groupID, memberID string, instanceID *string, generation int32, commits []OffsetCommit) (errs []error, err error) {
+	g, err := c.Group(groupID, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.CheckCommit(memberID, instanceID, generation); err != nil {
+		return nil, err
+	}
+	errs = make([]error, len(commits))
+	now := c.sched.Now().UnixMilli()
+	var recs []kv
+	var ok []int
+	for i, cm := range commits {
+		t := c.eng.Topic(cm.Topic)
+		if t == nil || t.Partition(cm.Partition) == nil {
+			errs[i] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, cm.Topic, cm.Partition)
+			continue
+		}
+		md := ""
+		if cm.Metadata != nil {
+			md = *cm.Metadata
+		}
+		if len(md) > MaxOffsetMetadata {
+			errs[i] = fmt.Errorf("%w: %d bytes of metadata, the limit is %d", kerr.OffsetMetadataTooLarge, len(md), MaxOffsetMetadata)
+			continue
+		}
+		key := (&kmsg.OffsetCommitKey{Version: 1, Group: groupID, Topic: cm.Topic, Partition: cm.Partition}).AppendTo(nil)
+		val := (&kmsg.OffsetCommitValue{Version: 3, Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTimestamp: now}).AppendTo(nil)
+		recs = append(recs, kv{key, val})
+		ok = append(ok, i)
+	}
+	if len(recs) == 0 {
+		return errs, nil
+	}
+	if err := c.write(groupID, recs); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	for _, i := range ok {
+		cm := commits[i]
+		md := ""
+		if cm.Metadata != nil {
+			md = *cm.Metadata
+		}
+		g.offsets[topicPartition{cm.Topic, cm.Partition}] = CommittedOffset{Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTime: now}
+	}
+	g.unlock()
+	return errs, nil
+}
+
+// FetchedOffset is a committed offset as OffsetFetch reports it.
+type FetchedOffset struct {
+	Topic     string
+	Partition int32
+	CommittedOffset
+	Found bool
+}
+
+// FetchOffsets returns the group's committed offsets: for the given
+// partitions (not committed: Found false), or all of them when topics is
+// nil.
+func (c *Coordinator) FetchOffsets(groupID string, topics map[string][]int32) ([]FetchedOffset, error) {
+	if groupID == "" {
+		return nil, fmt.Errorf("%w: empty group id", kerr.InvalidGroupID)
+	}
+	g := c.group(groupID, false)
+	var out []FetchedOffset
+	if topics == nil {
+		if g == nil {
+			return nil, nil
+		}
+		g.mu.Lock()
+		for tp, o := range g.offsets {
+			out = append(out, FetchedOffset{Topic: tp.Topic, Partition: tp.Partition, CommittedOffset: o, Found: true})
+		}
+		g.unlock()
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Topic != out[j].Topic {
+				return out[i].Topic < out[j].Topic
+			}
+			return out[i].Partition < out[j].Partition
+		})
+		return out, nil
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		for _, p := range topics[t] {
+			f := FetchedOffset{Topic: t, Partition: p}
+			if g != nil {
+				g.mu.Lock()
+				o, ok := g.offsets[topicPartition{t, p}]
+				g.unlock()
+				f.CommittedOffset, f.Found = o, ok
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// DeleteGroup removes an empty group and its offsets.
+func (c *Coordinator) DeleteGroup(id string) error {
+	g := c.group(id, false)
+	if g == nil {
+		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
+	}
+	g.mu.Lock()
+	if g.state != StateEmpty {
+		st := g.state
+		g.unlock()
+		return fmt.Errorf("%w: group %q is %s; stop its members first", kerr.NonEmptyGroup, id, st)
+	}
+	g.setState(StateDead)
+	var recs []kv
+	for tp := range g.offsets {
+		recs = append(recs, kv{key: (&kmsg.OffsetCommitKey{Version: 1, Group: id, Topic: tp.Topic, Partition: tp.Partition}).AppendTo(nil)})
+	}
+	g.unlock()
+	recs = append(recs, kv{key: (&kmsg.GroupMetadataKey{Version: 2, Group: id}).AppendTo(nil)})
+	if err := c.write(id, recs); err != nil {
+		g.mu.Lock()
+		g.setState(StateEmpty)
+		g.unlock()
+		return err
+	}
+	c.mu.Lock()
+	if c.groups[id] == g {
+		delete(c.groups, id)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// DeleteOffsets removes committed offsets of partitions the group is not
+// subscribed to (OffsetDelete). errs has one entry per partition.
+func (c *Coordinator) DeleteOffsets(id string, parts []topicPartitionRef) ([]error, error) {
+	g := c.group(id, false)
+	if g == nil {
+		return nil, fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
+	}
+	subscribed := g.subscribedTopics()
+	errs := make([]error, len(parts))
+	var recs []kv
+	var del []topicPartition
+	for i, p := range parts {
+		if subscribed[p.Topic] {
+			errs[i] = fmt.Errorf("%w: group %q consumes %s", kerr.GroupSubscribedToTopic, id, p.Topic)
+			continue
+		}
+		tp := topicPartition{p.Topic, p.Partition}
+		recs = append(recs, kv{key: (&kmsg.OffsetCommitKey{Version: 1, Group: id, Topic: tp.Topic, Partition: tp.Partition}).AppendTo(nil)})
+		del = append(del, tp)
+	}
+	if len(recs) > 0 {
+		if err := c.write(id, recs); err != nil {
+			return nil, err
+		}
+		g.mu.Lock()
+		for _, tp := range del {
+			delete(g.offsets, tp)
+		}
+		g.unlock()
+	}
+	return errs, nil
+}
+
+// topicPartitionRef names a partition in coordinator calls.
+type topicPartitionRef = struct {
+	Topic     string
+	Partition int32
+}
+
+// subscribedTopics returns the topics the members' consumer-protocol
+// subscriptions name.
+func (g *Group) subscribedTopics() map[string]bool {
+	g.mu.Lock()
+	defer g.unlock()
+	out := map[string]bool{}
+	if g.protocolType != "consumer" {
+		return out
+	}
+	for _, m := range g.members {
+		var meta kmsg.ConsumerMemberMetadata
+		if err := meta.ReadFrom(m.metadataFor(g.protocol)); err != nil {
+			continue
+		}
+		for _, t := range meta.Topics {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+// GroupLag is a group's committed offset and lag in one partition, for
+// metrics.
+type GroupLag struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Committed int64
+	Lag       int64
+}
+
+// Lags returns every group's committed offsets and lags.
+func (c *Coordinator) Lags() []GroupLag {
+	var out []GroupLag
+	for _, g := range c.Groups() {
+		g.mu.Lock()
+		for tp, o := range g.offsets {
+			lag := int64(-1)
+			if t := c.eng.Topic(tp.Topic); t != nil {
+				if p := t.Partition(tp.Partition); p != nil && p.HighWatermark() >= 0 {
+					lag = max(p.HighWatermark()-o.Offset, 0)
+				}
+			}
+			out = append(out, GroupLag{Group: g.ID, Topic: tp.Topic, Partition: tp.Partition, Committed: o.Offset, Lag: lag})
+		}
+		g.unlock()
+	}
+	return out
+}

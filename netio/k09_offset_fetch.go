@@ -1,0 +1,95 @@
+package netio
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+)
+
+// OffsetFetch, key 9, versions 0-8.
+//
+//   - The committed offset, leader epoch and metadata of each partition
+//     asked for (offset -1 when none); null topics (v2+) means every
+//     partition the group committed.
+//   - RequireStable (v7+) is always satisfied: without transactions no
+//     commit is ever pending. franz-go and librdkafka send it.
+//   - The committed leader epoch is returned: OffsetForLeaderEpoch is
+//     exact here, so clients can validate it.
+//   - v8 fetches several groups at once.
+
+func handleOffsetFetch(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	if err := r.decode(req); err != nil {
+		return s.malformed(r.conn, r, err.Error())
+	}
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	co := s.eng.Coordinator()
+	if r.version >= 8 {
+		for _, rg := range req.Groups {
+			var topics map[string][]int32
+			if rg.Topics != nil {
+				topics = map[string][]int32{}
+				for _, t := range rg.Topics {
+					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+				}
+			}
+			got, err := co.FetchOffsets(rg.Group, topics)
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = rg.Group, errCode(err)
+			r.failed = r.failed || err != nil
+			byTopic := map[string]int{}
+			for _, f := range got {
+				i, ok := byTopic[f.Topic]
+				if !ok {
+					i = len(g.Topics)
+					byTopic[f.Topic] = i
+					g.Topics = append(g.Topics, kmsg.OffsetFetchResponseGroupTopic{Topic: f.Topic})
+				}
+				p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				p.Partition = f.Partition
+				p.Offset, p.LeaderEpoch, p.Metadata = fetchedFields(f)
+				g.Topics[i].Partitions = append(g.Topics[i].Partitions, p)
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
+		r.respond(resp)
+		return frameDone
+	}
+	var topics map[string][]int32
+	if req.Topics != nil || r.version < 2 {
+		topics = map[string][]int32{}
+		for _, t := range req.Topics {
+			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+		}
+	}
+	got, err := co.FetchOffsets(req.Group, topics)
+	resp.ErrorCode = errCode(err)
+	r.failed = err != nil
+	byTopic := map[string]int{}
+	for _, f := range got {
+		i, ok := byTopic[f.Topic]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[f.Topic] = i
+			resp.Topics = append(resp.Topics, kmsg.OffsetFetchResponseTopic{Topic: f.Topic})
+		}
+		p := kmsg.NewOffsetFetchResponseTopicPartition()
+		p.Partition = f.Partition
+		p.Offset, p.LeaderEpoch, p.Metadata = fetchedFields(f)
+		if err != nil && r.version < 2 {
+			p.ErrorCode = resp.ErrorCode
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+	}
+	r.respond(resp)
+	return frameDone
+}
+
+func fetchedFields(f engine.FetchedOffset) (int64, int32, *string) {
+	if !f.Found {
+		empty := ""
+		return -1, -1, &empty
+	}
+	md := f.Metadata
+	return f.Offset, f.LeaderEpoch, &md
+}

@@ -1,0 +1,36 @@
+package netio
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListGroups, key 16, versions 0-5.
+//
+//   - Every group with its protocol type; its state (v4+, with a states
+//     filter, case-insensitive) and type "classic" (v5+, with a types
+//     filter).
+
+func handleListGroups(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrListGroupsRequest()
+	if err := r.decode(req); err != nil {
+		return s.malformed(r.conn, r, err.Error())
+	}
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	match := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	}
+	for _, g := range s.eng.Coordinator().Groups() {
+		d := g.Describe()
+		if !match(req.StatesFilter, string(d.State)) || !match(req.TypesFilter, "classic") {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = d.ID, d.ProtocolType, string(d.State), "classic"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	r.respond(resp)
+	return frameDone
+}

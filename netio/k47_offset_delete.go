@@ -1,0 +1,52 @@
+package netio
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetDelete, key 47, version 0.
+//
+//   - Deletes a group's committed offsets for partitions of topics none of
+//     its members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise);
+//     GROUP_ID_NOT_FOUND for an unknown group.
+
+func handleOffsetDelete(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	if err := r.decode(req); err != nil {
+		r.closeMalformed(err)
+		return frameDone
+	}
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	var parts []struct {
+		Topic     string
+		Partition int32
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			parts = append(parts, struct {
+				Topic     string
+				Partition int32
+			}{t.Topic, p.Partition})
+		}
+	}
+	errs, err := s.eng.Coordinator().DeleteOffsets(req.Group, parts)
+	resp.ErrorCode = errCode(err)
+	r.failed = err != nil
+	i := 0
+	for _, t := range req.Topics {
+		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition = p.Partition
+			if err == nil {
+				rp.ErrorCode = errCode(errs[i])
+				r.failed = r.failed || errs[i] != nil
+			}
+			i++
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	r.respond(resp)
+	return frameDone
+}
