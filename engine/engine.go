@@ -72,6 +72,9 @@ type Config struct {
 	ObserveSync func(time.Duration)
 	// Groups configures the group coordinator.
 	Groups GroupConfig
+	// CompactionInterval is how often the cleaner looks for compacted
+	// topics' partitions to clean (log.cleaner.backoff.ms). 0: 15 s.
+	CompactionInterval time.Duration
 }
 
 // Engine is one broker's state.
@@ -96,6 +99,9 @@ type Engine struct {
 	backendName string
 	stats       Stats
 	coord       *Coordinator
+
+	cleanerStop chan struct{}
+	cleanerDone chan struct{}
 }
 
 // Stats are engine-wide counters.
@@ -123,6 +129,9 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 5 * time.Minute
+	}
+	if cfg.CompactionInterval <= 0 {
+		cfg.CompactionInterval = 15 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -180,6 +189,8 @@ func Open(cfg Config) (*Engine, error) {
 		e.stopShards()
 		return nil, fmt.Errorf("engine: group coordinator: %w", err)
 	}
+	e.cleanerStop, e.cleanerDone = make(chan struct{}), make(chan struct{})
+	go e.runCleaner(e.cleanerStop, e.cleanerDone)
 	e.logger.Info("engine ready", "topics", len(e.topics), "shards", len(e.shards),
 		"backend", e.backendName, "clean_start", clean, "recovery", time.Since(start).Round(time.Millisecond))
 	return e, nil
@@ -328,6 +339,8 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	close(e.cleanerStop)
+	<-e.cleanerDone
 	errs := e.stopShards()
 	e.pidMu.Lock()
 	e.mu.Lock()

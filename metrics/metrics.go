@@ -1,8 +1,9 @@
 // Package metrics owns the broker's Prometheus instruments: request counts
 // and latencies per Kafka API, connections, zero-copy versus copied fetch
 // bytes, fsync latency, and a collector that reads per-partition counters
-// and offsets from the engine at scrape time (so the produce and fetch
-// paths only bump atomics).
+// and offsets, and each consumer group's committed offsets and lag, from
+// the engine at scrape time (so the produce and fetch paths only bump
+// atomics).
 package metrics
 
 import (
@@ -116,12 +117,14 @@ var (
 	descQueue      = prometheus.NewDesc("ringlog_shard_queue_bytes", "Bytes of produce requests queued for a writer shard.", []string{"shard"}, nil)
 	descWritten    = prometheus.NewDesc("ringlog_engine_bytes_written_total", "Record batch bytes written by the writer shards.", nil, nil)
 	descSubmits    = prometheus.NewDesc("ringlog_engine_submissions_total", "I/O submissions by the writer shards (each one a group commit).", nil, nil)
+	descCommitted  = prometheus.NewDesc("ringlog_group_committed_offset", "A consumer group's committed offset.", []string{"group", "topic", "partition"}, nil)
+	descLag        = prometheus.NewDesc("ringlog_group_lag", "Records between a group's committed offset and the high watermark.", []string{"group", "topic", "partition"}, nil)
 )
 
 type engineCollector struct{ e *engine.Engine }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descStart, descSize, descOffline, descQueue, descWritten, descSubmits} {
+	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descStart, descSize, descOffline, descQueue, descWritten, descSubmits, descCommitted, descLag} {
 		ch <- d
 	}
 }
@@ -147,6 +150,15 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range c.e.Shards() {
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.QueuedBytes()), strconv.Itoa(s.ID()))
+	}
+	if co := c.e.Coordinator(); co != nil {
+		for _, l := range co.Lags() {
+			labels := []string{l.Group, l.Topic, strconv.Itoa(int(l.Partition))}
+			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(l.Committed), labels...)
+			if l.Lag >= 0 {
+				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(l.Lag), labels...)
+			}
+		}
 	}
 	st := c.e.EngineStats()
 	ch <- prometheus.MustNewConstMetric(descWritten, prometheus.CounterValue, float64(st.BytesWritten.Load()))

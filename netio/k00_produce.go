@@ -33,6 +33,7 @@ import (
 //   - Backpressure: if a target writer shard's queue is full the request is
 //     left unread in the connection's buffer and the connection is paused
 //     until the shard drains.
+//   - Compacted topics refuse records without a key (INVALID_RECORD).
 //   - Idempotent batches are checked against the producer's last five
 //     batches: retries get their original offsets, gaps
 //     OUT_OF_ORDER_SEQUENCE_NUMBER.
@@ -83,6 +84,9 @@ func handleProduce(s *Server, r *request) frameOutcome {
 				continue
 			}
 			batches, headers, err := validateRecords(rp.Records, t.Config().MaxMessageBytes(), r.version)
+			if err == nil && t.Config().Compact() {
+				err = checkKeys(batches, headers)
+			}
 			if err != nil {
 				pr.ErrorCode = errCode(err)
 				msg := err.Error()
@@ -194,6 +198,23 @@ func validateRecords(records []byte, maxBytes int, version int16) ([][]byte, []b
 func intact(b []byte, h *batch.Header) bool {
 	return len(b) >= batch.HeaderSize && int(h.Length) == len(b)-batch.LogOverhead &&
 		h.Magic == batch.Magic && batch.Checksum(b) == h.CRC
+}
+
+// checkKeys refuses records without a key, which a compacted topic cannot
+// keep (Kafka answers the same).
+func checkKeys(batches [][]byte, headers []batch.Header) error {
+	var scratch []byte
+	for i, b := range batches {
+		null, sc, err := batch.HasNullKey(b, &headers[i], scratch)
+		scratch = sc
+		if err != nil {
+			return batchErr(err)
+		}
+		if null {
+			return fmt.Errorf("%w: a compacted topic cannot accept a record without a key", kerr.InvalidRecord)
+		}
+	}
+	return nil
 }
 
 // batchErr maps a batch validation error to its Kafka error.

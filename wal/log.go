@@ -54,6 +54,7 @@ type Log struct {
 	closed     bool
 	toSeal     []*segment
 	staged     *Stage // this log's stage in the Batch being built
+	cleanedTo  int64  // compaction has cleaned the segments below this offset
 
 	// Background flushes of sealed segments advance the recovery point.
 	bg       sync.WaitGroup
@@ -149,7 +150,8 @@ func listSegments(dir string, logger *slog.Logger) ([]int64, error) {
 		name := e.Name()
 		switch {
 		case strings.HasSuffix(name, swapSuffix) || strings.HasSuffix(name, cleanedSuffix):
-			// An interrupted compaction or repair: the originals are intact.
+			// An interrupted rewrite that never reached its commit
+			// point (completeSwaps ran first): the originals are intact.
 			logger.Info("removing leftover of an interrupted rewrite", "file", name)
 			os.Remove(filepath.Join(dir, name))
 		case strings.HasSuffix(name, logSuffix):

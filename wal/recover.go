@@ -55,6 +55,9 @@ func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
 //     the log, it is a torn tail and is truncated; if valid batches follow,
 //     it is corruption (CorruptionError, or a repair with RepairCorruption).
 func (l *Log) load() error {
+	if err := completeSwaps(l.dir, l.logger); err != nil {
+		return fmt.Errorf("wal: %s: complete interrupted compaction: %w", l.dir, err)
+	}
 	bases, err := listSegments(l.dir, l.logger)
 	if err != nil {
 		return err
@@ -336,7 +339,9 @@ func (l *Log) repairSegment(s *segment, minOffset int64) error {
 	if err != nil {
 		return fmt.Errorf("save damaged bytes: %w", err)
 	}
-	swap := s.path(logSuffix) + swapSuffix
+	// Written aside, then renamed over the original in one step; a crash
+	// before the rename leaves a .cleaned file that the next open removes.
+	swap := s.path(logSuffix) + cleanedSuffix
 	sf, err := os.OpenFile(swap, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err

@@ -100,3 +100,22 @@ func Records(b []byte, h *Header, scratch []byte) (Iter, []byte, error) {
 	it.Reset(recs, h.RecordCount)
 	return it, scratch, nil
 }
+
+// HasNullKey reports whether any record of batch b (header h) has a null
+// key (compacted topics refuse those), decompressing into scratch if
+// needed.
+func HasNullKey(b []byte, h *Header, scratch []byte) (bool, []byte, error) {
+	it, scratch, err := Records(b, h, scratch)
+	if err != nil {
+		return false, scratch, err
+	}
+	for {
+		r, ok := it.Next()
+		if !ok {
+			return false, scratch, it.Err()
+		}
+		if r.Key == nil {
+			return true, scratch, nil
+		}
+	}
+}
