@@ -22,6 +22,9 @@ type testBroker struct {
 	Addr    string
 	Eng     *engine.Engine
 	Srv     *Server
+	// NativeAddr and Native are the native-protocol listener.
+	NativeAddr string
+	Native     *Server
 	Metrics *metrics.Metrics
 	ecfg    engine.Config
 	scfg    Config
@@ -75,7 +78,17 @@ func (b *testBroker) start() {
 		eng.Close()
 		b.t.Fatal(err)
 	}
+	ncfg := cfg
+	ncfg.Native = true
+	ncfg.Addr = "127.0.0.1:0"
+	nsrv := NewServer(eng, ncfg)
+	if err := nsrv.Start(); err != nil {
+		srv.Stop(context.Background())
+		eng.Close()
+		b.t.Fatal(err)
+	}
 	b.Eng, b.Srv, b.Addr = eng, srv, srv.Addr().String()
+	b.Native, b.NativeAddr = nsrv, nsrv.Addr().String()
 }
 
 // stop shuts the broker down cleanly (idempotent).
@@ -86,9 +99,11 @@ func (b *testBroker) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	b.Srv.Drain(ctx)
+	b.Native.Drain(ctx)
 	b.Srv.Stop(ctx)
+	b.Native.Stop(ctx)
 	b.Eng.Close()
-	b.Srv, b.Eng = nil, nil
+	b.Srv, b.Eng, b.Native = nil, nil, nil
 }
 
 // restart stops the broker cleanly and starts it again on the same data

@@ -124,12 +124,20 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		b = rest
 	}
 	r.body = b
-	if r.key != 0 {
-		r.resp = c.slot()
-	}
 	if h.async {
+		// Decode here, in order, so a body that does not decode closes
+		// the connection before anything pipelined after it is parsed
+		// (the handler decodes again on its goroutine; these are the
+		// rare admin requests).
+		if err := kreq.ReadFrom(b); err != nil {
+			return s.malformed(c, r, err.Error())
+		}
+		r.resp = c.slot()
 		go h.handler(s, r)
 		return frameDone
+	}
+	if r.key != 0 {
+		r.resp = c.slot()
 	}
 	return h.handler(s, r)
 }

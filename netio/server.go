@@ -38,11 +38,15 @@ type Config struct {
 	MaxInflightPerConn int
 	// EventLoops is the number of gnet event loops. Default GOMAXPROCS.
 	EventLoops int
+	// Native serves the MyKafka native protocol (native.go) instead of
+	// Kafka's.
+	Native bool
 	Logger     *slog.Logger
 	Metrics    *metrics.Metrics
 }
 
-// Server serves the Kafka protocol for an engine.
+// Server serves the Kafka protocol (or, with Config.Native, the native
+// protocol) for an engine.
 type Server struct {
 	gnet.BuiltinEventEngine
 
@@ -64,6 +68,7 @@ type Server struct {
 	handlers  [maxAPIKey + 1]*apiHandler
 	draining  atomic.Bool
 	live      sync.Map // *conn -> struct{}: open connections, for Drain
+	rr        sync.Map // topic -> *atomic.Uint32: native round-robin
 }
 
 // NewServer prepares a server; Start binds and serves.
@@ -101,7 +106,7 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 func (s *Server) Start() error {
 	host, _, err := net.SplitHostPort(s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("kafka listener %q: %w", s.cfg.Addr, err)
+		return fmt.Errorf("%s listener %q: %w", s.protoName(), s.cfg.Addr, err)
 	}
 	go func() {
 		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
@@ -120,7 +125,7 @@ func (s *Server) Start() error {
 		close(s.stopped)
 	}()
 	if err := <-s.booted; err != nil {
-		return fmt.Errorf("kafka listener %s: %w", s.cfg.Addr, err)
+		return fmt.Errorf("%s listener %s: %w", s.protoName(), s.cfg.Addr, err)
 	}
 	adv := s.cfg.AdvertisedAddr
 	if adv == "" {
@@ -146,6 +151,13 @@ func (s *Server) Start() error {
 type advertised struct {
 	host string
 	port int32
+}
+
+func (s *Server) protoName() string {
+	if s.cfg.Native {
+		return "native"
+	}
+	return "kafka"
 }
 
 // Addr is the bound address.
@@ -289,7 +301,11 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		size := int32(binary.BigEndian.Uint32(hdr))
-		if size < 8 || int(size) > s.cfg.MaxRequestBytes {
+		minSize := int32(8) // Kafka: api key, version, correlation id
+		if s.cfg.Native {
+			minSize = 1 // native: the api key
+		}
+		if size < minSize || int(size) > s.cfg.MaxRequestBytes {
 			s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
 			return gnet.Close
 		}
@@ -313,7 +329,11 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		buf := s.pool.get(int(size))
 		copy(buf, frame[4:])
-		switch s.handleFrame(c, buf) {
+		handle := s.handleFrame
+		if s.cfg.Native {
+			handle = s.handleNativeFrame
+		}
+		switch handle(c, buf) {
 		case frameDone:
 			gc.Discard(4 + int(size))
 		case framePaused:

@@ -28,12 +28,12 @@ import (
 const serveExamples = `
 Examples:
   ringlog serve                                   # data in ./data, Kafka on 127.0.0.1:9092
-  ringlog serve --kafka-addr 127.0.0.1:0 --http-addr 127.0.0.1:0   # free ports
+  ringlog serve --kafka-addr 127.0.0.1:0 --native-addr 127.0.0.1:0 --http-addr 127.0.0.1:0   # free ports
   ringlog serve --topic-default retention.ms=3600000 --default-partitions 8
   ringlog serve --config ringlog.conf             # flags as "name = value" lines
 
 Once listening it prints one line:
-  ringlog ready kafka=HOST:PORT http=HOST:PORT
+  ringlog ready kafka=HOST:PORT native=HOST:PORT http=HOST:PORT
 SIGTERM or SIGINT stops it cleanly: requests in flight are answered, logs
 flushed, and the data directory marked clean.
 `
@@ -47,12 +47,19 @@ func (k kvList) Set(v string) error {
 	if !ok || key == "" {
 		return fmt.Errorf("want key=value, got %q", v)
 	}
-	k[strings.TrimSpace(key)] = strings.TrimSpace(val)
+	key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+	// Checked here, not after parsing, so that an error in a config
+	// file names its file and line.
+	if err := engine.ValidateTopicConfig(key, val); err != nil {
+		return err
+	}
+	k[key] = val
 	return nil
 }
 
 type serveFlags struct {
 	dataDir, kafkaAddr, advertised, httpAddr string
+	nativeAddr                               string
 	configFile                               string
 	nodeID                                   int
 	autoCreate                               bool
@@ -77,6 +84,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.dataDir, "data-dir", "./data", "directory for the metadata and the partition logs")
 	fs.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listener (port 0 picks a free port)")
 	fs.StringVar(&f.advertised, "advertised-kafka-addr", "", "host:port given to clients in metadata (default: the bound address)")
+	fs.StringVar(&f.nativeAddr, "native-addr", "127.0.0.1:9093", "native (MyKafka) protocol listener (port 0 picks a free port; empty: off)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9094", "HTTP listener for /metrics, /healthz and /debug/pprof (empty: off)")
 	fs.IntVar(&f.nodeID, "node-id", 0, "this broker's node id")
 	fs.BoolVar(&f.autoCreate, "auto-create-topics", true, "create unknown topics on metadata requests and produce")
@@ -182,14 +190,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--io-backend: %v", err)
 	}
-	for k, v := range f.topicDefaults {
-		if err := engine.ValidateTopicConfig(k, v); err != nil {
-			return usagef("--topic-default %s=%s: %v", k, v, err)
-		}
-	}
 	if f.defaultPartitions < 1 {
 		return usagef("--default-partitions must be at least 1")
 	}
+	// One broker per data directory: a second one would recover (and
+	// truncate) logs the first is appending to, and write its files.
+	lock, err := lockDataDir(f.dataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	m := metrics.New()
 	logger.Info("starting ringlog", "data_dir", f.dataDir, "kafka_addr", f.kafkaAddr, "http_addr", f.httpAddr,
 		"io_backend", f.ioBackend, "shards", f.shards, "write_caching", f.writeCaching, "topic_defaults", map[string]string(f.topicDefaults))
@@ -213,12 +223,29 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		eng.Close()
 		return err
 	}
+	nativeAddr := "off"
+	var nsrv *netio.Server
+	if f.nativeAddr != "" {
+		nsrv = netio.NewServer(eng, netio.Config{
+			Addr: f.nativeAddr, Native: true, MaxRequestBytes: f.maxRequestBytes,
+			MaxConnections: f.maxConns, MaxInflightPerConn: f.maxInflight, Logger: logger, Metrics: m,
+		})
+		if err := nsrv.Start(); err != nil {
+			srv.Stop(context.Background())
+			eng.Close()
+			return err
+		}
+		nativeAddr = nsrv.Addr().String()
+	}
 	httpAddr := "off"
 	var hs *http.Server
 	if f.httpAddr != "" {
 		ln, err := net.Listen("tcp", f.httpAddr)
 		if err != nil {
 			srv.Stop(context.Background())
+			if nsrv != nil {
+				nsrv.Stop(context.Background())
+			}
 			eng.Close()
 			return fmt.Errorf("http listener %s: %w", f.httpAddr, err)
 		}
@@ -227,22 +254,33 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		go hs.Serve(ln)
 	}
 	kafkaAddr := srv.Addr().String()
-	logger.Info("listening", "kafka", kafkaAddr, "http", httpAddr, "backend", eng.BackendName())
-	fmt.Fprintf(stdout, "ringlog ready kafka=%s http=%s\n", kafkaAddr, httpAddr)
-
+	// The ready line promises a clean stop on SIGTERM: catch the signals
+	// before printing it, or a supervisor that signals as soon as it
+	// reads the line kills the process uncleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	logger.Info("listening", "kafka", kafkaAddr, "native", nativeAddr, "http", httpAddr, "backend", eng.BackendName())
+	fmt.Fprintf(stdout, "ringlog ready kafka=%s native=%s http=%s\n", kafkaAddr, nativeAddr, httpAddr)
+
 	got := <-sig
 	signal.Stop(sig)
 	logger.Info("shutting down", "signal", got.String())
 	ctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
-	if err := srv.Drain(ctx); err != nil {
-		logger.Warn("shutdown: not every request was answered", "err", err)
+	servers := []*netio.Server{srv}
+	if nsrv != nil {
+		servers = append(servers, nsrv)
+	}
+	for _, sv := range servers {
+		if err := sv.Drain(ctx); err != nil {
+			logger.Warn("shutdown: not every request was answered", "err", err)
+		}
 	}
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stopCancel()
-	srv.Stop(stopCtx)
+	for _, sv := range servers {
+		sv.Stop(stopCtx)
+	}
 	if hs != nil {
 		hs.Shutdown(stopCtx)
 	}

@@ -1,0 +1,407 @@
+// Package client is the Go SDK for ringlog's native protocol (the MyKafka
+// wire format, see netio/native.go): a Conn that speaks the five requests,
+// a batching Producer with a partitioner, retries, backpressure and an
+// optional dead-letter topic, and a Consumer that polls assigned partitions
+// and commits after handling.
+//
+// It depends on nothing of the broker but the key hash, so a service that
+// embeds it pulls in no server code.
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// API keys of the native protocol.
+const (
+	apiProduce      byte = 0
+	apiFetch        byte = 1
+	apiCreateTopic  byte = 2
+	apiCommitOffset byte = 3
+	apiFetchOffset  byte = 4
+)
+
+// Error is a native protocol error code returned by the broker.
+type Error struct {
+	Code byte
+	Op   string
+}
+
+// Native error codes (the broker's README lists them).
+const (
+	CodeUnknownTopic     byte = 1
+	CodeInvalidRequest   byte = 2
+	CodeOffsetOutOfRange byte = 3
+	CodeMessageTooLarge  byte = 4
+	CodeStorageError     byte = 5
+	CodeInvalidTopic     byte = 6
+	CodeUnknownAPI       byte = 7
+	CodeInvalidRecord    byte = 8
+	CodeGroupBusy        byte = 9
+	CodeNotAvailable     byte = 10
+)
+
+var codeNames = map[byte]string{
+	CodeUnknownTopic: "unknown topic or partition", CodeInvalidRequest: "invalid request",
+	CodeOffsetOutOfRange: "offset out of range", CodeMessageTooLarge: "message too large",
+	CodeStorageError: "storage error", CodeInvalidTopic: "invalid topic name", CodeUnknownAPI: "unknown api",
+	CodeInvalidRecord: "invalid record", CodeGroupBusy: "group has active members", CodeNotAvailable: "not available",
+}
+
+func (e *Error) Error() string {
+	name := codeNames[e.Code]
+	if name == "" {
+		name = fmt.Sprintf("error %d", e.Code)
+	}
+	return fmt.Sprintf("ringlog %s: %s (code %d)", e.Op, name, e.Code)
+}
+
+// Retriable reports whether retrying may succeed.
+func (e *Error) Retriable() bool {
+	return e.Code == CodeNotAvailable || e.Code == CodeStorageError
+}
+
+// ErrTopicExists is CreateTopic's answer for a topic that exists.
+var ErrTopicExists = errors.New("ringlog create topic: topic already exists")
+
+// ErrInvalidTopic is CreateTopic's answer for a bad name or count.
+var ErrInvalidTopic = errors.New("ringlog create topic: invalid topic name or partition count")
+
+// ErrCorruptRecord is returned when a fetched record fails its CRC32.
+var ErrCorruptRecord = errors.New("ringlog fetch: record CRC mismatch")
+
+// Record is a record to produce, or one fetched.
+type Record struct {
+	Key       []byte // nil: null key
+	Value     []byte // nil: null value
+	Offset    int64  // set by Fetch
+	Timestamp int64  // set by Fetch (Unix milliseconds)
+	Partition int32  // set by Fetch
+	Topic     string // set by Fetch and by Producer results
+}
+
+// Conn is one connection to the broker's native listener. Its methods are
+// safe for concurrent use; requests are pipelined and answered in order.
+type Conn struct {
+	nc net.Conn
+	bw *bufio.Writer
+	br *bufio.Reader
+
+	wmu     sync.Mutex // serializes writes and the order of pending
+	pending chan *call
+	closed  chan struct{}
+	err     error
+	once    sync.Once
+}
+
+type call struct {
+	key  byte
+	resp []byte
+	err  error
+	done chan struct{}
+}
+
+// MaxFrame bounds a response frame the Conn will read (protects the client
+// from a bad length).
+const MaxFrame = 256 << 20
+
+// Dial connects to a broker's native listener.
+func Dial(ctx context.Context, addr string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("ringlog: dial %s: %w", addr, err)
+	}
+	c := &Conn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), br: bufio.NewReaderSize(nc, 64<<10),
+		pending: make(chan *call, 1024), closed: make(chan struct{})}
+	go c.readLoop()
+	return c, nil
+}
+
+// Close closes the connection; calls in flight fail.
+func (c *Conn) Close() error {
+	c.fail(net.ErrClosed)
+	return nil
+}
+
+func (c *Conn) fail(err error) {
+	c.once.Do(func() {
+		c.err = err
+		close(c.closed)
+		c.nc.Close()
+	})
+}
+
+func (c *Conn) readLoop() {
+	var hdr [5]byte
+	for {
+		var cl *call
+		select {
+		case cl = <-c.pending:
+		case <-c.closed:
+			return
+		}
+		_, err := io.ReadFull(c.br, hdr[:])
+		if err == nil {
+			n := binary.BigEndian.Uint32(hdr[:4])
+			switch {
+			case n < 1 || n > MaxFrame:
+				err = fmt.Errorf("ringlog: bad response length %d", n)
+			case hdr[4] != cl.key:
+				err = fmt.Errorf("ringlog: response api key %d for request %d", hdr[4], cl.key)
+			default:
+				cl.resp = make([]byte, n-1)
+				_, err = io.ReadFull(c.br, cl.resp)
+			}
+		}
+		if err != nil {
+			cl.err = fmt.Errorf("ringlog: read response: %w", err)
+			close(cl.done)
+			c.fail(err)
+			// Fail everything still pending.
+			for {
+				select {
+				case p := <-c.pending:
+					p.err = cl.err
+					close(p.done)
+				default:
+					return
+				}
+			}
+		}
+		close(cl.done)
+	}
+}
+
+// roundTrip sends one request and waits for its answer.
+func (c *Conn) roundTrip(ctx context.Context, key byte, payload []byte) ([]byte, error) {
+	cl := &call{key: key, done: make(chan struct{})}
+	c.wmu.Lock()
+	select {
+	case <-c.closed:
+		c.wmu.Unlock()
+		return nil, fmt.Errorf("ringlog: connection closed: %w", c.err)
+	default:
+	}
+	var hdr [5]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(len(payload)+1))
+	hdr[4] = key
+	c.bw.Write(hdr[:])
+	c.bw.Write(payload)
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetWriteDeadline(dl)
+	} else {
+		c.nc.SetWriteDeadline(time.Time{})
+	}
+	err := c.bw.Flush()
+	if err == nil {
+		select {
+		case c.pending <- cl:
+		case <-c.closed:
+			err = c.err
+		}
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(err)
+		return nil, fmt.Errorf("ringlog: send: %w", err)
+	}
+	select {
+	case <-cl.done:
+		return cl.resp, cl.err
+	case <-ctx.Done():
+		// The answer will still come and be discarded; the stream
+		// stays in sync.
+		return nil, ctx.Err()
+	}
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, v []byte) []byte {
+	if v == nil {
+		return binary.BigEndian.AppendUint32(b, 0xffffffff)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+// Produce appends records to one partition as one batch (all or none).
+// partition -1 lets the broker choose (the first record's key, or
+// round-robin). It returns the partition and the first record's offset;
+// record i got offset base+i.
+func (c *Conn) Produce(ctx context.Context, topic string, partition int32, recs []Record) (int32, int64, error) {
+	size := 10 + len(topic)
+	for _, r := range recs {
+		size += 8 + len(r.Key) + len(r.Value)
+	}
+	b := make([]byte, 0, size)
+	b = appendStr(b, topic)
+	b = binary.BigEndian.AppendUint32(b, uint32(partition))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(recs)))
+	for _, r := range recs {
+		b = appendBytes(b, r.Key)
+		b = appendBytes(b, r.Value)
+	}
+	resp, err := c.roundTrip(ctx, apiProduce, b)
+	if err != nil {
+		return partition, -1, err
+	}
+	if len(resp) != 17 {
+		return partition, -1, fmt.Errorf("ringlog produce: response of %d bytes", len(resp))
+	}
+	p := int32(binary.BigEndian.Uint32(resp[1:]))
+	base := int64(binary.BigEndian.Uint64(resp[5:]))
+	if resp[0] != 0 {
+		return p, -1, &Error{Code: resp[0], Op: "produce"}
+	}
+	return p, base, nil
+}
+
+// Fetch reads records of a partition from offset: at least one when there
+// is one, then more up to maxBytes. It checks every record's CRC32.
+func (c *Conn) Fetch(ctx context.Context, topic string, partition int32, offset int64, maxBytes int32) ([]Record, error) {
+	b := make([]byte, 0, 18+len(topic))
+	b = appendStr(b, topic)
+	b = binary.BigEndian.AppendUint32(b, uint32(partition))
+	b = binary.BigEndian.AppendUint64(b, uint64(offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(maxBytes))
+	resp, err := c.roundTrip(ctx, apiFetch, b)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp) < 5 {
+		return nil, fmt.Errorf("ringlog fetch: response of %d bytes", len(resp))
+	}
+	if resp[0] != 0 {
+		return nil, &Error{Code: resp[0], Op: "fetch"}
+	}
+	return DecodeRecords(resp[5:], int(binary.BigEndian.Uint32(resp[1:])), topic, partition)
+}
+
+var ieee = crc32.MakeTable(crc32.IEEE)
+
+// DecodeRecords decodes count records in the native record format,
+// verifying each CRC32 (IEEE over offset..value).
+func DecodeRecords(b []byte, count int, topic string, partition int32) ([]Record, error) {
+	if count < 0 || count > len(b)/28 {
+		return nil, fmt.Errorf("ringlog fetch: %d records cannot fit in %d bytes", count, len(b))
+	}
+	out := make([]Record, 0, count)
+	for i := 0; i < count; i++ {
+		start := b
+		if len(b) < 20 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		r := Record{Topic: topic, Partition: partition}
+		r.Offset = int64(binary.BigEndian.Uint64(b))
+		r.Timestamp = int64(binary.BigEndian.Uint64(b[8:]))
+		b = b[16:]
+		var ok bool
+		if r.Key, b, ok = readLenBytes(b); !ok {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if r.Value, b, ok = readLenBytes(b); !ok {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if len(b) < 4 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		body := start[:len(start)-len(b)]
+		if crc32.Checksum(body, ieee) != binary.BigEndian.Uint32(b) {
+			return nil, fmt.Errorf("%w at offset %d", ErrCorruptRecord, r.Offset)
+		}
+		b = b[4:]
+		out = append(out, r)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("ringlog fetch: %d bytes after the last record", len(b))
+	}
+	return out, nil
+}
+
+func readLenBytes(b []byte) ([]byte, []byte, bool) {
+	if len(b) < 4 {
+		return nil, b, false
+	}
+	n := int32(binary.BigEndian.Uint32(b))
+	b = b[4:]
+	if n == -1 {
+		return nil, b, true
+	}
+	if n < 0 || int(n) > len(b) {
+		return nil, b, false
+	}
+	return append([]byte{}, b[:n]...), b[n:], true
+}
+
+// CreateTopic creates a topic with partitions partitions.
+func (c *Conn) CreateTopic(ctx context.Context, topic string, partitions int32) error {
+	b := appendStr(nil, topic)
+	b = binary.BigEndian.AppendUint32(b, uint32(partitions))
+	resp, err := c.roundTrip(ctx, apiCreateTopic, b)
+	if err != nil {
+		return err
+	}
+	if len(resp) != 1 {
+		return fmt.Errorf("ringlog create topic: response of %d bytes", len(resp))
+	}
+	switch resp[0] {
+	case 0:
+		return nil
+	case 1:
+		return ErrTopicExists
+	}
+	return ErrInvalidTopic
+}
+
+// CommitOffset stores a group's committed offset of a partition (the same
+// store the Kafka protocol uses).
+func (c *Conn) CommitOffset(ctx context.Context, group, topic string, partition int32, offset int64) error {
+	b := appendStr(nil, group)
+	b = appendStr(b, topic)
+	b = binary.BigEndian.AppendUint32(b, uint32(partition))
+	b = binary.BigEndian.AppendUint64(b, uint64(offset))
+	resp, err := c.roundTrip(ctx, apiCommitOffset, b)
+	if err != nil {
+		return err
+	}
+	if len(resp) != 1 {
+		return fmt.Errorf("ringlog commit: response of %d bytes", len(resp))
+	}
+	if resp[0] != 0 {
+		return &Error{Code: resp[0], Op: "commit"}
+	}
+	return nil
+}
+
+// FetchOffset returns a group's committed offset of a partition, -1 when
+// nothing is committed.
+func (c *Conn) FetchOffset(ctx context.Context, group, topic string, partition int32) (int64, error) {
+	b := appendStr(nil, group)
+	b = appendStr(b, topic)
+	b = binary.BigEndian.AppendUint32(b, uint32(partition))
+	resp, err := c.roundTrip(ctx, apiFetchOffset, b)
+	if err != nil {
+		return -1, err
+	}
+	if len(resp) != 9 {
+		return -1, fmt.Errorf("ringlog fetch offset: response of %d bytes", len(resp))
+	}
+	if resp[0] != 0 {
+		return -1, &Error{Code: resp[0], Op: "fetch offset"}
+	}
+	return int64(binary.BigEndian.Uint64(resp[1:])), nil
+}
