@@ -17,17 +17,17 @@ import (
 // testBroker is a real broker (engine + Kafka listener on 127.0.0.1:0) in
 // the test process.
 type testBroker struct {
-	t       testing.TB
-	dir     string
-	Addr    string
-	Eng     *engine.Engine
-	Srv     *Server
+	t    testing.TB
+	dir  string
+	Addr string
+	Eng  *engine.Engine
+	Srv  *Server
 	// NativeAddr and Native are the native-protocol listener.
 	NativeAddr string
 	Native     *Server
-	Metrics *metrics.Metrics
-	ecfg    engine.Config
-	scfg    Config
+	Metrics    *metrics.Metrics
+	ecfg       engine.Config
+	scfg       Config
 }
 
 type brokerOption func(*engine.Config, *Config)

@@ -40,9 +40,9 @@ type Config struct {
 	EventLoops int
 	// Native serves the MyKafka native protocol (native.go) instead of
 	// Kafka's.
-	Native bool
-	Logger     *slog.Logger
-	Metrics    *metrics.Metrics
+	Native  bool
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
 }
 
 // Server serves the Kafka protocol (or, with Config.Native, the native
