@@ -7,7 +7,9 @@ FUZZTIME ?= 8s
 FUZZ_TARGETS := \
 	./wal/batch:FuzzValidate \
 	./wal/batch:FuzzDecompress \
-	./wal:FuzzRecover
+	./wal:FuzzRecover \
+	./netio:FuzzKafkaFrame \
+	./netio:FuzzNativeFrame
 
 .PHONY: run build test vet unit fuzz-short bench
 

@@ -6,6 +6,80 @@
 //
 // It depends on nothing of the broker but the key hash, so a service that
 // embeds it pulls in no server code.
+//
+// # Usage
+//
+//	p, err := client.NewProducer("127.0.0.1:9093",
+//		client.WithTopicPartitions("orders", 3),   // see Partitioning
+//		client.WithDeadLetterTopic("orders.dlq"))
+//	...
+//	p.Send(ctx, client.Record{Topic: "orders", Key: []byte(orderID), Value: event},
+//		func(r client.Result) {
+//			if r.Err != nil && (r.DeadLetter == nil || r.DeadLetter.Err != nil) {
+//				log.Printf("order event lost: %v", r.Err)
+//			}
+//		})
+//	...
+//	p.Close(ctx) // drains
+//
+//	c, err := client.NewConsumer("127.0.0.1:9093", "billing",
+//		[]client.TopicPartition{{Topic: "orders", Partition: 0}})
+//	...
+//	err = c.Run(ctx, func(ctx context.Context, r client.Record) error {
+//		return bill(ctx, r) // an error: not committed, received again
+//	})
+//	c.Close(context.Background()) // commits what was handled
+//
+// # Partitioning
+//
+// The native protocol has no metadata request, so the Producer does not
+// know a topic's partition count unless told with WithTopicPartitions.
+// Known count: a keyed record goes to keyhash.Partition(key, n), Kafka's
+// default partitioner (murmur2), so Kafka clients and the native side
+// agree; null keys go strictly round-robin, record by record. Unknown
+// count: the producer sends with partition -1 and the broker picks by the
+// same murmur2 of the request's first key, or round-robin per request for
+// null keys. Because the broker places a whole request by its first key,
+// such a topic's batches are split into one request per distinct key
+// (the null keys together): correct, but fewer records per request, so
+// declare the count for busy keyed topics. ToPartition pins a record.
+//
+// # Delivery
+//
+// A PRODUCE is all-or-none and one batch per partition is in flight at a
+// time, so records of a partition (of a key) stay in send order. A batch
+// that fails with a network error, a timeout, a retriable code or
+// CodeUnknownTopic is retried with doubling backoff (WithRetries,
+// WithRetryBackoff); a retry after a lost answer can append the batch
+// twice, so delivery is at-least-once. Send's buffer is bounded
+// (WithBufferBytes): Send blocks for room, or with WithBlockWhenFull(false)
+// returns ErrBufferFull.
+//
+// # Dead letters
+//
+// With WithDeadLetterTopic, a record that failed for good is written to
+// the dead-letter topic under its original key, with a value that is a
+// JSON envelope (the native protocol has no headers), see DeadLetter and
+// ParseDeadLetter:
+//
+//	{"format":"ringlog-dlq/1","topic":"orders","partition":5,
+//	 "key":"<base64 or null>","value":"<base64 or null>",
+//	 "error":"ringlog produce: unknown topic or partition (code 1)",
+//	 "error_code":1,"attempts":6,"failed_at":"2026-05-01T10:00:01.5Z"}
+//
+// # Consuming
+//
+// A Consumer reads the partitions it is given (there is no group
+// membership on the native side) and resumes from the group's committed
+// offsets, shared with the Kafka protocol. Without one it starts at
+// offset 0 (StartEarliest) or at the end (StartLatest), which it finds by
+// probing FETCH since the protocol cannot ask for offsets; for the same
+// reason a log whose oldest records retention deleted cannot be read from
+// "earliest" (Poll returns CodeOffsetOutOfRange). FETCH answers at once,
+// so an idle Consumer sleeps with a doubling backoff (1 ms to 200 ms by
+// default) between rounds. Commits are after handling: Run commits a
+// record only after its handler returned nil; with Poll, call MarkHandled
+// then Commit.
 package client
 
 import (
@@ -32,8 +106,8 @@ const (
 
 // Error is a native protocol error code returned by the broker.
 type Error struct {
-	Code byte
-	Op   string
+	Code byte   // one of the Code constants
+	Op   string // the request: "produce", "fetch", "commit", "fetch offset"
 }
 
 // Native error codes (the broker's README lists them).
@@ -57,6 +131,7 @@ var codeNames = map[byte]string{
 	CodeInvalidRecord: "invalid record", CodeGroupBusy: "group has active members", CodeNotAvailable: "not available",
 }
 
+// Error names the request and the code.
 func (e *Error) Error() string {
 	name := codeNames[e.Code]
 	if name == "" {
@@ -79,7 +154,8 @@ var ErrInvalidTopic = errors.New("ringlog create topic: invalid topic name or pa
 // ErrCorruptRecord is returned when a fetched record fails its CRC32.
 var ErrCorruptRecord = errors.New("ringlog fetch: record CRC mismatch")
 
-// Record is a record to produce, or one fetched.
+// Record is a record to produce, or one fetched. Producer.Send uses
+// Topic, Key and Value only (ToPartition chooses a partition).
 type Record struct {
 	Key       []byte // nil: null key
 	Value     []byte // nil: null value

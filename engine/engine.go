@@ -102,6 +102,7 @@ type Engine struct {
 
 	cleanerStop chan struct{}
 	cleanerDone chan struct{}
+	lock        *os.File // the data directory's lock, held until Close
 }
 
 // Stats are engine-wide counters.
@@ -144,13 +145,20 @@ func Open(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: broker default: %w", err)
 		}
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		cfg: cfg, logger: cfg.Logger, now: cfg.Now,
-		topics: map[string]*Topic{}, byID: map[TopicID]*Topic{},
+		topics: map[string]*Topic{}, byID: map[TopicID]*Topic{}, lock: lock,
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close()
+		}
+	}()
 	meta, found, err := loadMeta(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -191,6 +199,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.cleanerStop, e.cleanerDone = make(chan struct{}), make(chan struct{})
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)
+	ok = true
 	e.logger.Info("engine ready", "topics", len(e.topics), "shards", len(e.shards),
 		"backend", e.backendName, "clean_start", clean, "recovery", time.Since(start).Round(time.Millisecond))
 	return e, nil
@@ -357,6 +366,7 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.logger.Info("engine stopped", "clean", len(errs) == 0)
+	e.lock.Close()
 	return errors.Join(errs...)
 }
 

@@ -330,15 +330,28 @@ func (s *Shard) stage(req *AppendRequest) {
 		sa.res.Err = fmt.Errorf("%w: min.insync.replicas=%d but this single broker is the only replica", kerr.NotEnoughReplicas, cfg.MinInsyncReplicas())
 		return
 	}
-	// Idempotence: every batch of the request must pass.
+	// Idempotence: every batch of the request must pass. The producer
+	// state is updated only once the whole request is staged, so a batch
+	// that follows a new batch of the same producer and epoch in this
+	// request must continue that batch's sequence (as Kafka checks each
+	// batch against the state its predecessors left).
 	dups := 0
 	var firstDup *seqEntry
+	var prev *batch.Header
 	for i := range req.Headers {
 		h := &req.Headers[i]
 		if !h.Idempotent() {
 			continue
 		}
-		c := p.checkSequence(h)
+		var c seqCheck
+		if prev != nil && dups == 0 && prev.ProducerID == h.ProducerID && prev.ProducerEpoch == h.ProducerEpoch {
+			if want := nextSeq(prev.LastSequence()); h.BaseSequence != want {
+				c.err = fmt.Errorf("%w: producer %d epoch %d sent sequence %d, expected %d", kerr.OutOfOrderSequenceNumber, h.ProducerID, h.ProducerEpoch, h.BaseSequence, want)
+			}
+		} else {
+			c = p.checkSequence(h)
+		}
+		prev = h
 		if c.err != nil {
 			sa.res.Err = c.err
 			return

@@ -73,15 +73,17 @@ func (b *testBroker) start() {
 	b.Metrics.RegisterEngine(eng)
 	cfg := b.scfg
 	cfg.Metrics = b.Metrics
+	// Both servers are built before either starts, as in serve.go:
+	// NewServer registers the API metrics the running one reads.
 	srv := NewServer(eng, cfg)
-	if err := srv.Start(); err != nil {
-		eng.Close()
-		b.t.Fatal(err)
-	}
 	ncfg := cfg
 	ncfg.Native = true
 	ncfg.Addr = "127.0.0.1:0"
 	nsrv := NewServer(eng, ncfg)
+	if err := srv.Start(); err != nil {
+		eng.Close()
+		b.t.Fatal(err)
+	}
 	if err := nsrv.Start(); err != nil {
 		srv.Stop(context.Background())
 		eng.Close()

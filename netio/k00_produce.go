@@ -25,10 +25,11 @@ import (
 //     (which clients retry) is for bytes damaged on the way (length or
 //     CRC32C); a batch that arrived intact but whose records do not match
 //     its record count or do not parse is INVALID_RECORD, as in Kafka.
-//   - acks=0 gets no response; acks=1 is answered once the batch is in the
-//     log (page cache); acks=-1 once it is fdatasync'ed (group commit),
-//     unless write caching is on for the topic or broker. Other values:
-//     INVALID_REQUIRED_ACKS.
+//   - acks=0 gets no response; when any partition failed, the connection
+//     is closed instead (as Kafka does), the only way to tell the producer.
+//     acks=1 is answered once the batch is in the log (page cache);
+//     acks=-1 once it is fdatasync'ed (group commit), unless write caching
+//     is on for the topic or broker. Other values: INVALID_REQUIRED_ACKS.
 //   - Unknown topics are created when auto-creation is on.
 //   - Backpressure: if a target writer shard's queue is full the request is
 //     left unread in the connection's buffer and the connection is paused
@@ -108,17 +109,25 @@ func handleProduce(s *Server, r *request) frameOutcome {
 	}
 	r.resp = r.conn.slot()
 	finish := func() {
-		if req.Acks == 0 {
-			r.conn.skip(r.resp, nil)
-			r.finish()
-			return
-		}
 		for i := range resp.Topics {
 			for j := range resp.Topics[i].Partitions {
 				if resp.Topics[i].Partitions[j].ErrorCode != 0 {
 					r.failed = true
 				}
 			}
+		}
+		if req.Acks == 0 {
+			c, failed := r.conn, r.failed
+			c.skip(r.resp, nil)
+			r.finish()
+			if failed {
+				// No response can carry the error: close the
+				// connection, as Kafka does, so the producer notices
+				// and refreshes its metadata.
+				s.logger.Debug("closing connection: an acks=0 produce failed", "remote", c.remote, "client", clientName(r))
+				c.gc.Close()
+			}
+			return
 		}
 		r.respond(resp)
 	}
@@ -177,27 +186,11 @@ func validateRecords(records []byte, maxBytes int, version int16) ([][]byte, []b
 	for i, b := range batches {
 		h, err := batch.Validate(b, batch.Limits{MaxBatchBytes: maxBytes})
 		if err != nil {
-			if batch.ClassOf(err) == batch.ClassCorrupt && intact(b, &h) {
-				// Length and CRC32C check out, so the bytes are what
-				// the producer built: records that do not match the
-				// declared count, or do not parse, make an invalid
-				// batch, which Kafka answers INVALID_RECORD
-				// ("Incorrect declared batch size"); clients do not
-				// retry it, as they would CORRUPT_MESSAGE.
-				err = &batch.Error{Class: batch.ClassInvalid, Msg: err.Error()}
-			}
 			return nil, nil, batchErr(err)
 		}
 		headers[i] = h
 	}
 	return batches, headers, nil
-}
-
-// intact reports whether batch b (header h) arrived whole and unaltered:
-// its length field matches, it is magic 2 and its CRC32C matches.
-func intact(b []byte, h *batch.Header) bool {
-	return len(b) >= batch.HeaderSize && int(h.Length) == len(b)-batch.LogOverhead &&
-		h.Magic == batch.Magic && batch.Checksum(b) == h.CRC
 }
 
 // checkKeys refuses records without a key, which a compacted topic cannot

@@ -23,7 +23,8 @@ import (
 //   - Long poll: with fewer than MinBytes available the fetch parks until
 //     an append to one of its partitions (which wakes exactly the fetches
 //     waiting on that partition) brings enough, or MaxWaitMs passes, or
-//     the connection closes (then it ends without an answer).
+//     the broker drains for shutdown (then it answers at once), or the
+//     connection closes (then it ends without an answer).
 //   - The last stable offset equals the high watermark (no transactions),
 //     so read_committed consumers (librdkafka, kafkajs) read everything.
 //   - Fetch sessions (KIP-227) are declined: responses carry session id 0,
@@ -54,7 +55,7 @@ func handleFetch(s *Server, r *request) frameOutcome {
 	}
 	f.resolve()
 	f.read()
-	if f.bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || f.hasError() {
+	if f.bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || f.hasError() || s.draining.Load() {
 		f.respond(0)
 		return frameDone
 	}
@@ -204,6 +205,11 @@ func (f *fetch) wait() {
 			// Nobody to answer: stop watching now rather than at
 			// MaxWaitMs (which the client may set to days).
 			f.r.finish()
+			return
+		case <-f.s.drained:
+			// Shutting down: answer with what there is now.
+			f.read()
+			f.respond(0)
 			return
 		}
 		f.read()

@@ -1,8 +1,6 @@
 package netio
 
 import (
-	"math"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -12,9 +10,10 @@ import (
 //   - Idempotent producers get a fresh producer id with epoch 0; ids are
 //     reserved in blocks in the metadata file and never repeat, across
 //     restarts too.
-//   - v3+ with an existing id and epoch (KIP-360, a producer recovering
-//     after an error) bumps the epoch, or issues a new id when the epoch
-//     would overflow.
+//   - Without a transactional id every request gets a new id, also when
+//     it names an existing id and epoch (v3+, KIP-360): as in Kafka, an
+//     idempotent producer recovering from an error starts over with a
+//     fresh id, and no client can bump (fence) another's epoch.
 //   - Transactions are not implemented: a transactional id gets
 //     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients surface at once
 //     instead of retrying.
@@ -31,8 +30,6 @@ func handleInitProducerID(s *Server, r *request) frameOutcome {
 	case req.TransactionalID != nil:
 		s.logger.Info("refusing transactional producer: transactions are not supported", "transactional_id", *req.TransactionalID, "client", clientName(r))
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-	case r.version >= 3 && req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < math.MaxInt16-1:
-		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
 	default:
 		id, err := s.eng.AllocateProducerID()
 		if err != nil {

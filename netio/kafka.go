@@ -1,9 +1,11 @@
 package netio
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,7 +31,7 @@ const maxAPIKey = 127
 // apiTable is the single source of truth for what ringlog serves; each
 // handler file opens with its row's reasoning.
 var apiTable = []apiHandler{
-	{key: 0, name: "Produce", min: 3, max: 12, advMin: 0, handler: handleProduce},
+	{key: 0, name: "Produce", min: 0, max: 12, advMin: 0, handler: handleProduce},
 	{key: 1, name: "Fetch", min: 4, max: 17, advMin: 4, handler: handleFetch},
 	{key: 2, name: "ListOffsets", min: 0, max: 10, advMin: 0, handler: handleListOffsets},
 	{key: 3, name: "Metadata", min: 0, max: 13, advMin: 0, async: true, handler: handleMetadata},
@@ -161,7 +163,7 @@ func (s *Server) malformed(c *conn, r *request, why string) frameOutcome {
 func (s *Server) unsupported(c *conn, r *request, kreq kmsg.Request, why string) frameOutcome {
 	if kreq != nil && r.version >= 0 && r.version <= kreq.MaxVersion() {
 		resp := kreq.ResponseKind()
-		if setTopLevelError(resp, kerr.UnsupportedVersion.Code) {
+		if setTopLevelError(resp, kerr.UnsupportedVersion.Code) && errorEncoded(resp, r.version) {
 			kreq.SetVersion(r.version)
 			r.flexible = kreq.IsFlexible()
 			r.resp = c.slot()
@@ -173,6 +175,18 @@ func (s *Server) unsupported(c *conn, r *request, kreq kmsg.Request, why string)
 	}
 	s.logger.Warn("closing connection: unsupported request", "remote", c.remote, "api_key", r.key, "version", r.version, "why", why, "client", clientName(r))
 	return frameClose
+}
+
+// errorEncoded reports whether resp's top-level error code is part of its
+// encoding at version v (some versions of a response type omit it; an
+// answer without it would read as success).
+func errorEncoded(resp kmsg.Response, v int16) bool {
+	resp.SetVersion(v)
+	with := resp.AppendTo(nil)
+	setTopLevelError(resp, 0)
+	without := resp.AppendTo(nil)
+	setTopLevelError(resp, kerr.UnsupportedVersion.Code)
+	return !bytes.Equal(with, without)
 }
 
 // setTopLevelError sets the response's top-level ErrorCode field, if the
@@ -283,5 +297,15 @@ func errMessage(err error) *string {
 		return nil
 	}
 	m := err.Error()
+	// Errors wrap a kerr.Error, whose text ("NAME: description") repeats
+	// what the error code already says: keep only our detail.
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		m = strings.TrimPrefix(m, ke.Error())
+		m = strings.TrimPrefix(m, ": ")
+		if m == "" {
+			return nil
+		}
+	}
 	return &m
 }

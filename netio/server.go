@@ -67,6 +67,8 @@ type Server struct {
 	closeOnce sync.Once
 	handlers  [maxAPIKey + 1]*apiHandler
 	draining  atomic.Bool
+	drained   chan struct{} // closed by Drain: parked fetches answer at once
+	drainOnce sync.Once
 	live      sync.Map // *conn -> struct{}: open connections, for Drain
 	rr        sync.Map // topic -> *atomic.Uint32: native round-robin
 }
@@ -92,11 +94,14 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		cfg.Metrics = metrics.New()
 	}
 	s := &Server{cfg: cfg, eng: eng, logger: cfg.Logger, metrics: cfg.Metrics,
-		booted: make(chan error, 1), stopped: make(chan struct{})}
+		booted: make(chan error, 1), stopped: make(chan struct{}), drained: make(chan struct{})}
 	for i := range apiTable {
 		h := &apiTable[i]
 		s.handlers[h.key] = h
-		s.metrics.API(h.key, h.name)
+		if !cfg.Native {
+			// Only the Kafka server counts requests per API key.
+			s.metrics.API(h.key, h.name)
+		}
 	}
 	return s
 }
@@ -104,9 +109,13 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 // Start binds the listener and serves in the background. It returns once
 // the listener is accepting (or failed to bind).
 func (s *Server) Start() error {
-	host, _, err := net.SplitHostPort(s.cfg.Addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(s.cfg.Addr); err != nil {
 		return fmt.Errorf("%s listener %q: %w", s.protoName(), s.cfg.Addr, err)
+	}
+	if s.cfg.AdvertisedAddr != "" {
+		if _, _, err := net.SplitHostPort(s.cfg.AdvertisedAddr); err != nil {
+			return fmt.Errorf("advertised address %q: %w", s.cfg.AdvertisedAddr, err)
+		}
 	}
 	go func() {
 		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
@@ -127,14 +136,20 @@ func (s *Server) Start() error {
 	if err := <-s.booted; err != nil {
 		return fmt.Errorf("%s listener %s: %w", s.protoName(), s.cfg.Addr, err)
 	}
+	return nil
+}
+
+// setAdvertised works out the address given to clients: the configured
+// one, or the bound one (0.0.0.0 or :: become 127.0.0.1). OnBoot calls it
+// before the event loops serve anything.
+func (s *Server) setAdvertised(bound *net.TCPAddr) error {
 	adv := s.cfg.AdvertisedAddr
 	if adv == "" {
-		a := s.Addr()
-		h := host
-		if h == "" || h == "0.0.0.0" || h == "::" {
-			h = "127.0.0.1"
+		host, _, _ := net.SplitHostPort(s.cfg.Addr)
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
 		}
-		adv = net.JoinHostPort(h, strconv.Itoa(a.Port))
+		adv = net.JoinHostPort(host, strconv.Itoa(bound.Port))
 	}
 	ah, ap, err := net.SplitHostPort(adv)
 	if err != nil {
@@ -168,10 +183,6 @@ func (s *Server) Advertised() (string, int32) {
 	if a := s.adv.Load(); a != nil {
 		return a.host, a.port
 	}
-	// A request raced Start: answer with the bound address.
-	if a := s.Addr(); a != nil {
-		return "127.0.0.1", int32(a.Port)
-	}
 	return "", 0
 }
 
@@ -179,6 +190,7 @@ func (s *Server) Advertised() (string, int32) {
 // the requests already parsed are answered (or ctx ends).
 func (s *Server) Drain(ctx context.Context) error {
 	s.draining.Store(true)
+	s.drainOnce.Do(func() { close(s.drained) })
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -234,6 +246,10 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 		s.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port})
 	default:
 		s.booted <- errors.New("listener is not TCP")
+		return gnet.Shutdown
+	}
+	if err := s.setAdvertised(s.addr.Load()); err != nil {
+		s.booted <- err
 		return gnet.Shutdown
 	}
 	s.booted <- nil

@@ -35,6 +35,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the broker", runServe},
+		{"topic", "create, list, describe, alter and delete topics", runTopic},
+		{"group", "list and describe consumer groups (members, offsets, lag)", runGroup},
+		{"produce", "produce standard input lines to a topic", runProduce},
+		{"consume", "print records of a topic", runConsume},
+		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
 	}
 }
 

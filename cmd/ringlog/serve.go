@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -193,13 +194,6 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if f.defaultPartitions < 1 {
 		return usagef("--default-partitions must be at least 1")
 	}
-	// One broker per data directory: a second one would recover (and
-	// truncate) logs the first is appending to, and write its files.
-	lock, err := lockDataDir(f.dataDir)
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
 	m := metrics.New()
 	logger.Info("starting ringlog", "data_dir", f.dataDir, "kafka_addr", f.kafkaAddr, "http_addr", f.httpAddr,
 		"io_backend", f.ioBackend, "shards", f.shards, "write_caching", f.writeCaching, "topic_defaults", map[string]string(f.topicDefaults))
@@ -215,21 +209,26 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	m.RegisterEngine(eng)
+	// Both servers are built before either starts: NewServer registers
+	// the per-API instruments in m, which a started server's requests
+	// read without a lock.
 	srv := netio.NewServer(eng, netio.Config{
 		Addr: f.kafkaAddr, AdvertisedAddr: f.advertised, MaxRequestBytes: f.maxRequestBytes,
 		MaxConnections: f.maxConns, MaxInflightPerConn: f.maxInflight, Logger: logger, Metrics: m,
 	})
-	if err := srv.Start(); err != nil {
-		eng.Close()
-		return err
-	}
-	nativeAddr := "off"
 	var nsrv *netio.Server
 	if f.nativeAddr != "" {
 		nsrv = netio.NewServer(eng, netio.Config{
 			Addr: f.nativeAddr, Native: true, MaxRequestBytes: f.maxRequestBytes,
 			MaxConnections: f.maxConns, MaxInflightPerConn: f.maxInflight, Logger: logger, Metrics: m,
 		})
+	}
+	if err := srv.Start(); err != nil {
+		eng.Close()
+		return err
+	}
+	nativeAddr := "off"
+	if nsrv != nil {
 		if err := nsrv.Start(); err != nil {
 			srv.Stop(context.Background())
 			eng.Close()
@@ -278,9 +277,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stopCancel()
+	var wg sync.WaitGroup
 	for _, sv := range servers {
-		sv.Stop(stopCtx)
+		wg.Add(1)
+		go func() { defer wg.Done(); sv.Stop(stopCtx) }()
 	}
+	wg.Wait()
 	if hs != nil {
 		hs.Shutdown(stopCtx)
 	}

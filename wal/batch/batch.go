@@ -279,7 +279,14 @@ func Validate(b []byte, lim Limits) (Header, error) {
 		return h, errorf(ClassCorrupt, "unknown compression codec %d", h.Codec())
 	}
 	if h.Codec() == CodecNone {
+		// The CRC matched, so these are the bytes the producer built:
+		// records that do not parse or do not match the count make an
+		// invalid batch, not a corrupt one (Kafka: INVALID_RECORD, which
+		// clients do not retry).
 		if err := validateRecords(b[HeaderSize:], h.RecordCount); err != nil {
+			if ClassOf(err) == ClassCorrupt {
+				err = &Error{Class: ClassInvalid, Msg: err.Error()}
+			}
 			return h, err
 		}
 	}

@@ -1,0 +1,324 @@
+package main
+
+// ringlog group list|describe: consumer groups over ListGroups,
+// DescribeGroups, OffsetFetch and ListOffsets.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func runGroup(args []string, stdout, stderr io.Writer) error {
+	return dispatch("group", "Lists and describes consumer groups.", []subcommand{
+		{"list", "list consumer groups", runGroupList},
+		{"describe", "show members, assignments, committed offsets and lag", runGroupDescribe},
+	}, args, stdout, stderr)
+}
+
+// ---- list ----
+
+const groupListUsage = `
+Usage: ringlog group list [flags]
+
+Lists consumer groups with their state and protocol type.
+`
+
+const groupListExamples = `
+Examples:
+  ringlog group list
+  ringlog group list --output json | jq -r '.[] | select(.state == "Stable") | .group'
+`
+
+type groupListJSON struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+	Coordinator  int32  `json:"coordinator"`
+}
+
+func runGroupList(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var out outputFlag
+	fs := newFlagSet("group list", groupListUsage, groupListExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	addOutputFlag(fs, &out)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("group list takes no arguments, got %q (describe groups with 'ringlog group describe GROUP')", rest)
+	}
+	s, err := cf.connect(cf.timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	groups, err := s.adm.ListGroups(s.ctx)
+	if err != nil {
+		// Partial answers (some coordinators failed) still list what came.
+		var se *kadm.ShardErrors
+		if !errors.As(err, &se) || se.AllFailed {
+			return s.explain(err)
+		}
+		defer fmt.Fprintf(stderr, "ringlog: warning: some brokers did not answer: %v\n", err)
+	}
+	list := []groupListJSON{}
+	for _, g := range groups.Sorted() {
+		list = append(list, groupListJSON{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Coordinator: g.Coordinator})
+	}
+	if out == "json" {
+		return writeJSON(stdout, list)
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE\t")
+	for _, g := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", g.Group, g.State, g.ProtocolType)
+	}
+	return tw.Flush()
+}
+
+// ---- describe ----
+
+const groupDescribeUsage = `
+Usage: ringlog group describe GROUP... [flags]
+
+Shows each group's state, protocol, members (client id, host and assigned
+partitions) and, per partition, the committed offset, the log end offset
+and the lag (records not yet consumed by the group).
+`
+
+const groupDescribeExamples = `
+Examples:
+  ringlog group describe billing
+  ringlog group describe billing --output json | jq '.[0].total_lag'
+
+Exit status: 0 when every group was described, 1 if any does not exist.
+`
+
+type groupAssignmentJSON struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+type groupMemberJSON struct {
+	MemberID   string                `json:"member_id"`
+	InstanceID *string               `json:"instance_id,omitempty"`
+	ClientID   string                `json:"client_id"`
+	Host       string                `json:"host"`
+	Assigned   []groupAssignmentJSON `json:"assigned"`
+}
+
+type groupOffsetJSON struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Committed *int64 `json:"committed"` // null: nothing committed
+	LogStart  *int64 `json:"log_start"`
+	LogEnd    *int64 `json:"log_end"`
+	Lag       *int64 `json:"lag"`
+	MemberID  string `json:"member_id,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+type groupDescribeJSON struct {
+	Group        string            `json:"group"`
+	State        string            `json:"state"`
+	ProtocolType string            `json:"protocol_type"`
+	Protocol     string            `json:"protocol"`
+	Coordinator  string            `json:"coordinator"`
+	Members      []groupMemberJSON `json:"members"`
+	Offsets      []groupOffsetJSON `json:"offsets"`
+	TotalLag     int64             `json:"total_lag"`
+}
+
+func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var out outputFlag
+	fs := newFlagSet("group describe", groupDescribeUsage, groupDescribeExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	addOutputFlag(fs, &out)
+	names, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return usagef("group describe: give one or more group names (list them with 'ringlog group list')")
+	}
+	s, err := cf.connect(cf.timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	lags, err := s.adm.Lag(s.ctx, names...)
+	if err != nil {
+		return s.explain(err)
+	}
+	var errs []error
+	result := []groupDescribeJSON{}
+	var seen []string
+	for _, name := range names {
+		if slices.Contains(seen, name) {
+			continue
+		}
+		seen = append(seen, name)
+		l, ok := lags[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("group %q: the broker did not answer for it", name))
+			continue
+		}
+		if l.DescribeErr != nil {
+			errs = append(errs, fmt.Errorf("group %q: %w", name, s.explain(l.DescribeErr)))
+			continue
+		}
+		if l.FetchErr != nil {
+			errs = append(errs, fmt.Errorf("group %q: committed offsets: %w", name, s.explain(l.FetchErr)))
+			continue
+		}
+		// Kafka describes a group it does not know as Dead with nothing
+		// in it.
+		if (l.State == "Dead" || l.State == "") && len(l.Members) == 0 && len(l.Lag) == 0 {
+			errs = append(errs, fmt.Errorf("group %q does not exist (list groups with 'ringlog group list'; a group appears once a consumer joins it or commits with --group)", name))
+			continue
+		}
+		result = append(result, describedGroup(l))
+	}
+	if out == "json" {
+		if err := writeJSON(stdout, result); err != nil {
+			return err
+		}
+	} else {
+		for i, g := range result {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			printGroup(stdout, g)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// memberAssignment decodes what a member was assigned, for the consumer
+// protocol.
+func memberAssignment(m kadm.DescribedGroupMember) []groupAssignmentJSON {
+	a, ok := m.Assigned.AsConsumer()
+	if !ok {
+		raw, isRaw := m.Assigned.Raw()
+		if !isRaw || len(raw) == 0 {
+			return []groupAssignmentJSON{}
+		}
+		var dec kmsg.ConsumerMemberAssignment
+		if err := dec.ReadFrom(raw); err != nil {
+			return []groupAssignmentJSON{}
+		}
+		a = &dec
+	}
+	out := []groupAssignmentJSON{}
+	for _, t := range a.Topics {
+		ps := slices.Clone(t.Partitions)
+		slices.Sort(ps)
+		out = append(out, groupAssignmentJSON{Topic: t.Topic, Partitions: ps})
+	}
+	slices.SortFunc(out, func(a, b groupAssignmentJSON) int { return strings.Compare(a.Topic, b.Topic) })
+	return out
+}
+
+func describedGroup(l kadm.DescribedGroupLag) groupDescribeJSON {
+	g := groupDescribeJSON{Group: l.Group, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
+		Coordinator: fmt.Sprintf("%d (%s:%d)", l.Coordinator.NodeID, l.Coordinator.Host, l.Coordinator.Port),
+		Members:     []groupMemberJSON{}, Offsets: []groupOffsetJSON{}}
+	for _, m := range l.Members {
+		g.Members = append(g.Members, groupMemberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID,
+			Host: m.ClientHost, Assigned: memberAssignment(m)})
+	}
+	for _, ml := range l.Lag.Sorted() {
+		o := groupOffsetJSON{Topic: ml.Topic, Partition: ml.Partition}
+		if ml.Commit.At >= 0 {
+			o.Committed = ptr(ml.Commit.At)
+		}
+		if ml.Start.Err == nil {
+			o.LogStart = ptr(ml.Start.Offset)
+		}
+		if ml.End.Err == nil {
+			o.LogEnd = ptr(ml.End.Offset)
+		}
+		if ml.Err == nil && ml.Lag >= 0 {
+			o.Lag = ptr(ml.Lag)
+			g.TotalLag += ml.Lag
+		}
+		if ml.Err != nil {
+			o.Error = ml.Err.Error()
+		}
+		if ml.Member != nil {
+			o.MemberID = ml.Member.MemberID
+		}
+		g.Offsets = append(g.Offsets, o)
+	}
+	return g
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func printGroup(w io.Writer, g groupDescribeJSON) {
+	fmt.Fprintf(w, "Group: %s\n", g.Group)
+	fmt.Fprintf(w, "State: %s\n", g.State)
+	proto := g.ProtocolType
+	if g.Protocol != "" {
+		proto += " (" + g.Protocol + ")"
+	}
+	if proto != "" {
+		fmt.Fprintf(w, "Protocol: %s\n", proto)
+	}
+	fmt.Fprintf(w, "Coordinator: %s\n", g.Coordinator)
+	fmt.Fprintf(w, "\nMembers (%d):\n", len(g.Members))
+	if len(g.Members) > 0 {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNED\t")
+		for _, m := range g.Members {
+			var as []string
+			for _, a := range m.Assigned {
+				as = append(as, a.Topic+"["+ints(a.Partitions)+"]")
+			}
+			assigned := strings.Join(as, " ")
+			if assigned == "" {
+				assigned = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\n", m.MemberID, m.ClientID, m.Host, assigned)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nOffsets:\n")
+	if len(g.Offsets) == 0 {
+		fmt.Fprintf(w, "  (none committed or assigned)\n")
+	} else {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER-ID\t")
+		for _, o := range g.Offsets {
+			member := o.MemberID
+			if member == "" {
+				member = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t", o.Topic, o.Partition, optInt64(o.Committed), optInt64(o.LogEnd), optInt64(o.Lag), member)
+			if o.Error != "" {
+				fmt.Fprintf(tw, "error: %s", o.Error)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nTotal lag: %d\n", g.TotalLag)
+}
+
+func optInt64(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
+}

@@ -1,0 +1,467 @@
+package main
+
+// What the client tools (topic, group, produce, consume) share: the
+// --brokers / --timeout / --output flags, flag parsing that accepts flags
+// after the arguments, subcommand dispatch, a franz-go client whose
+// connection failures end the command quickly, and errors that say what to
+// do next.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// brokersEnv overrides the default of --brokers.
+const brokersEnv = "RINGLOG_BROKERS"
+
+const defaultBrokers = "127.0.0.1:9092"
+
+// connFlags are the flags of every command that talks to a broker.
+type connFlags struct {
+	brokers string
+	timeout time.Duration
+}
+
+// addConnFlags registers --brokers and --timeout (with the given default
+// and help) on fs.
+func addConnFlags(fs *flag.FlagSet, c *connFlags, timeout time.Duration, timeoutHelp string) {
+	def := strings.TrimSpace(os.Getenv(brokersEnv))
+	if def == "" {
+		def = defaultBrokers
+	}
+	fs.StringVar(&c.brokers, "brokers", def, "comma-separated `host:port` list of brokers to start from (env "+brokersEnv+")")
+	fs.DurationVar(&c.timeout, "timeout", timeout, timeoutHelp)
+}
+
+// seeds splits --brokers.
+func (c *connFlags) seeds() ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(c.brokers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usagef("--brokers is empty: give host:port (e.g. %s), or set %s", defaultBrokers, brokersEnv)
+	}
+	for _, s := range out {
+		if strings.Contains(s, "/") {
+			return nil, usagef("--brokers: %q is not host:port", s)
+		}
+		if _, port, err := net.SplitHostPort(s); err == nil {
+			if p, perr := strconv.Atoi(port); perr != nil || p <= 0 || p > 65535 {
+				return nil, usagef("--brokers: bad port in %q", s)
+			}
+		}
+	}
+	return out, nil
+}
+
+// outputFlag is --output text|json.
+type outputFlag string
+
+func addOutputFlag(fs *flag.FlagSet, o *outputFlag) {
+	*o = "text"
+	fs.Var(o, "output", "output `format`: text (for people) or json (for scripts) (default text)")
+}
+
+func (o *outputFlag) String() string {
+	if *o == "text" {
+		return "" // the usage says the default
+	}
+	return string(*o)
+}
+func (o *outputFlag) Set(v string) error {
+	switch v {
+	case "text", "json":
+		*o = outputFlag(v)
+		return nil
+	}
+	return fmt.Errorf("want text or json, got %q", v)
+}
+
+// optInt is an integer flag that remembers whether it was given.
+type optInt struct {
+	v   int64
+	set bool
+}
+
+func (o *optInt) String() string {
+	if !o.set {
+		return ""
+	}
+	return strconv.FormatInt(o.v, 10)
+}
+
+func (o *optInt) Set(s string) error {
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	o.v, o.set = v, true
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+// kvFlag is a repeatable key=value flag that keeps its order and does no
+// validation beyond the form (the broker checks names and values).
+type kvFlag struct {
+	keys, vals []string
+}
+
+func (k *kvFlag) String() string { return "" }
+func (k *kvFlag) Set(v string) error {
+	key, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(key) == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	k.keys = append(k.keys, strings.TrimSpace(key))
+	k.vals = append(k.vals, val)
+	return nil
+}
+
+// newFlagSet makes a flag set whose usage is the given synopsis, the flags
+// and the examples.
+func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "%s\nFlags:\n", strings.TrimLeft(synopsis, "\n"))
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, examples)
+	}
+	return fs
+}
+
+// parseArgs parses flags placed anywhere among the arguments (the flag
+// package alone stops at the first argument) and returns the arguments.
+// Everything after "--" is an argument.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
+			return nil, usageError{err.Error()}
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// subcommand is one verb of a command group such as "topic".
+type subcommand struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+// dispatch runs the subcommand args[0] of the group.
+func dispatch(group, about string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
+	usage := func() {
+		fmt.Fprintf(stderr, "Usage: ringlog %s <subcommand> [flags] [arguments]\n\n%s\n\nSubcommands:\n", group, about)
+		for _, s := range subs {
+			fmt.Fprintf(stderr, "  %-10s %s\n", s.name, s.summary)
+		}
+		fmt.Fprintf(stderr, "\nRun 'ringlog %s <subcommand> --help' for its flags and examples.\n", group)
+	}
+	if len(args) == 0 {
+		usage()
+		return usagef("%s: missing subcommand", group)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage()
+		return errHelp
+	}
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		if s.name == args[0] {
+			return s.run(args[1:], stdout, stderr)
+		}
+		names[i] = s.name
+	}
+	return usagef("%s: unknown subcommand %q (want one of: %s; see 'ringlog %s --help')", group, args[0], strings.Join(names, ", "), group)
+}
+
+// dialWatch sees every connection attempt of a client. When every seed
+// broker refuses the connection before any connection succeeded, it cancels
+// the command's context at once (the broker is not running: waiting for
+// the timeout would tell nothing more). It also remembers the last failure
+// to explain a timeout.
+type dialWatch struct {
+	mu        sync.Mutex
+	seeds     int
+	failed    map[int32]bool
+	connected bool
+	lastErr   error
+	lastAddr  string
+	cancel    context.CancelCauseFunc
+}
+
+var _ kgo.HookBrokerConnect = (*dialWatch)(nil)
+
+func (w *dialWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		w.connected = true
+		return
+	}
+	w.lastErr = err
+	w.lastAddr = net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	if meta.NodeID >= 0 || w.connected || !hopeless(err) {
+		return
+	}
+	w.failed[meta.NodeID] = true
+	if len(w.failed) >= w.seeds && w.cancel != nil {
+		w.cancel(&unreachableError{addr: w.lastAddr, err: err, all: w.seeds > 1})
+	}
+}
+
+func (w *dialWatch) last() (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.connected {
+		return "", nil
+	}
+	return w.lastAddr, w.lastErr
+}
+
+// hopeless reports whether a dial error means nothing is listening there
+// (as opposed to a slow network, worth waiting for).
+func hopeless(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || (errors.As(err, &dnsErr) && dnsErr.IsNotFound)
+}
+
+// unreachableError is what a command reports when it cannot connect.
+type unreachableError struct {
+	addr    string
+	err     error
+	all     bool
+	timeout time.Duration // non-zero: we waited this long
+}
+
+func (e *unreachableError) Error() string {
+	what := "the broker at " + e.addr
+	if e.all {
+		what = "any of the brokers (last tried " + e.addr + ")"
+	}
+	why := e.err.Error()
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(e.err, syscall.ECONNREFUSED):
+		why = "connection refused"
+	case errors.As(e.err, &dnsErr) && dnsErr.IsNotFound:
+		why = "no such host"
+	}
+	msg := fmt.Sprintf("cannot connect to %s (%s)", what, why)
+	if e.timeout > 0 {
+		msg = fmt.Sprintf("no broker answered within %v; %s", e.timeout, msg)
+	}
+	return msg + ": is the broker running? start it with 'ringlog serve', or point --brokers (or " + brokersEnv + ") at a running one"
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// errInterrupted is the cause of a command's context when SIGINT or
+// SIGTERM arrives.
+var errInterrupted = errors.New("interrupted")
+
+// session is one command's connection to the cluster.
+type session struct {
+	ctx         context.Context // canceled at the timeout, on a hopeless dial, or by stop
+	base        context.Context // ctx without the timeout
+	stop        context.CancelCauseFunc
+	cancelTimer context.CancelFunc
+	cl          *kgo.Client
+	adm         *kadm.Client
+	watch       *dialWatch
+	brokers     string
+	timeout     time.Duration
+}
+
+// connect makes a client for the command. The session's context ends after
+// limit (none when 0), or as soon as every seed refuses the connection.
+// Close it when done.
+func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, error) {
+	seeds, err := c.seeds()
+	if err != nil {
+		return nil, err
+	}
+	if c.timeout < 0 {
+		return nil, usagef("--timeout must not be negative")
+	}
+	base, stop := context.WithCancelCause(context.Background())
+	ctx, cancelTimer := base, context.CancelFunc(func() {})
+	if limit > 0 {
+		ctx, cancelTimer = context.WithTimeout(base, limit)
+	}
+	w := &dialWatch{seeds: len(seeds), failed: map[int32]bool{}, cancel: stop}
+	dial := 10 * time.Second
+	if limit > 0 {
+		dial = min(dial, max(limit, time.Second))
+	}
+	all := append([]kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID("ringlog-cli"),
+		kgo.WithHooks(w),
+		kgo.DialTimeout(dial),
+		kgo.RetryBackoffFn(func(n int) time.Duration { return min(time.Duration(n)*50*time.Millisecond, time.Second) }),
+	}, opts...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		cancelTimer()
+		stop(nil)
+		return nil, usagef("--brokers %q: %v", c.brokers, err)
+	}
+	return &session{ctx: ctx, base: base, stop: stop, cancelTimer: cancelTimer, cl: cl, adm: kadm.NewClient(cl), watch: w, brokers: strings.Join(seeds, ","), timeout: limit}, nil
+}
+
+func (s *session) Close() {
+	s.cl.Close()
+	s.cancelTimer()
+	s.stop(nil)
+}
+
+// explain turns an error of a request into one that says what happened and
+// what to do: the broker is not running, it did not answer in time, or the
+// command was interrupted. Other errors come back as they are.
+func (s *session) explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	cause := context.Cause(s.ctx)
+	var ue *unreachableError
+	switch {
+	case errors.As(cause, &ue):
+		return ue
+	case errors.Is(cause, errInterrupted):
+		return errInterrupted
+	}
+	if addr, lerr := s.watch.last(); lerr != nil {
+		return &unreachableError{addr: addr, err: lerr, timeout: s.timeout}
+	}
+	if s.timeout > 0 {
+		return fmt.Errorf("the broker (%s) did not answer within %v: try again with a longer --timeout", s.brokers, s.timeout)
+	}
+	return err
+}
+
+// topicError says what to do about a per-topic error.
+func topicError(topic string, err error) error {
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("topic %q does not exist: create it with 'ringlog topic create %s' (or list topics with 'ringlog topic list')", topic, topic)
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return fmt.Errorf("topic %q already exists (add --if-not-exists to accept that)", topic)
+	case errors.Is(err, kerr.InvalidTopicException):
+		return fmt.Errorf("topic %q: invalid topic name: use up to 249 letters, digits, '.', '_' and '-'", topic)
+	}
+	return fmt.Errorf("topic %q: %w", topic, err)
+}
+
+// withMessage adds a broker's error message to err when it says more.
+func withMessage(err error, msg string) error {
+	msg = cleanMessage(err, msg)
+	if err == nil || msg == "" || strings.Contains(err.Error(), msg) {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, msg)
+}
+
+// cleanMessage strips from a broker's error message the code and
+// description of the Kafka error in err, which some brokers repeat at its
+// start.
+func cleanMessage(err error, msg string) string {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return msg
+	}
+	prefix := ke.Error()
+	for strings.HasPrefix(msg, prefix) {
+		msg = strings.TrimLeft(msg[len(prefix):], ": ")
+	}
+	return msg
+}
+
+// detail is the broker's message for err, or err itself.
+func detail(err error, msg string) string {
+	if m := cleanMessage(err, msg); m != "" {
+		return m
+	}
+	return err.Error()
+}
+
+// requireTopic checks that topic exists and returns its partitions (sorted).
+func (s *session) requireTopic(topic string) ([]int32, error) {
+	tds, err := s.adm.ListTopics(s.ctx, topic)
+	if err != nil {
+		return nil, s.explain(err)
+	}
+	td, ok := tds[topic]
+	if !ok {
+		return nil, topicError(topic, kerr.UnknownTopicOrPartition)
+	}
+	if td.Err != nil {
+		return nil, topicError(topic, td.Err)
+	}
+	return td.Partitions.Numbers(), nil
+}
+
+// newTable returns a tabwriter for aligned text columns; Flush it.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// writeJSON prints v indented, with a final newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

@@ -1,0 +1,582 @@
+package main
+
+// ringlog topic create|list|describe|delete|alter, over the Kafka admin
+// APIs (CreateTopics, Metadata, ListOffsets, DescribeConfigs, DeleteTopics,
+// IncrementalAlterConfigs, CreatePartitions).
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+const adminTimeoutHelp = "how long to wait for the broker before giving up"
+
+func runTopic(args []string, stdout, stderr io.Writer) error {
+	return dispatch("topic", "Creates, lists, describes, alters and deletes topics.", []subcommand{
+		{"create", "create a topic", runTopicCreate},
+		{"list", "list topics", runTopicList},
+		{"describe", "show partitions, offsets and configs of topics", runTopicDescribe},
+		{"alter", "change configs of a topic or grow its partitions", runTopicAlter},
+		{"delete", "delete topics", runTopicDelete},
+	}, args, stdout, stderr)
+}
+
+// topicIDString renders a topic id as Kafka's tools do (URL-safe base64,
+// no padding).
+func topicIDString(id [16]byte) string {
+	if id == [16]byte{} {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// ---- create ----
+
+const topicCreateUsage = `
+Usage: ringlog topic create NAME... [flags]
+
+Creates topics. Partitions and replication factor default to the broker's
+defaults; configs are checked by the broker.
+`
+
+const topicCreateExamples = `
+Examples:
+  ringlog topic create orders
+  ringlog topic create orders --partitions 6 --config retention.ms=86400000 --config cleanup.policy=compact
+  ringlog topic create orders --if-not-exists     # exit 0 when it already exists
+
+Exit status: 0 created (or existed, with --if-not-exists), 1 failed, 2 usage.
+`
+
+func runTopicCreate(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var partitions, rf int
+	var configs kvFlag
+	var ifNotExists bool
+	fs := newFlagSet("topic create", topicCreateUsage, topicCreateExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs.IntVar(&partitions, "partitions", -1, "number of partitions (-1: the broker's default)")
+	fs.IntVar(&rf, "replication-factor", -1, "copies of each partition (-1: the broker's default; ringlog has one broker, so 1)")
+	fs.Var(&configs, "config", "topic config `key=value` (repeatable), e.g. retention.ms=3600000")
+	fs.BoolVar(&ifNotExists, "if-not-exists", false, "succeed when the topic already exists")
+	names, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return usagef("topic create: give the name of the topic to create")
+	}
+	if partitions == 0 || partitions < -1 || partitions > 1<<20 {
+		return usagef("--partitions must be at least 1 (or -1 for the broker's default), got %d", partitions)
+	}
+	if rf == 0 || rf < -1 || rf > 1<<15-1 {
+		return usagef("--replication-factor must be at least 1 (or -1 for the broker's default), got %d", rf)
+	}
+	cfg := map[string]*string{}
+	for i, k := range configs.keys {
+		v := configs.vals[i]
+		cfg[k] = &v
+	}
+	s, err := cf.connect(cf.timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	resps, err := s.adm.CreateTopics(s.ctx, int32(partitions), int16(rf), cfg, names...)
+	if err != nil {
+		return s.explain(err)
+	}
+	var errs []error
+	for _, name := range names {
+		r, ok := resps[name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("topic %q: the broker did not answer for it", name))
+		case errors.Is(r.Err, kerr.TopicAlreadyExists) && ifNotExists:
+			fmt.Fprintf(stdout, "topic %q already exists\n", name)
+		case r.Err != nil:
+			errs = append(errs, createError(name, r.Err, r.ErrMessage))
+		default:
+			what := ""
+			if r.NumPartitions > 0 {
+				what = fmt.Sprintf(" with %s, replication factor %d", plural(int(r.NumPartitions), "partition", "partitions"), r.ReplicationFactor)
+			}
+			fmt.Fprintf(stdout, "created topic %q%s\n", name, what)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func createError(name string, err error, msg string) error {
+	switch {
+	case errors.Is(err, kerr.InvalidConfig):
+		return fmt.Errorf("topic %q: --config rejected: %s", name, detail(err, msg))
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		return fmt.Errorf("topic %q: --replication-factor rejected: %s", name, detail(err, msg))
+	case errors.Is(err, kerr.InvalidPartitions):
+		return fmt.Errorf("topic %q: --partitions rejected: %s", name, detail(err, msg))
+	case errors.Is(err, kerr.TopicAlreadyExists), errors.Is(err, kerr.InvalidTopicException):
+		return topicError(name, err)
+	}
+	return withMessage(topicError(name, err), msg)
+}
+
+// ---- list ----
+
+const topicListUsage = `
+Usage: ringlog topic list [flags]
+
+Lists topics with their partition count and replication factor. Internal
+topics (__consumer_offsets) are left out unless --internal is given.
+`
+
+const topicListExamples = `
+Examples:
+  ringlog topic list
+  ringlog topic list --internal --output json | jq -r '.[].name'
+`
+
+type topicListJSON struct {
+	Name              string `json:"name"`
+	ID                string `json:"id,omitempty"`
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Internal          bool   `json:"internal"`
+}
+
+func runTopicList(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var out outputFlag
+	var internal bool
+	fs := newFlagSet("topic list", topicListUsage, topicListExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	addOutputFlag(fs, &out)
+	fs.BoolVar(&internal, "internal", false, "include internal topics such as __consumer_offsets")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("topic list takes no arguments, got %q (describe topics with 'ringlog topic describe NAME')", rest)
+	}
+	s, err := cf.connect(cf.timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tds, err := s.adm.ListTopicsWithInternal(s.ctx)
+	if err != nil {
+		return s.explain(err)
+	}
+	list := []topicListJSON{}
+	for _, td := range tds.Sorted() {
+		if td.IsInternal && !internal {
+			continue
+		}
+		list = append(list, topicListJSON{Name: td.Topic, ID: topicIDString(td.ID), Partitions: len(td.Partitions),
+			ReplicationFactor: td.Partitions.NumReplicas(), Internal: td.IsInternal})
+	}
+	if out == "json" {
+		return writeJSON(stdout, list)
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION\t")
+	for _, t := range list {
+		name := t.Name
+		if t.Internal {
+			name += " (internal)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", name, t.Partitions, t.ReplicationFactor)
+	}
+	return tw.Flush()
+}
+
+// ---- describe ----
+
+const topicDescribeUsage = `
+Usage: ringlog topic describe NAME... [flags]
+
+Shows each topic's partitions (leader, leader epoch, replicas, in-sync
+replicas, log start and end offsets) and its configs with where each value
+comes from (DYNAMIC_TOPIC_CONFIG: set on the topic; DEFAULT_CONFIG: built-in
+default; STATIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG: a broker
+default).
+`
+
+const topicDescribeExamples = `
+Examples:
+  ringlog topic describe orders
+  ringlog topic describe orders payments --output json
+
+Exit status: 0 when every topic was described, 1 if any does not exist.
+`
+
+type partitionJSON struct {
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	StartOffset int64   `json:"start_offset"`
+	EndOffset   int64   `json:"end_offset"`
+	Error       string  `json:"error,omitempty"`
+}
+
+type configJSON struct {
+	Name      string  `json:"name"`
+	Value     *string `json:"value"`
+	Source    string  `json:"source"`
+	Sensitive bool    `json:"sensitive,omitempty"`
+}
+
+type topicDescribeJSON struct {
+	Name              string          `json:"name"`
+	ID                string          `json:"id,omitempty"`
+	Internal          bool            `json:"internal"`
+	ReplicationFactor int             `json:"replication_factor"`
+	Partitions        []partitionJSON `json:"partitions"`
+	Configs           []configJSON    `json:"configs"`
+}
+
+func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var out outputFlag
+	fs := newFlagSet("topic describe", topicDescribeUsage, topicDescribeExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	addOutputFlag(fs, &out)
+	names, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return usagef("topic describe: give one or more topic names (list them with 'ringlog topic list')")
+	}
+	s, err := cf.connect(cf.timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tds, err := s.adm.ListTopicsWithInternal(s.ctx, names...)
+	if err != nil {
+		return s.explain(err)
+	}
+	var errs []error
+	var found []string
+	for _, n := range names {
+		td, ok := tds[n]
+		switch {
+		case !ok:
+			errs = append(errs, topicError(n, kerr.UnknownTopicOrPartition))
+		case td.Err != nil:
+			errs = append(errs, topicError(n, td.Err))
+		case !slices.Contains(found, n):
+			found = append(found, n)
+		}
+	}
+	var result []topicDescribeJSON
+	if len(found) > 0 {
+		starts, err := s.adm.ListStartOffsets(s.ctx, found...)
+		if err != nil {
+			return s.explain(err)
+		}
+		ends, err := s.adm.ListEndOffsets(s.ctx, found...)
+		if err != nil {
+			return s.explain(err)
+		}
+		rcs, err := s.adm.DescribeTopicConfigs(s.ctx, found...)
+		if err != nil {
+			return s.explain(err)
+		}
+		for _, n := range found {
+			td := tds[n]
+			d := topicDescribeJSON{Name: n, ID: topicIDString(td.ID), Internal: td.IsInternal,
+				ReplicationFactor: td.Partitions.NumReplicas(), Partitions: []partitionJSON{}, Configs: []configJSON{}}
+			for _, p := range td.Partitions.Sorted() {
+				pj := partitionJSON{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+					Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), StartOffset: -1, EndOffset: -1}
+				var perrs []string
+				if p.Err != nil {
+					perrs = append(perrs, p.Err.Error())
+				}
+				if lo, ok := starts.Lookup(n, p.Partition); ok && lo.Err == nil {
+					pj.StartOffset = lo.Offset
+				} else if ok {
+					perrs = append(perrs, "start offset: "+lo.Err.Error())
+				}
+				if lo, ok := ends.Lookup(n, p.Partition); ok && lo.Err == nil {
+					pj.EndOffset = lo.Offset
+				} else if ok {
+					perrs = append(perrs, "end offset: "+lo.Err.Error())
+				}
+				pj.Error = strings.Join(perrs, "; ")
+				d.Partitions = append(d.Partitions, pj)
+			}
+			for _, rc := range rcs {
+				if rc.Name != n {
+					continue
+				}
+				if rc.Err != nil {
+					errs = append(errs, withMessage(fmt.Errorf("topic %q: describe configs: %w", n, rc.Err), rc.ErrMessage))
+				}
+				for _, c := range rc.Configs {
+					d.Configs = append(d.Configs, configJSON{Name: c.Key, Value: c.Value, Source: c.Source.String(), Sensitive: c.Sensitive})
+				}
+			}
+			slices.SortFunc(d.Configs, func(a, b configJSON) int { return strings.Compare(a.Name, b.Name) })
+			result = append(result, d)
+		}
+	}
+	if out == "json" {
+		if result == nil {
+			result = []topicDescribeJSON{}
+		}
+		if err := writeJSON(stdout, result); err != nil {
+			return err
+		}
+	} else {
+		for i, d := range result {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			printTopic(stdout, d)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func nonNil(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
+
+func printTopic(w io.Writer, d topicDescribeJSON) {
+	fmt.Fprintf(w, "Topic: %s\n", d.Name)
+	if d.ID != "" {
+		fmt.Fprintf(w, "ID: %s\n", d.ID)
+	}
+	internal := ""
+	if d.Internal {
+		internal = ", internal"
+	}
+	fmt.Fprintf(w, "%s, replication factor %d%s\n\n", plural(len(d.Partitions), "partition", "partitions"), d.ReplicationFactor, internal)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tSTART\tEND\tRECORDS\t")
+	for _, p := range d.Partitions {
+		records := "-"
+		if p.StartOffset >= 0 && p.EndOffset >= 0 {
+			records = strconv.FormatInt(p.EndOffset-p.StartOffset, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
+			offsetString(p.StartOffset), offsetString(p.EndOffset), records)
+		if p.Error != "" {
+			fmt.Fprintf(tw, "error: %s", p.Error)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nConfigs:\n")
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  NAME\tVALUE\tSOURCE\t")
+	for _, c := range d.Configs {
+		v := "(null)"
+		if c.Sensitive {
+			v = "(sensitive)"
+		} else if c.Value != nil {
+			v = *c.Value
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", c.Name, v, c.Source)
+	}
+	tw.Flush()
+}
+
+func ints(s []int32) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = strconv.Itoa(int(v))
+	}
+	return strings.Join(parts, ",")
+}
+
+func offsetString(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(o, 10)
+}
+
+// ---- delete ----
+
+const topicDeleteUsage = `
+Usage: ringlog topic delete NAME... [flags]
+
+Deletes topics and all their records.
+`
+
+const topicDeleteExamples = `
+Examples:
+  ringlog topic delete orders
+  ringlog topic delete orders payments --if-exists   # exit 0 when already gone
+
+Exit status: 0 deleted (or absent, with --if-exists), 1 failed, 2 usage.
+`
+
+func runTopicDelete(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var ifExists bool
+	fs := newFlagSet("topic delete", topicDeleteUsage, topicDeleteExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs.BoolVar(&ifExists, "if-exists", false, "succeed when a topic does not exist")
+	names, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return usagef("topic delete: give the names of the topics to delete")
+	}
+	s, err := cf.connect(cf.timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	resps, err := s.adm.DeleteTopics(s.ctx, names...)
+	if err != nil {
+		return s.explain(err)
+	}
+	var errs []error
+	for _, n := range names {
+		r, ok := resps[n]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("topic %q: the broker did not answer for it", n))
+		case errors.Is(r.Err, kerr.UnknownTopicOrPartition) && ifExists:
+			fmt.Fprintf(stdout, "topic %q does not exist\n", n)
+		case errors.Is(r.Err, kerr.UnknownTopicOrPartition):
+			errs = append(errs, fmt.Errorf("topic %q does not exist (add --if-exists to accept that; list topics with 'ringlog topic list')", n))
+		case errors.Is(r.Err, kerr.InvalidTopicException):
+			errs = append(errs, fmt.Errorf("topic %q cannot be deleted: %s", n, detail(r.Err, r.ErrMessage)))
+		case r.Err != nil:
+			errs = append(errs, withMessage(topicError(n, r.Err), r.ErrMessage))
+		default:
+			fmt.Fprintf(stdout, "deleted topic %q\n", n)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ---- alter ----
+
+const topicAlterUsage = `
+Usage: ringlog topic alter NAME [flags]
+
+Changes a topic: sets configs (--set), returns configs to their default
+(--delete), and grows the partition count (--partitions; partitions can
+never be removed, and existing keys then map to other partitions).
+`
+
+const topicAlterExamples = `
+Examples:
+  ringlog topic alter orders --set retention.ms=3600000 --set segment.bytes=67108864
+  ringlog topic alter orders --delete retention.ms           # back to the default
+  ringlog topic alter orders --partitions 12
+
+Exit status: 0 changed (or already so), 1 failed, 2 usage.
+`
+
+func runTopicAlter(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var set kvFlag
+	var del stringList
+	var partitions int
+	fs := newFlagSet("topic alter", topicAlterUsage, topicAlterExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs.Var(&set, "set", "set a config, `key=value` (repeatable)")
+	fs.Var(&del, "delete", "return a config `key` to its default (repeatable)")
+	fs.IntVar(&partitions, "partitions", 0, "grow the topic to `N` partitions")
+	names, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) != 1 {
+		return usagef("topic alter: give exactly one topic name, got %d", len(names))
+	}
+	name := names[0]
+	if len(set.keys) == 0 && len(del) == 0 && partitions == 0 {
+		return usagef("topic alter: nothing to change: give --set key=value, --delete key or --partitions N")
+	}
+	if partitions < 0 {
+		return usagef("--partitions must be positive, got %d", partitions)
+	}
+	for _, k := range del {
+		if slices.Contains(set.keys, k) {
+			return usagef("topic alter: %q is both --set and --delete", k)
+		}
+	}
+	s, err := cf.connect(cf.timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	parts, err := s.requireTopic(name)
+	if err != nil {
+		return err
+	}
+	if len(set.keys) > 0 || len(del) > 0 {
+		var alters []kadm.AlterConfig
+		for i, k := range set.keys {
+			v := set.vals[i]
+			alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+		}
+		for _, k := range del {
+			alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+		}
+		resps, err := s.adm.AlterTopicConfigs(s.ctx, alters, name)
+		if err != nil {
+			return s.explain(err)
+		}
+		for _, r := range resps {
+			if r.Err != nil {
+				if errors.Is(r.Err, kerr.InvalidConfig) || errors.Is(r.Err, kerr.InvalidRequest) {
+					return fmt.Errorf("topic %q: configs not changed: %s", name, detail(r.Err, r.ErrMessage))
+				}
+				return withMessage(topicError(name, r.Err), r.ErrMessage)
+			}
+		}
+		for i, k := range set.keys {
+			fmt.Fprintf(stdout, "topic %q: set %s=%s\n", name, k, set.vals[i])
+		}
+		for _, k := range del {
+			fmt.Fprintf(stdout, "topic %q: %s back to its default\n", name, k)
+		}
+	}
+	if partitions > 0 {
+		switch cur := len(parts); {
+		case partitions == cur:
+			fmt.Fprintf(stdout, "topic %q already has %s\n", name, plural(cur, "partition", "partitions"))
+		case partitions < cur:
+			return fmt.Errorf("topic %q has %d partitions: partitions can only be added, not removed (to have fewer, recreate the topic)", name, cur)
+		default:
+			resps, err := s.adm.UpdatePartitions(s.ctx, partitions, name)
+			if err != nil {
+				return s.explain(err)
+			}
+			if r, ok := resps[name]; !ok {
+				return fmt.Errorf("topic %q: the broker did not answer for it", name)
+			} else if r.Err != nil {
+				return withMessage(topicError(name, r.Err), r.ErrMessage)
+			}
+			fmt.Fprintf(stdout, "topic %q: grew from %d to %d partitions\n", name, cur, partitions)
+		}
+	}
+	return nil
+}

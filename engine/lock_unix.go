@@ -1,0 +1,48 @@
+//go:build unix
+
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// dataDirLockFile is held locked (flock, exclusive) by the broker that
+// serves a data directory, for as long as its process lives.
+const dataDirLockFile = ".ringlog.lock"
+
+// lockDataDir creates dir if needed and locks it: one broker per data
+// directory, since a second one would recover (and truncate) logs the first
+// is appending to. It fails, naming the holder, when another process (or
+// another Engine of this process) holds the lock. The lock goes with the
+// returned file (closing it, or the process ending, releases it).
+func lockDataDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	path := filepath.Join(dir, dataDirLockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another ringlog process (%s): stop it, or give this one another data directory (--data-dir)",
+				dir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+	}
+	// Who holds it, for the message above; the lock, not this text, is
+	// what counts.
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
+	}
+	return f, nil
+}
