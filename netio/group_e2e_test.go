@@ -355,3 +355,47 @@ func TestGroupJoinLeaveStormSettles(t *testing.T) {
 		t.Fatalf("consumed %d of 300 after the storm", len(seen))
 	}
 }
+
+func TestGroupLagMetrics(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "lagged", 2)
+	produceN(t, b, "lagged", 0, 100)
+	ctx := testCtx(t, 10*time.Second)
+	adm := kadm.NewClient(b.client())
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "lagged", Partition: 0, At: 10, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "lagged", Partition: 1, At: 3, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, "lag-g", offs); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "lagged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := b.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "ringlog_group_lag" && mf.GetName() != "ringlog_group_committed_offset" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] == "lag-g" {
+				got[mf.GetName()+"/"+labels["partition"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	for p, committed := range map[int32]int64{0: 10, 1: 3} {
+		end, _ := ends.Lookup("lagged", p)
+		key := fmt.Sprint(p)
+		if got["ringlog_group_committed_offset/"+key] != float64(committed) || got["ringlog_group_lag/"+key] != float64(end.Offset-committed) {
+			t.Fatalf("partition %d: metrics %v, want committed %d lag %d", p, got, committed, end.Offset-committed)
+		}
+	}
+}
