@@ -46,6 +46,13 @@ type conn struct {
 	pausedInflght atomic.Bool
 
 	remote string
+
+	// The frame being assembled (event loop only): its length prefix,
+	// then its pooled buffer and how much of it arrived.
+	hdr    [4]byte
+	nhdr   int
+	frame  []byte
+	filled int
 }
 
 type sysConn interface {

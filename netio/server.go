@@ -278,6 +278,10 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 // OnClose stops the connection's writer.
 func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if c, ok := gc.Context().(*conn); ok && c != nil {
+		if c.frame != nil {
+			s.pool.put(c.frame)
+			c.frame = nil
+		}
 		c.close()
 		s.live.Delete(c)
 		s.conns.Add(-1)
@@ -289,8 +293,14 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// OnTraffic parses every whole request frame in the inbound buffer and
-// dispatches it, unless the connection is paused.
+// OnTraffic assembles request frames and dispatches each whole one,
+// unless the connection is paused.
+//
+// Bytes are consumed from gnet as they arrive and copied once, into the
+// frame's pooled buffer: gnet then never has to keep (and copy) a partial
+// frame in its own inbound buffer, and the frame needs no further copy to
+// outlive the read. Frames above MaxRequestBytes are refused on their
+// length prefix, before anything is allocated.
 func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	c, ok := gc.Context().(*conn)
 	if !ok || c == nil {
@@ -308,64 +318,87 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			}
 			return gnet.None
 		}
-		n := gc.InboundBuffered()
-		if n < 4 {
-			return gnet.None
-		}
-		hdr, err := gc.Peek(4)
-		if err != nil {
-			return gnet.None
-		}
-		size := int32(binary.BigEndian.Uint32(hdr))
-		minSize := int32(8) // Kafka: api key, version, correlation id
-		if s.cfg.Native {
-			minSize = 1 // native: the api key
-		}
-		if size < minSize || int(size) > s.cfg.MaxRequestBytes {
-			s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
-			return gnet.Close
-		}
-		if n < 4+int(size) {
-			return gnet.None
-		}
-		if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
-			c.pausedInflght.Store(true)
-			c.paused.Store(true)
-			// The writer may have drained everything in between.
-			if int(c.inflight.Load()) < s.cfg.MaxInflightPerConn {
-				c.pausedInflght.Store(false)
-				c.paused.Store(false)
+		if c.frame != nil && c.filled == len(c.frame) {
+			switch s.dispatch(c) {
+			case frameDone:
 				continue
+			case framePaused:
+				return gnet.None
+			default:
+				return gnet.Close
 			}
+		}
+		avail := gc.InboundBuffered()
+		if avail == 0 {
 			return gnet.None
 		}
-		frame, err := gc.Peek(4 + int(size))
+		if c.frame == nil {
+			take := min(4-c.nhdr, avail)
+			b, err := gc.Next(take)
+			if err != nil {
+				return gnet.None
+			}
+			c.nhdr += copy(c.hdr[c.nhdr:], b)
+			if c.nhdr < 4 {
+				return gnet.None
+			}
+			c.nhdr = 0
+			size := int32(binary.BigEndian.Uint32(c.hdr[:]))
+			minSize := int32(8) // Kafka: api key, version, correlation id
+			if s.cfg.Native {
+				minSize = 1 // native: the api key
+			}
+			if size < minSize || int(size) > s.cfg.MaxRequestBytes {
+				s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
+				return gnet.Close
+			}
+			c.frame, c.filled = s.pool.get(int(size)), 0
+			continue
+		}
+		take := min(len(c.frame)-c.filled, avail)
+		b, err := gc.Next(take)
 		if err != nil {
 			return gnet.None
 		}
-		buf := s.pool.get(int(size))
-		copy(buf, frame[4:])
-		handle := s.handleFrame
-		if s.cfg.Native {
-			handle = s.handleNativeFrame
-		}
-		switch handle(c, buf) {
-		case frameDone:
-			gc.Discard(4 + int(size))
-		case framePaused:
-			s.pool.put(buf)
-			return gnet.None
-		case frameClose:
-			return gnet.Close
-		}
+		c.filled += copy(c.frame[c.filled:], b)
 	}
+}
+
+// dispatch hands a whole frame to its handler (event loop), unless the
+// connection has too many requests in flight.
+func (s *Server) dispatch(c *conn) frameOutcome {
+	if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
+		c.pausedInflght.Store(true)
+		c.paused.Store(true)
+		// The writer may have drained everything in between.
+		if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
+			return framePaused
+		}
+		c.pausedInflght.Store(false)
+		c.paused.Store(false)
+	}
+	handle := s.handleFrame
+	if s.cfg.Native {
+		handle = s.handleNativeFrame
+	}
+	out := handle(c, c.frame)
+	switch out {
+	case frameDone:
+		// The handler owns the buffer now.
+		c.frame, c.filled = nil, 0
+	case frameClose:
+		s.pool.put(c.frame)
+		c.frame, c.filled = nil, 0
+	}
+	// framePaused: the whole frame stays, dispatched again on resume.
+	return out
 }
 
 type frameOutcome int
 
 const (
-	frameDone   frameOutcome = iota // consumed and dispatched
-	framePaused                     // left in the buffer; the conn is paused
+	frameDone   frameOutcome = iota // dispatched; the handler owns the buffer
+	framePaused                     // not dispatched; the conn is paused
 	frameClose                      // close the connection
 )
 

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -25,12 +26,14 @@ func BenchmarkKgoProduce(b *testing.B) {
 				b.Fatal(err)
 			}
 			opts := []kgo.Opt{kgo.DefaultProduceTopic("bench"), kgo.RequiredAcks(acks.acks), kgo.ProducerLinger(time.Millisecond),
+				kgo.ProducerBatchCompression(kgo.NoCompression()),
 				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(1 << 16)}
 			if acks.name == "acks=1" {
 				opts = append(opts, kgo.DisableIdempotentWrite())
 			}
 			cl := br.client(opts...)
 			val := make([]byte, 1024)
+			rand.Read(val) // incompressible, like real payloads
 			ctx := context.Background()
 			b.SetBytes(int64(len(val)))
 			b.ResetTimer()
@@ -57,9 +60,11 @@ func BenchmarkKgoConsume(b *testing.B) {
 	if _, err := adm.CreateTopic(ctx, 16, 1, nil, "filled"); err != nil {
 		b.Fatal(err)
 	}
-	prod := br.client(kgo.DefaultProduceTopic("filled"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck()))
+	prod := br.client(kgo.DefaultProduceTopic("filled"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.DisableIdempotentWrite(),
+		kgo.RequiredAcks(kgo.LeaderAck()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const n = 200_000
 	val := make([]byte, 1024)
+	rand.Read(val)
 	for i := 0; i < n; i++ {
 		prod.Produce(ctx, &kgo.Record{Value: val}, nil)
 	}
