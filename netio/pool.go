@@ -8,11 +8,28 @@ import (
 // bufPool hands out byte slices by power-of-two size class, so request
 // frames (which produce batches alias until the write completes) and
 // response buffers are reused instead of allocated per request.
+//
+// Each class keeps a bounded free list of its own rather than a sync.Pool:
+// a sync.Pool is emptied by every garbage collection, and a broker taking
+// megabyte produce frames at full speed collects often enough that most
+// gets would miss. A class keeps at most classBudget bytes of free
+// buffers (and at least a few), so idle memory stays bounded.
 type bufPool struct {
-	classes [32]sync.Pool
+	classes [32]freeList
 }
 
-const minPoolClass = 9 // 512 bytes
+type freeList struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+const (
+	minPoolClass = 9        // 512 bytes
+	classBudget  = 32 << 20 // free bytes kept per size class
+	minPerClass  = 4
+)
+
+func perClass(c int) int { return max(minPerClass, classBudget>>c) }
 
 // get returns a slice of length n (capacity the next power of two).
 func (p *bufPool) get(n int) []byte {
@@ -20,10 +37,16 @@ func (p *bufPool) get(n int) []byte {
 	if c >= len(p.classes) {
 		return make([]byte, n)
 	}
-	if v := p.classes[c].Get(); v != nil {
-		b := *(v.(*[]byte))
+	fl := &p.classes[c]
+	fl.mu.Lock()
+	if k := len(fl.free); k > 0 {
+		b := fl.free[k-1]
+		fl.free[k-1] = nil
+		fl.free = fl.free[:k-1]
+		fl.mu.Unlock()
 		return b[:n]
 	}
+	fl.mu.Unlock()
 	return make([]byte, n, 1<<c)
 }
 
@@ -33,8 +56,12 @@ func (p *bufPool) put(b []byte) {
 	if c >= len(p.classes) || cap(b) != 1<<c {
 		return // not one of ours
 	}
-	b = b[:0]
-	p.classes[c].Put(&b)
+	fl := &p.classes[c]
+	fl.mu.Lock()
+	if len(fl.free) < perClass(c) {
+		fl.free = append(fl.free, b[:0])
+	}
+	fl.mu.Unlock()
 }
 
 func sizeClass(n int) int {
