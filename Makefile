@@ -11,7 +11,7 @@ FUZZ_TARGETS := \
 	./netio:FuzzKafkaFrame \
 	./netio:FuzzNativeFrame
 
-.PHONY: run build test vet unit fuzz-short bench
+.PHONY: run build test vet unit fuzz-short bench perf flamegraph
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build
@@ -41,3 +41,13 @@ fuzz-short:
 ## bench: the hot-path benchmarks (compare ratios within one run)
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 300ms ./wal/... ./ring/...
+
+## perf: the standard benchmark matrix against a fresh broker on a temp data dir:
+## charts, results.jsonl and summary.md (targets met/missed) in perf/results/<YYYYMMDD-HHMM>-<host>/
+PERF_ARGS ?=
+perf: build
+	./perf/with-broker.sh ./bin/ringlog ./bin/ringlog perf suite --out perf/results $(PERF_ARGS)
+
+## flamegraph: CPU and allocation flame graphs (SVG) of a fresh broker under an e2e load, into flamegraphs/
+flamegraph: build
+	./perf/with-broker.sh ./bin/ringlog ./perf/flamegraphs.sh flamegraphs

@@ -40,6 +40,7 @@ func commands() []command {
 		{"produce", "produce standard input lines to a topic", runProduce},
 		{"consume", "print records of a topic", runConsume},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
+		{"perf", "benchmark a Kafka-compatible broker; charts and flame graphs", runPerf},
 	}
 }
 

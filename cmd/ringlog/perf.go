@@ -1,0 +1,522 @@
+package main
+
+// ringlog perf produce|consume|e2e|scale|suite|flamegraph: the thin command
+// over package perf (flags in, progress lines and a JSON result line out).
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/ringlog/ringlog/perf"
+)
+
+func runPerf(args []string, stdout, stderr io.Writer) error {
+	return dispatch("perf", "Benchmarks any Kafka-compatible broker over the Kafka protocol (ringlog or another: point --brokers at it),\nand renders flame graphs of pprof profiles.", []subcommand{
+		{"produce", "producer throughput and ack latency", runPerfProduce},
+		{"consume", "consumer throughput, reading a topic from offset 0", runPerfConsume},
+		{"e2e", "end-to-end latency (send → consume) at a fixed rate", runPerfE2E},
+		{"scale", "sweep partitions and producers; charts and JSONL", runPerfScale},
+		{"suite", "the standard matrix of 'make perf' with targets and a summary", runPerfSuite},
+		{"flamegraph", "render a pprof profile (URL or file) as a flame graph SVG", runPerfFlamegraph},
+	}, args, stdout, stderr)
+}
+
+// rateFlag is --rate: records/s, or "max".
+type rateFlag float64
+
+func (r *rateFlag) String() string {
+	if *r == 0 {
+		return "max"
+	}
+	return strconv.FormatFloat(float64(*r), 'g', -1, 64)
+}
+
+func (r *rateFlag) Set(s string) error {
+	if s == "max" || s == "0" {
+		*r = 0
+		return nil
+	}
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "k"):
+		s, mult = strings.TrimSuffix(s, "k"), 1e3
+	case strings.HasSuffix(s, "m"):
+		s, mult = strings.TrimSuffix(s, "m"), 1e6
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return errors.New("want records per second (e.g. 10000, 50k) or max")
+	}
+	*r = rateFlag(v * mult)
+	return nil
+}
+
+// intList is a comma-separated list of positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	var s []string
+	for _, v := range *l {
+		s = append(s, strconv.Itoa(v))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a comma-separated list of positive integers, got %q", v)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
+
+// floatList is a comma-separated list of numbers.
+type floatList []float64
+
+func (l *floatList) String() string {
+	var s []string
+	for _, v := range *l {
+		s = append(s, strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *floatList) Set(v string) error {
+	var out []float64
+	if strings.TrimSpace(v) == "" {
+		*l = nil
+		return nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a comma-separated list of positive numbers, got %q", v)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
+
+// perfFlags registers the flags of a run on fs, filling c (whose values
+// are the defaults).
+func perfFlags(fs *flag.FlagSet, c *perf.Config, cf *connFlags) {
+	addConnFlags(fs, cf, time.Duration(c.Timeout), "bound on admin requests, the final flush and draining")
+	fs.StringVar(&c.Topic, "topic", "", "topic to use (default: a fresh perf-* topic, deleted afterwards; a named topic that does not exist is created and kept)")
+	fs.BoolVar(&c.KeepTopic, "keep-topic", false, "keep the topic the run created")
+	fs.IntVar(&c.ReplicationFactor, "replication-factor", c.ReplicationFactor, "replication factor of created topics (-1: the broker's default)")
+	fs.IntVar(&c.RecordSize, "record-size", c.RecordSize, "value size in `bytes` (at least 8: the send time travels in the first 8)")
+	fs.StringVar(&c.Keys.Kind, "keys", c.Keys.Kind, "key distribution: none (null keys), uniform (over --key-count keys) or hot (--hot-share of records with one key, the rest uniform)")
+	fs.IntVar(&c.Keys.Count, "key-count", c.Keys.Count, "distinct keys for --keys uniform|hot")
+	fs.Float64Var(&c.Keys.HotShare, "hot-share", c.Keys.HotShare, "share of records carrying the hot key (--keys hot)")
+	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of a created topic")
+	fs.IntVar(&c.Producers, "producers", c.Producers, "producer clients")
+	fs.IntVar(&c.Consumers, "consumers", c.Consumers, "consumer clients (consume, e2e); partitions are split among them")
+	fs.StringVar(&c.Acks, "acks", c.Acks, "0, 1 or all")
+	fs.DurationVar((*time.Duration)(&c.Linger), "linger", c.Linger.D(), "how long a partition's batch waits for more records")
+	fs.IntVar(&c.BatchBytes, "batch-bytes", c.BatchBytes, "largest record batch in `bytes`")
+	fs.StringVar(&c.Compression, "compression", c.Compression, "none, gzip, snappy, lz4 or zstd")
+	fs.IntVar(&c.MaxInflight, "max-inflight", c.MaxInflight, "produce requests in flight per connection for acks 0 and 1 (acks=all is idempotent: 5)")
+	fs.IntVar(&c.BufferBytes, "buffer-bytes", c.BufferBytes, "bytes a producer client buffers before sending blocks (keeps max-rate runs saturated)")
+	fs.Var((*rateFlag)(&c.Rate), "rate", "target records/s over all producers (e.g. 10000, 50k), or max (default max)")
+	fs.DurationVar((*time.Duration)(&c.Duration), "duration", c.Duration.D(), "run time, warm-up included")
+	fs.Int64Var(&c.Records, "records", 0, "stop after this many records instead of --duration")
+	fs.DurationVar((*time.Duration)(&c.Warmup), "warmup", c.Warmup.D(), "first part of the run left out of the results")
+	fs.Int64Var(&c.PrefillBytes, "prefill-bytes", c.PrefillBytes, "consume: bytes written into a topic the run creates before reading it")
+	fs.IntVar(&c.FetchBytes, "fetch-bytes", c.FetchBytes, "consumer fetch size per partition in `bytes`")
+	fs.DurationVar((*time.Duration)(&c.ReportEvery), "report-every", c.ReportEvery.D(), "interval of the progress lines (0: none)")
+	fs.StringVar(&c.Label, "label", "", "name of the run in the result")
+	c.BrokerPID, _ = strconv.Atoi(os.Getenv("RINGLOG_PID"))
+	fs.IntVar(&c.BrokerPID, "broker-pid", c.BrokerPID, "process id of a broker on this machine: its CPU use is reported too (env RINGLOG_PID)")
+}
+
+// finishPerfFlags copies the connection flags into c and validates it.
+func finishPerfFlags(c *perf.Config, cf *connFlags) error {
+	seeds, err := cf.seeds()
+	if err != nil {
+		return err
+	}
+	c.Brokers = seeds
+	c.Timeout = perf.Duration(cf.timeout)
+	if err := c.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+// perfContext is canceled by SIGINT or SIGTERM.
+func perfContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+const perfRunExamples = `
+Output: a progress line every --report-every in the form of Kafka's perf
+tools ("N records sent, X records/sec (Y MB/sec), A ms avg latency, M ms max
+latency."; MB = 2^20 bytes), a summary line, and last one JSON line with the
+configuration, environment (CPU, cores, kernel, Go, broker version and I/O
+backend) and results (latency percentiles in ms: p50, p99, p99.9, p99.99,
+max). Get it with: ringlog perf ... | tail -1
+
+With --rate, every record is due at a time given by the schedule alone and
+its latency is measured from that time (coordinated omission avoided); at
+max rate latency is measured from the send call.
+
+Exit status: 0 done, 1 failed (e.g. nothing acknowledged), 2 usage.
+`
+
+func perfRun(mode, synopsis, examples string, run func(context.Context, perf.Config, io.Writer) (*perf.Result, error)) func([]string, io.Writer, io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
+		c := perf.DefaultConfig(mode)
+		var cf connFlags
+		var cpuProfile string
+		fs := newFlagSet("perf "+mode, synopsis, examples+perfRunExamples, stderr)
+		perfFlags(fs, &c, &cf)
+		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator itself to `file`")
+		rest, err := parseArgs(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(rest) > 0 {
+			return usagef("perf %s takes no arguments, got %q", mode, rest)
+		}
+		if err := finishPerfFlags(&c, &cf); err != nil {
+			return err
+		}
+		if cpuProfile != "" {
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		ctx, cancel := perfContext()
+		defer cancel()
+		res, err := run(ctx, c, stdout)
+		if res != nil {
+			fmt.Fprintf(stdout, "%s\n", res.JSON())
+		}
+		return err
+	}
+}
+
+var runPerfProduce = perfRun(perf.ModeProduce, `
+Usage: ringlog perf produce [flags]
+
+Producer benchmark: --producers clients send --record-size records to a
+topic at --rate (or as fast as they are accepted) for --duration.
+`, `
+Examples:
+  ringlog perf produce --record-size 1024 --partitions 16 --acks 1 --duration 30s
+  ringlog perf produce --acks all --rate 50k --producers 2 --keys uniform --key-count 10000
+  ringlog perf produce --brokers kafka1:9092 --compression zstd --linger 5ms --batch-bytes 262144
+`, perf.RunProduce)
+
+var runPerfConsume = perfRun(perf.ModeConsume, `
+Usage: ringlog perf consume [flags]
+
+Consumer benchmark: --consumers clients read a topic from offset 0 to the
+end offsets found at the start (partitions assigned directly, no group).
+Without --topic (or with a topic that does not exist) the run creates a
+topic and first fills it with --prefill-bytes of records (not measured).
+`, `
+Examples:
+  ringlog perf consume --record-size 1024 --partitions 16 --prefill-bytes 1073741824
+  ringlog perf consume --topic events --consumers 4
+`, perf.RunConsume)
+
+var runPerfE2E = perfRun(perf.ModeE2E, `
+Usage: ringlog perf e2e [flags]
+
+End-to-end latency: consumers read from the end of the topic while
+producers send at --rate; each record carries its scheduled send time and
+the consumer measures scheduled send → record received. Produce-ack
+latency is reported as well.
+`, `
+Examples:
+  ringlog perf e2e --rate 10000 --record-size 1024 --partitions 16 --duration 30s
+  ringlog perf e2e --rate 100k --acks all --producers 2 --consumers 2
+`, perf.RunE2E)
+
+const perfScaleUsage = `
+Usage: ringlog perf scale [flags]
+
+Sweeps partitions and producers at max rate, then runs end-to-end latency
+at fractions of the best throughput, and draws the charts (SVG, gonum/plot):
+throughput and records/s vs partitions, throughput vs producers, latency
+percentiles vs load. Results and charts go to a new folder
+<out>/<YYYYMMDD-HHMM>-<host>/ with results.jsonl (one JSON result per line).
+`
+
+const perfScaleExamples = `
+Examples:
+  ringlog perf scale --sweep-partitions 1,2,4,8,16,32,64 --sweep-producers 1,2,4 --record-size 1024
+  ringlog perf scale --acks all --load 0.1,0.5,0.9 --duration 10s --warmup 2s
+  ringlog perf scale --brokers kafka1:9092 --out /tmp/kafka-results
+
+Exit status: 0 done, 1 a point failed, 2 usage.
+`
+
+func runPerfScale(args []string, stdout, stderr io.Writer) error {
+	c := perf.DefaultConfig(perf.ModeProduce)
+	c.Duration = perf.Duration(6 * time.Second)
+	c.Warmup = perf.Duration(time.Second)
+	var cf connFlags
+	parts := intList{1, 2, 4, 8, 16, 32, 64}
+	prods := intList{1}
+	load := floatList{0.1, 0.25, 0.5, 0.75, 0.9}
+	var out, dir string
+	fs := newFlagSet("perf scale", perfScaleUsage, perfScaleExamples, stderr)
+	perfFlags(fs, &c, &cf)
+	fs.Var(&parts, "sweep-partitions", "partition counts to sweep (comma-separated)")
+	fs.Var(&prods, "sweep-producers", "producer counts to sweep (comma-separated)")
+	fs.Var(&load, "load", "fractions of the best throughput for the latency runs (comma-separated; empty: none)")
+	fs.StringVar(&out, "out", "perf/results", "folder in which the results folder is made")
+	fs.StringVar(&dir, "dir", "", "write into exactly this folder instead")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("perf scale takes no arguments, got %q", rest)
+	}
+	if c.Topic != "" {
+		return usagef("perf scale makes its own topics: --topic is not allowed")
+	}
+	if err := finishPerfFlags(&c, &cf); err != nil {
+		return err
+	}
+	ctx, cancel := perfContext()
+	defer cancel()
+	res, err := perf.RunScale(ctx, perf.ScaleConfig{Base: c, Partitions: parts, Producers: prods, LoadFractions: load, OutRoot: out, Dir: dir}, stdout)
+	if res != nil {
+		fmt.Fprintf(stdout, "results in %s\n", res.Dir)
+	}
+	return err
+}
+
+const perfSuiteUsage = `
+Usage: ringlog perf suite [flags]
+
+The standard matrix of 'make perf' against a running broker: the physical
+references (loopback TCP pump, O_DIRECT sequential writer in --data-dir),
+max-rate produce for 1 KiB and 100 B records x acks=1/all x 1-64
+partitions, producer clients at 16 partitions, 1000 partitions, consume
+from offset 0, end-to-end latency at 10k records/s and at fractions of the
+max. Writes results.jsonl, charts, targets.json and summary.md (targets met
+or missed, with numbers) into <out>/<YYYYMMDD-HHMM>-<host>/.
+`
+
+const perfSuiteExamples = `
+Examples:
+  ringlog perf suite --brokers 127.0.0.1:9092 --data-dir ./data
+  perf/with-broker.sh ./bin/ringlog ./bin/ringlog perf suite      # what 'make perf' runs
+  ringlog perf suite --brokers kafka1:9092 --data-dir /var/lib/kafka --out /tmp/kafka-results
+
+--brokers and --data-dir default to $RINGLOG_BROKERS and $RINGLOG_DATA_DIR
+(set by perf/with-broker.sh).
+
+Exit status: 0 done (targets may be missed: see summary.md), 1 failed, 2 usage.
+`
+
+func runPerfSuite(args []string, stdout, stderr io.Writer) error {
+	sc := perf.DefaultSuite()
+	var cf connFlags
+	fs := newFlagSet("perf suite", perfSuiteUsage, perfSuiteExamples, stderr)
+	addConnFlags(fs, &cf, 30*time.Second, "bound on admin requests, flushes and draining")
+	fs.StringVar(&sc.DataDir, "data-dir", os.Getenv("RINGLOG_DATA_DIR"), "folder on the broker's data filesystem for the O_DIRECT reference (env RINGLOG_DATA_DIR; empty: skipped)")
+	fs.StringVar(&sc.OutRoot, "out", sc.OutRoot, "folder in which the results folder is made")
+	fs.StringVar(&sc.Dir, "dir", "", "write into exactly this folder instead")
+	fs.DurationVar((*time.Duration)(&sc.PointDuration), "point-duration", sc.PointDuration.D(), "length of each max-rate point, warm-up included")
+	fs.DurationVar((*time.Duration)(&sc.LatencyDuration), "latency-duration", sc.LatencyDuration.D(), "length of each fixed-rate latency run, warm-up included")
+	fs.DurationVar((*time.Duration)(&sc.Warmup), "warmup", sc.Warmup.D(), "warm-up of every run")
+	fs.DurationVar((*time.Duration)(&sc.RefDuration), "ref-duration", sc.RefDuration.D(), "length of each reference measurement")
+	fs.Var((*intList)(&sc.Partitions), "sweep-partitions", "partition counts of the sweep")
+	fs.Var((*intList)(&sc.Producers), "sweep-producers", "producer counts at the reference point")
+	fs.IntVar(&sc.ManyPartitions, "many-partitions", sc.ManyPartitions, "partitions of the large-topic point (0: skip)")
+	fs.DurationVar((*time.Duration)(&sc.ManyWarmup), "many-warmup", sc.ManyWarmup.D(), "warm-up of the large-topic point")
+	fs.BoolVar(&sc.NoSettle, "no-settle", false, "do not sync(2) and wait for dirty page-cache data to drain before each step")
+	fs.Var((*rateFlag)(&sc.LowRate), "low-rate", "records/s of the low-rate latency target (default 10000)")
+	fs.Var((*floatList)(&sc.LoadFractions), "load", "fractions of the max for the latency-vs-load curve")
+	fs.StringVar(&sc.Note, "note", "", "free text added to the environment in every result")
+	sc.BrokerPID, _ = strconv.Atoi(os.Getenv("RINGLOG_PID"))
+	fs.IntVar(&sc.BrokerPID, "broker-pid", sc.BrokerPID, "process id of the broker when it runs here: its CPU use is reported (env RINGLOG_PID)")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("perf suite takes no arguments, got %q", rest)
+	}
+	seeds, err := cf.seeds()
+	if err != nil {
+		return err
+	}
+	sc.Brokers = seeds
+	sc.Base.Brokers = seeds
+	sc.Base.Timeout = perf.Duration(cf.timeout)
+	if sc.Warmup.D() >= sc.PointDuration.D() || sc.Warmup.D() >= sc.LatencyDuration.D() {
+		return usagef("--warmup must be shorter than --point-duration and --latency-duration")
+	}
+	if sc.LowRate <= 0 {
+		return usagef("--low-rate must be a rate, not max")
+	}
+	ctx, cancel := perfContext()
+	defer cancel()
+	res, err := perf.RunSuite(ctx, sc, stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "perf: done in %s; results in %s\n", res.Elapsed.D(), res.Dir)
+	for _, t := range res.Targets {
+		state := "MISSED"
+		if t.Met {
+			state = "met"
+		}
+		meas := t.Measured
+		if t.Missing != "" {
+			meas = "not measured: " + t.Missing
+		}
+		fmt.Fprintf(stdout, "perf: target %-6s %s: %s\n", state, t.Name, meas)
+	}
+	if len(res.Failures) > 0 {
+		return fmt.Errorf("%d step(s) failed (see %s/summary.md)", len(res.Failures), res.Dir)
+	}
+	return nil
+}
+
+const perfFlamegraphUsage = `
+Usage: ringlog perf flamegraph --pprof URL|FILE --out FILE.svg [flags]
+
+Reads a pprof profile (from a URL such as a broker's
+http://HOST:PORT/debug/pprof/profile?seconds=30 or /debug/pprof/allocs, or
+from a file) and draws it as a flame graph SVG: the root at the bottom,
+callees above their callers, widths proportional to the sample value. It
+also prints the top functions by flat and cumulative share.
+`
+
+const perfFlamegraphExamples = `
+Examples:
+  ringlog perf flamegraph --pprof 'http://127.0.0.1:9094/debug/pprof/profile?seconds=20' --out cpu.svg
+  ringlog perf flamegraph --pprof 'http://127.0.0.1:9094/debug/pprof/allocs?seconds=20' --sample alloc_space --out allocs.svg
+  ringlog perf flamegraph --pprof cpu.pb.gz --out cpu.svg --title "ringlog CPU"
+
+Exit status: 0 written, 1 failed, 2 usage.
+`
+
+func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
+	var src, out, sample, title, save string
+	var top int
+	var timeout time.Duration
+	fs := newFlagSet("perf flamegraph", perfFlamegraphUsage, perfFlamegraphExamples, stderr)
+	fs.StringVar(&src, "pprof", "", "profile `URL` (http:// or https://) or file")
+	fs.StringVar(&out, "out", "", "file to write: .svg (or .png)")
+	fs.StringVar(&sample, "sample", "", "sample type to draw (default: the profile's default, e.g. cpu; allocs: alloc_space or alloc_objects)")
+	fs.StringVar(&title, "title", "", "title of the graph (default: the source)")
+	fs.StringVar(&save, "save-profile", "", "also write the raw profile to this `file` (.pb.gz)")
+	fs.IntVar(&top, "top", 15, "print this many top functions (0: none)")
+	fs.DurationVar(&timeout, "timeout", 5*time.Minute, "bound on fetching the profile")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("perf flamegraph takes no arguments, got %q", rest)
+	}
+	if src == "" || out == "" {
+		return usagef("perf flamegraph: give --pprof and --out")
+	}
+	raw, err := readProfileSource(src, timeout)
+	if err != nil {
+		return err
+	}
+	p, err := profile.ParseData(raw)
+	if err != nil {
+		return fmt.Errorf("%s: not a pprof profile: %w", src, err)
+	}
+	if save != "" {
+		if err := os.WriteFile(save, raw, 0o644); err != nil {
+			return err
+		}
+	}
+	if title == "" {
+		title = src
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	format := "svg"
+	if strings.HasSuffix(strings.ToLower(out), ".png") {
+		format = "png"
+	}
+	if err := perf.WriteFlameGraph(f, p, perf.FlameOptions{Title: title, SampleType: sample, Format: format}); err != nil {
+		f.Close()
+		os.Remove(out)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", out)
+	if top > 0 {
+		total, flat, cum, err := perf.TopFunctions(p, sample, top)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "total %d; top %d by flat (self) share:\n", total, len(flat))
+		for _, s := range flat {
+			fmt.Fprintf(stdout, "  %6.2f%% flat %6.2f%% cum  %s\n", s.FlatPct, s.CumPct, s.Name)
+		}
+		fmt.Fprintf(stdout, "top %d by cumulative share:\n", len(cum))
+		for _, s := range cum {
+			fmt.Fprintf(stdout, "  %6.2f%% cum %6.2f%% flat  %s\n", s.CumPct, s.FlatPct, s.Name)
+		}
+	}
+	return nil
+}
+
+func readProfileSource(src string, timeout time.Duration) ([]byte, error) {
+	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	cl := &http.Client{Timeout: timeout}
+	resp, err := cl.Get(src)
+	if err != nil {
+		return nil, fmt.Errorf("fetching the profile: %w (is the broker running with --http-addr?)", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetching the profile: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}

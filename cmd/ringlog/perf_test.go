@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+)
+
+// TestPerfCommandLine checks the perf command's help, usage errors (exit
+// 2), failures (exit 1) and the flamegraph subcommand on a profile file.
+func TestPerfCommandLine(t *testing.T) {
+	runIn := func(args ...string) (exitCode, string, string) {
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	for _, sub := range []string{"produce", "consume", "e2e", "scale", "suite", "flamegraph"} {
+		code, _, stderr := runIn("perf", sub, "--help")
+		if code != exitOK || !strings.Contains(stderr, "Usage: ringlog perf "+sub) || !strings.Contains(stderr, "Examples:") {
+			t.Errorf("perf %s --help: exit %d\n%s", sub, code, stderr)
+		}
+	}
+	if code, _, stderr := runIn("perf"); code != exitUsage || !strings.Contains(stderr, "flamegraph") {
+		t.Errorf("perf: exit %d\n%s", code, stderr)
+	}
+	usage := [][]string{
+		{"perf", "produce", "--acks", "2"},
+		{"perf", "produce", "--record-size", "4"},
+		{"perf", "produce", "--rate", "fast"},
+		{"perf", "produce", "--keys", "zipf"},
+		{"perf", "produce", "--compression", "brotli"},
+		{"perf", "produce", "--warmup", "10s", "--duration", "5s"},
+		{"perf", "e2e", "extra-arg"},
+		{"perf", "scale", "--sweep-partitions", "1,x"},
+		{"perf", "scale", "--topic", "t"},
+		{"perf", "suite", "--warmup", "1m"},
+		{"perf", "flamegraph", "--out", "x.svg"},
+		{"perf", "produce", "--brokers", ""},
+	}
+	for _, args := range usage {
+		if code, _, stderr := runIn(args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, stderr)
+		}
+	}
+
+	// Nothing listens: exit 1 with a message, within the timeout.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	if code, _, stderr := runIn("perf", "produce", "--brokers", addr, "--timeout", "1s", "--duration", "2s", "--warmup", "0s"); code != exitError || !strings.Contains(stderr, "cannot reach") {
+		t.Errorf("unreachable broker: exit %d\n%s", code, stderr)
+	}
+
+	// flamegraph from a file.
+	dir := t.TempDir()
+	fn := &profile.Function{ID: 1, Name: "main.hot"}
+	loc := &profile.Location{ID: 1, Line: []profile.Line{{Function: fn}}}
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}},
+		Sample:   []*profile.Sample{{Location: []*profile.Location{loc}, Value: []int64{1e9}}},
+		Location: []*profile.Location{loc}, Function: []*profile.Function{fn}}
+	pf := filepath.Join(dir, "cpu.pb.gz")
+	f, _ := os.Create(pf)
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out := filepath.Join(dir, "cpu.svg")
+	code, stdout, stderr := runIn("perf", "flamegraph", "--pprof", pf, "--out", out, "--top", "3")
+	if code != exitOK || !strings.Contains(stdout, "100.00% flat") || !strings.Contains(stdout, "main.hot") {
+		t.Fatalf("flamegraph: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if b, err := os.ReadFile(out); err != nil || !bytes.Contains(b, []byte("main.hot 100.0%")) {
+		t.Errorf("flamegraph SVG: %v", err)
+	}
+	if code, _, _ := runIn("perf", "flamegraph", "--pprof", pf, "--out", out, "--sample", "alloc_space"); code != exitError {
+		t.Errorf("unknown sample type: exit %d, want 1", code)
+	}
+}

@@ -1,0 +1,72 @@
+package perf
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cpuSample is the CPU time used so far by this process (the load
+// generator) and, when its pid is known, by the broker.
+type cpuSample struct {
+	at      time.Time
+	self    time.Duration
+	broker  time.Duration
+	brokerK bool
+}
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+func sampleCPU(brokerPID int) cpuSample {
+	s := cpuSample{at: time.Now()}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if brokerPID > 0 {
+		s.broker, s.brokerK = procCPU(brokerPID)
+	}
+	return s
+}
+
+// procCPU reads utime+stime of a process from /proc/PID/stat.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name may hold spaces: the fields after it start at
+	// the last ')'. utime and stime are fields 14 and 15 (1-based), so
+	// 12 and 13 after the name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(u+st) * clockTick, true
+}
+
+// setCPU records the cores used between two samples.
+func (res *Result) setCPU(a, b cpuSample) {
+	wall := b.at.Sub(a.at).Seconds()
+	if wall <= 0 {
+		return
+	}
+	res.LoadGenCores = (b.self - a.self).Seconds() / wall
+	if a.brokerK && b.brokerK {
+		res.BrokerCores = (b.broker - a.broker).Seconds() / wall
+	}
+}

@@ -1,0 +1,390 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Result is the outcome of one run: its configuration, the environment,
+// throughput over the measured window and latency summaries. It is
+// written as one JSON line.
+type Result struct {
+	// Mode is produce, consume or e2e; Label the run's name in sweeps.
+	Mode  string `json:"mode"`
+	Label string `json:"label,omitempty"`
+	// Topic is the topic the run used.
+	Topic string `json:"topic"`
+	// Config is the run's configuration (after validation), Env where
+	// it ran, Start when the clock started (UTC).
+	Config Config    `json:"config"`
+	Env    Env       `json:"env"`
+	Start  time.Time `json:"start"`
+	// MeasuredSeconds is the window the throughput is computed over
+	// (warm-up excluded).
+	MeasuredSeconds float64 `json:"measured_seconds"`
+	// Records and Bytes (keys and values) counted in the window:
+	// acknowledged for produce, received for consume and e2e.
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	// MBPerSec is MiB/s, as "MB/sec" in Kafka's tools.
+	MBPerSec float64 `json:"mb_per_sec"`
+	// OfferedRate is the configured rate (0: max).
+	OfferedRate float64 `json:"offered_rate"`
+	// Sent, Acked and Consumed count the whole run, warm-up included.
+	// Errors counts failed records (and fetch errors); FirstError is
+	// the first.
+	Sent       int64  `json:"sent,omitempty"`
+	Acked      int64  `json:"acked,omitempty"`
+	Consumed   int64  `json:"consumed,omitempty"`
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// ProduceLatency is send (due time) to acknowledgement.
+	ProduceLatency *Latency `json:"produce_latency_ms,omitempty"`
+	// E2ELatency is due time to the consumer having the record.
+	E2ELatency *Latency `json:"e2e_latency_ms,omitempty"`
+	// Timeline is the records acknowledged (produce) or received
+	// (consume, e2e) in each second since the start, warm-up included.
+	Timeline []int64 `json:"timeline_per_sec,omitempty"`
+	// LoadGenCores is the CPU the load generator process used during the
+	// run, in cores (CPU seconds per second; the whole process, so an
+	// in-process broker counts too); BrokerCores the broker's, when its
+	// pid was given.
+	LoadGenCores float64 `json:"loadgen_cpu_cores"`
+	BrokerCores  float64 `json:"broker_cpu_cores,omitempty"`
+	// SendLag is how late the load generator handed records to the
+	// client relative to their due times (fixed-rate runs): its own
+	// share of the latency.
+	SendLag *Latency `json:"send_lag_ms,omitempty"`
+}
+
+func (res *Result) setThroughput(records, bytes int64, window time.Duration) {
+	res.Records, res.Bytes = records, bytes
+	res.MeasuredSeconds = window.Seconds()
+	if window > 0 {
+		res.RecordsPerSec = float64(records) / window.Seconds()
+		res.MBPerSec = float64(bytes) / MiB / window.Seconds()
+	}
+}
+
+// SecondsToReach returns after how many seconds from the start the
+// per-second timeline first reached frac of the measured rate (0 when
+// never).
+func (res *Result) SecondsToReach(frac float64) int {
+	for i, n := range res.Timeline {
+		if float64(n) >= frac*res.RecordsPerSec {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// JSON returns the result as one line of JSON (no newline).
+func (res *Result) JSON() []byte {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Appendf(nil, `{"error":%q}`, err.Error())
+	}
+	return b
+}
+
+// run is what every benchmark run sets up: an admin client, the topic and
+// the environment facts.
+type run struct {
+	cfg     *Config
+	adm     *admin
+	topic   string
+	created bool
+	env     Env
+}
+
+func newRun(ctx context.Context, c *Config) (*run, error) {
+	adm, err := newAdmin(c)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, c.Timeout.D())
+	defer cancel()
+	if err := adm.cl.Ping(actx); err != nil {
+		adm.close()
+		return nil, fmt.Errorf("cannot reach the brokers %v: %w", c.Brokers, err)
+	}
+	topic, parts, created, err := adm.prepareTopic(actx, c)
+	if err != nil {
+		adm.close()
+		return nil, err
+	}
+	c.Partitions = parts
+	if c.Consumers > parts && c.Mode != ModeProduce {
+		if created && c.Topic == "" && !c.KeepTopic {
+			adm.deleteTopic(actx, topic)
+		}
+		adm.close()
+		return nil, fmt.Errorf("%d consumers for %d partitions: at most one consumer per partition", c.Consumers, parts)
+	}
+	return &run{cfg: c, adm: adm, topic: topic, created: created, env: BrokerEnv(actx, adm.adm, HostEnv())}, nil
+}
+
+// close deletes the topic when the run created it under a generated name
+// (and is not to keep it); named topics are kept.
+func (r *run) close(ctx context.Context) {
+	if r.created && r.cfg.Topic == "" && !r.cfg.KeepTopic {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Timeout.D())
+		_ = r.adm.deleteTopic(dctx, r.topic)
+		cancel()
+	}
+	r.adm.close()
+}
+
+func (r *run) result(start time.Time) *Result {
+	return &Result{Mode: r.cfg.Mode, Label: r.cfg.Label, Topic: r.topic, Config: *r.cfg, Env: r.env,
+		Start: start.UTC(), OfferedRate: r.cfg.Rate}
+}
+
+// reporter prints a progress line every interval.
+type reporter struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startReporter calls take every interval and prints line's text for the
+// window to w. A nil w or a zero interval prints nothing.
+func startReporter(w io.Writer, every time.Duration, line func(time.Duration, window) string, take func() window) *reporter {
+	r := &reporter{done: make(chan struct{})}
+	if w == nil || every <= 0 {
+		return r
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-r.done:
+				return
+			case now := <-t.C:
+				win := take()
+				fmt.Fprintln(w, line(now.Sub(last), win))
+				last = now
+			}
+		}
+	}()
+	return r
+}
+
+func (r *reporter) stop() {
+	close(r.done)
+	r.wg.Wait()
+}
+
+// produceLine is a progress line in the form of Kafka's
+// ProducerPerformance.
+func produceLine(w window, d time.Duration) string {
+	s := d.Seconds()
+	var avg float64
+	if w.latN > 0 {
+		avg = ms(w.latSum) / float64(w.latN)
+	}
+	return fmt.Sprintf("%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency.",
+		w.records, float64(w.records)/s, float64(w.bytes)/MiB/s, avg, ms(w.latMax))
+}
+
+// consumeLine is a progress line for consumers (with end-to-end latency
+// when the window has some).
+func consumeLine(w window, d time.Duration) string {
+	s := d.Seconds()
+	line := fmt.Sprintf("%d records consumed, %.1f records/sec (%.2f MB/sec)", w.records, float64(w.records)/s, float64(w.bytes)/MiB/s)
+	if w.latN > 0 {
+		line += fmt.Sprintf(", %.1f ms avg e2e latency, %.1f ms max e2e latency", ms(w.latSum)/float64(w.latN), ms(w.latMax))
+	}
+	return line + "."
+}
+
+// finalLine prints the run's summary in words to w (nil: nothing).
+func finalLine(w io.Writer, res *Result) {
+	if w == nil {
+		return
+	}
+	verb := "sent"
+	if res.Mode != ModeProduce {
+		verb = "consumed"
+	}
+	line := fmt.Sprintf("%s: %d records %s, %.1f records/sec (%.2f MB/sec) over %.1fs", res.Mode, res.Records, verb,
+		res.RecordsPerSec, res.MBPerSec, res.MeasuredSeconds)
+	lat := func(name string, l *Latency) {
+		if l != nil {
+			line += fmt.Sprintf(", %s latency ms p50 %.3f p99 %.3f p99.9 %.3f p99.99 %.3f max %.3f", name, l.P50, l.P99, l.P999, l.P9999, l.Max)
+		}
+	}
+	lat("produce", res.ProduceLatency)
+	lat("e2e", res.E2ELatency)
+	if res.Errors > 0 {
+		line += fmt.Sprintf(", %d errors (first: %s)", res.Errors, res.FirstError)
+	}
+	fmt.Fprintln(w, line+".")
+}
+
+// writeJSONFile writes v indented to path.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteSummary writes the suite's markdown summary: environment, targets
+// (met or missed, with numbers), references, tables of every run, and the
+// charts.
+func WriteSummary(w io.Writer, sr *SuiteResult) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	e := sr.Env
+	sc := sr.Config
+	p("# ringlog perf: %s\n\n", filepath.Base(sr.Dir))
+	p("Measured %s on `%s` in %s.\n\n", sr.Started.Format("2006-01-02 15:04 UTC"), e.Host, sr.Elapsed.D())
+	p("| | |\n|---|---|\n")
+	p("| CPU | %s, %d logical CPUs (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
+	p("| kernel | %s (%s/%s) |\n", e.Kernel, e.OS, e.Arch)
+	p("| Go | %s |\n", e.GoVersion)
+	backend := e.BrokerBackend
+	if backend == "" {
+		backend = "(not reported)"
+	}
+	p("| broker | io.backend %s, %d broker(s), at %s; Kafka API level guessed from ApiVersions: %s |\n", backend, e.BrokerCount, strings.Join(sc.Brokers, ","), orUnknown(e.BrokerVersion))
+	p("\n**Hardware caveat.** The broker and the load generator ran on the same %d vCPUs "+
+		"of one shared VM and talked over loopback; every producer, consumer and broker goroutine competes "+
+		"for those cores, so absolute numbers are a floor for what the broker does on its own cores. "+
+		"The CPU columns below show how the cores were split (load generator / broker, in cores). "+
+		"Compare ratios measured in the same run.", e.Cores)
+	if e.Note != "" {
+		p(" %s", e.Note)
+	}
+	p("\n\n## Targets\n\n")
+	met := 0
+	for _, t := range sr.Targets {
+		if t.Met {
+			met++
+		}
+	}
+	p("%d of %d met.\n\n| target | goal | measured | result |\n|---|---|---|---|\n", met, len(sr.Targets))
+	for _, t := range sr.Targets {
+		res := "missed"
+		if t.Met {
+			res = "**met**"
+		}
+		meas := t.Measured
+		if t.Missing != "" {
+			meas, res = "not measured: "+t.Missing, "missed"
+		}
+		cmp := "≥"
+		if t.AtMost {
+			cmp = "≤"
+		}
+		p("| %s | %s | %s (need %s %g) | %s |\n", t.Name, t.Goal, meas, cmp, t.Limit, res)
+	}
+	p("\n## Physical references\n\n| reference | MB/s | how |\n|---|---|---|\n")
+	for _, r := range []RefResult{sr.TCP, sr.ODirect} {
+		if r.Error != "" {
+			p("| %s | - | failed: %s |\n", r.Name, r.Error)
+			continue
+		}
+		p("| %s | %.1f | %s; %.2f GiB in %.1fs |\n", r.Name, r.MBPerSec, r.Detail, float64(r.Bytes)/(1<<30), r.Seconds)
+	}
+	p("\n## Produce sweep (max rate, 1 producer, %s measured after %s warm-up)\n\n", (sc.PointDuration - sc.Warmup).D(), sc.Warmup.D())
+	p("| record | acks | partitions | records/s | MB/s | ack p50 ms | ack p99 ms | ack p99.9 ms | ack max ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	rows := append(append([]*Result{}, sr.Sweep...), func() []*Result {
+		if sr.Many != nil {
+			return []*Result{sr.Many}
+		}
+		return nil
+	}()...)
+	for _, r := range rows {
+		l := r.ProduceLatency
+		if l == nil {
+			l = &Latency{}
+		}
+		p("| %s | %s | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f | %s |\n", sizeName(r.Config.RecordSize), r.Config.Acks, r.Config.Partitions,
+			r.RecordsPerSec, r.MBPerSec, l.P50, l.P99, l.P999, l.Max, cpuCell(r))
+	}
+	if sr.Many != nil {
+		p("\nThe %d-partition point is measured after a %s warm-up: after creating that many partitions the broker reached half of its measured rate only %ds after the run started (per-second timeline in results.jsonl).\n",
+			sr.Many.Config.Partitions, sr.Many.Config.Warmup.D(), sr.Many.SecondsToReach(0.5))
+	}
+	p("\nAck latency of max-rate runs is closed-loop (from the send call, with the client's buffer full) and mostly shows queueing.\n")
+	if len(sr.ProdRuns) > 1 {
+		p("\n## Producer clients (%s, acks=1, %d partitions)\n\n| producers | records/s | MB/s | CPU cores loadgen / broker |\n|---|---|---|---|\n", sizeName(sc.RefSize), sc.RefPartitions)
+		for _, r := range sr.ProdRuns {
+			p("| %d | %.0f | %.1f | %s |\n", r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r))
+		}
+	}
+	if len(sr.Consume) > 0 {
+		p("\n## Consume from offset 0 (%s records, %d partitions, data in the page cache)\n\n| consumers | records | records/s | MB/s | CPU cores loadgen / broker |\n|---|---|---|---|---|\n", sizeName(sc.RefSize), sc.RefPartitions)
+		for _, r := range sr.Consume {
+			p("| %d | %d | %.0f | %.1f | %s |\n", r.Config.Consumers, r.Records, r.RecordsPerSec, r.MBPerSec, cpuCell(r))
+		}
+	}
+	if len(sr.Latency) > 0 {
+		p("\n## End-to-end latency at fixed rates (%s, 1 producer, 1 consumer, %s measured after %s warm-up)\n\n", sizeName(sc.RefSize), (sc.LatencyDuration - sc.Warmup).D(), sc.Warmup.D())
+		p("Latency is measured from each record's scheduled send time (coordinated omission avoided); send lag is how late the load generator itself was.\n\n")
+		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range sr.Latency {
+			l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
+			if l == nil {
+				l = &Latency{}
+			}
+			if a == nil {
+				a = &Latency{}
+			}
+			if g == nil {
+				g = &Latency{}
+			}
+			p("| %s | %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", r.Config.Acks, r.OfferedRate, r.RecordsPerSec,
+				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, cpuCell(r))
+		}
+	}
+	if len(sr.Charts) > 0 {
+		p("\n## Charts\n\n")
+		for _, c := range sr.Charts {
+			p("![%s](%s)\n\n", strings.TrimSuffix(c, filepath.Ext(c)), c)
+		}
+	}
+	if len(sr.Failures) > 0 {
+		p("\n## Failures\n\n")
+		for _, f := range sr.Failures {
+			p("- %s\n", f)
+		}
+	}
+	p("\n## How it was run\n\n`ringlog perf suite` (see perf/README.md) against %s; max-rate points %s long with %s warm-up, latency runs %s; references %s each. ", strings.Join(sc.Brokers, ","), sc.PointDuration.D(), sc.Warmup.D(), sc.LatencyDuration.D(), sc.RefDuration.D())
+	if !sc.NoSettle {
+		p("Before every step the page cache's dirty data was flushed (sync(2)) so that one step's writeback does not run into the next. ")
+	}
+	p("Every run uses its own fresh topic (deleted afterwards); producers use linger 0, 1 MB batches, a 32 MiB client buffer, no compression, null keys.\n")
+	p("\n## Files\n\n`results.jsonl`: one JSON line per run (configuration, environment, throughput, latency percentiles) and per reference; `targets.json`: the targets above.\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// cpuCell is "loadgen / broker" cores of a run.
+func cpuCell(r *Result) string {
+	if r.BrokerCores == 0 {
+		return fmt.Sprintf("%.2f / -", r.LoadGenCores)
+	}
+	return fmt.Sprintf("%.2f / %.2f", r.LoadGenCores, r.BrokerCores)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "version unknown"
+	}
+	return s
+}

@@ -1,0 +1,301 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ScaleConfig is a sweep: a max-rate produce run for every (producers,
+// partitions) pair, then end-to-end latency runs at fractions of the best
+// throughput found.
+type ScaleConfig struct {
+	// Base is the configuration of every point (Partitions, Producers
+	// and Rate are set per point).
+	Base Config `json:"base"`
+	// Partitions and Producers are the sweep's axes.
+	Partitions []int `json:"partitions"`
+	Producers  []int `json:"producers"`
+	// LoadFractions are the fractions of the best throughput at which
+	// the latency runs go (empty: no latency runs).
+	LoadFractions []float64 `json:"load_fractions"`
+	// OutRoot is the folder under which the results folder
+	// <YYYYMMDD-HHMM>-<host> is made; Dir, when set, is the folder itself.
+	OutRoot string `json:"out_root"`
+	Dir     string `json:"dir,omitempty"`
+}
+
+// ScaleResult is a sweep's outcome.
+type ScaleResult struct {
+	// Dir holds results.jsonl and the charts.
+	Dir string `json:"dir"`
+	// Throughput are the max-rate points, Latency the fixed-rate e2e
+	// runs, Charts the chart files written.
+	Throughput []*Result `json:"throughput"`
+	Latency    []*Result `json:"latency"`
+	Charts     []string  `json:"charts"`
+}
+
+// ResultsDir makes and returns a fresh results folder under root named by
+// the time and host: <YYYYMMDD-HHMM>-<host> (with -2, -3 ... when taken).
+func ResultsDir(root string, now time.Time) (string, error) {
+	host := HostEnv().Host
+	if host == "" {
+		host = "host"
+	}
+	host = strings.Map(func(r rune) rune {
+		if r == '/' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, host)
+	base := filepath.Join(root, now.Format("20060102-1504")+"-"+host)
+	dir := base
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !os.IsExist(err) {
+			if err := os.MkdirAll(root, 0o755); err != nil {
+				return "", err
+			}
+			if err := os.Mkdir(dir, 0o755); err == nil {
+				return dir, nil
+			} else if !os.IsExist(err) {
+				return "", err
+			}
+		}
+		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// jsonl appends JSON lines to a file.
+type jsonl struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openJSONL(path string) (*jsonl, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &jsonl{f: f}, nil
+}
+
+func (j *jsonl) write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, err = j.f.Write(append(b, '\n'))
+	return err
+}
+
+func (j *jsonl) close() error { return j.f.Close() }
+
+// RunScale runs the sweep, writing results.jsonl and the charts
+// (throughput_vs_partitions.svg, records_vs_partitions.svg,
+// throughput_vs_producers.svg when more than one producer count,
+// latency_vs_load.svg when there are latency runs) into the results
+// folder. Each point prints one line to progress.
+func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (*ScaleResult, error) {
+	if len(sc.Partitions) == 0 || len(sc.Producers) == 0 {
+		return nil, fmt.Errorf("scale: give at least one partition count and one producer count")
+	}
+	for _, f := range sc.LoadFractions {
+		if f <= 0 {
+			return nil, fmt.Errorf("scale: load fraction %v must be positive", f)
+		}
+	}
+	base := sc.Base
+	base.Mode = ModeProduce
+	if err := base.Validate(); err != nil {
+		return nil, err
+	}
+	dir := sc.Dir
+	if dir == "" {
+		var err error
+		if dir, err = ResultsDir(sc.OutRoot, time.Now()); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out, err := openJSONL(filepath.Join(dir, "results.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer out.close()
+	res := &ScaleResult{Dir: dir}
+	steps := len(sc.Partitions)*len(sc.Producers) + len(sc.LoadFractions)
+	step := 0
+	began := time.Now()
+	line := func(format string, args ...any) {
+		if progress != nil {
+			step++
+			el := time.Since(began).Round(time.Second)
+			fmt.Fprintf(progress, "[%2d/%d %s] %s\n", step, steps, el, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, np := range sc.Producers {
+		for _, n := range sc.Partitions {
+			c := base
+			c.Partitions, c.Producers, c.Rate = n, np, 0
+			c.Label = fmt.Sprintf("produce producers=%d partitions=%d", np, n)
+			r, err := RunProduce(ctx, c, nil)
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", c.Label, err)
+			}
+			res.Throughput = append(res.Throughput, r)
+			if err := out.write(r); err != nil {
+				return res, err
+			}
+			line("%s: %.0f records/s, %.1f MB/s%s", c.Label, r.RecordsPerSec, r.MBPerSec, latNote("ack", r.ProduceLatency))
+		}
+	}
+	if len(sc.LoadFractions) > 0 {
+		best := res.Throughput[0]
+		for _, r := range res.Throughput {
+			if r.RecordsPerSec > best.RecordsPerSec {
+				best = r
+			}
+		}
+		for _, f := range sc.LoadFractions {
+			c := base
+			c.Mode = ModeE2E
+			c.Partitions, c.Producers = best.Config.Partitions, best.Config.Producers
+			c.Rate = f * best.RecordsPerSec
+			c.Label = fmt.Sprintf("e2e %.0f%% of max (%.0f records/s) producers=%d partitions=%d", f*100, c.Rate, c.Producers, c.Partitions)
+			r, err := RunE2E(ctx, c, nil)
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", c.Label, err)
+			}
+			res.Latency = append(res.Latency, r)
+			if err := out.write(r); err != nil {
+				return res, err
+			}
+			line("%s: %.0f records/s%s", c.Label, r.RecordsPerSec, latNote("e2e", r.E2ELatency))
+		}
+	}
+	charts, err := scaleCharts(dir, base, res.Throughput, res.Latency)
+	res.Charts = charts
+	return res, err
+}
+
+func latNote(name string, l *Latency) string {
+	if l == nil {
+		return ""
+	}
+	return fmt.Sprintf(", %s latency p50 %.2f ms p99 %.2f ms p99.9 %.2f ms", name, l.P50, l.P99, l.P999)
+}
+
+// scaleCharts draws a sweep's charts into dir.
+func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
+	var files []string
+	byProducers := map[int][]*Result{}
+	var prods []int
+	var parts []float64
+	seenPart := map[int]bool{}
+	for _, r := range tp {
+		np := r.Config.Producers
+		if _, ok := byProducers[np]; !ok {
+			prods = append(prods, np)
+		}
+		byProducers[np] = append(byProducers[np], r)
+		if !seenPart[r.Config.Partitions] {
+			seenPart[r.Config.Partitions] = true
+			parts = append(parts, float64(r.Config.Partitions))
+		}
+	}
+	sort.Ints(prods)
+	sort.Float64s(parts)
+	desc := fmt.Sprintf("%d B records, acks=%s", base.RecordSize, base.Acks)
+	var mb, recs []Series
+	for _, np := range prods {
+		s1 := Series{Name: fmt.Sprintf("%d producer(s)", np)}
+		s2 := s1
+		for _, r := range byProducers[np] {
+			s1.X = append(s1.X, float64(r.Config.Partitions))
+			s1.Y = append(s1.Y, r.MBPerSec)
+			s2.X = append(s2.X, float64(r.Config.Partitions))
+			s2.Y = append(s2.Y, r.RecordsPerSec)
+		}
+		mb, recs = append(mb, s1), append(recs, s2)
+	}
+	save := func(name string, c Chart) error {
+		p := filepath.Join(dir, name)
+		if err := c.Save(p); err != nil {
+			return err
+		}
+		files = append(files, p)
+		return nil
+	}
+	logX := len(parts) > 1 && parts[0] > 0
+	if err := save("throughput_vs_partitions.svg", Chart{Title: "Produce throughput vs partitions (" + desc + ")",
+		XLabel: "partitions", YLabel: "MB/s (MiB/s)", LogX: logX, XTicks: parts, Series: mb}); err != nil {
+		return files, err
+	}
+	if err := save("records_vs_partitions.svg", Chart{Title: "Produce records/s vs partitions (" + desc + ")",
+		XLabel: "partitions", YLabel: "records/s", LogX: logX, XTicks: parts, Series: recs}); err != nil {
+		return files, err
+	}
+	if len(prods) > 1 {
+		var ss []Series
+		for _, n := range parts {
+			s := Series{Name: fmt.Sprintf("%g partitions", n)}
+			for _, r := range tp {
+				if float64(r.Config.Partitions) == n {
+					s.X = append(s.X, float64(r.Config.Producers))
+					s.Y = append(s.Y, r.MBPerSec)
+				}
+			}
+			ss = append(ss, s)
+		}
+		var ticks []float64
+		for _, np := range prods {
+			ticks = append(ticks, float64(np))
+		}
+		if err := save("throughput_vs_producers.svg", Chart{Title: "Produce throughput vs producers (" + desc + ")",
+			XLabel: "producers", YLabel: "MB/s (MiB/s)", XTicks: ticks, Series: ss}); err != nil {
+			return files, err
+		}
+	}
+	if len(lat) > 0 {
+		if err := save("latency_vs_load.svg", latencyChart("End-to-end latency vs load ("+desc+")", lat)); err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+// latencyChart draws the e2e percentiles of fixed-rate runs against their
+// offered rate.
+func latencyChart(title string, runs []*Result) Chart {
+	names := []string{"p50", "p99", "p99.9", "p99.99", "max"}
+	ss := make([]Series, len(names))
+	for i := range ss {
+		ss[i].Name = names[i]
+	}
+	for _, r := range runs {
+		l := r.E2ELatency
+		if l == nil {
+			continue
+		}
+		for i, v := range []float64{l.P50, l.P99, l.P999, l.P9999, l.Max} {
+			ss[i].X = append(ss[i].X, r.OfferedRate)
+			ss[i].Y = append(ss[i].Y, max(v, 0.001))
+		}
+	}
+	return Chart{Title: title, XLabel: "offered load (records/s)", YLabel: "latency (ms, log)", LogY: true, Series: ss}
+}

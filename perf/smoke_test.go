@@ -1,0 +1,206 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/netio"
+)
+
+// startBroker starts a real ringlog broker (engine + Kafka listener on
+// 127.0.0.1:0) in the test process and returns its address.
+func startBroker(t *testing.T) string {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.Open(engine.Config{DataDir: t.TempDir(), AutoCreateTopics: true, DefaultPartitions: 1, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := netio.NewServer(eng, netio.Config{Addr: "127.0.0.1:0", Logger: logger})
+	if err := srv.Start(); err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Drain(ctx)
+		srv.Stop(ctx)
+		eng.Close()
+	})
+	return srv.Addr().String()
+}
+
+// smokeConfig is a short, small run (the race detector slows everything).
+func smokeConfig(addr, mode string) Config {
+	c := DefaultConfig(mode)
+	c.Brokers = []string{addr}
+	c.RecordSize = 256
+	c.Partitions = 4
+	c.Duration = Duration(1500 * time.Millisecond)
+	c.Warmup = Duration(300 * time.Millisecond)
+	c.BufferBytes = 2 << 20
+	c.ReportEvery = Duration(500 * time.Millisecond)
+	c.Timeout = Duration(15 * time.Second)
+	return c
+}
+
+// checkJSON checks that the result's JSON line has the fields a script
+// relies on, with sane values.
+func checkJSON(t *testing.T, res *Result, wantLatency ...string) map[string]any {
+	t.Helper()
+	line := res.JSON()
+	if bytes.ContainsRune(line, '\n') {
+		t.Fatalf("JSON result spans lines")
+	}
+	var m map[string]any
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Fatalf("result is not JSON: %v\n%s", err, line)
+	}
+	for _, k := range []string{"mode", "topic", "config", "env", "measured_seconds", "records", "bytes", "records_per_sec", "mb_per_sec", "errors"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, line)
+		}
+	}
+	env := m["env"].(map[string]any)
+	for _, k := range []string{"cpu_model", "cores", "kernel", "go_version", "broker_backend"} {
+		if v, ok := env[k]; !ok || v == "" || v == float64(0) {
+			t.Errorf("env.%s missing or empty: %v", k, env)
+		}
+	}
+	if res.Env.BrokerBackend != "hybrid" && res.Env.BrokerBackend != "pwritev" && res.Env.BrokerBackend != "io_uring" {
+		t.Errorf("broker backend %q", res.Env.BrokerBackend)
+	}
+	if res.Records <= 0 || res.RecordsPerSec <= 0 || res.MBPerSec <= 0 || res.MeasuredSeconds <= 0 || res.Errors != 0 {
+		t.Errorf("insane result: records %d rate %.1f MB/s %.2f window %.2fs errors %d (%s)",
+			res.Records, res.RecordsPerSec, res.MBPerSec, res.MeasuredSeconds, res.Errors, res.FirstError)
+	}
+	if got := float64(res.Bytes) / float64(res.Records); got < float64(res.Config.RecordSize) {
+		t.Errorf("%.1f bytes per record, want at least %d", got, res.Config.RecordSize)
+	}
+	for _, name := range wantLatency {
+		l, ok := m[name].(map[string]any)
+		if !ok {
+			t.Errorf("JSON lacks %s", name)
+			continue
+		}
+		p50, p99, p999, p9999, mx := l["p50"].(float64), l["p99"].(float64), l["p99_9"].(float64), l["p99_99"].(float64), l["max"].(float64)
+		if !(p50 >= 0 && p50 <= p99 && p99 <= p999 && p999 <= p9999 && p9999 <= mx && mx < 60000) || l["count"].(float64) <= 0 {
+			t.Errorf("%s percentiles not ordered: %v", name, l)
+		}
+	}
+	return m
+}
+
+// TestSmoke runs produce, consume, e2e and a tiny scale sweep against an
+// in-process broker.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("smoke run skipped in -short")
+	}
+	addr := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	t.Run("produce", func(t *testing.T) {
+		var out bytes.Buffer
+		c := smokeConfig(addr, ModeProduce)
+		c.Keys = KeyDist{Kind: "hot", Count: 100, HotShare: 0.5}
+		res, err := RunProduce(ctx, c, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		checkJSON(t, res, "produce_latency_ms")
+		if res.Acked != res.Sent {
+			t.Errorf("acked %d of %d", res.Acked, res.Sent)
+		}
+		if !strings.Contains(out.String(), "records sent,") || !strings.Contains(out.String(), "MB/sec") {
+			t.Errorf("no progress line:\n%s", out.String())
+		}
+	})
+
+	t.Run("consume", func(t *testing.T) {
+		var out bytes.Buffer
+		c := smokeConfig(addr, ModeConsume)
+		c.PrefillBytes = 4 << 20
+		c.Consumers = 2
+		c.Warmup = 0
+		c.Duration = Duration(20 * time.Second) // a cap: it ends at the end offsets
+		res, err := RunConsume(ctx, c, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		checkJSON(t, res)
+		if want := int64(4<<20) / 256; res.Consumed != want || res.Records != want {
+			t.Errorf("consumed %d (counted %d), want %d", res.Consumed, res.Records, want)
+		}
+	})
+
+	t.Run("e2e", func(t *testing.T) {
+		var out bytes.Buffer
+		c := smokeConfig(addr, ModeE2E)
+		c.Rate = 2000
+		c.Producers = 2
+		c.Keys = KeyDist{Kind: "uniform", Count: 50}
+		res, err := RunE2E(ctx, c, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		checkJSON(t, res, "e2e_latency_ms", "produce_latency_ms", "send_lag_ms")
+		// 2000/s for 1.2 s measured: about 2400 records (fewer when
+		// the machine is busy with other tests; never more than sent).
+		if res.Records < 1000 || res.Records > 3000 || res.Consumed < res.Acked || res.Consumed != res.Sent {
+			t.Errorf("records %d (consumed %d, acked %d, sent %d), want ~2400", res.Records, res.Consumed, res.Acked, res.Sent)
+		}
+		if res.E2ELatency.P50 < res.ProduceLatency.P50/10 {
+			t.Errorf("e2e p50 %.3f ms below produce p50 %.3f ms", res.E2ELatency.P50, res.ProduceLatency.P50)
+		}
+	})
+
+	t.Run("scale", func(t *testing.T) {
+		var out bytes.Buffer
+		base := smokeConfig(addr, ModeProduce)
+		base.Duration = Duration(time.Second)
+		base.Warmup = Duration(200 * time.Millisecond)
+		dir := t.TempDir()
+		res, err := RunScale(ctx, ScaleConfig{Base: base, Partitions: []int{1, 4}, Producers: []int{1}, LoadFractions: []float64{0.1}, OutRoot: dir}, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		if len(res.Throughput) != 2 || len(res.Latency) != 1 {
+			t.Fatalf("%d throughput and %d latency points", len(res.Throughput), len(res.Latency))
+		}
+		if !strings.HasPrefix(filepath.Base(res.Dir), time.Now().Format("20060102-")) || filepath.Dir(res.Dir) != dir {
+			t.Errorf("results folder %s", res.Dir)
+		}
+		lines, err := os.ReadFile(filepath.Join(res.Dir, "results.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(lines, []byte("\n")); n != 3 {
+			t.Errorf("results.jsonl has %d lines, want 3", n)
+		}
+		want := []string{"throughput_vs_partitions.svg", "records_vs_partitions.svg", "latency_vs_load.svg"}
+		if len(res.Charts) != len(want) {
+			t.Errorf("charts %v", res.Charts)
+		}
+		for _, name := range want {
+			b, err := os.ReadFile(filepath.Join(res.Dir, name))
+			if err != nil || len(b) < 1000 || !bytes.Contains(b, []byte("<svg")) {
+				t.Errorf("chart %s: %d bytes, %v", name, len(b), err)
+			}
+		}
+		if !strings.Contains(out.String(), "[ 3/3") {
+			t.Errorf("progress:\n%s", out.String())
+		}
+	})
+}

@@ -1,0 +1,618 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// SuiteConfig is the standard matrix behind `make perf`.
+type SuiteConfig struct {
+	// Brokers are the bootstrap addresses.
+	Brokers []string `json:"brokers"`
+	// DataDir is a folder on the broker's data filesystem, where the
+	// O_DIRECT reference writes (empty: the reference is skipped).
+	DataDir string `json:"data_dir"`
+	// OutRoot is where the results folder <YYYYMMDD-HHMM>-<host> is made;
+	// Dir, when set, is the folder itself.
+	OutRoot string `json:"out_root"`
+	Dir     string `json:"dir,omitempty"`
+	// PointDuration and Warmup are those of every max-rate point;
+	// LatencyDuration that of every fixed-rate point (same warm-up).
+	PointDuration   Duration `json:"point_duration"`
+	LatencyDuration Duration `json:"latency_duration"`
+	Warmup          Duration `json:"warmup"`
+	// RefDuration is the length of each reference measurement.
+	RefDuration Duration `json:"ref_duration"`
+	// Sizes, Acks and Partitions are the sweep's axes (max rate, one
+	// producer).
+	Sizes      []int    `json:"sizes"`
+	Acks       []string `json:"acks"`
+	Partitions []int    `json:"partitions"`
+	// Producers are the producer counts tried at the reference point.
+	Producers []int `json:"producers"`
+	// RefPartitions is the reference point's partition count (16) and
+	// RefSize its record size (1024).
+	RefPartitions int `json:"ref_partitions"`
+	RefSize       int `json:"ref_size"`
+	// ManyPartitions is the large-topic point (1000) and ManyWarmup its
+	// warm-up (longer: the broker needs seconds after creating that many
+	// partitions before it reaches its steady rate; the summary says how
+	// many).
+	ManyPartitions int      `json:"many_partitions"`
+	ManyWarmup     Duration `json:"many_warmup"`
+	// NoSettle skips the sync(2) and wait for the page cache's dirty
+	// data before every step.
+	NoSettle bool `json:"no_settle,omitempty"`
+	// LowRate is the fixed-rate latency point in records/s (10,000) and
+	// LoadFractions the fractions of the measured max for the
+	// latency-vs-load curve (0.5 is the target's point).
+	LowRate       float64   `json:"low_rate"`
+	LoadFractions []float64 `json:"load_fractions"`
+	// Base holds the remaining client settings (linger, batch bytes,
+	// buffer, compression, keys, timeout).
+	Base Config `json:"base"`
+	// BrokerPID is the broker's process id when it runs on this machine
+	// (its CPU use goes into every result).
+	BrokerPID int `json:"broker_pid,omitempty"`
+	// Note is added to the environment (e.g. who shares the cores).
+	Note string `json:"note"`
+}
+
+// DefaultSuite returns the standard matrix.
+func DefaultSuite() SuiteConfig {
+	return SuiteConfig{
+		OutRoot:         "perf/results",
+		PointDuration:   Duration(8 * time.Second),
+		LatencyDuration: Duration(10 * time.Second),
+		Warmup:          Duration(2 * time.Second),
+		RefDuration:     Duration(3 * time.Second),
+		Sizes:           []int{1024, 100},
+		Acks:            []string{"1", "all"},
+		Partitions:      []int{1, 2, 4, 8, 16, 32, 64},
+		Producers:       []int{1, 2, 4},
+		RefPartitions:   16,
+		RefSize:         1024,
+		ManyPartitions:  1000,
+		ManyWarmup:      Duration(20 * time.Second),
+		LowRate:         10000,
+		LoadFractions:   []float64{0.1, 0.25, 0.5, 0.75, 0.9},
+		Base:            DefaultConfig(ModeProduce),
+	}
+}
+
+// Target is one goal of the issue and whether it was met.
+type Target struct {
+	// Name is short; Goal says the target in words; Measured the
+	// numbers behind Value (a ratio, or a latency in ms), which is
+	// compared with Limit.
+	Name     string  `json:"name"`
+	Goal     string  `json:"goal"`
+	Measured string  `json:"measured"`
+	Value    float64 `json:"value"`
+	Limit    float64 `json:"limit"`
+	// AtMost: the value must not exceed Limit (latency); otherwise it
+	// must reach it (ratios).
+	AtMost bool `json:"at_most"`
+	// Met: the goal was reached.
+	Met bool `json:"met"`
+	// Missing says why the target could not be measured.
+	Missing string `json:"missing,omitempty"`
+}
+
+func (t *Target) judge() {
+	if t.Missing != "" || math.IsNaN(t.Value) {
+		t.Met = false
+		return
+	}
+	if t.AtMost {
+		t.Met = t.Value <= t.Limit
+	} else {
+		t.Met = t.Value >= t.Limit
+	}
+}
+
+// SuiteResult is everything the suite measured.
+type SuiteResult struct {
+	// Config is the matrix, Env where it ran, Dir the results folder,
+	// Started and Elapsed its time; TCP and ODirect the references;
+	// Sweep the max-rate points, ProdRuns the producer-count points,
+	// Many the large-topic point, Consume and Latency those runs;
+	// Targets the judged goals, Charts the chart files (in Dir), and
+	// Failures the steps that failed.
+	Config   SuiteConfig `json:"config"`
+	Env      Env         `json:"env"`
+	Dir      string      `json:"dir"`
+	Started  time.Time   `json:"started"`
+	Elapsed  Duration    `json:"elapsed"`
+	TCP      RefResult   `json:"tcp"`
+	ODirect  RefResult   `json:"odirect"`
+	Sweep    []*Result   `json:"sweep"`
+	ProdRuns []*Result   `json:"producer_runs"`
+	Many     *Result     `json:"many_partitions,omitempty"`
+	Consume  []*Result   `json:"consume"`
+	Latency  []*Result   `json:"latency"`
+	Targets  []Target    `json:"targets"`
+	Charts   []string    `json:"charts"`
+	Failures []string    `json:"failures,omitempty"`
+	refPoint map[string]*Result
+}
+
+// refLine is a reference measurement in results.jsonl.
+type refLine struct {
+	Mode string    `json:"mode"`
+	Ref  RefResult `json:"ref"`
+	Env  Env       `json:"env"`
+}
+
+// RunSuite runs the standard matrix against the brokers and writes
+// results.jsonl, the charts, targets.json and summary.md into a fresh
+// results folder. One progress line per step goes to progress.
+func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteResult, error) {
+	if len(sc.Brokers) == 0 {
+		return nil, fmt.Errorf("suite: no brokers")
+	}
+	dir := sc.Dir
+	if dir == "" {
+		var err error
+		if dir, err = ResultsDir(sc.OutRoot, time.Now()); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out, err := openJSONL(filepath.Join(dir, "results.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer out.close()
+	sr := &SuiteResult{Config: sc, Dir: dir, Started: time.Now().UTC(), refPoint: map[string]*Result{}}
+	env := HostEnv()
+	env.Note = sc.Note
+
+	base := sc.Base
+	base.Brokers = sc.Brokers
+	base.BrokerPID = sc.BrokerPID
+	base.Warmup = sc.Warmup
+	base.ReportEvery = 0
+	base.Producers, base.Consumers, base.Keys.Kind = 1, 1, "none"
+
+	steps := 2 + len(sc.Sizes)*len(sc.Acks)*len(sc.Partitions) + max(len(sc.Producers)-1, 0) + 1 + 2 + 2 + len(sc.LoadFractions)
+	step := 0
+	began := time.Now()
+	say := func(format string, args ...any) {
+		step++
+		defer func() {
+			if !sc.NoSettle {
+				settle(ctx)
+			}
+		}()
+		if progress != nil {
+			el := time.Since(began).Round(time.Second)
+			fmt.Fprintf(progress, "perf [%2d/%d %5s] %s\n", step, steps, el, fmt.Sprintf(format, args...))
+		}
+	}
+	fail := func(what string, err error) {
+		msg := fmt.Sprintf("%s: %v", what, err)
+		sr.Failures = append(sr.Failures, msg)
+		if progress != nil {
+			fmt.Fprintf(progress, "perf: FAILED %s\n", msg)
+		}
+	}
+
+	// 1. The physical references, with the broker idle.
+	if !sc.NoSettle {
+		settle(ctx)
+	}
+	if r, err := TCPLoopback(ctx, sc.RefDuration.D()); err != nil {
+		r.Error = err.Error()
+		sr.TCP = r
+		fail("tcp loopback reference", err)
+	} else {
+		sr.TCP = r
+		say("reference: loopback TCP pump %.0f MB/s", r.MBPerSec)
+	}
+	out.write(refLine{Mode: "ref", Ref: sr.TCP, Env: env})
+	if sc.DataDir == "" {
+		sr.ODirect = RefResult{Name: "odirect_write", Error: "no --data-dir given"}
+		say("reference: O_DIRECT writer skipped (no data dir)")
+	} else if r, err := ODirectWrite(ctx, sc.DataDir, sc.RefDuration.D(), 4<<30); err != nil {
+		r.Error = err.Error()
+		sr.ODirect = r
+		fail("O_DIRECT reference", err)
+	} else {
+		sr.ODirect = r
+		say("reference: O_DIRECT sequential writer %.0f MB/s", r.MBPerSec)
+	}
+	out.write(refLine{Mode: "ref", Ref: sr.ODirect, Env: env})
+
+	point := func(c Config, keep bool) (*Result, error) {
+		c.KeepTopic = keep
+		r, err := RunProduce(ctx, c, nil)
+		if err == nil {
+			r.Env.Note = sc.Note
+			out.write(r)
+			if sr.Env.Host == "" {
+				sr.Env = r.Env
+			}
+		}
+		return r, err
+	}
+
+	// 2. The sweep: sizes x acks x partitions at max rate.
+	var keptTopic string
+	for _, size := range sc.Sizes {
+		for _, acks := range sc.Acks {
+			for _, n := range sc.Partitions {
+				c := base
+				c.RecordSize, c.Acks, c.Partitions, c.Rate = size, acks, n, 0
+				c.Duration = sc.PointDuration
+				c.Label = fmt.Sprintf("produce %s acks=%s partitions=%d", sizeName(size), acks, n)
+				keep := size == sc.RefSize && acks == "1" && n == sc.RefPartitions
+				r, err := point(c, keep)
+				if err != nil {
+					fail(c.Label, err)
+					say("%s: failed", c.Label)
+					continue
+				}
+				if keep {
+					keptTopic = r.Topic
+				}
+				sr.Sweep = append(sr.Sweep, r)
+				say("%s: %.0f records/s, %.1f MB/s%s", c.Label, r.RecordsPerSec, r.MBPerSec, latNote("ack", r.ProduceLatency))
+			}
+		}
+	}
+	refOne := sr.find(sc.RefSize, "1", sc.RefPartitions, 1)
+
+	// 3. More producers at the reference point.
+	if refOne != nil {
+		sr.ProdRuns = append(sr.ProdRuns, refOne)
+	}
+	for _, np := range sc.Producers {
+		if np == 1 {
+			continue
+		}
+		c := base
+		c.RecordSize, c.Acks, c.Partitions, c.Producers, c.Rate = sc.RefSize, "1", sc.RefPartitions, np, 0
+		c.Duration = sc.PointDuration
+		c.Label = fmt.Sprintf("produce %s acks=1 partitions=%d producers=%d", sizeName(sc.RefSize), sc.RefPartitions, np)
+		r, err := point(c, false)
+		if err != nil {
+			fail(c.Label, err)
+			say("%s: failed", c.Label)
+			continue
+		}
+		sr.ProdRuns = append(sr.ProdRuns, r)
+		say("%s: %.0f records/s, %.1f MB/s%s", c.Label, r.RecordsPerSec, r.MBPerSec, latNote("ack", r.ProduceLatency))
+	}
+
+	// 4. Consume the reference point's topic from offset 0.
+	for _, nc := range []int{1, 2} {
+		if keptTopic == "" {
+			step++
+			continue
+		}
+		c := base
+		c.Mode = ModeConsume
+		c.Topic, c.RecordSize, c.Consumers, c.Warmup = keptTopic, sc.RefSize, nc, 0
+		c.Duration = Duration(max(2*sc.PointDuration.D(), 30*time.Second))
+		c.Label = fmt.Sprintf("consume %s from offset 0, %d consumer(s), %d partitions", sizeName(sc.RefSize), nc, sc.RefPartitions)
+		r, err := RunConsume(ctx, c, nil)
+		if err != nil {
+			fail(c.Label, err)
+			say("%s: failed", c.Label)
+			continue
+		}
+		r.Env.Note = sc.Note
+		out.write(r)
+		sr.Consume = append(sr.Consume, r)
+		say("%s: %.0f records/s, %.1f MB/s", c.Label, r.RecordsPerSec, r.MBPerSec)
+	}
+	if keptTopic != "" {
+		if adm, err := newAdmin(&base); err == nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), base.Timeout.D())
+			adm.deleteTopic(dctx, keptTopic)
+			cancel()
+			adm.close()
+		}
+		if !sc.NoSettle {
+			settle(ctx)
+		}
+	}
+
+	// 5. End-to-end latency at fixed rates.
+	lat := func(acks string, rate float64, label string) *Result {
+		c := base
+		c.Mode = ModeE2E
+		c.RecordSize, c.Acks, c.Partitions, c.Rate = sc.RefSize, acks, sc.RefPartitions, rate
+		c.Duration = sc.LatencyDuration
+		c.Label = label
+		r, err := RunE2E(ctx, c, nil)
+		if err != nil {
+			fail(c.Label, err)
+			say("%s: failed", c.Label)
+			return nil
+		}
+		r.Env.Note = sc.Note
+		out.write(r)
+		sr.Latency = append(sr.Latency, r)
+		say("%s: %.0f records/s%s%s", c.Label, r.RecordsPerSec, latNote("e2e", r.E2ELatency), lagNote(r.SendLag))
+		return r
+	}
+	lowLabel := func(acks string) string {
+		return fmt.Sprintf("e2e %s acks=%s partitions=%d at %.0f records/s", sizeName(sc.RefSize), acks, sc.RefPartitions, sc.LowRate)
+	}
+	sr.refPoint["low"] = lat("1", sc.LowRate, lowLabel("1"))
+	sr.refPoint["low_all"] = lat("all", sc.LowRate, lowLabel("all"))
+	if refOne != nil {
+		for _, f := range sc.LoadFractions {
+			r := lat("1", f*refOne.RecordsPerSec, fmt.Sprintf("e2e %s acks=1 partitions=%d at %.0f%% of max (%.0f records/s)",
+				sizeName(sc.RefSize), sc.RefPartitions, f*100, f*refOne.RecordsPerSec))
+			if f == 0.5 {
+				sr.refPoint["half"] = r
+			}
+		}
+	} else {
+		step += len(sc.LoadFractions)
+	}
+
+	// 6. Many partitions, last: creating 1000 partitions fills the page
+	// cache with the zeroed read-ahead of their sparse index files (GBs),
+	// which would disturb the steps after it.
+	if sc.ManyPartitions > 0 {
+		c := base
+		c.RecordSize, c.Acks, c.Partitions, c.Rate = sc.RefSize, "1", sc.ManyPartitions, 0
+		c.Warmup = max(sc.ManyWarmup, sc.Warmup)
+		c.Duration = sc.PointDuration - sc.Warmup + c.Warmup
+		c.Label = fmt.Sprintf("produce %s acks=1 partitions=%d", sizeName(sc.RefSize), sc.ManyPartitions)
+		if r, err := point(c, false); err != nil {
+			fail(c.Label, err)
+			say("%s: failed", c.Label)
+		} else {
+			sr.Many = r
+			say("%s: %.0f records/s, %.1f MB/s after a %s warm-up (half that rate reached after %ds)%s", c.Label, r.RecordsPerSec, r.MBPerSec,
+				c.Warmup.D(), r.SecondsToReach(0.5), latNote("ack", r.ProduceLatency))
+		}
+	} else {
+		step++
+	}
+
+	if sr.Env.Host == "" {
+		sr.Env = env
+	}
+	sr.Env.Note = sc.Note
+	sr.Targets = sr.targets()
+	sr.Charts = sr.charts(dir, fail)
+	sr.Elapsed = Duration(time.Since(began).Round(time.Second))
+	if err := writeJSONFile(filepath.Join(dir, "targets.json"), sr.Targets); err != nil {
+		return sr, err
+	}
+	f, err := os.Create(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		return sr, err
+	}
+	defer f.Close()
+	if err := WriteSummary(f, sr); err != nil {
+		return sr, err
+	}
+	return sr, f.Close()
+}
+
+func lagNote(l *Latency) string {
+	if l == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (send lag p99 %.2f ms)", l.P99)
+}
+
+func sizeName(n int) string {
+	if n%1024 == 0 {
+		return fmt.Sprintf("%dKiB", n/1024)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// find returns the sweep point of that size, acks and partitions (and
+// producer count), or nil.
+func (sr *SuiteResult) find(size int, acks string, parts, producers int) *Result {
+	for _, r := range append(append([]*Result{}, sr.Sweep...), sr.ProdRuns...) {
+		c := r.Config
+		if c.RecordSize == size && c.Acks == acks && c.Partitions == parts && c.Producers == producers {
+			return r
+		}
+	}
+	return nil
+}
+
+// targets judges the issue's goals.
+func (sr *SuiteResult) targets() []Target {
+	sc := sr.Config
+	var ts []Target
+	one := sr.find(sc.RefSize, "1", sc.RefPartitions, 1)
+	all := sr.find(sc.RefSize, "all", sc.RefPartitions, 1)
+
+	t1 := Target{Name: "produce vs physical", Goal: fmt.Sprintf("%s records, acks=1, %d partitions: produce ≥ 50%% of min(loopback TCP, O_DIRECT write)", sizeName(sc.RefSize), sc.RefPartitions), Limit: 0.5}
+	phys := math.NaN()
+	switch {
+	case sr.TCP.MBPerSec > 0 && sr.ODirect.MBPerSec > 0:
+		phys = min(sr.TCP.MBPerSec, sr.ODirect.MBPerSec)
+	case sr.TCP.MBPerSec > 0:
+		phys = sr.TCP.MBPerSec
+		t1.Goal += " (O_DIRECT missing: TCP only)"
+	}
+	if one == nil || math.IsNaN(phys) {
+		t1.Missing = "point or references missing"
+	} else {
+		t1.Value = one.MBPerSec / phys
+		t1.Measured = fmt.Sprintf("%.1f MB/s / %.1f MB/s = %.2f", one.MBPerSec, phys, t1.Value)
+	}
+	ts = append(ts, t1)
+
+	t2 := Target{Name: "acks=all vs acks=1", Goal: fmt.Sprintf("%s, %d partitions: acks=all (fdatasync) ≥ 60%% of acks=1", sizeName(sc.RefSize), sc.RefPartitions), Limit: 0.6}
+	if one == nil || all == nil || one.MBPerSec == 0 {
+		t2.Missing = "point missing"
+	} else {
+		t2.Value = all.MBPerSec / one.MBPerSec
+		t2.Measured = fmt.Sprintf("%.1f MB/s / %.1f MB/s = %.2f", all.MBPerSec, one.MBPerSec, t2.Value)
+	}
+	ts = append(ts, t2)
+
+	t3 := Target{Name: "consume vs TCP", Goal: "consume from offset 0 ≥ 70% of loopback TCP", Limit: 0.7}
+	var bestC *Result
+	for _, r := range sr.Consume {
+		if bestC == nil || r.MBPerSec > bestC.MBPerSec {
+			bestC = r
+		}
+	}
+	if bestC == nil || sr.TCP.MBPerSec == 0 {
+		t3.Missing = "consume run or TCP reference missing"
+	} else {
+		t3.Value = bestC.MBPerSec / sr.TCP.MBPerSec
+		t3.Measured = fmt.Sprintf("%.1f MB/s (%d consumer(s)) / %.1f MB/s = %.2f", bestC.MBPerSec, bestC.Config.Consumers, sr.TCP.MBPerSec, t3.Value)
+	}
+	ts = append(ts, t3)
+
+	latTarget := func(name, goal string, r *Result, limit float64) Target {
+		t := Target{Name: name, Goal: goal, Limit: limit, AtMost: true}
+		if r == nil || r.E2ELatency == nil {
+			t.Missing = "latency run missing"
+			return t
+		}
+		t.Value = r.E2ELatency.P99
+		t.Measured = fmt.Sprintf("p99 %.3f ms at %.0f records/s (p50 %.3f, p99.9 %.3f, max %.3f)", t.Value, r.OfferedRate, r.E2ELatency.P50, r.E2ELatency.P999, r.E2ELatency.Max)
+		return t
+	}
+	ts = append(ts, latTarget("e2e p99 at low rate", fmt.Sprintf("end-to-end p99 ≤ 1 ms at %.0f records/s (acks=1)", sc.LowRate), sr.refPoint["low"], 1))
+	ts = append(ts, latTarget("e2e p99 at 50% of max", "end-to-end p99 ≤ 5 ms at 50% of max throughput (acks=1)", sr.refPoint["half"], 5))
+
+	t5 := Target{Name: "many partitions", Goal: fmt.Sprintf("%d partitions ≥ 80%% of the best throughput of the sweep (%s, acks=1)", sc.ManyPartitions, sizeName(sc.RefSize)), Limit: 0.8}
+	var best *Result
+	for _, r := range sr.Sweep {
+		if r.Config.RecordSize == sc.RefSize && r.Config.Acks == "1" && (best == nil || r.MBPerSec > best.MBPerSec) {
+			best = r
+		}
+	}
+	if sr.Many == nil || best == nil {
+		t5.Missing = "point missing"
+	} else {
+		t5.Value = sr.Many.MBPerSec / best.MBPerSec
+		t5.Measured = fmt.Sprintf("%.1f MB/s / %.1f MB/s (best, %d partitions) = %.2f", sr.Many.MBPerSec, best.MBPerSec, best.Config.Partitions, t5.Value)
+	}
+	ts = append(ts, t5)
+	for i := range ts {
+		ts[i].judge()
+	}
+	return ts
+}
+
+// charts draws the suite's charts into dir.
+func (sr *SuiteResult) charts(dir string, fail func(string, error)) []string {
+	var files []string
+	save := func(name string, c Chart) {
+		p := filepath.Join(dir, name)
+		if err := c.Save(p); err != nil {
+			fail("chart "+name, err)
+			return
+		}
+		files = append(files, name)
+	}
+	var parts []float64
+	for _, n := range sr.Config.Partitions {
+		parts = append(parts, float64(n))
+	}
+	if sr.Many != nil {
+		parts = append(parts, float64(sr.Many.Config.Partitions))
+	}
+	var mb, recs []Series
+	for _, size := range sr.Config.Sizes {
+		for _, acks := range sr.Config.Acks {
+			s1 := Series{Name: fmt.Sprintf("%s acks=%s", sizeName(size), acks)}
+			s2 := s1
+			for _, r := range sr.Sweep {
+				if r.Config.RecordSize == size && r.Config.Acks == acks && r.Config.Producers == 1 {
+					s1.X, s1.Y = append(s1.X, float64(r.Config.Partitions)), append(s1.Y, r.MBPerSec)
+					s2.X, s2.Y = append(s2.X, float64(r.Config.Partitions)), append(s2.Y, r.RecordsPerSec)
+				}
+			}
+			if sr.Many != nil && size == sr.Many.Config.RecordSize && acks == sr.Many.Config.Acks {
+				s1.X, s1.Y = append(s1.X, float64(sr.Many.Config.Partitions)), append(s1.Y, sr.Many.MBPerSec)
+				s2.X, s2.Y = append(s2.X, float64(sr.Many.Config.Partitions)), append(s2.Y, sr.Many.RecordsPerSec)
+			}
+			mb, recs = append(mb, s1), append(recs, s2)
+		}
+	}
+	refs := fmt.Sprintf(" (loopback TCP %.0f MB/s, O_DIRECT %.0f MB/s)", sr.TCP.MBPerSec, sr.ODirect.MBPerSec)
+	save("throughput_vs_partitions.svg", Chart{Title: "Produce throughput vs partitions, max rate, 1 producer" + refs,
+		XLabel: "partitions (log)", YLabel: "MB/s (MiB/s)", LogX: true, XTicks: parts, Series: mb})
+	save("records_vs_partitions.svg", Chart{Title: "Produce records/s vs partitions, max rate, 1 producer",
+		XLabel: "partitions (log)", YLabel: "records/s", LogX: true, XTicks: parts, Series: recs})
+	if len(sr.ProdRuns) > 1 {
+		s := Series{Name: fmt.Sprintf("%s acks=1 %d partitions", sizeName(sr.Config.RefSize), sr.Config.RefPartitions)}
+		var ticks []float64
+		for _, r := range sr.ProdRuns {
+			s.X, s.Y = append(s.X, float64(r.Config.Producers)), append(s.Y, r.MBPerSec)
+			ticks = append(ticks, float64(r.Config.Producers))
+		}
+		save("throughput_vs_producers.svg", Chart{Title: "Produce throughput vs producer clients", XLabel: "producers",
+			YLabel: "MB/s (MiB/s)", XTicks: ticks, Series: []Series{s}})
+	}
+	var curve []*Result
+	for _, r := range sr.Latency {
+		if r.Config.Acks == "1" {
+			curve = append(curve, r)
+		}
+	}
+	if len(curve) > 0 {
+		save("latency_vs_load.svg", latencyChart(fmt.Sprintf("End-to-end latency vs load (%s, acks=1, %d partitions)",
+			sizeName(sr.Config.RefSize), sr.Config.RefPartitions), curve))
+	}
+	return files
+}
+
+// settle collects the load generator's garbage, flushes the page cache's
+// dirty data (sync(2)) and waits until
+// Dirty+Writeback in /proc/meminfo are below 64 MiB (at most 10 s), so
+// that one step's writeback and garbage do not run into the next.
+func settle(ctx context.Context) {
+	runtime.GC() // the load generator's garbage of the last step, too
+	unix.Sync()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if dirtyBytes() < 64<<20 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+}
+
+// dirtyBytes is Dirty + Writeback from /proc/meminfo (0 when unreadable).
+func dirtyBytes() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "Dirty" && k != "Writeback") {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			total += n << 10
+		}
+	}
+	return total
+}

@@ -1,0 +1,108 @@
+package perf
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeSuite is a suite result with made-up numbers: targets 1, 3 and 5
+// met, 2 and 4 missed.
+func fakeSuite(dir string) *SuiteResult {
+	sc := DefaultSuite()
+	sc.Brokers = []string{"127.0.0.1:9092"}
+	point := func(size int, acks string, parts, producers int, mb float64) *Result {
+		c := DefaultConfig(ModeProduce)
+		c.RecordSize, c.Acks, c.Partitions, c.Producers = size, acks, parts, producers
+		return &Result{Mode: ModeProduce, Config: c, MBPerSec: mb, RecordsPerSec: mb * MiB / float64(size),
+			ProduceLatency: &Latency{P50: 1, P99: 2, P999: 3, P9999: 4, Max: 5}}
+	}
+	sr := &SuiteResult{Config: sc, Dir: dir, Env: Env{Host: "h", CPUModel: "cpu", Cores: 2, Kernel: "Linux 6.18", BrokerBackend: "hybrid"},
+		TCP: RefResult{Name: "tcp_loopback", MBPerSec: 1000}, ODirect: RefResult{Name: "odirect_write", MBPerSec: 800},
+		refPoint: map[string]*Result{}}
+	for _, size := range sc.Sizes {
+		for _, acks := range sc.Acks {
+			for _, n := range sc.Partitions {
+				mb := 450.0
+				if acks == "all" {
+					mb = 200
+				}
+				if n == 32 && acks == "1" && size == 1024 {
+					mb = 500
+				}
+				sr.Sweep = append(sr.Sweep, point(size, acks, n, 1, mb))
+			}
+		}
+	}
+	sr.ProdRuns = []*Result{sr.find(1024, "1", 16, 1), point(1024, "1", 16, 2, 430)}
+	sr.Many = point(1024, "1", 1000, 1, 420)
+	cons := point(1024, "1", 16, 1, 900)
+	cons.Mode, cons.Config.Consumers = ModeConsume, 1
+	sr.Consume = []*Result{cons}
+	lat := func(rate, p99 float64) *Result {
+		r := point(1024, "1", 16, 1, rate*1024/MiB)
+		r.Mode, r.OfferedRate = ModeE2E, rate
+		r.E2ELatency = &Latency{P50: p99 / 3, P99: p99, P999: p99 * 2, P9999: p99 * 3, Max: p99 * 4}
+		r.SendLag = &Latency{P99: 0.05}
+		return r
+	}
+	sr.refPoint["low"] = lat(10000, 1.4)
+	sr.refPoint["half"] = lat(230000, 3)
+	sr.Latency = []*Result{sr.refPoint["low"], lat(46000, 1.2), sr.refPoint["half"], lat(400000, 40)}
+	return sr
+}
+
+func TestSuiteTargetsAndSummary(t *testing.T) {
+	dir := t.TempDir()
+	sr := fakeSuite(dir)
+	sr.Targets = sr.targets()
+	want := []struct {
+		met   bool
+		value float64
+	}{
+		{true, 450.0 / 800}, // produce vs min(tcp, odirect)
+		{false, 200.0 / 450},
+		{true, 0.9},
+		{false, 1.4},
+		{true, 3},
+		{true, 420.0 / 500},
+	}
+	if len(sr.Targets) != len(want) {
+		t.Fatalf("%d targets", len(sr.Targets))
+	}
+	for i, w := range want {
+		tg := sr.Targets[i]
+		if tg.Met != w.met || tg.Value < w.value-1e-9 || tg.Value > w.value+1e-9 || tg.Missing != "" {
+			t.Errorf("target %d %s: met %v value %v (%s), want %v %v", i, tg.Name, tg.Met, tg.Value, tg.Measured, w.met, w.value)
+		}
+	}
+	var fails []string
+	sr.Charts = sr.charts(dir, func(what string, err error) { fails = append(fails, what+": "+err.Error()) })
+	if len(fails) > 0 || len(sr.Charts) != 4 {
+		t.Fatalf("charts %v, failures %v", sr.Charts, fails)
+	}
+	for _, c := range sr.Charts {
+		if st, err := os.Stat(filepath.Join(dir, c)); err != nil || st.Size() < 1000 {
+			t.Errorf("chart %s: %v", c, err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteSummary(&buf, sr); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, s := range []string{"4 of 6 met", "| produce vs physical |", "**met**", "missed", "450.0 MB/s / 800.0 MB/s = 0.56",
+		"same 2 vCPUs", "![throughput_vs_partitions](throughput_vs_partitions.svg)", "| 1KiB | all | 64 |", "p99 1.400 ms at 10000 records/s"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("summary lacks %q", s)
+		}
+	}
+	// A missing measurement is a miss that says why.
+	sr.Many = nil
+	ts := sr.targets()
+	if last := ts[len(ts)-1]; last.Met || last.Missing == "" {
+		t.Errorf("missing point: %+v", last)
+	}
+}
