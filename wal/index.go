@@ -54,6 +54,15 @@ func (m *mmapFile) open(path string, entrySize, capacity int) (int64, error) {
 		f.Close()
 		return 0, fmt.Errorf("mmap %s: %w", path, err)
 	}
+	// Entries are written and read a few at a time. Without this the
+	// first fault in the (sparse, preallocated) file makes the kernel read
+	// ahead and zero-fill megabytes of page cache around it: with a
+	// thousand partitions, gigabytes, and seconds of stalled appends.
+	if err := unix.Madvise(data, unix.MADV_RANDOM); err != nil {
+		unix.Munmap(data)
+		f.Close()
+		return 0, fmt.Errorf("madvise %s: %w", path, err)
+	}
 	m.f, m.data, m.entrySize = f, data, entrySize
 	return onDisk, nil
 }
