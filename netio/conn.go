@@ -53,6 +53,8 @@ type conn struct {
 	nhdr   int
 	frame  []byte
 	filled int
+
+	scratch []byte // the writer's buffer for flushMore
 }
 
 type sysConn interface {
@@ -231,7 +233,11 @@ func (c *conn) writeResponses(rs []*response, bufs *net.Buffers) error {
 				*bufs = append(*bufs, p.b)
 				continue
 			}
-			if err := c.flush(bufs); err != nil {
+			// The bytes before a file range (response and partition
+			// headers) go out with MSG_MORE, so TCP sends them with the
+			// range instead of as a segment of their own (which would
+			// wake the consumer for a few bytes).
+			if err := c.flushMore(bufs); err != nil {
 				return err
 			}
 			if err := c.sendfile(p.f); err != nil {
@@ -250,6 +256,49 @@ func (c *conn) flush(bufs *net.Buffers) error {
 	_, err := bufs.WriteTo(c.nc)
 	*bufs = keep
 	return err
+}
+
+// moreLimit bounds the header bytes flushMore gathers into one buffer.
+const moreLimit = 64 << 10
+
+// flushMore writes bufs with MSG_MORE: more data follows at once.
+func (c *conn) flushMore(bufs *net.Buffers) error {
+	n := 0
+	for _, b := range *bufs {
+		n += len(b)
+	}
+	if n == 0 || n > moreLimit {
+		return c.flush(bufs)
+	}
+	c.scratch = c.scratch[:0]
+	for _, b := range *bufs {
+		c.scratch = append(c.scratch, b...)
+	}
+	*bufs = (*bufs)[:0]
+	out := c.scratch
+	var werr error
+	err := c.rc.Write(func(fd uintptr) bool {
+		for len(out) > 0 {
+			n, err := unix.SendmsgN(int(fd), out, nil, nil, unix.MSG_MORE)
+			if n > 0 {
+				out = out[n:]
+			}
+			switch {
+			case err == unix.EAGAIN:
+				return false
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				werr = err
+				return true
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return werr
 }
 
 // sendfile sends a segment file range to the socket without copying it
