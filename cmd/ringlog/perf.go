@@ -27,6 +27,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	return dispatch("perf", "Benchmarks any Kafka-compatible broker over the Kafka protocol (ringlog or another: point --brokers at it),\nand renders flame graphs of pprof profiles.", []subcommand{
 		{"produce", "producer throughput and ack latency", runPerfProduce},
 		{"consume", "consumer throughput, reading a topic from offset 0", runPerfConsume},
+		{"fetch", "broker fetch throughput: plain Fetch requests, no record decoding", runPerfFetch},
 		{"e2e", "end-to-end latency (send → consume) at a fixed rate", runPerfE2E},
 		{"scale", "sweep partitions and producers; charts and JSONL", runPerfScale},
 		{"suite", "the standard matrix of 'make perf' with targets and a summary", runPerfSuite},
@@ -183,11 +184,15 @@ Exit status: 0 done, 1 failed (e.g. nothing acknowledged), 2 usage.
 `
 
 func perfRun(mode, synopsis, examples string, run func(context.Context, perf.Config, io.Writer) (*perf.Result, error)) func([]string, io.Writer, io.Writer) error {
+	return perfRunNamed(mode, mode, synopsis, examples, run)
+}
+
+func perfRunNamed(name, mode, synopsis, examples string, run func(context.Context, perf.Config, io.Writer) (*perf.Result, error)) func([]string, io.Writer, io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
 		c := perf.DefaultConfig(mode)
 		var cf connFlags
 		var cpuProfile string
-		fs := newFlagSet("perf "+mode, synopsis, examples+perfRunExamples, stderr)
+		fs := newFlagSet("perf "+name, synopsis, examples+perfRunExamples, stderr)
 		perfFlags(fs, &c, &cf)
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator itself to `file`")
 		rest, err := parseArgs(fs, args)
@@ -195,7 +200,7 @@ func perfRun(mode, synopsis, examples string, run func(context.Context, perf.Con
 			return err
 		}
 		if len(rest) > 0 {
-			return usagef("perf %s takes no arguments, got %q", mode, rest)
+			return usagef("perf %s takes no arguments, got %q", name, rest)
 		}
 		if err := finishPerfFlags(&c, &cf); err != nil {
 			return err
@@ -245,6 +250,20 @@ Examples:
   ringlog perf consume --record-size 1024 --partitions 16 --prefill-bytes 1073741824
   ringlog perf consume --topic events --consumers 4
 `, perf.RunConsume)
+
+var runPerfFetch = perfRunNamed("fetch", perf.ModeConsume, `
+Usage: ringlog perf fetch [flags]
+
+Broker fetch throughput: --consumers fetchers read a topic from offset 0
+to the end offsets found at the start with plain Fetch requests, counting
+record batches from their headers without decoding any record. This is
+what the broker delivers, without a client library's decoding competing
+for the cores (compare with 'perf consume'). MB/s counts batch bytes.
+`, `
+Examples:
+  ringlog perf fetch --record-size 1024 --partitions 16 --prefill-bytes 1073741824
+  ringlog perf fetch --topic events --consumers 2
+`, perf.RunRawFetch)
 
 var runPerfE2E = perfRun(perf.ModeE2E, `
 Usage: ringlog perf e2e [flags]
