@@ -3,11 +3,13 @@ package netio
 import (
 	"errors"
 	"fmt"
+	"math"
 	"io"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -54,7 +56,17 @@ type conn struct {
 	frame  []byte
 	filled int
 
-	scratch []byte // the writer's buffer for flushMore
+	// Writing (all under mu): whether a goroutine is sending; the unsent
+	// rest of an inline write and the responses it belongs to, which the
+	// writer goroutine sends first.
+	writing bool
+	rest    []part
+	restOf  []*response
+
+	// Scratch of whoever holds writing.
+	batch []*response
+	out   []part
+	iov   []unix.Iovec
 }
 
 type sysConn interface {
@@ -117,6 +129,13 @@ func (c *conn) slot() *response {
 
 // complete marks r ready with its parts; release runs after it is written
 // (or dropped). Safe from any goroutine.
+//
+// When r is at the head of the FIFO, small, and nobody is writing, the
+// calling goroutine sends it (and any ready responses behind it) itself with
+// non-blocking writes: a produce answer leaves from the writer shard that
+// completed it, without waking the connection's writer goroutine. Only
+// when the socket is full (EAGAIN) does the unsent rest go to the writer
+// goroutine, which waits for the socket to drain; the caller never blocks.
 func (c *conn) complete(r *response, parts []part, release func()) {
 	c.mu.Lock()
 	if c.closed {
@@ -128,11 +147,35 @@ func (c *conn) complete(r *response, parts []part, release func()) {
 		return
 	}
 	r.parts, r.release, r.ready = parts, release, true
-	head := len(c.queue) > 0 && c.queue[0] == r
-	c.mu.Unlock()
-	if head {
-		c.cond.Signal()
+	if len(c.queue) == 0 || c.queue[0] != r {
+		c.mu.Unlock()
+		return
 	}
+	if c.writing || c.rest != nil || r.size() > inlineMaxBytes {
+		// The writer that holds the socket picks it up next; a large
+		// response goes to the writer goroutine, which may take its
+		// time (and another core) over it.
+		c.mu.Unlock()
+		c.cond.Signal()
+		return
+	}
+	c.writing = true
+	c.batch = c.takeReady(c.batch, inlineMaxBytes)
+	c.mu.Unlock()
+	c.writeInline()
+}
+
+// inlineMaxBytes is the largest response a completing goroutine sends
+// itself (see complete): produce answers and small fetches.
+const inlineMaxBytes = 64 << 10
+
+// size is how many bytes r sends.
+func (r *response) size() int64 {
+	var n int64
+	for _, p := range r.parts {
+		n += int64(len(p.b)) + p.f.Len
+	}
+	return n
 }
 
 // completeBytes completes r with one encoded response frame.
@@ -159,59 +202,126 @@ func (c *conn) close() {
 	c.cond.Broadcast()
 }
 
+// takeReady moves the ready responses at the head of the FIFO into batch,
+// at least one and as long as they add up to at most limit bytes (c.mu
+// held).
+func (c *conn) takeReady(batch []*response, limit int64) []*response {
+	n := 0
+	var bytes int64
+	for n < len(c.queue) && c.queue[n].ready {
+		if bytes += c.queue[n].size(); n > 0 && bytes > limit {
+			break
+		}
+		n++
+	}
+	batch = append(batch[:0], c.queue[:n]...)
+	clear(c.queue[:n])
+	c.queue = c.queue[n:]
+	return batch
+}
+
+// writeInline sends c.batch without blocking (the caller set c.writing).
+// What the socket does not take becomes c.rest for the writer goroutine.
+func (c *conn) writeInline() {
+	rest, err := c.send(c.batch, false)
+	if err == nil && len(rest) > 0 {
+		c.mu.Lock()
+		// Copies: c.out and c.batch are reused by the next writer.
+		c.rest = append([]part(nil), rest...)
+		c.restOf = append([]*response(nil), c.batch...)
+		clear(c.batch)
+		c.writing = false
+		c.mu.Unlock()
+		c.cond.Signal()
+		return
+	}
+	c.finish(c.batch, err)
+	c.mu.Lock()
+	c.writing = false
+	// Responses completed while we were writing go to the writer
+	// goroutine, so that this caller's time stays bounded; a close
+	// waits for us to finish.
+	wake := c.closed || len(c.queue) > 0 && c.queue[0].ready
+	c.mu.Unlock()
+	if wake {
+		c.cond.Signal()
+	}
+}
+
+// finish releases what a written batch held, updates the in-flight count
+// (resuming a paused connection) and closes the connection after a write
+// error. Called by whoever wrote the batch, before clearing c.writing.
+func (c *conn) finish(batch []*response, err error) {
+	for _, r := range batch {
+		if r.release != nil {
+			r.release()
+			r.release = nil
+		}
+	}
+	n := len(batch)
+	clear(batch)
+	left := c.inflight.Add(-int32(n))
+	if c.pausedInflght.Load() && int(left) < c.srv.cfg.MaxInflightPerConn {
+		c.pausedInflght.Store(false)
+		c.resume()
+	}
+	if err != nil {
+		c.srv.logger.Debug("closing connection after a write error", "remote", c.remote, "err", err)
+		c.gc.Close()
+		c.close()
+	}
+}
+
+// writeLoop is the connection's writer goroutine: it sends what inline
+// writers could not (a full socket) and responses completed while another
+// write was under way, blocking on the socket as long as it takes.
 func (c *conn) writeLoop() {
 	defer c.nc.Close()
 	var batch []*response
-	var bufs net.Buffers
 	for {
 		c.mu.Lock()
-		for !c.closed && (len(c.queue) == 0 || !c.queue[0].ready) {
+		for !c.closed && (c.writing || (c.rest == nil && (len(c.queue) == 0 || !c.queue[0].ready))) {
 			c.cond.Wait()
 		}
 		if c.closed {
+			for c.writing {
+				// An inline writer finishes (its write fails or
+				// succeeds) and releases its own batch.
+				c.cond.Wait()
+			}
 			// Responses completed before the close hold resources;
 			// those completed after it release them in complete.
 			var releases []func()
-			for _, r := range c.queue {
+			for _, r := range append(c.restOf, c.queue...) {
 				if r.release != nil {
 					releases = append(releases, r.release)
 					r.release = nil
 				}
 			}
-			c.queue = nil
+			c.queue, c.rest, c.restOf = nil, nil, nil
 			c.mu.Unlock()
 			for _, f := range releases {
 				f()
 			}
 			return
 		}
-		// Take every ready response at the head: one writev for them.
-		n := 0
-		for n < len(c.queue) && c.queue[n].ready {
-			n++
+		c.writing = true
+		var err error
+		if c.rest != nil {
+			rest := c.rest
+			batch = append(batch[:0], c.restOf...)
+			c.rest, c.restOf = nil, nil
+			c.mu.Unlock()
+			_, err = c.sendParts(rest, true)
+		} else {
+			batch = c.takeReady(batch, math.MaxInt64)
+			c.mu.Unlock()
+			_, err = c.send(batch, true)
 		}
-		batch = append(batch[:0], c.queue[:n]...)
-		clear(c.queue[:n])
-		c.queue = c.queue[n:]
+		c.finish(batch, err)
+		c.mu.Lock()
+		c.writing = false
 		c.mu.Unlock()
-
-		err := c.writeResponses(batch, &bufs)
-		for _, r := range batch {
-			if r.release != nil {
-				r.release()
-			}
-		}
-		clear(batch)
-		left := c.inflight.Add(-int32(n))
-		if c.pausedInflght.Load() && int(left) < c.srv.cfg.MaxInflightPerConn {
-			c.pausedInflght.Store(false)
-			c.resume()
-		}
-		if err != nil {
-			c.srv.logger.Debug("closing connection after a write error", "remote", c.remote, "err", err)
-			c.gc.Close()
-			c.close()
-		}
 	}
 }
 
@@ -222,72 +332,53 @@ func (c *conn) resume() {
 	}
 }
 
-func (c *conn) writeResponses(rs []*response, bufs *net.Buffers) error {
-	*bufs = (*bufs)[:0]
+// send writes the parts of rs in order (see sendParts).
+func (c *conn) send(rs []*response, block bool) ([]part, error) {
+	c.out = c.out[:0]
 	for _, r := range rs {
-		if r.noReply {
-			continue
-		}
-		for _, p := range r.parts {
-			if p.f.File == nil {
-				*bufs = append(*bufs, p.b)
-				continue
-			}
-			// The bytes before a file range (response and partition
-			// headers) go out with MSG_MORE, so TCP sends them with the
-			// range instead of as a segment of their own (which would
-			// wake the consumer for a few bytes).
-			if err := c.flushMore(bufs); err != nil {
-				return err
-			}
-			if err := c.sendfile(p.f); err != nil {
-				return err
-			}
+		if !r.noReply {
+			c.out = append(c.out, r.parts...)
 		}
 	}
-	return c.flush(bufs)
+	return c.sendParts(c.out, block)
 }
 
-func (c *conn) flush(bufs *net.Buffers) error {
-	if len(*bufs) == 0 {
-		return nil
-	}
-	keep := (*bufs)[:0]
-	_, err := bufs.WriteTo(c.nc)
-	*bufs = keep
-	return err
-}
+// maxIovecs bounds the byte parts gathered into one sendmsg (IOV_MAX).
+const maxIovecs = 1024
 
-// moreLimit bounds the header bytes flushMore gathers into one buffer.
-const moreLimit = 64 << 10
-
-// flushMore writes bufs with MSG_MORE: more data follows at once.
-func (c *conn) flushMore(bufs *net.Buffers) error {
-	n := 0
-	for _, b := range *bufs {
-		n += len(b)
-	}
-	if n == 0 || n > moreLimit {
-		return c.flush(bufs)
-	}
-	c.scratch = c.scratch[:0]
-	for _, b := range *bufs {
-		c.scratch = append(c.scratch, b...)
-	}
-	*bufs = (*bufs)[:0]
-	out := c.scratch
+// sendParts writes parts to the socket in order: runs of byte parts with
+// one sendmsg, file ranges with sendfile (no copy through user space).
+// Bytes followed by a file range go with MSG_MORE, so TCP sends the
+// response and partition headers together with the range rather than as
+// a segment of their own. With block, it waits for the socket to take
+// everything; without, it stops at the first EAGAIN and returns the
+// unsent rest (parts may be advanced in place).
+func (c *conn) sendParts(parts []part, block bool) ([]part, error) {
 	var werr error
 	err := c.rc.Write(func(fd uintptr) bool {
-		for len(out) > 0 {
-			n, err := unix.SendmsgN(int(fd), out, nil, nil, unix.MSG_MORE)
-			if n > 0 {
-				out = out[n:]
+		for len(parts) > 0 {
+			var n int
+			var err error
+			if f := parts[0].f; f.File != nil {
+				n, err = unix.Sendfile(int(fd), int(f.File.Fd()), &f.Pos, int(min(f.Len, 1<<30)))
+				if n > 0 {
+					c.srv.metrics.SendfileBytes.Add(float64(n))
+					parts[0].f.Pos, parts[0].f.Len = f.Pos, f.Len-int64(n)
+					if parts[0].f.Len == 0 {
+						parts = parts[1:]
+					}
+				} else if err == nil {
+					werr = io.ErrUnexpectedEOF // the file is shorter than its range
+					return true
+				}
+			} else {
+				n, err = c.sendmsg(int(fd), parts)
+				parts = advance(parts, n)
 			}
 			switch {
 			case err == unix.EAGAIN:
-				return false
+				return !block
 			case err == unix.EINTR:
-				continue
 			case err != nil:
 				werr = err
 				return true
@@ -295,42 +386,49 @@ func (c *conn) flushMore(bufs *net.Buffers) error {
 		}
 		return true
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		err = werr
 	}
-	return werr
+	return parts, err
 }
 
-// sendfile sends a segment file range to the socket without copying it
-// through user space, waiting for writability through Go's poller.
-func (c *conn) sendfile(r wal.FileRange) error {
-	off, remain := r.Pos, r.Len
-	src := int(r.File.Fd())
-	var werr error
-	err := c.rc.Write(func(fd uintptr) bool {
-		for remain > 0 {
-			n, err := unix.Sendfile(int(fd), src, &off, int(min(remain, 1<<30)))
-			if n > 0 {
-				remain -= int64(n)
-				c.srv.metrics.SendfileBytes.Add(float64(n))
-			}
-			switch {
-			case err == unix.EAGAIN:
-				return false
-			case err == unix.EINTR:
-				continue
-			case err != nil:
-				werr = err
-				return true
-			case n == 0:
-				werr = io.ErrUnexpectedEOF
-				return true
-			}
+// sendmsg sends the leading run of byte parts with one sendmsg, MSG_MORE
+// when more parts follow it.
+func (c *conn) sendmsg(fd int, parts []part) (int, error) {
+	c.iov = c.iov[:0]
+	i := 0
+	for ; i < len(parts) && parts[i].f.File == nil && len(c.iov) < maxIovecs; i++ {
+		if b := parts[i].b; len(b) > 0 {
+			c.iov = append(c.iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
 		}
-		return true
-	})
-	if err != nil {
-		return err
 	}
-	return werr
+	if len(c.iov) == 0 {
+		return 0, nil // only empty parts: advance skips them
+	}
+	flags := 0
+	if i < len(parts) {
+		flags = unix.MSG_MORE
+	}
+	var msg unix.Msghdr
+	msg.Iov = &c.iov[0]
+	msg.SetIovlen(len(c.iov))
+	n, _, errno := unix.Syscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), uintptr(flags))
+	clear(c.iov) // drop the pointers into response buffers
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// advance drops n sent bytes from the leading byte parts.
+func advance(parts []part, n int) []part {
+	for len(parts) > 0 && parts[0].f.File == nil {
+		if len(parts[0].b) > n {
+			parts[0].b = parts[0].b[n:]
+			return parts
+		}
+		n -= len(parts[0].b)
+		parts = parts[1:]
+	}
+	return parts
 }

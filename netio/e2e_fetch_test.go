@@ -3,12 +3,15 @@ package netio
 import (
 	"bytes"
 	"fmt"
+	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -307,5 +310,68 @@ func TestE2EListOffsetsByTime(t *testing.T) {
 	}
 	if r := rc.listOffset("bytime-empty", 0, base); r.ErrorCode != 0 || r.Offset != -1 || r.Timestamp != -1 {
 		t.Errorf("by time on an empty partition: offset %d timestamp %d error %d, want -1 -1", r.Offset, r.Timestamp, r.ErrorCode)
+	}
+}
+
+// TestE2ESlowReaderGetsEveryResponse pipelines large fetches and small
+// requests to a client that does not read for a while: the broker's
+// non-blocking writes hit a full socket and hand the rest to the
+// connection's writer goroutine. Every response must still arrive whole,
+// in request order, with the log's exact bytes.
+func TestE2ESlowReaderGetsEveryResponse(t *testing.T) {
+	b := startBroker(t)
+	ctx := testCtx(t, 30*time.Second)
+	const topic = "slowreader"
+	b.e2eCreate(ctx, topic, 1, nil)
+	w := b.e2eRaw()
+	value := strings.Repeat("v", 100<<10)
+	for i := 0; i < 30; i++ {
+		if r := w.rawProduce(topic, 0, e2eBatch(t, batch.CodecNone, 1, -1, -1, -1, value, fmt.Sprint(i))); r.ErrorCode != 0 {
+			t.Fatalf("produce %d: error %d", i, r.ErrorCode)
+		}
+	}
+	want := w.rawFetch(12, topic, [16]byte{}, 0, 0).RecordBatches
+	if len(want) < 900<<10 {
+		t.Fatalf("first fetch got %d bytes, want about a MiB of batches", len(want))
+	}
+
+	r := b.e2eRaw()
+	if tc, ok := r.c.(*net.TCPConn); ok {
+		// Keep the kernel from absorbing much. (Not smaller: with a
+		// receive window below loopback's 32-64 KiB MSS the kernel's
+		// sender stalls in zero-window probing, whoever sends.)
+		tc.SetReadBuffer(32 << 10)
+	}
+	type sent struct {
+		req  kmsg.Request
+		corr int32
+	}
+	var reqs []sent
+	for i := 0; i < 24; i++ {
+		f := kmsg.NewPtrFetchRequest()
+		f.ReplicaID, f.MinBytes, f.MaxBytes, f.SessionEpoch = -1, 1, 1<<20, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		f.Topics = append(f.Topics, rt)
+		reqs = append(reqs, sent{f, r.send(f, 12)})
+		av := kmsg.NewPtrApiVersionsRequest()
+		reqs = append(reqs, sent{av, r.send(av, 3)})
+	}
+	time.Sleep(500 * time.Millisecond) // the broker's writes back up meanwhile
+	for i, s := range reqs {
+		switch resp := r.recv(s.req, s.req.GetVersion(), s.corr).(type) {
+		case *kmsg.FetchResponse:
+			got := resp.Topics[0].Partitions[0].RecordBatches
+			if !bytes.Equal(got, want) {
+				t.Fatalf("response %d: %d bytes differ from the log's %d", i, len(got), len(want))
+			}
+		case *kmsg.ApiVersionsResponse:
+			if resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
+				t.Fatalf("response %d: ApiVersions error %d", i, resp.ErrorCode)
+			}
+		}
 	}
 }
