@@ -55,6 +55,11 @@ type Config struct {
 	// WriteCaching acknowledges acks=all from the page cache for every
 	// topic (the topic config write.caching can also turn it on).
 	WriteCaching bool
+	// WritebackBytes starts the kernel's writeback of each partition's new
+	// data every this many bytes (see wal.Options.WritebackBytes), so that
+	// dirty page cache stays small and appends are not throttled in
+	// bursts. 0: leave writeback to the kernel.
+	WritebackBytes int64
 	// Backend selects the I/O backend (ring.KindAuto by default).
 	Backend ring.Kind
 	// RetentionCheckInterval is how often shards enforce retention
@@ -318,14 +323,20 @@ func shardFor(topic string, partition int32, n int) int {
 	return int((uint64(h) + uint64(partition)) % uint64(n))
 }
 
+// walOptions are the options of p's log: its topic's config over the
+// engine's settings.
+func (e *Engine) walOptions(p *Partition) wal.Options {
+	return p.topic.Config().walOptions(wal.Options{
+		WritebackBytes: e.cfg.WritebackBytes,
+		Logger:         e.logger.With("partition", p.String()), Now: e.now,
+	})
+}
+
 // openPartition opens (recovering) a partition's log and rebuilds its
 // producer state. A log that cannot be opened keeps the partition offline.
 func (e *Engine) openPartition(p *Partition, clean bool) {
-	cfg := p.topic.Config()
-	opts := cfg.walOptions(wal.Options{
-		Clean: clean, RepairCorruption: e.cfg.RepairCorruptLogs,
-		Logger: e.logger.With("partition", p.String()), Now: e.now,
-	})
+	opts := e.walOptions(p)
+	opts.Clean, opts.RepairCorruption = clean, e.cfg.RepairCorruptLogs
 	l, err := wal.Open(p.dir, opts)
 	if err != nil {
 		p.setOffline(err)
@@ -547,8 +558,7 @@ func (e *Engine) createPartitionLog(p *Partition) error {
 	if err := os.RemoveAll(p.dir); err != nil {
 		return fmt.Errorf("%w: clear %s: %v", kerr.KafkaStorageError, p.dir, err)
 	}
-	cfg := p.topic.Config()
-	l, err := wal.Open(p.dir, cfg.walOptions(wal.Options{Logger: e.logger.With("partition", p.String()), Now: e.now}))
+	l, err := wal.Open(p.dir, e.walOptions(p))
 	if err != nil {
 		return fmt.Errorf("%w: create log %s: %v", kerr.KafkaStorageError, p.dir, err)
 	}

@@ -56,6 +56,11 @@ type Log struct {
 	staged     *Stage // this log's stage in the Batch being built
 	cleanedTo  int64  // compaction has cleaned the segments below this offset
 
+	// writeback starts the writeback of a file range (sync_file_range;
+	// tests replace it); writebackErr is logged once.
+	writeback    func(f *os.File, off, n int64) error
+	writebackErr bool
+
 	// Background flushes of sealed segments advance the recovery point.
 	bg       sync.WaitGroup
 	rpMu     sync.Mutex
@@ -129,7 +134,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	l := &Log{dir: dir, opts: o, logger: o.Logger.With("log", filepath.Base(dir))}
+	l := &Log{dir: dir, opts: o, logger: o.Logger.With("log", filepath.Base(dir)), writeback: syncFileRange}
 	if err := l.load(); err != nil {
 		l.closeSegments()
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -575,4 +576,79 @@ func TestOffsetForTime(t *testing.T) {
 	check(l)
 	l.Close()
 	check(openLog(t, dir, Options{SegmentBytes: 1500, IndexIntervalBytes: 100, Clean: true}))
+}
+
+// TestWritebackChunks: with WritebackBytes, appends start the writeback of
+// each whole chunk behind the tail exactly once, in order, never the
+// partial chunk being written; synced appends and WritebackBytes 0 start
+// none.
+func TestWritebackChunks(t *testing.T) {
+	be := newBackend(t, ring.KindPortable)
+	type call struct {
+		f      *os.File
+		off, n int64
+	}
+	var calls []call
+	record := func(l *Log) {
+		l.writeback = func(f *os.File, off, n int64) error {
+			calls = append(calls, call{f, off, n})
+			return syncFileRange(f, off, n) // the real call must work too
+		}
+	}
+	const chunk = 4096
+	l := openLog(t, t.TempDir(), Options{WritebackBytes: chunk, SegmentBytes: 64 << 10})
+	defer l.Close()
+	record(l)
+	for i := 0; i < 200; i++ {
+		appendOne(t, l, be, makeBatch(t, i, 3, 300, 1), false)
+	}
+	if l.SegmentCount() < 2 {
+		t.Fatalf("%d segments: the test needs rolls", l.SegmentCount())
+	}
+	// Per file: contiguous ranges from 0, chunk-aligned ends, covering
+	// every whole chunk of the file (the last segment: of its size).
+	l.mu.RLock()
+	segs := slices.Clone(l.segs)
+	l.mu.RUnlock()
+	byFile := map[*os.File][]call{}
+	for _, c := range calls {
+		byFile[c.f] = append(byFile[c.f], c)
+	}
+	for i, s := range segs {
+		var next int64
+		for _, c := range byFile[s.f] {
+			if c.off != next || c.n <= 0 || (c.off+c.n)%chunk != 0 {
+				t.Fatalf("segment %d: writeback of [%d,+%d) after %d", s.base, c.off, c.n, next)
+			}
+			next = c.off + c.n
+		}
+		size := s.size.Load()
+		if next > size {
+			t.Fatalf("segment %d: writeback up to %d past its size %d", s.base, next, size)
+		}
+		if last := i == len(segs)-1; last && next != size-size%chunk {
+			t.Fatalf("active segment: writeback up to %d, want %d (size %d)", next, size-size%chunk, size)
+		}
+		if next == 0 {
+			t.Fatalf("segment %d (%d bytes): no writeback started", s.base, size)
+		}
+	}
+	n := len(calls)
+	for i := 0; i < 20; i++ {
+		appendOne(t, l, be, makeBatch(t, i, 3, 300, 1), true)
+	}
+	if len(calls) != n {
+		t.Fatalf("synced appends started %d writebacks", len(calls)-n)
+	}
+
+	calls = nil
+	off := openLog(t, t.TempDir(), Options{})
+	defer off.Close()
+	record(off)
+	for i := 0; i < 50; i++ {
+		appendOne(t, off, be, makeBatch(t, i, 3, 300, 1), false)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("WritebackBytes 0 started %d writebacks", len(calls))
+	}
 }

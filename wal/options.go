@@ -33,6 +33,14 @@ type Options struct {
 	// FlushInterval asks for a sync when unsynced data is older than this
 	// (flush.ms); the owner checks FlushDue. 0: never.
 	FlushInterval time.Duration
+	// WritebackBytes starts the kernel's writeback of a segment's data
+	// every time this many more bytes of it were appended (sync_file_range
+	// SYNC_FILE_RANGE_WRITE on the whole chunks behind the tail: no wait
+	// for the disk, no durability promise). The page cache then never
+	// holds more than about this much dirty data per log, so the kernel
+	// does not throttle appends, or stall them behind writeback, in bursts
+	// once gigabytes are dirty. 0: leave writeback to the kernel.
+	WritebackBytes int64
 	// Preallocate reserves SegmentBytes of disk when a segment is created.
 	Preallocate bool
 	// LogAppendTime makes the broker stamp each batch with its append time
@@ -74,6 +82,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.SegmentBytes > 1<<31-1 {
 		// Positions in the index are 4 bytes, as in Kafka.
 		return r, fmt.Errorf("segment bytes %d exceeds the 2 GiB index limit", r.SegmentBytes)
+	}
+	if r.WritebackBytes < 0 {
+		return r, fmt.Errorf("writeback bytes %d is negative", r.WritebackBytes)
 	}
 	if r.IndexIntervalBytes <= 0 {
 		r.IndexIntervalBytes = DefaultIndexIntervalBytes

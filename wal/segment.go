@@ -52,6 +52,7 @@ type segment struct {
 	firstAppendMs int64 // timestamp of the first batch, for segment.ms rolls
 	sealed        bool  // no longer the active segment, indexes trimmed
 	preallocated  int64 // bytes reserved by fallocate at creation
+	writeback     int64 // bytes from 0 whose writeback was started
 	idxOnDisk     int64 // index file sizes found at open, before preallocation
 	tidxOnDisk    int64
 

@@ -70,6 +70,7 @@ type serveFlags struct {
 	maxRequestBytes, maxConns, maxInflight   int
 	ioBackend                                string
 	writeCaching, repair                     bool
+	writebackBytes                           int64
 	retentionCheck, shutdownTimeout          time.Duration
 	groupMinSession, groupMaxSession         time.Duration
 	groupInitialDelay                        time.Duration
@@ -96,6 +97,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.maxConns, "max-connections", 10000, "client connections accepted at once")
 	fs.IntVar(&f.maxInflight, "max-inflight-per-conn", 100, "unanswered requests per connection before the broker stops reading it")
 	fs.StringVar(&f.ioBackend, "io-backend", "auto", "auto (hybrid), hybrid, io_uring or pwritev")
+	fs.Int64Var(&f.writebackBytes, "writeback-bytes", 1<<20, "start the kernel's writeback of each partition's new data every this many bytes, so dirty page cache stays small and appends are not throttled in bursts (0: leave writeback to the kernel)")
 	fs.BoolVar(&f.writeCaching, "write-caching", false, "acknowledge acks=all from the page cache (no fdatasync) for every topic")
 	fs.BoolVar(&f.repair, "repair-corrupt-logs", false, "at start, move damaged bytes in the middle of a log aside and keep every valid batch (default: keep such a partition offline)")
 	fs.DurationVar(&f.retentionCheck, "retention-check-interval", 5*time.Minute, "how often retention runs")
@@ -191,16 +193,19 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--io-backend: %v", err)
 	}
+	if f.writebackBytes < 0 {
+		return usagef("--writeback-bytes must be 0 (off) or a positive byte count, got %d", f.writebackBytes)
+	}
 	if f.defaultPartitions < 1 {
 		return usagef("--default-partitions must be at least 1")
 	}
 	m := metrics.New()
 	logger.Info("starting ringlog", "data_dir", f.dataDir, "kafka_addr", f.kafkaAddr, "http_addr", f.httpAddr,
-		"io_backend", f.ioBackend, "shards", f.shards, "write_caching", f.writeCaching, "topic_defaults", map[string]string(f.topicDefaults))
+		"io_backend", f.ioBackend, "shards", f.shards, "write_caching", f.writeCaching, "writeback_bytes", f.writebackBytes, "topic_defaults", map[string]string(f.topicDefaults))
 	eng, err := engine.Open(engine.Config{
 		DataDir: f.dataDir, NodeID: int32(f.nodeID), Shards: f.shards, ShardQueueBytes: f.shardQueueBytes,
 		AutoCreateTopics: f.autoCreate, DefaultPartitions: int32(f.defaultPartitions), TopicDefaults: f.topicDefaults,
-		WriteCaching: f.writeCaching, Backend: kind, RetentionCheckInterval: f.retentionCheck,
+		WriteCaching: f.writeCaching, WritebackBytes: f.writebackBytes, Backend: kind, RetentionCheckInterval: f.retentionCheck,
 		RepairCorruptLogs: f.repair, Logger: logger,
 		Groups:      engine.GroupConfig{MinSessionTimeout: f.groupMinSession, MaxSessionTimeout: f.groupMaxSession, InitialRebalanceDelay: f.groupInitialDelay},
 		ObserveSync: func(d time.Duration) { m.SyncSeconds.Observe(d.Seconds()) },
