@@ -131,6 +131,11 @@ type Config struct {
 	ReportEvery Duration `json:"report_every"`
 	// Timeout bounds admin requests, the final flush and draining.
 	Timeout Duration `json:"timeout"`
+	// Procs is the load generator's GOMAXPROCS during the run (0: leave
+	// it). On a machine the broker shares, a generator that needs less
+	// than a core does best with one P: its idle Ps' spinning otherwise
+	// takes CPU from the broker. The result's env records what was used.
+	Procs int `json:"procs,omitempty"`
 	// BrokerPID, when set, is the broker's process id on this machine:
 	// its CPU use is reported next to the load generator's.
 	BrokerPID int `json:"broker_pid,omitempty"`
@@ -177,6 +182,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Brokers) == 0 {
 		return fmt.Errorf("no brokers given")
+	}
+	if c.Procs < 0 {
+		return fmt.Errorf("procs %d: 0 (all CPUs) or more", c.Procs)
 	}
 	if c.RecordSize < 8 {
 		return fmt.Errorf("record size %d: at least 8 bytes (the due time travels in the value)", c.RecordSize)

@@ -147,15 +147,30 @@ func (s *sender) promise(r *kgo.Record, err error) {
 	s.put(r)
 }
 
+// fail records an error of the sender itself (not of a record).
+func (s *sender) fail(err error) {
+	s.mu.Lock()
+	s.errs++
+	if s.firstErr == nil {
+		s.firstErr = err
+	}
+	s.mu.Unlock()
+}
+
 // run sends records until end (or limit records, when limit > 0), on
 // the schedule when sched is not nil, else as fast as the client accepts
 // them (it blocks when its buffer is full).
 func (s *sender) run(ctx context.Context, sched *Schedule, end time.Time, limit int64, stop *atomic.Bool) {
-	var p pacer
+	var p *pacer
 	var quantum time.Duration
 	var lastWake time.Time
 	if sched != nil {
-		p = newPacer()
+		var err error
+		if p, err = newPacer(); err != nil {
+			s.fail(err)
+			return
+		}
+		defer p.close()
 		quantum = pacerQuantum(sched.Rate)
 	}
 	for i := int64(0); limit == 0 || i < limit; i++ {
@@ -173,7 +188,10 @@ func (s *sender) run(ctx context.Context, sched *Schedule, end time.Time, limit 
 				if q := lastWake.Add(quantum); wake.Before(q) {
 					wake = q
 				}
-				p.waitUntil(wake)
+				if err := p.waitUntil(wake); err != nil {
+					s.fail(err)
+					return
+				}
 				lastWake = time.Now()
 			}
 		} else {

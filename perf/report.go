@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -98,11 +99,12 @@ func (res *Result) JSON() []byte {
 // run is what every benchmark run sets up: an admin client, the topic and
 // the environment facts.
 type run struct {
-	cfg     *Config
-	adm     *admin
-	topic   string
-	created bool
-	env     Env
+	cfg       *Config
+	adm       *admin
+	topic     string
+	created   bool
+	env       Env
+	prevProcs int // GOMAXPROCS before the run, restored by close (0: unchanged)
 }
 
 func newRun(ctx context.Context, c *Config) (*run, error) {
@@ -129,12 +131,20 @@ func newRun(ctx context.Context, c *Config) (*run, error) {
 		adm.close()
 		return nil, fmt.Errorf("%d consumers for %d partitions: at most one consumer per partition", c.Consumers, parts)
 	}
-	return &run{cfg: c, adm: adm, topic: topic, created: created, env: BrokerEnv(actx, adm.adm, HostEnv())}, nil
+	r := &run{cfg: c, adm: adm, topic: topic, created: created, env: BrokerEnv(actx, adm.adm, HostEnv())}
+	if c.Procs > 0 {
+		r.prevProcs = runtime.GOMAXPROCS(c.Procs)
+		r.env.GOMAXPROCS = c.Procs
+	}
+	return r, nil
 }
 
 // close deletes the topic when the run created it under a generated name
 // (and is not to keep it); named topics are kept.
 func (r *run) close(ctx context.Context) {
+	if r.prevProcs > 0 {
+		runtime.GOMAXPROCS(r.prevProcs)
+	}
 	if r.created && r.cfg.Topic == "" && !r.cfg.KeepTopic {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Timeout.D())
 		_ = r.adm.deleteTopic(dctx, r.topic)
@@ -340,8 +350,8 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	}
 	if len(sr.Latency) > 0 {
 		p("\n## End-to-end latency at fixed rates (%s, 1 producer, 1 consumer, %s measured after %s warm-up)\n\n", sizeName(sc.RefSize), (sc.LatencyDuration - sc.Warmup).D(), sc.Warmup.D())
-		p("Latency is measured from each record's scheduled send time (coordinated omission avoided); send lag is how late the load generator itself was.\n\n")
-		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("Latency is measured from each record's scheduled send time (coordinated omission avoided); send lag is how late the load generator itself was. Generator Ps is the load generator's GOMAXPROCS: runs at up to half of the max use %d (it needs less than a core there, and its idle Ps' spinning would take CPU from the broker on shared cores).\n\n", sc.LatencyProcs)
+		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range sr.Latency {
 			l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
 			if l == nil {
@@ -353,8 +363,8 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			if g == nil {
 				g = &Latency{}
 			}
-			p("| %s | %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", r.Config.Acks, r.OfferedRate, r.RecordsPerSec,
-				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, cpuCell(r))
+			p("| %s | %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s |\n", r.Config.Acks, r.OfferedRate, r.RecordsPerSec,
+				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r))
 		}
 	}
 	if len(sr.Charts) > 0 {

@@ -1,8 +1,10 @@
 package perf
 
 import (
+	"fmt"
 	"math"
-	"runtime"
+	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,31 +64,62 @@ func pacerQuantum(rate float64) time.Duration {
 // pacer waits for due times with microsecond precision. Go's timers round
 // sleeps below a millisecond up to about a millisecond on Linux (the
 // netpoller's timeout granularity), which would add up to a millisecond of
-// the harness's own lateness to every measured latency. The pacer sleeps in
-// nanosleep(2) on a thread of its own with a 1 ns timer slack instead
-// (measured: 20-50 µs late at p99 on the 2-vCPU VM instead of ~1 ms).
-//
-// newPacer locks the calling goroutine to its thread and never unlocks it:
-// when the goroutine ends the thread ends too, so the changed timer slack
-// does not leak into the runtime's thread pool.
-type pacer struct{}
+// the harness's own lateness to every measured latency. The pacer arms a
+// timerfd(2) (no timer slack) and waits for it in Go's netpoller, so the
+// sender's goroutine parks without holding a P. (An earlier pacer slept in
+// nanosleep(2) on a locked thread: the sleeping thread kept its P until
+// sysmon took it back, which left the client's goroutines one P short on
+// 2 cores, and with GOMAXPROCS=1 delayed every record by milliseconds.)
+type pacer struct {
+	f  *os.File
+	rc syscall.RawConn
+}
 
-func newPacer() pacer {
-	runtime.LockOSThread()
-	// PR_SET_TIMERSLACK applies to the calling thread only.
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	return pacer{}
+// newPacer makes a pacer; close it when done.
+func newPacer() (*pacer, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("perf: timerfd_create: %w", err)
+	}
+	// A non-blocking descriptor joins the netpoller.
+	f := os.NewFile(uintptr(fd), "pacer-timerfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("perf: pacer: %w", err)
+	}
+	return &pacer{f: f, rc: rc}, nil
 }
 
 // waitUntil returns at t or just after it; it returns at once when t has
 // passed.
-func (pacer) waitUntil(t time.Time) {
-	for {
-		d := time.Until(t)
-		if d <= 0 {
-			return
-		}
-		ts := unix.NsecToTimespec(int64(d))
-		_ = unix.Nanosleep(&ts, nil) // EINTR: loop and sleep the rest
+func (p *pacer) waitUntil(t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return nil
 	}
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
+	if err := unix.TimerfdSettime(int(p.f.Fd()), 0, &spec, nil); err != nil {
+		return fmt.Errorf("perf: timerfd_settime: %w", err)
+	}
+	var buf [8]byte
+	var rerr error
+	err := p.rc.Read(func(fd uintptr) bool {
+		_, err := unix.Read(int(fd), buf[:])
+		if err == unix.EAGAIN {
+			return false // not yet: park in the netpoller
+		}
+		rerr = err
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("perf: pacer: %w", err)
+	}
+	if rerr != nil {
+		return fmt.Errorf("perf: pacer: read timerfd: %w", rerr)
+	}
+	return nil
 }
+
+// close releases the timerfd.
+func (p *pacer) close() error { return p.f.Close() }

@@ -60,17 +60,18 @@ func TestScheduleIgnoresSendCompletion(t *testing.T) {
 	}
 }
 
-// pacerLike runs the real pacer on its own goroutine's thread.
+// pacerLike runs a fresh real pacer for each wait.
 type pacerLike struct{}
 
 func (pacerLike) waitUntil(t time.Time) {
-	done := make(chan struct{})
-	go func() {
-		p := newPacer()
-		p.waitUntil(t)
-		close(done)
-	}()
-	<-done
+	p, err := newPacer()
+	if err != nil {
+		panic(err)
+	}
+	defer p.close()
+	if err := p.waitUntil(t); err != nil {
+		panic(err)
+	}
 }
 
 func TestProducerSchedulesInterleave(t *testing.T) {
@@ -98,18 +99,19 @@ func TestProducerSchedulesInterleave(t *testing.T) {
 func TestPacerPrecision(t *testing.T) {
 	const n = 200
 	late := make([]time.Duration, 0, n)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p := newPacer()
-		start := time.Now()
-		for i := 1; i <= n; i++ {
-			due := start.Add(time.Duration(i) * 200 * time.Microsecond)
-			p.waitUntil(due)
-			late = append(late, time.Since(due))
+	p, err := newPacer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		due := start.Add(time.Duration(i) * 200 * time.Microsecond)
+		if err := p.waitUntil(due); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	<-done
+		late = append(late, time.Since(due))
+	}
 	slices.Sort(late)
 	if med := late[n/2]; med > 500*time.Microsecond {
 		t.Errorf("pacer median lateness %v", med)

@@ -59,6 +59,11 @@ type SuiteConfig struct {
 	// latency-vs-load curve (0.5 is the target's point).
 	LowRate       float64   `json:"low_rate"`
 	LoadFractions []float64 `json:"load_fractions"`
+	// LatencyProcs is the load generator's GOMAXPROCS (Config.Procs) in
+	// the fixed-rate runs at up to half of the measured max, where it
+	// needs less than a core; faster runs use every CPU. 0: every CPU
+	// throughout.
+	LatencyProcs int `json:"latency_procs"`
 	// Base holds the remaining client settings (linger, batch bytes,
 	// buffer, compression, keys, timeout).
 	Base Config `json:"base"`
@@ -87,6 +92,7 @@ func DefaultSuite() SuiteConfig {
 		ManyWarmup:      Duration(2 * time.Second),
 		LowRate:         10000,
 		LoadFractions:   []float64{0.1, 0.25, 0.5, 0.75, 0.9},
+		LatencyProcs:    1,
 		Base:            DefaultConfig(ModeProduce),
 	}
 }
@@ -358,6 +364,9 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 		c := base
 		c.Mode = ModeE2E
 		c.RecordSize, c.Acks, c.Partitions, c.Rate = sc.RefSize, acks, sc.RefPartitions, rate
+		if refOne == nil || rate <= 0.5*refOne.RecordsPerSec {
+			c.Procs = sc.LatencyProcs
+		}
 		c.Duration = sc.LatencyDuration
 		c.Label = label
 		r, err := RunE2E(ctx, c, nil)

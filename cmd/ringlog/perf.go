@@ -145,6 +145,7 @@ func perfFlags(fs *flag.FlagSet, c *perf.Config, cf *connFlags) {
 	fs.IntVar(&c.FetchBytes, "fetch-bytes", c.FetchBytes, "consumer fetch size per partition in `bytes`")
 	fs.DurationVar((*time.Duration)(&c.ReportEvery), "report-every", c.ReportEvery.D(), "interval of the progress lines (0: none)")
 	fs.StringVar(&c.Label, "label", "", "name of the run in the result")
+	fs.IntVar(&c.Procs, "procs", 0, "GOMAXPROCS of the load generator during the run (0: all CPUs); 1 keeps a generator that needs less than a core from taking CPU from a broker on the same machine")
 	c.BrokerPID, _ = strconv.Atoi(os.Getenv("RINGLOG_PID"))
 	fs.IntVar(&c.BrokerPID, "broker-pid", c.BrokerPID, "process id of a broker on this machine: its CPU use is reported too (env RINGLOG_PID)")
 }
@@ -378,6 +379,7 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&sc.NoSettle, "no-settle", false, "do not sync(2) and wait for dirty page-cache data to drain before each step")
 	fs.Var((*rateFlag)(&sc.LowRate), "low-rate", "records/s of the low-rate latency target (default 10000)")
 	fs.Var((*floatList)(&sc.LoadFractions), "load", "fractions of the max for the latency-vs-load curve")
+	fs.IntVar(&sc.LatencyProcs, "latency-procs", sc.LatencyProcs, "GOMAXPROCS of the load generator in latency runs at up to half of the max (0: all CPUs)")
 	fs.StringVar(&sc.Note, "note", "", "free text added to the environment in every result")
 	sc.BrokerPID, _ = strconv.Atoi(os.Getenv("RINGLOG_PID"))
 	fs.IntVar(&sc.BrokerPID, "broker-pid", sc.BrokerPID, "process id of the broker when it runs here: its CPU use is reported (env RINGLOG_PID)")
@@ -400,6 +402,9 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	}
 	if sc.LowRate <= 0 {
 		return usagef("--low-rate must be a rate, not max")
+	}
+	if sc.LatencyProcs < 0 {
+		return usagef("--latency-procs must be 0 (all CPUs) or more")
 	}
 	ctx, cancel := perfContext()
 	defer cancel()
