@@ -3,8 +3,8 @@ package netio
 import (
 	"errors"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"net"
 	"os"
 	"sync"
