@@ -331,10 +331,15 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			sr.Many.Config.Partitions, sr.Many.Config.Warmup.D(), sr.Many.SecondsToReach(0.5))
 	}
 	p("\nAck latency of max-rate runs is closed-loop (from the send call, with the client's buffer full) and mostly shows queueing.\n")
-	if len(sr.ProdRuns) > 1 {
-		p("\n## Producer clients (%s, acks=1, %d partitions)\n\n| producers | records/s | MB/s | CPU cores loadgen / broker |\n|---|---|---|---|\n", sizeName(sc.RefSize), sc.RefPartitions)
+	if len(sr.ProdRuns) > 1 || len(sr.RawProduce) > 0 {
+		p("\n## Producer clients (%s, %d partitions)\n\n", sizeName(sc.RefSize), sc.RefPartitions)
+		p("franz-go producers build, partition and encode every record; the raw producer (`perf ingest`) sends one prebuilt Produce request (a batch per partition, ~1 MB in all) over and over, up to 5 in flight: the broker's ingest rate without a producer client's per-record work competing for the same cores. The broker checks every batch's CRC and writes every byte either way.\n\n")
+		p("| client | acks | producers | records/s | MB/s | CPU cores loadgen / broker |\n|---|---|---|---|---|---|\n")
 		for _, r := range sr.ProdRuns {
-			p("| %d | %.0f | %.1f | %s |\n", r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r))
+			p("| franz-go | %s | %d | %.0f | %.1f | %s |\n", r.Config.Acks, r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r))
+		}
+		for _, r := range sr.RawProduce {
+			p("| raw produce | %s | %d | %.0f | %.1f | %s |\n", r.Config.Acks, r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r))
 		}
 	}
 	if len(sr.Consume) > 0 || len(sr.RawConsume) > 0 {

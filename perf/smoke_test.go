@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,46 @@ func TestSmoke(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "records sent,") || !strings.Contains(out.String(), "MB/sec") {
 			t.Errorf("no progress line:\n%s", out.String())
+		}
+	})
+
+	t.Run("ingest", func(t *testing.T) {
+		var out bytes.Buffer
+		c := smokeConfig(addr, ModeProduce)
+		c.BatchBytes = 64 << 10
+		c.KeepTopic = true
+		c.Procs = 1
+		before := runtime.GOMAXPROCS(0)
+		res, err := RunRawProduce(ctx, c, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		checkJSON(t, res, "produce_latency_ms")
+		if res.Env.GOMAXPROCS != 1 || runtime.GOMAXPROCS(0) != before {
+			t.Errorf("run GOMAXPROCS %d, after it %d (before %d)", res.Env.GOMAXPROCS, runtime.GOMAXPROCS(0), before)
+		}
+		// Every acknowledged record is in the log, nothing more.
+		adm, err := newAdmin(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer adm.close()
+		ends, err := adm.endOffsets(ctx, res.Topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored int64
+		for _, e := range ends {
+			stored += e
+		}
+		if stored != res.Acked || res.Acked == 0 || res.Sent != res.Acked {
+			t.Errorf("stored %d records, acked %d, sent %d", stored, res.Acked, res.Sent)
+		}
+		adm.deleteTopic(ctx, res.Topic)
+
+		c.Acks = "0"
+		if _, err := RunRawProduce(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "acks") {
+			t.Errorf("acks=0: %v", err)
 		}
 	})
 

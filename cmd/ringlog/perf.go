@@ -26,6 +26,7 @@ import (
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	return dispatch("perf", "Benchmarks any Kafka-compatible broker over the Kafka protocol (ringlog or another: point --brokers at it),\nand renders flame graphs of pprof profiles.", []subcommand{
 		{"produce", "producer throughput and ack latency", runPerfProduce},
+		{"ingest", "broker produce throughput: prebuilt batches in plain Produce requests, no client library", runPerfIngest},
 		{"consume", "consumer throughput, reading a topic from offset 0", runPerfConsume},
 		{"fetch", "broker fetch throughput: plain Fetch requests, no record decoding", runPerfFetch},
 		{"e2e", "end-to-end latency (send → consume) at a fixed rate", runPerfE2E},
@@ -238,6 +239,23 @@ Examples:
   ringlog perf produce --acks all --rate 50k --producers 2 --keys uniform --key-count 10000
   ringlog perf produce --brokers kafka1:9092 --compression zstd --linger 5ms --batch-bytes 262144
 `, perf.RunProduce)
+
+var runPerfIngest = perfRunNamed("ingest", perf.ModeProduce, `
+Usage: ringlog perf ingest [flags]
+
+Broker produce throughput: for --duration, --producers connections per
+partition leader send one prebuilt Produce request (a batch of
+--record-size records for each partition, about --batch-bytes in all,
+--compression applied once) over and over, --max-inflight at a time.
+No client library builds or encodes records, so this is what the broker
+ingests (CRC checks, offsets, writes) without a producer client competing
+for the cores (compare with 'perf produce'). Max rate only; --acks 1 or
+all. MB/s counts record values.
+`, `
+Examples:
+  ringlog perf ingest --record-size 1024 --partitions 16 --acks 1 --duration 10s
+  ringlog perf ingest --acks all --producers 2 --batch-bytes 262144
+`, perf.RunRawProduce)
 
 var runPerfConsume = perfRun(perf.ModeConsume, `
 Usage: ringlog perf consume [flags]
