@@ -41,11 +41,12 @@ const (
 )
 
 func newCoordinator(e *Engine, cfg GroupConfig) *Coordinator {
+	def := DefaultConfig().Groups
 	if cfg.MinSessionTimeout <= 0 {
-		cfg.MinSessionTimeout = 6 * time.Second
+		cfg.MinSessionTimeout = def.MinSessionTimeout
 	}
 	if cfg.MaxSessionTimeout <= 0 {
-		cfg.MaxSessionTimeout = 30 * time.Minute
+		cfg.MaxSessionTimeout = def.MaxSessionTimeout
 	}
 	return &Coordinator{eng: e, cfg: cfg, sched: realScheduler{}, groups: map[string]*Group{}}
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/ringlog/ringlog/wal"
 )
 
-// Config configures an Engine.
+// Config configures an Engine; DefaultConfig is what ships.
 type Config struct {
 	// DataDir holds the metadata file and one directory per partition.
 	DataDir string
@@ -82,6 +82,31 @@ type Config struct {
 	CompactionInterval time.Duration
 }
 
+// DefaultConfig is the engine configuration that ships (package broker's
+// DefaultConfig builds on it; DataDir is left to the caller). Open fills a
+// zero Shards, ShardQueueBytes, DefaultPartitions, RetentionCheckInterval,
+// CompactionInterval and group session timeouts from it; a zero
+// AutoCreateTopics, WritebackBytes or Groups.InitialRebalanceDelay means
+// off, so a Config built field by field is not what ships: start from
+// this.
+func DefaultConfig() Config {
+	return Config{
+		Shards:                 0, // one per CPU
+		ShardQueueBytes:        64 << 20,
+		AutoCreateTopics:       true,
+		DefaultPartitions:      1,
+		WritebackBytes:         1 << 20,
+		Backend:                ring.KindAuto,
+		RetentionCheckInterval: 5 * time.Minute,
+		CompactionInterval:     15 * time.Second,
+		Groups: GroupConfig{
+			MinSessionTimeout:     6 * time.Second,
+			MaxSessionTimeout:     30 * time.Minute,
+			InitialRebalanceDelay: 3 * time.Second,
+		},
+	}
+}
+
 // Engine is one broker's state.
 type Engine struct {
 	cfg    Config
@@ -124,20 +149,21 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("engine: no data directory")
 	}
+	def := DefaultConfig()
 	if cfg.Shards <= 0 {
 		cfg.Shards = runtime.GOMAXPROCS(0)
 	}
 	if cfg.ShardQueueBytes <= 0 {
-		cfg.ShardQueueBytes = 64 << 20
+		cfg.ShardQueueBytes = def.ShardQueueBytes
 	}
 	if cfg.DefaultPartitions <= 0 {
-		cfg.DefaultPartitions = 1
+		cfg.DefaultPartitions = def.DefaultPartitions
 	}
 	if cfg.RetentionCheckInterval <= 0 {
-		cfg.RetentionCheckInterval = 5 * time.Minute
+		cfg.RetentionCheckInterval = def.RetentionCheckInterval
 	}
 	if cfg.CompactionInterval <= 0 {
-		cfg.CompactionInterval = 15 * time.Second
+		cfg.CompactionInterval = def.CompactionInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
