@@ -38,9 +38,18 @@ type apiInstruments struct {
 	latency  prometheus.Observer
 }
 
-// New builds the instruments and registers them (with the Go runtime and
-// process collectors) in a fresh registry.
-func New() *Metrics {
+// API names one Kafka API whose requests are counted: its key, and its
+// name (the "api" label).
+type API struct {
+	Key  int16
+	Name string
+}
+
+// New builds the instruments, those of every API in apis included, and
+// registers them (with the Go runtime and process collectors) in a fresh
+// registry. The per-API set is fixed here, before any request can be
+// counted: Request only reads it. Requests of other keys are not counted.
+func New(apis ...API) *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ringlog_requests_total", Help: "Kafka requests handled, by API.",
@@ -71,20 +80,19 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen,
 		m.SendfileBytes, m.CopiedBytes, m.SyncSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Each API's instruments are resolved once, so the request path does
+	// no label lookups.
+	for _, a := range apis {
+		if a.Key < 0 || int(a.Key) >= len(m.byKey) {
+			continue
+		}
+		m.byKey[a.Key] = apiInstruments{
+			requests: m.requests.WithLabelValues(a.Name),
+			errors:   m.errors.WithLabelValues(a.Name),
+			latency:  m.latencies.WithLabelValues(a.Name),
+		}
+	}
 	return m
-}
-
-// API resolves the instruments of one API key once, so the request path
-// does no label lookups.
-func (m *Metrics) API(key int16, name string) {
-	if key < 0 || int(key) >= len(m.byKey) {
-		return
-	}
-	m.byKey[key] = apiInstruments{
-		requests: m.requests.WithLabelValues(name),
-		errors:   m.errors.WithLabelValues(name),
-		latency:  m.latencies.WithLabelValues(name),
-	}
 }
 
 // Request records one handled request.

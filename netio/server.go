@@ -20,7 +20,7 @@ import (
 	"github.com/ringlog/ringlog/metrics"
 )
 
-// Config configures the Kafka listener.
+// Config configures the Kafka listener; DefaultConfig is what ships.
 type Config struct {
 	// Addr is host:port to listen on; port 0 picks a free port.
 	Addr string
@@ -40,9 +40,34 @@ type Config struct {
 	EventLoops int
 	// Native serves the MyKafka native protocol (native.go) instead of
 	// Kafka's.
-	Native  bool
-	Logger  *slog.Logger
+	Native bool
+	// Logger receives the listener's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Metrics are the instruments the server counts in; build them with
+	// metrics.New(APIs()...) so every API's are there before a request
+	// arrives. Default: a fresh set nobody reads.
 	Metrics *metrics.Metrics
+}
+
+// DefaultConfig is the listener configuration that ships, less the
+// address (package broker's DefaultConfig adds it). NewServer fills a zero
+// limit from it.
+func DefaultConfig() Config {
+	return Config{
+		MaxRequestBytes:    100 << 20,
+		MaxConnections:     10000,
+		MaxInflightPerConn: 100,
+	}
+}
+
+// APIs lists the Kafka APIs the server counts requests of, for
+// metrics.New.
+func APIs() []metrics.API {
+	apis := make([]metrics.API, len(apiTable))
+	for i, h := range apiTable {
+		apis[i] = metrics.API{Key: h.key, Name: h.name}
+	}
+	return apis
 }
 
 // Server serves the Kafka protocol (or, with Config.Native, the native
@@ -73,16 +98,18 @@ type Server struct {
 	rr        sync.Map // topic -> *atomic.Uint32: native round-robin
 }
 
-// NewServer prepares a server; Start binds and serves.
+// NewServer prepares a server; Start binds and serves. It registers
+// nothing: cfg.Metrics comes complete.
 func NewServer(eng *engine.Engine, cfg Config) *Server {
+	def := DefaultConfig()
 	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = 100 << 20
+		cfg.MaxRequestBytes = def.MaxRequestBytes
 	}
 	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = 10000
+		cfg.MaxConnections = def.MaxConnections
 	}
 	if cfg.MaxInflightPerConn <= 0 {
-		cfg.MaxInflightPerConn = 100
+		cfg.MaxInflightPerConn = def.MaxInflightPerConn
 	}
 	if cfg.EventLoops <= 0 {
 		cfg.EventLoops = runtime.GOMAXPROCS(0)
@@ -91,17 +118,13 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.New()
+		cfg.Metrics = metrics.New(APIs()...)
 	}
 	s := &Server{cfg: cfg, eng: eng, logger: cfg.Logger, metrics: cfg.Metrics,
 		booted: make(chan error, 1), stopped: make(chan struct{}), drained: make(chan struct{})}
 	for i := range apiTable {
 		h := &apiTable[i]
 		s.handlers[h.key] = h
-		if !cfg.Native {
-			// Only the Kafka server counts requests per API key.
-			s.metrics.API(h.key, h.name)
-		}
 	}
 	return s
 }
