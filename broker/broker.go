@@ -1,0 +1,282 @@
+// Package broker assembles and runs one broker process: the engine, the
+// Kafka listener, the optional native-protocol listener, the Prometheus
+// instruments and the optional HTTP endpoint (/metrics, /healthz,
+// /debug/pprof).
+//
+// Config holds every setting and DefaultConfig is what ships. `ringlog
+// serve` maps its flags onto a Config (their defaults are DefaultConfig's
+// values) and calls New; the in-process test harness
+// (internal/brokertest) starts the same broker from the same defaults, so
+// tests run the broker that ships.
+//
+// The package owns the wiring and its order: the instruments (every
+// API's) exist before a listener can count in them; the engine opens
+// before the listeners start; a listener that fails to start undoes what
+// started before it. Shutdown drains the listeners (no new requests
+// parsed, those in flight answered), stops them, stops the HTTP endpoint
+// and closes the engine last (logs flushed, the data directory marked
+// clean).
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/metrics"
+	"github.com/ringlog/ringlog/netio"
+)
+
+// Config is every setting of one broker process.
+type Config struct {
+	// Engine configures the engine (data directory, shards, topic
+	// defaults, group coordinator...). The broker sets its Logger and
+	// ObserveSync.
+	Engine engine.Config
+	// Kafka configures the Kafka listener: Addr (port 0 picks a free
+	// port), AdvertisedAddr, the limits and event loops, which the native
+	// listener shares. The broker sets its Native, Logger and Metrics.
+	Kafka netio.Config
+	// NativeAddr is the native-protocol listener's host:port (port 0
+	// picks a free port); empty: no native listener.
+	NativeAddr string
+	// HTTPAddr is the listener of /metrics, /healthz and /debug/pprof;
+	// empty: none.
+	HTTPAddr string
+	// ShutdownTimeout bounds how long Shutdown waits for the requests in
+	// flight to be answered.
+	ShutdownTimeout time.Duration
+	// Logger receives every part's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig is the broker that ships: what `ringlog serve` runs
+// without flags.
+func DefaultConfig() Config {
+	c := Config{
+		Engine:          engine.DefaultConfig(),
+		Kafka:           netio.DefaultConfig(),
+		NativeAddr:      "127.0.0.1:9093",
+		HTTPAddr:        "127.0.0.1:9094",
+		ShutdownTimeout: 10 * time.Second,
+	}
+	c.Engine.DataDir = "./data"
+	c.Kafka.Addr = "127.0.0.1:9092"
+	return c
+}
+
+// ConfigError is a setting Validate refuses.
+type ConfigError struct {
+	// Setting is the setting's name as `ringlog serve` spells it (the
+	// flag without dashes, the config file's key).
+	Setting string
+	// Problem says what is wrong with its value.
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return e.Setting + " " + e.Problem }
+
+// Validate refuses values the broker cannot run with, before anything
+// touches the data directory; its errors are *ConfigError. New calls it.
+func (c Config) Validate() error {
+	if c.Engine.WritebackBytes < 0 {
+		return &ConfigError{"writeback-bytes", fmt.Sprintf("must be 0 (off) or a positive byte count, got %d", c.Engine.WritebackBytes)}
+	}
+	if c.Engine.DefaultPartitions < 1 {
+		return &ConfigError{"default-partitions", "must be at least 1"}
+	}
+	return nil
+}
+
+// Broker is one running broker: an engine with its listeners.
+type Broker struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics.Metrics
+	eng     *engine.Engine
+	kafka   *netio.Server
+	native  *netio.Server // nil: off
+	http    *http.Server  // nil: off
+	httpLn  net.Listener
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New validates cfg, opens the engine and starts the listeners; the
+// broker serves when it returns. On an error, whatever had started is
+// stopped again and the engine closed.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &Broker{cfg: cfg, logger: cfg.Logger, metrics: metrics.New(netio.APIs()...)}
+	ecfg := cfg.Engine
+	ecfg.Logger = cfg.Logger
+	ecfg.ObserveSync = func(d time.Duration) { b.metrics.SyncSeconds.Observe(d.Seconds()) }
+	eng, err := engine.Open(ecfg)
+	if err != nil {
+		return nil, err
+	}
+	b.eng = eng
+	b.metrics.RegisterEngine(eng)
+
+	scfg := cfg.Kafka
+	scfg.Native, scfg.Logger, scfg.Metrics = false, cfg.Logger, b.metrics
+	b.kafka = netio.NewServer(eng, scfg)
+	if err := b.kafka.Start(); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	if cfg.NativeAddr != "" {
+		ncfg := scfg
+		ncfg.Native, ncfg.Addr, ncfg.AdvertisedAddr = true, cfg.NativeAddr, ""
+		b.native = netio.NewServer(eng, ncfg)
+		if err := b.native.Start(); err != nil {
+			b.kafka.Stop(context.Background())
+			eng.Close()
+			return nil, err
+		}
+	}
+	if cfg.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			b.kafka.Stop(context.Background())
+			if b.native != nil {
+				b.native.Stop(context.Background())
+			}
+			eng.Close()
+			return nil, fmt.Errorf("http listener %s: %w", cfg.HTTPAddr, err)
+		}
+		b.httpLn = ln
+		b.http = &http.Server{Handler: httpMux(b.metrics, eng), ReadHeaderTimeout: 10 * time.Second}
+		go b.http.Serve(ln)
+	}
+	return b, nil
+}
+
+// KafkaAddr is the Kafka listener's bound address.
+func (b *Broker) KafkaAddr() string { return b.kafka.Addr().String() }
+
+// NativeAddr is the native listener's bound address; empty when off.
+func (b *Broker) NativeAddr() string {
+	if b.native == nil {
+		return ""
+	}
+	return b.native.Addr().String()
+}
+
+// HTTPAddr is the HTTP listener's bound address; empty when off.
+func (b *Broker) HTTPAddr() string {
+	if b.httpLn == nil {
+		return ""
+	}
+	return b.httpLn.Addr().String()
+}
+
+// Engine is the broker's engine.
+func (b *Broker) Engine() *engine.Engine { return b.eng }
+
+// Metrics are the broker's instruments.
+func (b *Broker) Metrics() *metrics.Metrics { return b.metrics }
+
+// Kafka is the Kafka listener.
+func (b *Broker) Kafka() *netio.Server { return b.kafka }
+
+// Native is the native listener; nil when off.
+func (b *Broker) Native() *netio.Server { return b.native }
+
+// servers are the listeners, Kafka first.
+func (b *Broker) servers() []*netio.Server {
+	if b.native == nil {
+		return []*netio.Server{b.kafka}
+	}
+	return []*netio.Server{b.kafka, b.native}
+}
+
+// Drain stops parsing new requests on every listener and waits until
+// the requests already parsed are answered (or ctx ends).
+func (b *Broker) Drain(ctx context.Context) error {
+	var errs []error
+	for _, s := range b.servers() {
+		errs = append(errs, s.Drain(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops the listeners (closing every connection) and the HTTP
+// endpoint, then closes the engine: logs flushed and synced, the data
+// directory marked clean. Requests still in flight are cut off; Drain
+// first, or call Shutdown. Only the first call does anything; later ones
+// return its result.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, s := range b.servers() {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.Stop(ctx) }()
+		}
+		wg.Wait()
+		if b.http != nil {
+			b.http.Shutdown(ctx)
+		}
+		if err := b.eng.Close(); err != nil {
+			b.closeErr = fmt.Errorf("close engine: %w", err)
+		}
+	})
+	return b.closeErr
+}
+
+// Shutdown is the clean stop: Drain for at most Config.ShutdownTimeout
+// (a drain cut short is logged, not returned), then Close.
+func (b *Broker) Shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := b.Drain(ctx); err != nil {
+		b.logger.Warn("shutdown: not every request was answered", "err", err)
+	}
+	return b.Close()
+}
+
+// httpMux serves /metrics, /healthz (503 while a partition is offline)
+// and /debug/pprof.
+func httpMux(m *metrics.Metrics, eng *engine.Engine) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		offline := 0
+		for _, t := range eng.Topics() {
+			for _, p := range t.Partitions() {
+				if p.Offline() != nil {
+					offline++
+				}
+			}
+		}
+		if offline > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "degraded: %d partitions offline\n", offline)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
