@@ -1,0 +1,168 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/client"
+	"github.com/ringlog/ringlog/internal/brokertest"
+)
+
+// TestDefaultConfigValid: what ships passes its own validation, and the
+// settings that made tests and the binary differ are the shipping ones.
+func TestDefaultConfigValid(t *testing.T) {
+	def := broker.DefaultConfig()
+	if err := def.Validate(); err != nil {
+		t.Fatalf("DefaultConfig does not validate: %v", err)
+	}
+	if def.Engine.WritebackBytes != 1<<20 || def.Engine.Groups.InitialRebalanceDelay != 3*time.Second || !def.Engine.AutoCreateTopics {
+		t.Errorf("DefaultConfig: writeback %d, initial rebalance delay %v, auto-create %v; want 1 MiB, 3s, true",
+			def.Engine.WritebackBytes, def.Engine.Groups.InitialRebalanceDelay, def.Engine.AutoCreateTopics)
+	}
+}
+
+// TestValidate names the refused setting, and New refuses before touching
+// the data directory.
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		setting string
+		change  func(*broker.Config)
+	}{
+		{"writeback-bytes", func(c *broker.Config) { c.Engine.WritebackBytes = -1 }},
+		{"default-partitions", func(c *broker.Config) { c.Engine.DefaultPartitions = 0 }},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		cfg := brokertest.Config(dir)
+		tc.change(&cfg)
+		var ce *broker.ConfigError
+		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Setting != tc.setting {
+			t.Errorf("%s: Validate: %v, want a ConfigError naming it", tc.setting, err)
+		}
+		if b, err := broker.New(cfg); !errors.As(err, &ce) {
+			if err == nil {
+				b.Close()
+			}
+			t.Errorf("%s: New: %v, want the ConfigError", tc.setting, err)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%s: New created the data directory of a refused config", tc.setting)
+		}
+	}
+}
+
+// TestBrokerServesAndShutsDownClean starts every listener, uses each, and
+// checks that Shutdown leaves a directory the next broker opens as clean.
+func TestBrokerServesAndShutsDownClean(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cl := b.Client(kgo.DefaultProduceTopic("wired"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("kafka")}).FirstErr(); err != nil {
+		t.Fatalf("produce over Kafka: %v", err)
+	}
+	nc, err := client.Dial(ctx, b.NativeAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := nc.Fetch(ctx, "wired", 0, 0, 1<<20)
+	nc.Close()
+	if err != nil || len(recs) != 1 || string(recs[0].Value) != "kafka" {
+		t.Fatalf("fetch over the native protocol: %v %+v", err, recs)
+	}
+
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + b.HTTPAddr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	if h := get("/healthz"); h != "ok\n" {
+		t.Errorf("/healthz: %q", h)
+	}
+	m := get("/metrics")
+	// Produce counted by the per-API instruments, fsyncs by the engine's
+	// hook, partitions by the engine collector.
+	for _, want := range []string{`ringlog_requests_total{api="Produce"} 1`, `ringlog_requests_total{api="DescribeCluster"} 0`,
+		"ringlog_fsync_duration_seconds_count", `ringlog_partition_records_in_total{partition="0",topic="wired"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	get("/debug/pprof/")
+
+	cl.Close()
+	b.Stop()
+	if _, err := os.Stat(filepath.Join(b.Dir, ".ringlog-clean-shutdown")); err != nil {
+		t.Errorf("no clean-shutdown marker after Shutdown: %v", err)
+	}
+	b.Start()
+	if got := b.Eng.Topic("wired"); got == nil {
+		t.Fatalf("topic lost across the restart")
+	}
+}
+
+// TestListenersOff: no native and no HTTP listener when their addresses
+// are empty.
+func TestListenersOff(t *testing.T) {
+	b := brokertest.Start(t, func(c *broker.Config) { c.NativeAddr, c.HTTPAddr = "", "" })
+	if b.NativeAddr != "" || b.Native != nil || b.HTTPAddr != "" {
+		t.Errorf("native %q (%v), http %q; want both off", b.NativeAddr, b.Native, b.HTTPAddr)
+	}
+	if b.Addr == "" {
+		t.Errorf("no Kafka listener")
+	}
+}
+
+// TestNewUndoesOnListenerError: a listener that cannot bind fails New,
+// which stops what had started and closes the engine (the directory can
+// be opened again at once).
+func TestNewUndoesOnListenerError(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	for _, which := range []string{"native", "http"} {
+		cfg := brokertest.Config(dir)
+		if which == "native" {
+			cfg.NativeAddr = taken.Addr().String()
+		} else {
+			cfg.HTTPAddr = taken.Addr().String()
+		}
+		b, err := broker.New(cfg)
+		if err == nil {
+			b.Close()
+			t.Fatalf("%s listener on a taken address: New succeeded", which)
+		}
+		if !strings.Contains(err.Error(), taken.Addr().String()) {
+			t.Errorf("%s: error %q does not name the address", which, err)
+		}
+	}
+	b, err := broker.New(brokertest.Config(dir))
+	if err != nil {
+		t.Fatalf("the data directory stayed locked after a failed New: %v", err)
+	}
+	if err := b.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+}
