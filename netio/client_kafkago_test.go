@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"errors"
@@ -71,7 +71,7 @@ func TestKafkaGoConnAdmin(t *testing.T) {
 	if len(parts) != len(want) {
 		t.Fatalf("ReadPartitions: %d partitions, want %d: %+v", len(parts), len(want), parts)
 	}
-	host, port := b.Srv.Advertised()
+	host, port := b.Kafka.Advertised()
 	node := int(b.Eng.NodeID())
 	for i, w := range want {
 		p := parts[i]

@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 // Helpers shared by the end-to-end tests (e2e_*_test.go): a raw Kafka
 // connection for hand-built requests, an admin client, consuming helpers,
@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -165,20 +166,9 @@ func (r *e2eConn) listOffset(topic string, partition int32, ts int64) kmsg.ListO
 	return resp.Topics[0].Partitions[0]
 }
 
-// e2eBatch builds a v2 record batch of values with timestamp ts.
-func e2eBatch(t testing.TB, codec batch.Codec, ts int64, pid int64, epoch int16, seq int32, values ...string) []byte {
-	t.Helper()
-	bld := batch.NewBuilder()
-	bld.ProducerID, bld.ProducerEpoch, bld.BaseSequence = pid, epoch, seq
-	for _, v := range values {
-		bld.Add(ts, nil, []byte(v), nil)
-	}
-	out, err := bld.Build(nil, codec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+// e2eBatch builds a v2 record batch of values with timestamp ts
+// (fetchwire_test.go, shared with the internal tests).
+var e2eBatch = netio.E2EBatch
 
 // admin returns a kadm client on a fresh kgo client of the broker.
 func (b *testBroker) e2eAdmin() *kadm.Client {

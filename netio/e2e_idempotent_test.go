@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -23,7 +24,7 @@ func TestE2EIdempotentRetriesNoDuplicates(t *testing.T) {
 	// Drop points at least five requests apart (kgo keeps up to five in
 	// flight), so each one is a request on a live connection.
 	proxy := newE2EDropProxy(t, 3, 12, 25, 40)
-	b := startBroker(t, withServer(func(c *Config) { c.AdvertisedAddr = proxy.addr() }))
+	b := startBroker(t, withServer(func(c *netio.Config) { c.AdvertisedAddr = proxy.addr() }))
 	proxy.start(b.Addr)
 	ctx := testCtx(t, 30*time.Second)
 	const topic, n = "idem-retry", 3000
@@ -230,9 +231,9 @@ func TestE2EIdempotentAcrossRestart(t *testing.T) {
 	}()
 	e2eWaitFor(t, 10*time.Second, "a third of the records acknowledged", func() bool { return acked.Load() >= n/3 })
 	before := acked.Load()
-	b.stop()
-	b.scfg.Addr = addr // same port: the client reconnects to it
-	b.start()
+	b.Stop()
+	b.Config.Kafka.Addr = addr // same port: the client reconnects to it
+	b.Start()
 	if b.Addr != addr {
 		t.Fatalf("restarted on %s, want %s", b.Addr, addr)
 	}

@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -72,7 +73,7 @@ func TestE2ECompressionCodecs(t *testing.T) {
 		}
 		sentMu.Unlock()
 	}
-	b := startBroker(t, withServer(func(c *Config) { c.AdvertisedAddr = proxy.addr() }))
+	b := startBroker(t, withServer(func(c *netio.Config) { c.AdvertisedAddr = proxy.addr() }))
 	proxy.start(b.Addr)
 	codecs := []struct {
 		name  string
@@ -397,7 +398,7 @@ func TestE2EBackpressure(t *testing.T) {
 	shard := b.Eng.Shards()[0]
 	// The bound may be overshot by the requests admitted at the same
 	// moment: at most one per event loop (one batch of maxBatch each).
-	limit := int64(bound + b.Srv.cfg.EventLoops*(maxBatch+1024))
+	limit := int64(bound + b.Kafka.EventLoops()*(maxBatch+1024))
 
 	var maxQueued atomic.Int64
 	stop := make(chan struct{})

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,6 +16,30 @@ import (
 	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
+
+// testLogger discards, unless RINGLOG_TEST_LOG is set (as
+// brokertest.Logger, which these internal tests cannot import).
+func testLogger() *slog.Logger {
+	if os.Getenv("RINGLOG_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// e2eBatch builds a v2 record batch of values with timestamp ts.
+func e2eBatch(t testing.TB, codec batch.Codec, ts int64, pid int64, epoch int16, seq int32, values ...string) []byte {
+	t.Helper()
+	bld := batch.NewBuilder()
+	bld.ProducerID, bld.ProducerEpoch, bld.BaseSequence = pid, epoch, seq
+	for _, v := range values {
+		bld.Add(ts, nil, []byte(v), nil)
+	}
+	out, err := bld.Build(nil, codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
 // wireLog is a real log in a temp dir with nBatches batches of 3 records
 // each, in small segments so reads span several files.

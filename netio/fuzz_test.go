@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"encoding/binary"
@@ -189,7 +189,7 @@ func (fz *fuzzBroker) quiesce(t *testing.T) {
 	}
 	deadline := time.Now().Add(50 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		idle := fz.b.Srv.conns.Load() == 0 && runtime.NumGoroutine() <= fz.baseG
+		idle := fz.b.Kafka.OpenConns() == 0 && runtime.NumGoroutine() <= fz.baseG
 		for _, sh := range fz.b.Eng.Shards() {
 			idle = idle && sh.QueuedBytes() == 0
 		}

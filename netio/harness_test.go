@@ -1,132 +1,77 @@
-package netio
+package netio_test
+
+// The tests that need a whole broker are in package netio_test, because
+// they start it with internal/brokertest, which imports netio through
+// package broker. What they need of netio's internals, export_test.go
+// exports.
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/metrics"
+	"github.com/ringlog/ringlog/internal/brokertest"
+	"github.com/ringlog/ringlog/netio"
 )
 
-// testBroker is a real broker (engine + Kafka listener on 127.0.0.1:0) in
-// the test process.
+// testBroker is a real broker (brokertest: engine, Kafka and native
+// listeners on 127.0.0.1:0) in the test process, with the e2e helpers as
+// methods.
 type testBroker struct {
-	t    testing.TB
-	dir  string
-	Addr string
-	Eng  *engine.Engine
-	Srv  *Server
-	// NativeAddr and Native are the native-protocol listener.
-	NativeAddr string
-	Native     *Server
-	Metrics    *metrics.Metrics
-	ecfg       engine.Config
-	scfg       Config
+	*brokertest.Broker
+	t   testing.TB
+	dir string
 }
 
-type brokerOption func(*engine.Config, *Config)
-
-func withEngine(f func(*engine.Config)) brokerOption {
-	return func(e *engine.Config, _ *Config) { f(e) }
+// withEngine changes the engine's configuration.
+func withEngine(f func(*engine.Config)) brokertest.Option {
+	return func(c *broker.Config) { f(&c.Engine) }
 }
 
-func withServer(f func(*Config)) brokerOption {
-	return func(_ *engine.Config, s *Config) { f(s) }
+// withServer changes the listeners' configuration (the native listener
+// shares the Kafka listener's limits).
+func withServer(f func(*netio.Config)) brokertest.Option {
+	return func(c *broker.Config) { f(&c.Kafka) }
 }
 
-func testLogger() *slog.Logger {
-	if os.Getenv("RINGLOG_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// startBroker starts a broker on a fresh data directory.
-func startBroker(t testing.TB, opts ...brokerOption) *testBroker {
+// startBroker starts a broker on a fresh data directory, with short group
+// timeouts (brokertest.FastGroups), stopped at cleanup.
+func startBroker(t testing.TB, opts ...brokertest.Option) *testBroker {
 	t.Helper()
-	b := &testBroker{t: t, dir: t.TempDir()}
-	b.ecfg = engine.Config{DataDir: b.dir, AutoCreateTopics: true, DefaultPartitions: 1, Logger: testLogger(),
-		Groups: engine.GroupConfig{MinSessionTimeout: 100 * time.Millisecond, InitialRebalanceDelay: 50 * time.Millisecond}}
-	b.scfg = Config{Addr: "127.0.0.1:0", Logger: testLogger()}
-	for _, o := range opts {
-		o(&b.ecfg, &b.scfg)
-	}
-	b.start()
-	t.Cleanup(b.stop)
-	return b
-}
-
-func (b *testBroker) start() {
-	b.t.Helper()
-	b.Metrics = metrics.New()
-	b.ecfg.ObserveSync = func(d time.Duration) { b.Metrics.SyncSeconds.Observe(d.Seconds()) }
-	eng, err := engine.Open(b.ecfg)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	b.Metrics.RegisterEngine(eng)
-	cfg := b.scfg
-	cfg.Metrics = b.Metrics
-	// Both servers are built before either starts, as in serve.go:
-	// NewServer registers the API metrics the running one reads.
-	srv := NewServer(eng, cfg)
-	ncfg := cfg
-	ncfg.Native = true
-	ncfg.Addr = "127.0.0.1:0"
-	nsrv := NewServer(eng, ncfg)
-	if err := srv.Start(); err != nil {
-		eng.Close()
-		b.t.Fatal(err)
-	}
-	if err := nsrv.Start(); err != nil {
-		srv.Stop(context.Background())
-		eng.Close()
-		b.t.Fatal(err)
-	}
-	b.Eng, b.Srv, b.Addr = eng, srv, srv.Addr().String()
-	b.Native, b.NativeAddr = nsrv, nsrv.Addr().String()
-}
-
-// stop shuts the broker down cleanly (idempotent).
-func (b *testBroker) stop() {
-	if b.Srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	b.Srv.Drain(ctx)
-	b.Native.Drain(ctx)
-	b.Srv.Stop(ctx)
-	b.Native.Stop(ctx)
-	b.Eng.Close()
-	b.Srv, b.Eng, b.Native = nil, nil, nil
+	b := brokertest.Start(t, append([]brokertest.Option{brokertest.FastGroups()}, opts...)...)
+	return &testBroker{Broker: b, t: t, dir: b.Dir}
 }
 
 // restart stops the broker cleanly and starts it again on the same data
 // directory; the listener gets a new port.
-func (b *testBroker) restart() {
-	b.stop()
-	b.scfg.Addr = "127.0.0.1:0"
-	b.start()
-}
+func (b *testBroker) restart() { b.Restart() }
 
 // client returns a franz-go client for the broker, closed at cleanup.
-func (b *testBroker) client(opts ...kgo.Opt) *kgo.Client {
-	b.t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation()}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	b.t.Cleanup(cl.Close)
-	return cl
+func (b *testBroker) client(opts ...kgo.Opt) *kgo.Client { return b.Client(opts...) }
+
+// apiRow is a row of netio's apiTable (export_test.go).
+type apiRow struct {
+	key, min, max, advMin int16
+	name                  string
 }
+
+// netio internals the tests use, exported by export_test.go.
+var (
+	apiTable = func() []apiRow {
+		var rows []apiRow
+		for _, r := range netio.APITable() {
+			rows = append(rows, apiRow{key: r.Key, min: r.Min, max: r.Max, advMin: r.AdvMin, name: r.Name})
+		}
+		return rows
+	}()
+	skipTags        = netio.SkipTags
+	validateRecords = netio.ValidateRecords
+	errCode         = netio.ErrCode
+)
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"encoding/binary"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -612,7 +613,7 @@ func TestMalformedProduce(t *testing.T) {
 func TestMalformedLimits(t *testing.T) {
 	const maxReq = 4096
 	const inflight = 4
-	b := startBroker(t, withServer(func(c *Config) {
+	b := startBroker(t, withServer(func(c *netio.Config) {
 		c.MaxRequestBytes = maxReq
 		c.MaxInflightPerConn = inflight
 	}))

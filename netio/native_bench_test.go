@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/client"
+	"github.com/ringlog/ringlog/netio"
 )
 
 // FuzzNativeFrame sends arbitrary native-protocol input to a real broker
@@ -18,7 +19,7 @@ import (
 // formed frame carrying the request's api key, and afterwards the broker
 // still answers a produce and a fetch on a fresh connection.
 func FuzzNativeFrame(f *testing.F) {
-	b := startBroker(f, withServer(func(c *Config) { c.MaxRequestBytes = 1 << 20 }))
+	b := startBroker(f, withServer(func(c *netio.Config) { c.MaxRequestBytes = 1 << 20 }))
 	ctx := context.Background()
 	c, err := client.Dial(ctx, b.NativeAddr)
 	if err != nil {

@@ -1,4 +1,4 @@
-package netio
+package netio_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/ringlog/ringlog/client"
 	"github.com/ringlog/ringlog/internal/keyhash"
+	"github.com/ringlog/ringlog/netio"
 )
 
 func nativeConn(t testing.TB, b *testBroker) *client.Conn {
@@ -274,7 +275,7 @@ func TestNativeCrossProtocol(t *testing.T) {
 // TestNativeMalformed: bad frames get an error or a closed connection,
 // and the broker keeps serving.
 func TestNativeMalformed(t *testing.T) {
-	b := startBroker(t, withServer(func(c *Config) { c.MaxRequestBytes = 1 << 20 }))
+	b := startBroker(t, withServer(func(c *netio.Config) { c.MaxRequestBytes = 1 << 20 }))
 	ctx := testCtx(t, 10*time.Second)
 	good := nativeConn(t, b)
 	if err := good.CreateTopic(ctx, "m", 1); err != nil {
