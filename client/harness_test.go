@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -13,53 +12,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/client"
-	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/netio"
+	"github.com/ringlog/ringlog/internal/brokertest"
 )
 
-// testBroker is a real broker in the test process: an engine and its
-// native listener on 127.0.0.1 (the client package itself never imports
-// the broker; only its tests do).
+// testBroker is a real broker in the test process (brokertest: the
+// client package itself never imports the broker; only its tests do).
 type testBroker struct {
+	// Addr is the native listener, the one the client speaks to.
 	Addr string
-	dir  string
-	eng  *engine.Engine
-	srv  *netio.Server
 }
 
-// launchBroker starts a broker on dir.
-func launchBroker(dir string) (*testBroker, error) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.Open(engine.Config{DataDir: dir, AutoCreateTopics: true, DefaultPartitions: 1, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	srv := netio.NewServer(eng, netio.Config{Addr: "127.0.0.1:0", Native: true, Logger: logger, EventLoops: 1})
-	if err := srv.Start(); err != nil {
-		eng.Close()
-		return nil, err
-	}
-	return &testBroker{Addr: srv.Addr().String(), dir: dir, eng: eng, srv: srv}, nil
-}
-
-func (b *testBroker) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	b.srv.Drain(ctx)
-	b.srv.Stop(ctx)
-	b.eng.Close()
-}
+// oneLoop runs the listeners on one event loop each.
+func oneLoop(c *broker.Config) { c.Kafka.EventLoops = 1 }
 
 // startBroker starts a broker for a test, stopped at cleanup.
 func startBroker(t testing.TB) *testBroker {
 	t.Helper()
-	b, err := launchBroker(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.stop)
-	return b
+	return &testBroker{Addr: brokertest.Start(t, oneLoop).NativeAddr}
 }
 
 // exampleBroker starts a broker for an example on a temporary directory;
@@ -69,13 +40,15 @@ func exampleBroker() (addr string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	b, err := launchBroker(dir)
+	cfg := brokertest.Config(dir)
+	oneLoop(&cfg)
+	b, err := broker.New(cfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		panic(err)
 	}
-	return b.Addr, func() {
-		b.stop()
+	return b.NativeAddr(), func() {
+		b.Shutdown()
 		os.RemoveAll(dir)
 	}
 }

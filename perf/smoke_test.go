@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,32 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/netio"
+	"github.com/ringlog/ringlog/internal/brokertest"
 )
 
-// startBroker starts a real ringlog broker (engine + Kafka listener on
-// 127.0.0.1:0) in the test process and returns its address.
+// startBroker starts a real ringlog broker in the test process
+// (brokertest) and returns its Kafka address.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.Open(engine.Config{DataDir: t.TempDir(), AutoCreateTopics: true, DefaultPartitions: 1, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := netio.NewServer(eng, netio.Config{Addr: "127.0.0.1:0", Logger: logger})
-	if err := srv.Start(); err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Drain(ctx)
-		srv.Stop(ctx)
-		eng.Close()
-	})
-	return srv.Addr().String()
+	return brokertest.Start(t).Addr
 }
 
 // smokeConfig is a short, small run (the race detector slows everything).

@@ -2,10 +2,10 @@ package main
 
 // Tests of the client tools (topic, group, produce, consume, dump-segment):
 // they run the built binary (ringlogBinary, from proc_test.go) against a
-// real `ringlog serve` child process and check output and exit codes.
+// real broker in the test process (internal/brokertest) and check output
+// and exit codes.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,86 +21,26 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/internal/brokertest"
 )
 
-// toolBroker is a `ringlog serve` child process for the tool tests.
+// toolBroker is an in-process broker (brokertest: the broker `ringlog
+// serve` runs, from the same defaults) for the tool tests.
 type toolBroker struct {
-	t       *testing.T
-	dataDir string
-	addr    string // the Kafka listener, from the ready line
-	cmd     *exec.Cmd
-	stderr  bytes.Buffer
-	done    chan struct{}
+	*brokertest.Broker
 }
 
-// startToolBroker starts `ringlog serve` on free ports with a fresh data
-// directory and waits for its ready line.
+// startToolBroker starts a broker on free ports with a fresh data
+// directory, stopped at cleanup. New groups start at once (no initial
+// rebalance delay) and retention does not run during a test.
 func startToolBroker(t *testing.T) *toolBroker {
 	t.Helper()
-	b := &toolBroker{t: t, dataDir: filepath.Join(t.TempDir(), "data"), done: make(chan struct{})}
-	b.cmd = exec.Command(ringlogBinary(t), "serve", "--data-dir", b.dataDir,
-		"--kafka-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--native-addr", "127.0.0.1:0",
-		"--group-initial-rebalance-delay", "0s", "--retention-check-interval", "1h")
-	b.cmd.Stderr = &b.stderr
-	out, err := b.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("start ringlog serve: %v", err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "ringlog ready ") {
-				ready <- l
-			}
-		}
-		b.cmd.Wait()
-		close(b.done)
-	}()
-	t.Cleanup(func() {
-		b.stop(syscall.SIGKILL)
-		if t.Failed() {
-			t.Logf("ringlog serve stderr:\n%s", b.stderr.String())
-		}
-	})
-	select {
-	case l := <-ready:
-		for _, f := range strings.Fields(l)[2:] {
-			if v, ok := strings.CutPrefix(f, "kafka="); ok {
-				b.addr = v
-			}
-		}
-		if b.addr == "" {
-			t.Fatalf("no kafka= in the ready line %q", l)
-		}
-	case <-b.done:
-		t.Fatalf("ringlog serve exited before it was ready:\n%s", b.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("ringlog serve printed no ready line within 30s")
-	}
-	return b
-}
-
-// stop signals the broker and waits for it to exit; it returns the exit
-// code.
-func (b *toolBroker) stop(sig syscall.Signal) int {
-	select {
-	case <-b.done:
-		return b.cmd.ProcessState.ExitCode()
-	default:
-	}
-	b.cmd.Process.Signal(sig)
-	select {
-	case <-b.done:
-	case <-time.After(20 * time.Second):
-		b.cmd.Process.Kill()
-		<-b.done
-		b.t.Errorf("ringlog serve did not exit within 20s of %v", sig)
-	}
-	return b.cmd.ProcessState.ExitCode()
+	return &toolBroker{brokertest.Start(t, func(c *broker.Config) {
+		c.Engine.Groups.InitialRebalanceDelay = 0
+		c.Engine.RetentionCheckInterval = time.Hour
+	})}
 }
 
 // toolResult is one run of the binary.
@@ -142,7 +82,7 @@ func tool(t *testing.T, stdin string, env []string, args ...string) toolResult {
 // run runs `ringlog args... --brokers ADDR` and checks the exit code.
 func (b *toolBroker) run(t *testing.T, wantCode int, stdin string, args ...string) toolResult {
 	t.Helper()
-	r := tool(t, stdin, nil, append(args, "--brokers", b.addr)...)
+	r := tool(t, stdin, nil, append(args, "--brokers", b.Addr)...)
 	if r.code != wantCode {
 		t.Fatalf("ringlog %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, wantCode, r.stdout, r.stderr)
 	}
@@ -407,7 +347,7 @@ func TestToolsConsumerGroup(t *testing.T) {
 
 	// A live member: describe shows it with its assignment (decoded from
 	// the consumer protocol) until SIGTERM ends the consume with exit 0.
-	live := exec.Command(ringlogBinary(t), "consume", "jobs", "--group", "workers", "--brokers", b.addr)
+	live := exec.Command(ringlogBinary(t), "consume", "jobs", "--group", "workers", "--brokers", b.Addr)
 	var liveOut bytes.Buffer
 	live.Stdout = &liveOut
 	if err := live.Start(); err != nil {
@@ -456,10 +396,11 @@ func TestToolsDumpSegment(t *testing.T) {
 	long := strings.Repeat("d", 300) + "\n" + strings.Repeat("e", 300) + "\n"
 	b.run(t, 0, long, "produce", "seg", "--compression", "gzip")
 	b.run(t, 0, "f\n", "produce", "seg")
-	if code := b.stop(syscall.SIGTERM); code != 0 {
-		t.Fatalf("ringlog serve exited %d after SIGTERM", code)
+	b.Stop() // clean, or the test has failed
+	if t.Failed() {
+		t.FailNow()
 	}
-	dir := filepath.Join(b.dataDir, "seg-0")
+	dir := filepath.Join(b.Dir, "seg-0")
 	seg := filepath.Join(dir, "00000000000000000000.log")
 
 	r := tool(t, "", nil, "dump-segment", seg)
