@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/broker"
 )
 
 // TestServeFlags runs `ringlog serve` with good and bad command lines and
@@ -232,6 +235,27 @@ func TestServeFlags(t *testing.T) {
 		}
 		checkServes(t, first)
 	})
+}
+
+// TestServeFlagDefaults checks that serve without flags runs exactly
+// broker.DefaultConfig, the configuration the in-process test brokers
+// start from.
+func TestServeFlagDefaults(t *testing.T) {
+	var f serveFlags
+	fs := serveFlagSet(&f, io.Discard)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := broker.DefaultConfig(); !reflect.DeepEqual(cfg, want) {
+		t.Errorf("serve without flags runs\n%+v\nbroker.DefaultConfig is\n%+v", cfg, want)
+	}
+	if cfg.Engine.WritebackBytes != 1<<20 {
+		t.Errorf("--writeback-bytes defaults to %d, want 1 MiB", cfg.Engine.WritebackBytes)
+	}
 }
 
 func writeTestFile(t *testing.T, path, text string) {

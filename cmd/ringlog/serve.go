@@ -105,6 +105,25 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// config is the broker configuration the parsed flags describe; the
+// settings the broker refuses are usage errors.
+func (f *serveFlags) config() (broker.Config, error) {
+	cfg := f.cfg
+	cfg.Engine.NodeID = int32(f.nodeID)
+	cfg.Engine.DefaultPartitions = int32(f.defaultPartitions)
+	if len(f.topicDefaults) > 0 {
+		cfg.Engine.TopicDefaults = f.topicDefaults
+	}
+	var err error
+	if cfg.Engine.Backend, err = ring.ParseKind(f.ioBackend); err != nil {
+		return cfg, usagef("--io-backend: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usagef("--%v", err)
+	}
+	return cfg, nil
+}
+
 // applyConfigFile sets every flag named in the file that was not given on
 // the command line.
 func applyConfigFile(fs *flag.FlagSet, path string) error {
@@ -178,17 +197,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := f.cfg
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
 	cfg.Logger = logger
-	cfg.Engine.NodeID = int32(f.nodeID)
-	cfg.Engine.DefaultPartitions = int32(f.defaultPartitions)
-	cfg.Engine.TopicDefaults = f.topicDefaults
-	if cfg.Engine.Backend, err = ring.ParseKind(f.ioBackend); err != nil {
-		return usagef("--io-backend: %v", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usagef("--%v", err)
-	}
 	e := cfg.Engine
 	logger.Info("starting ringlog", "data_dir", e.DataDir, "kafka_addr", cfg.Kafka.Addr, "http_addr", cfg.HTTPAddr,
 		"io_backend", f.ioBackend, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "topic_defaults", e.TopicDefaults)
