@@ -23,7 +23,10 @@ type Topic struct {
 	ID       TopicID
 	Internal bool
 
-	eng     *Engine
+	eng *Engine
+	// adminMu serialises the admin changes of this topic (new
+	// partitions, config, deletion); taken before Engine.metaMu.
+	adminMu sync.Mutex
 	parts   atomic.Pointer[[]*Partition] // grows with CreatePartitions
 	config  atomic.Pointer[TopicConfig]
 	deleted atomic.Bool
