@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -238,5 +239,63 @@ func TestDeleteThenRecreate(t *testing.T) {
 	}
 	if !old.Deleted() {
 		t.Fatal("old topic not marked deleted")
+	}
+}
+
+// TestOfflinePartitionErrorKeepsCause damages a partition's log in the
+// middle and restarts uncleanly: the partition is offline, and its error
+// is KAFKA_STORAGE_ERROR for netio while errors.Is still finds the wal's
+// corruption underneath.
+func TestOfflinePartitionErrorKeepsCause(t *testing.T) {
+	dir := t.TempDir()
+	e := openTestEngine(t, dir, nil)
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: "damaged", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		bb := batch.NewBuilder()
+		bb.Add(time.Now().UnixMilli(), nil, []byte(fmt.Sprintf("value-%d", i)), nil)
+		data, err := bb.Build(nil, batch.CodecNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := appendSync(t, tp.Partition(0), data, 1); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte inside the first batch's records (valid batches follow),
+	// and forget that anything was flushed, so that recovery rescans.
+	pdir := filepath.Join(dir, "damaged-0")
+	segs, err := filepath.Glob(filepath.Join(pdir, "*.log"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, batch.HeaderSize+2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, name := range []string{cleanShutdownFile, filepath.Join("damaged-0", "recovery-point")} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+
+	e = openTestEngine(t, dir, nil)
+	defer e.Close()
+	_, err = e.Topic("damaged").Partition(0).Log()
+	var ke *kerr.Error
+	if !errors.As(err, &ke) || ke != kerr.KafkaStorageError {
+		t.Fatalf("offline partition: %v, want KAFKA_STORAGE_ERROR first", err)
+	}
+	if !errors.Is(err, wal.ErrCorrupt) {
+		t.Fatalf("offline partition: %v does not say the log is corrupt", err)
 	}
 }

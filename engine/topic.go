@@ -111,7 +111,7 @@ func (p *Partition) Log() (*wal.Log, error) {
 		return nil, fmt.Errorf("%w: %s was deleted", kerr.UnknownTopicOrPartition, p)
 	}
 	if err := p.Offline(); err != nil {
-		return nil, fmt.Errorf("%w: %s is offline: %v", kerr.KafkaStorageError, p, err)
+		return nil, fmt.Errorf("%w: %s is offline: %w", kerr.KafkaStorageError, p, err)
 	}
 	return p.log, nil
 }

@@ -305,5 +305,5 @@ func batchErr(err error) error {
 	if errors.Is(err, code) {
 		return err
 	}
-	return fmt.Errorf("%w: %v", code, err)
+	return fmt.Errorf("%w: %w", code, err)
 }

@@ -80,14 +80,14 @@ const (
 	nativeMaxRecordsPerSend      = 1 << 20
 )
 
-// NativeCodeFor maps an engine or Kafka error to a native error code.
+// NativeCodeFor maps an engine or Kafka error to a native error code. The
+// outermost Kafka error decides (engine errors wrap their cause, which may
+// hold other errors); an error without one is looked at for wal's.
 func NativeCodeFor(err error) byte {
 	var ke *kerr.Error
 	switch {
 	case err == nil:
 		return NativeOK
-	case errors.Is(err, wal.ErrOffsetOutOfRange):
-		return NativeOffsetOutOfRange
 	case errors.As(err, &ke):
 		switch ke {
 		case kerr.UnknownTopicOrPartition:
@@ -105,6 +105,8 @@ func NativeCodeFor(err error) byte {
 		case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress, kerr.InvalidGroupID:
 			return NativeGroupBusy
 		}
+	case errors.Is(err, wal.ErrOffsetOutOfRange):
+		return NativeOffsetOutOfRange
 	}
 	return NativeNotAvailable
 }
