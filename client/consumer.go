@@ -284,7 +284,7 @@ func (c *Consumer) poll(ctx context.Context) ([]Record, error) {
 				return nil, ErrConsumerClosed
 			}
 			if lastErr != nil {
-				return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+				return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), lastErr)
 			}
 			return nil, ctx.Err()
 		}

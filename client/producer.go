@@ -703,14 +703,14 @@ func (b *batcher) sendGroup(g []*pending) {
 			break
 		}
 		if p.runCtx.Err() != nil {
-			err = fmt.Errorf("%w (last error: %v)", ErrProducerClosed, err)
+			err = fmt.Errorf("%w (last error: %w)", ErrProducerClosed, err)
 			break
 		}
 		if !produceRetriable(err) || attempts > p.cfg.retries {
 			break
 		}
 		if !p.sleep(p.backoff(attempts)) {
-			err = fmt.Errorf("%w (last error: %v)", ErrProducerClosed, err)
+			err = fmt.Errorf("%w (last error: %w)", ErrProducerClosed, err)
 			break
 		}
 	}

@@ -182,7 +182,7 @@ func ValidateTopicConfig(name, value string) error {
 	}
 	if d.validate != nil {
 		if err := d.validate(value); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
+			return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, name, err)
 		}
 	}
 	return nil

@@ -269,7 +269,7 @@ func (c *Coordinator) write(group string, recs []kv) error {
 		Done: func(r AppendResult) { done <- r }})
 	res := <-done
 	if res.Err != nil {
-		return fmt.Errorf("%w: write %s: %v", kerr.CoordinatorNotAvailable, OffsetsTopic, res.Err)
+		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, OffsetsTopic, res.Err)
 	}
 	return nil
 }

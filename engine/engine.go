@@ -11,16 +11,20 @@
 // Ownership: a partition's log, its producer state and its appends belong
 // to exactly one writer shard goroutine; everything else reaches the log
 // through the shard (Shard.Do) or through the log's concurrent read API.
-// The topic registry is guarded by Engine.mu.
+// The topic registry is guarded by Engine.mu, which is never held during
+// disk I/O: admin operations create and delete logs outside it and write
+// the metadata file under Engine.metaMu, then publish under Engine.mu.
 package engine
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -113,16 +117,30 @@ type Engine struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	mu        sync.RWMutex // guards topics, byID, meta, closed
-	topics    map[string]*Topic
-	byID      map[TopicID]*Topic
-	meta      *brokerMeta
-	closed    bool
-	clusterID string
+	// metaMu serialises changes of the metadata: a change writes the
+	// file (and fsyncs it) holding metaMu alone, then takes mu only to
+	// swap the in-memory state, so lookups never wait for the disk.
+	// Taken before mu, never the reverse.
+	metaMu sync.Mutex
+	// mu guards the registry. topics, byID, meta and defaultsGen change
+	// only under both metaMu and mu, so either one is enough to read
+	// them; pending and closed change under mu alone. meta is copy on
+	// write: a published *brokerMeta (and its maps) is never modified.
+	mu          sync.RWMutex
+	topics      map[string]*Topic
+	byID        map[TopicID]*Topic
+	pending     map[string]*pendingTopic // names being created or deleted
+	meta        *brokerMeta
+	defaultsGen uint64 // counts AlterBrokerDefaults changes
+	closed      bool
+	clusterID   string
+	// admin counts the admin operations in flight (registered under mu
+	// while not closed); Close waits for them before stopping the shards.
+	admin sync.WaitGroup
 
 	shards []*Shard
 
-	pidMu    sync.Mutex // guards producer-id allocation
+	pidMu    sync.Mutex // guards producer-id allocation; taken before metaMu
 	nextPID  int64
 	pidLimit int64
 
@@ -182,7 +200,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, logger: cfg.Logger, now: cfg.Now,
-		topics: map[string]*Topic{}, byID: map[TopicID]*Topic{}, lock: lock,
+		topics: map[string]*Topic{}, byID: map[TopicID]*Topic{}, pending: map[string]*pendingTopic{}, lock: lock,
 	}
 	ok := false
 	defer func() {
@@ -276,7 +294,7 @@ func (e *Engine) loadTopics(clean bool) error {
 	}
 	var jobs []job
 	for _, tm := range e.meta.Topics {
-		t := e.newTopic(tm)
+		t := e.newTopic(tm, e.topicConfig(tm.Configs))
 		e.topics[t.Name] = t
 		e.byID[t.ID] = t
 		for _, p := range t.Partitions() {
@@ -307,9 +325,9 @@ func (e *Engine) loadTopics(clean bool) error {
 	return nil
 }
 
-func (e *Engine) newTopic(tm topicMeta) *Topic {
+func (e *Engine) newTopic(tm topicMeta, cfg *TopicConfig) *Topic {
 	t := &Topic{Name: tm.Name, ID: tm.ID, Internal: tm.Internal, eng: e}
-	t.config.Store(e.topicConfig(tm.Configs))
+	t.config.Store(cfg)
 	parts := make([]*Partition, tm.Partitions)
 	for i := range parts {
 		parts[i] = e.newPartition(t, int32(i))
@@ -318,6 +336,8 @@ func (e *Engine) newTopic(tm topicMeta) *Topic {
 	return t
 }
 
+// topicConfig is the configuration of a topic with these overrides over
+// the broker's defaults (e.mu or e.metaMu held, for e.meta).
 func (e *Engine) topicConfig(overrides map[string]string) *TopicConfig {
 	c := &TopicConfig{overrides: map[string]string{}, defaults: map[string]string{}}
 	for k, v := range overrides {
@@ -352,10 +372,16 @@ func shardFor(topic string, partition int32, n int) int {
 // walOptions are the options of p's log: its topic's config over the
 // engine's settings.
 func (e *Engine) walOptions(p *Partition) wal.Options {
-	return p.topic.Config().walOptions(wal.Options{
+	return p.topic.Config().walOptions(e.baseWALOptions(p))
+}
+
+// baseWALOptions are the engine's settings for p's log, before its
+// topic's config.
+func (e *Engine) baseWALOptions(p *Partition) wal.Options {
+	return wal.Options{
 		WritebackBytes: e.cfg.WritebackBytes,
 		Logger:         e.logger.With("partition", p.String()), Now: e.now,
-	})
+	}
 }
 
 // openPartition opens (recovering) a partition's log and rebuilds its
@@ -375,8 +401,9 @@ func (e *Engine) openPartition(p *Partition, clean bool) {
 	}
 }
 
-// Close stops the shards (answering what is queued), flushes and closes
-// every log, and marks the data directory clean.
+// Close refuses new admin operations and waits for those in flight, stops
+// the shards (answering what is queued), flushes and closes every log, and
+// marks the data directory clean.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -385,17 +412,27 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	e.admin.Wait()
 	close(e.cleanerStop)
 	<-e.cleanerDone
 	errs := e.stopShards()
 	e.pidMu.Lock()
-	e.mu.Lock()
-	e.meta.NextProducerID = e.nextPID
-	err := saveMeta(e.cfg.DataDir, e.meta)
-	e.mu.Unlock()
+	e.metaMu.Lock()
+	next := e.meta.clone()
+	next.NextProducerID = e.nextPID
+	err := saveMeta(e.cfg.DataDir, next)
+	if err == nil {
+		e.mu.Lock()
+		e.meta = next
+		e.mu.Unlock()
+	}
+	e.metaMu.Unlock()
+	// Any later allocation needs a reservation, which a closed engine
+	// refuses: no id past the one just saved is handed out.
+	e.pidLimit = e.nextPID
 	e.pidMu.Unlock()
 	if err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("engine: write metadata: %w", err))
 	}
 	if len(errs) == 0 {
 		if err := writeFileAtomic(filepath.Join(e.cfg.DataDir, cleanShutdownFile), []byte("clean\n")); err != nil {
@@ -506,8 +543,69 @@ type CreateTopicRequest struct {
 	Internal bool
 }
 
+// pendingTopic reserves a topic name while its topic is being created or
+// its partitions removed; done is closed when that ends.
+type pendingTopic struct {
+	deleting bool
+	done     chan struct{}
+}
+
+// beginAdmin registers an admin operation that Close must wait for; it
+// fails once Close has started. End it with e.admin.Done.
+func (e *Engine) beginAdmin() error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return fmt.Errorf("%w: broker is shutting down", kerr.BrokerNotAvailable)
+	}
+	e.admin.Add(1)
+	return nil
+}
+
+// checkNewName says why a topic named name cannot be created now (e.mu
+// held): the broker is closing, or the name is taken by a topic, existing
+// or pending, or collides with one.
+func (e *Engine) checkNewName(name string) error {
+	if e.closed {
+		return fmt.Errorf("%w: broker is shutting down", kerr.BrokerNotAvailable)
+	}
+	if _, ok := e.topics[name]; ok {
+		return fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
+	}
+	if op := e.pending[name]; op != nil {
+		if op.deleting {
+			return fmt.Errorf("%w: topic %q is being deleted", kerr.TopicAlreadyExists, name)
+		}
+		return fmt.Errorf("%w: topic %q is being created", kerr.TopicAlreadyExists, name)
+	}
+	key := collisionKey(name)
+	collides := func(other string) error {
+		if collisionKey(other) == key {
+			return fmt.Errorf("%w: topic %q collides with existing topic %q (names may not differ only in '.' vs '_' or in letter case)", kerr.InvalidTopicException, name, other)
+		}
+		return nil
+	}
+	for other := range e.topics {
+		if err := collides(other); err != nil {
+			return err
+		}
+	}
+	for other := range e.pending {
+		if err := collides(other); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CreateTopic creates a topic (or, with ValidateOnly, checks that it could
 // be created).
+//
+// The name is reserved under e.mu, the partition logs are created with no
+// lock held (in parallel), and the metadata file is written under
+// e.metaMu; only then is the topic published under e.mu. Concurrent
+// creations of the same name get TOPIC_ALREADY_EXISTS. A failure leaves
+// nothing behind: no logs, no metadata entry, the name free again.
 func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	if err := ValidateTopicName(req.Name); err != nil {
 		return nil, err
@@ -528,51 +626,66 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	}
 	for k, v := range req.Configs {
 		if err := ValidateTopicConfig(k, v); err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
-		}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil, fmt.Errorf("%w: broker is shutting down", kerr.BrokerNotAvailable)
-	}
-	if _, ok := e.topics[req.Name]; ok {
-		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, req.Name)
-	}
-	key := collisionKey(req.Name)
-	for name := range e.topics {
-		if collisionKey(name) == key {
-			return nil, fmt.Errorf("%w: topic %q collides with existing topic %q (names may not differ only in '.' vs '_' or in letter case)", kerr.InvalidTopicException, req.Name, name)
+			return nil, fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 		}
 	}
 	if req.ValidateOnly {
-		return nil, nil
+		e.mu.RLock()
+		defer e.mu.RUnlock()
+		return nil, e.checkNewName(req.Name)
 	}
-	tm := topicMeta{Name: req.Name, ID: newTopicID(), Partitions: req.Partitions, Configs: req.Configs, Internal: req.Internal}
-	t := e.newTopic(tm)
-	for _, p := range t.Partitions() {
-		if err := e.createPartitionLog(p); err != nil {
-			for _, q := range t.Partitions() {
-				if q.log != nil {
-					q.log.Delete()
-				}
-			}
-			return nil, err
-		}
+
+	e.mu.Lock()
+	if err := e.checkNewName(req.Name); err != nil {
+		e.mu.Unlock()
+		return nil, err
 	}
-	e.meta.Topics = append(e.meta.Topics, tm)
-	if err := saveMeta(e.cfg.DataDir, e.meta); err != nil {
-		e.meta.Topics = e.meta.Topics[:len(e.meta.Topics)-1]
-		for _, p := range t.Partitions() {
-			p.log.Delete()
-		}
-		return nil, fmt.Errorf("%w: write metadata: %v", kerr.KafkaStorageError, err)
+	e.admin.Add(1)
+	defer e.admin.Done()
+	op := &pendingTopic{done: make(chan struct{})}
+	e.pending[req.Name] = op
+	tm := topicMeta{Name: req.Name, ID: newTopicID(), Partitions: req.Partitions, Configs: maps.Clone(req.Configs), Internal: req.Internal}
+	cfg, gen := e.topicConfig(tm.Configs), e.defaultsGen
+	e.mu.Unlock()
+	t := e.newTopic(tm, cfg)
+	unreserve := func() {
+		e.mu.Lock()
+		delete(e.pending, req.Name)
+		e.mu.Unlock()
+		close(op.done)
+	}
+
+	if err := e.createLogs(t.Partitions(), cfg); err != nil {
+		unreserve()
+		return nil, err
+	}
+
+	e.metaMu.Lock()
+	next := e.meta.clone()
+	next.Topics = append(next.Topics, tm)
+	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+		e.metaMu.Unlock()
+		deleteLogs(t.Partitions())
+		unreserve()
+		return nil, fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	}
+	if e.defaultsGen != gen {
+		// The broker defaults changed while the logs were created.
+		cfg = e.topicConfig(tm.Configs)
+		t.config.Store(cfg)
+		e.setLogOptions(t.Partitions(), cfg)
 	}
 	for _, p := range t.Partitions() {
 		p.shard.adopt(p)
 	}
+	e.mu.Lock()
+	e.meta = next
 	e.topics[t.Name] = t
 	e.byID[t.ID] = t
+	delete(e.pending, t.Name)
+	e.mu.Unlock()
+	e.metaMu.Unlock()
+	close(op.done)
 	e.logger.Info("created topic", "topic", t.Name, "partitions", req.Partitions, "id", t.ID.String(), "configs", req.Configs)
 	return t, nil
 }
@@ -580,81 +693,182 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 // MaxPartitions bounds the partitions of one topic.
 const MaxPartitions = 100000
 
-func (e *Engine) createPartitionLog(p *Partition) error {
-	if err := os.RemoveAll(p.dir); err != nil {
-		return fmt.Errorf("%w: clear %s: %v", kerr.KafkaStorageError, p.dir, err)
+// createLogs creates empty logs for new partitions with the topic
+// configuration cfg, in parallel (creating a log is a few files and
+// fsyncs). On failure it deletes the logs it created and returns the
+// first error.
+func (e *Engine) createLogs(parts []*Partition, cfg *TopicConfig) error {
+	errs := make([]error, len(parts))
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < min(len(parts), max(2, runtime.GOMAXPROCS(0))); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(parts) {
+					return
+				}
+				if errs[i] = e.createPartitionLog(parts[i], cfg); errs[i] != nil {
+					failed.Store(true)
+				}
+			}
+		}()
 	}
-	l, err := wal.Open(p.dir, e.walOptions(p))
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			deleteLogs(parts)
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) createPartitionLog(p *Partition, cfg *TopicConfig) error {
+	if err := os.RemoveAll(p.dir); err != nil {
+		return fmt.Errorf("%w: clear %s: %w", kerr.KafkaStorageError, p.dir, err)
+	}
+	l, err := wal.Open(p.dir, cfg.walOptions(e.baseWALOptions(p)))
 	if err != nil {
-		return fmt.Errorf("%w: create log %s: %v", kerr.KafkaStorageError, p.dir, err)
+		return fmt.Errorf("%w: create log %s: %w", kerr.KafkaStorageError, p.dir, err)
 	}
 	p.log = l
 	return nil
 }
 
-// GetOrCreateTopic returns the topic, auto-creating it with the default
-// partition count when auto-creation is on. It returns nil and an
-// UNKNOWN_TOPIC_OR_PARTITION error otherwise.
-func (e *Engine) GetOrCreateTopic(name string) (*Topic, error) {
-	if t := e.Topic(name); t != nil {
-		return t, nil
-	}
-	if !e.cfg.AutoCreateTopics {
-		return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
-	}
-	t, err := e.CreateTopic(CreateTopicRequest{Name: name, Partitions: -1, ReplicationFactor: -1})
-	if errors.Is(err, kerr.TopicAlreadyExists) {
-		if t := e.Topic(name); t != nil {
-			return t, nil
+// deleteLogs deletes the logs of partitions that were never published.
+func deleteLogs(parts []*Partition) {
+	for _, p := range parts {
+		if p.log != nil {
+			p.log.Delete()
+			p.log = nil
 		}
 	}
-	return t, err
 }
 
-// DeleteTopic removes a topic and its data.
-func (e *Engine) DeleteTopic(name string) error {
-	e.mu.Lock()
-	t, ok := e.topics[name]
-	if !ok {
-		e.mu.Unlock()
-		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
-	}
-	if t.Internal {
-		e.mu.Unlock()
-		return fmt.Errorf("%w: %s is internal", kerr.InvalidTopicException, name)
-	}
-	idx := -1
-	for i, tm := range e.meta.Topics {
-		if tm.Name == name {
-			idx = i
+// setLogOptions gives the logs of partitions not yet adopted by their
+// shards (so owned by the caller) the configuration cfg.
+func (e *Engine) setLogOptions(parts []*Partition, cfg *TopicConfig) {
+	for _, p := range parts {
+		if err := p.log.SetOptions(cfg.walOptions(p.log.Options())); err != nil {
+			e.logger.Warn("apply topic config", "partition", p.String(), "err", err)
 		}
 	}
-	old := e.meta.Topics
-	e.meta.Topics = append(append([]topicMeta(nil), old[:idx]...), old[idx+1:]...)
-	if err := saveMeta(e.cfg.DataDir, e.meta); err != nil {
-		e.meta.Topics = old
-		e.mu.Unlock()
-		return fmt.Errorf("%w: write metadata: %v", kerr.KafkaStorageError, err)
+}
+
+// GetOrCreateTopic returns the topic, auto-creating it with the default
+// partition count when auto-creation is on. It returns nil and an
+// UNKNOWN_TOPIC_OR_PARTITION error otherwise. When the topic is being
+// created (or deleted) by someone else, it waits for that to finish: it
+// may block for as long as creating a topic takes.
+func (e *Engine) GetOrCreateTopic(name string) (*Topic, error) {
+	for {
+		e.mu.RLock()
+		t, op := e.topics[name], e.pending[name]
+		e.mu.RUnlock()
+		switch {
+		case t != nil:
+			return t, nil
+		case op != nil:
+			<-op.done
+			continue
+		case !e.cfg.AutoCreateTopics:
+			return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
+		}
+		t, err := e.CreateTopic(CreateTopicRequest{Name: name, Partitions: -1, ReplicationFactor: -1})
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			continue // created or deleted by someone else meanwhile: look again
+		}
+		return t, err
 	}
+}
+
+// beginTopicAdmin registers an admin operation on the topic named name
+// (see beginAdmin) and returns the topic.
+func (e *Engine) beginTopicAdmin(name string) (*Topic, error) {
+	if err := e.beginAdmin(); err != nil {
+		return nil, err
+	}
+	t := e.Topic(name)
+	if t == nil {
+		e.admin.Done()
+		return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
+	}
+	return t, nil
+}
+
+// lockTopicAdmin takes t's admin lock (one change of a topic at a time)
+// and checks that t is still the registered topic of its name.
+func (e *Engine) lockTopicAdmin(t *Topic) error {
+	t.adminMu.Lock()
+	if e.Topic(t.Name) != t {
+		t.adminMu.Unlock()
+		return fmt.Errorf("%w: topic %q was deleted", kerr.UnknownTopicOrPartition, t.Name)
+	}
+	return nil
+}
+
+// DeleteTopic removes a topic and its data. The metadata file no longer
+// lists it when DeleteTopic returns; its name stays reserved until its
+// partitions are closed and their directories moved aside.
+func (e *Engine) DeleteTopic(name string) error {
+	t, err := e.beginTopicAdmin(name)
+	if err != nil {
+		return err
+	}
+	defer e.admin.Done()
+	if t.Internal {
+		return fmt.Errorf("%w: %s is internal", kerr.InvalidTopicException, name)
+	}
+	if err := e.lockTopicAdmin(t); err != nil {
+		return err
+	}
+	defer t.adminMu.Unlock()
+
+	e.metaMu.Lock()
+	next := e.meta.clone()
+	next.Topics = slices.DeleteFunc(next.Topics, func(tm topicMeta) bool { return tm.Name == name })
+	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+		e.metaMu.Unlock()
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	}
+	op := &pendingTopic{deleting: true, done: make(chan struct{})}
+	e.mu.Lock()
+	e.meta = next
 	delete(e.topics, name)
 	delete(e.byID, t.ID)
+	e.pending[name] = op
 	e.mu.Unlock()
+	e.metaMu.Unlock()
+
 	t.deleted.Store(true)
 	for _, p := range t.Partitions() {
 		p.remove()
 	}
+	e.mu.Lock()
+	delete(e.pending, name)
+	e.mu.Unlock()
+	close(op.done)
 	e.logger.Info("deleted topic", "topic", name, "id", t.ID.String())
 	return nil
 }
 
-// CreatePartitions grows a topic to total partitions.
+// CreatePartitions grows a topic to total partitions. The new logs are
+// created with no registry lock held; the partitions are published once
+// the metadata file lists them.
 func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t, ok := e.topics[name]
-	if !ok {
-		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
+	t, err := e.beginTopicAdmin(name)
+	if err != nil {
+		return err
 	}
+	defer e.admin.Done()
+	if err := e.lockTopicAdmin(t); err != nil {
+		return err
+	}
+	defer t.adminMu.Unlock()
 	cur := int32(len(t.Partitions()))
 	if total <= cur {
 		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, cur)
@@ -665,39 +879,40 @@ func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) e
 	if validateOnly {
 		return nil
 	}
-	parts := append([]*Partition(nil), t.Partitions()...)
 	var added []*Partition
 	for i := cur; i < total; i++ {
-		p := e.newPartition(t, i)
-		if err := e.createPartitionLog(p); err != nil {
-			for _, q := range added {
-				q.log.Delete()
-			}
-			return err
-		}
-		added = append(added, p)
+		added = append(added, e.newPartition(t, i))
 	}
-	for i := range e.meta.Topics {
-		if e.meta.Topics[i].Name == name {
-			e.meta.Topics[i].Partitions = total
+	cfg := t.Config()
+	if err := e.createLogs(added, cfg); err != nil {
+		return err
+	}
+
+	e.metaMu.Lock()
+	next := e.meta.clone()
+	for i := range next.Topics {
+		if next.Topics[i].Name == name {
+			next.Topics[i].Partitions = total
 		}
 	}
-	if err := saveMeta(e.cfg.DataDir, e.meta); err != nil {
-		for _, q := range added {
-			q.log.Delete()
-		}
-		for i := range e.meta.Topics {
-			if e.meta.Topics[i].Name == name {
-				e.meta.Topics[i].Partitions = cur
-			}
-		}
-		return fmt.Errorf("%w: write metadata: %v", kerr.KafkaStorageError, err)
+	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+		e.metaMu.Unlock()
+		deleteLogs(added)
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	}
+	if now := t.Config(); now != cfg {
+		// The broker defaults changed while the logs were created.
+		e.setLogOptions(added, now)
 	}
 	for _, p := range added {
 		p.shard.adopt(p)
 	}
-	parts = append(parts, added...)
+	parts := append(slices.Clone(t.Partitions()), added...)
+	e.mu.Lock()
+	e.meta = next
 	t.parts.Store(&parts)
+	e.mu.Unlock()
+	e.metaMu.Unlock()
 	e.logger.Info("added partitions", "topic", name, "from", cur, "to", total)
 	return nil
 }
@@ -709,48 +924,56 @@ func (e *Engine) AlterTopicConfig(name string, set map[string]*string, replace, 
 	for k, v := range set {
 		if v != nil {
 			if err := ValidateTopicConfig(k, *v); err != nil {
-				return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+				return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 			}
 		} else if _, ok := LookupTopicConfig(k); !ok {
 			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, k)
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t, ok := e.topics[name]
-	if !ok {
-		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
+	t, err := e.beginTopicAdmin(name)
+	if err != nil {
+		return err
 	}
-	next := t.Config().Overrides()
+	defer e.admin.Done()
+	if err := e.lockTopicAdmin(t); err != nil {
+		return err
+	}
+	defer t.adminMu.Unlock()
+	overrides := t.Config().Overrides()
 	if replace {
-		next = map[string]string{}
+		overrides = map[string]string{}
 	}
 	for k, v := range set {
 		if v == nil {
-			delete(next, k)
+			delete(overrides, k)
 		} else {
-			next[k] = *v
+			overrides[k] = *v
 		}
 	}
 	if validateOnly {
 		return nil
 	}
-	idx := -1
-	for i := range e.meta.Topics {
-		if e.meta.Topics[i].Name == name {
-			idx = i
+
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	next := e.meta.clone()
+	for i := range next.Topics {
+		if next.Topics[i].Name == name {
+			next.Topics[i].Configs = overrides
 		}
 	}
-	prev := e.meta.Topics[idx].Configs
-	e.meta.Topics[idx].Configs = next
-	if err := saveMeta(e.cfg.DataDir, e.meta); err != nil {
-		e.meta.Topics[idx].Configs = prev
-		return fmt.Errorf("%w: write metadata: %v", kerr.KafkaStorageError, err)
+	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
 	}
-	cfg := e.topicConfig(next)
+	cfg := e.topicConfig(overrides)
+	e.mu.Lock()
+	e.meta = next
+	e.mu.Unlock()
+	// Under metaMu, so that a concurrent change of the broker defaults
+	// cannot be overtaken by this older view.
 	t.config.Store(cfg)
 	t.applyConfig(cfg)
-	e.logger.Info("altered topic config", "topic", name, "overrides", next)
+	e.logger.Info("altered topic config", "topic", name, "overrides", overrides)
 	return nil
 }
 
@@ -774,33 +997,45 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 	for k, v := range set {
 		if v != nil {
 			if err := ValidateTopicConfig(k, *v); err != nil {
-				return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+				return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 			}
 		}
 	}
 	if validateOnly {
 		return nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	prev := e.meta.BrokerConfigs
-	next := map[string]string{}
-	for k, v := range prev {
-		next[k] = v
+	if err := e.beginAdmin(); err != nil {
+		return err
+	}
+	defer e.admin.Done()
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	next := e.meta.clone()
+	next.BrokerConfigs = maps.Clone(e.meta.BrokerConfigs)
+	if next.BrokerConfigs == nil {
+		next.BrokerConfigs = map[string]string{}
 	}
 	for k, v := range set {
 		if v == nil {
-			delete(next, k)
+			delete(next.BrokerConfigs, k)
 		} else {
-			next[k] = *v
+			next.BrokerConfigs[k] = *v
 		}
 	}
-	e.meta.BrokerConfigs = next
-	if err := saveMeta(e.cfg.DataDir, e.meta); err != nil {
-		e.meta.BrokerConfigs = prev
-		return fmt.Errorf("%w: write metadata: %v", kerr.KafkaStorageError, err)
+	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
 	}
+	e.mu.Lock()
+	e.meta = next
+	e.defaultsGen++
+	topics := make([]*Topic, 0, len(e.topics))
 	for _, t := range e.topics {
+		topics = append(topics, t)
+	}
+	e.mu.Unlock()
+	// Topics being created see defaultsGen move; partitions being added
+	// see their topic's config change (both checked under metaMu).
+	for _, t := range topics {
 		cfg := e.topicConfig(t.Config().overrides)
 		t.config.Store(cfg)
 		t.applyConfig(cfg)
@@ -813,17 +1048,27 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 const producerIDBlock = 1000
 
 // AllocateProducerID returns a fresh producer id; ids never repeat across
-// restarts.
+// restarts. Reserving a new block writes the metadata file, outside e.mu.
 func (e *Engine) AllocateProducerID() (int64, error) {
 	e.pidMu.Lock()
 	defer e.pidMu.Unlock()
 	if e.nextPID >= e.pidLimit {
-		e.mu.Lock()
-		e.meta.NextProducerID = e.nextPID + producerIDBlock
-		err := saveMeta(e.cfg.DataDir, e.meta)
-		e.mu.Unlock()
+		if err := e.beginAdmin(); err != nil {
+			return 0, err
+		}
+		defer e.admin.Done()
+		e.metaMu.Lock()
+		next := e.meta.clone()
+		next.NextProducerID = e.nextPID + producerIDBlock
+		err := saveMeta(e.cfg.DataDir, next)
+		if err == nil {
+			e.mu.Lock()
+			e.meta = next
+			e.mu.Unlock()
+		}
+		e.metaMu.Unlock()
 		if err != nil {
-			return 0, fmt.Errorf("%w: reserve producer ids: %v", kerr.KafkaStorageError, err)
+			return 0, fmt.Errorf("%w: reserve producer ids: %w", kerr.KafkaStorageError, err)
 		}
 		e.pidLimit = e.nextPID + producerIDBlock
 	}

@@ -827,7 +827,7 @@ func (g *Group) Sync(req SyncRequest, done func(SyncResult)) {
 				sd := x.syncDone
 				x.syncDone = nil
 				if err != nil {
-					g.later(func() { sd(SyncResult{Err: fmt.Errorf("%w: store group: %v", kerr.CoordinatorNotAvailable, err)}) })
+					g.later(func() { sd(SyncResult{Err: fmt.Errorf("%w: store group: %w", kerr.CoordinatorNotAvailable, err)}) })
 					continue
 				}
 				res := SyncResult{ProtocolType: g.protocolType, Protocol: g.protocol, Assignment: x.assignment}

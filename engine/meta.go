@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // metaFile is the broker's metadata in the data directory: the cluster id,
@@ -63,6 +64,14 @@ type brokerMeta struct {
 	NextProducerID int64             `json:"next_producer_id"`
 	Topics         []topicMeta       `json:"topics"`
 	BrokerConfigs  map[string]string `json:"broker_configs,omitempty"`
+}
+
+// clone copies m for a change: the topic list is copied, the maps are
+// shared (a change replaces a map, never modifies one in place).
+func (m *brokerMeta) clone() *brokerMeta {
+	c := *m
+	c.Topics = slices.Clone(m.Topics)
+	return &c
 }
 
 func loadMeta(dir string) (*brokerMeta, bool, error) {

@@ -270,7 +270,7 @@ func (s *Shard) drain() {
 		p := sa.req.Partition
 		if sa.staged {
 			if err := sa.ticket.Err(); err != nil {
-				sa.res.Err = fmt.Errorf("%w: %s: %v", kerr.KafkaStorageError, p, err)
+				sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
 				p.setOffline(err)
 			} else {
 				res := sa.ticket.Results()
@@ -376,7 +376,7 @@ func (s *Shard) stage(req *AppendRequest) {
 	sync := req.Acks == -1 && !cfg.WriteCaching() && !s.eng.cfg.WriteCaching
 	tk, err := s.batch.Append(l, req.Batches, sync)
 	if err != nil {
-		sa.res.Err = fmt.Errorf("%w: %s: %v", kerr.KafkaStorageError, p, err)
+		sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
 		return
 	}
 	sa.ticket = tk

@@ -23,7 +23,10 @@ type Topic struct {
 	ID       TopicID
 	Internal bool
 
-	eng     *Engine
+	eng *Engine
+	// adminMu serialises the admin changes of this topic (new
+	// partitions, config, deletion); taken before Engine.metaMu.
+	adminMu sync.Mutex
 	parts   atomic.Pointer[[]*Partition] // grows with CreatePartitions
 	config  atomic.Pointer[TopicConfig]
 	deleted atomic.Bool
@@ -108,7 +111,7 @@ func (p *Partition) Log() (*wal.Log, error) {
 		return nil, fmt.Errorf("%w: %s was deleted", kerr.UnknownTopicOrPartition, p)
 	}
 	if err := p.Offline(); err != nil {
-		return nil, fmt.Errorf("%w: %s is offline: %v", kerr.KafkaStorageError, p, err)
+		return nil, fmt.Errorf("%w: %s is offline: %w", kerr.KafkaStorageError, p, err)
 	}
 	return p.log, nil
 }

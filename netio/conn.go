@@ -67,6 +67,12 @@ type conn struct {
 	batch []*response
 	out   []part
 	iov   []unix.Iovec
+
+	// Off-loop work that must keep request order (see serial), under
+	// serialMu: the functions queued and whether a goroutine runs them.
+	serialMu  sync.Mutex
+	serialQ   []func()
+	serialRun bool
 }
 
 type sysConn interface {
@@ -322,6 +328,49 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		c.writing = false
 		c.mu.Unlock()
+	}
+}
+
+// serial runs fn off the event loop, after every function queued before
+// it on this connection has returned (event loop). It is for requests
+// whose effects must keep their order, such as produces, when one of them
+// has to leave the loop (auto-creating a topic): until the queue is empty
+// (serialBusy), the produces behind it go the same way. The goroutine
+// that runs the queue exits when it is empty; fn must end on its own
+// (it may block, e.g. waiting for a shard's room).
+func (c *conn) serial(fn func()) {
+	c.serialMu.Lock()
+	c.serialQ = append(c.serialQ, fn)
+	start := !c.serialRun
+	c.serialRun = true
+	c.serialMu.Unlock()
+	if start {
+		go c.runSerial()
+	}
+}
+
+// serialBusy reports whether functions queued by serial have not all
+// returned.
+func (c *conn) serialBusy() bool {
+	c.serialMu.Lock()
+	defer c.serialMu.Unlock()
+	return c.serialRun
+}
+
+func (c *conn) runSerial() {
+	for {
+		c.serialMu.Lock()
+		if len(c.serialQ) == 0 {
+			c.serialQ = nil
+			c.serialRun = false
+			c.serialMu.Unlock()
+			return
+		}
+		fn := c.serialQ[0]
+		c.serialQ[0] = nil
+		c.serialQ = c.serialQ[1:]
+		c.serialMu.Unlock()
+		fn()
 	}
 }
 

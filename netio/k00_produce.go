@@ -30,7 +30,12 @@ import (
 //     acks=1 is answered once the batch is in the log (page cache);
 //     acks=-1 once it is fdatasync'ed (group commit), unless write caching
 //     is on for the topic or broker. Other values: INVALID_REQUIRED_ACKS.
-//   - Unknown topics are created when auto-creation is on.
+//   - Unknown topics are created when auto-creation is on. Creating one
+//     is disk work, so such a produce leaves the event loop: it runs on
+//     the connection's serial goroutine (conn.serial), and so do the
+//     produces after it on that connection until it is done, to keep
+//     their appends in request order. Off the loop, a produce waits for
+//     its shards' room instead of pausing the connection.
 //   - Backpressure: if a target writer shard's queue is full the request is
 //     left unread in the connection's buffer and the connection is paused
 //     until the shard drains.
@@ -44,16 +49,66 @@ func handleProduce(s *Server, r *request) frameOutcome {
 	if err := r.decode(req); err != nil {
 		return s.malformed(r.conn, r, err.Error())
 	}
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	acksOK := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
-
-	type work struct {
-		rp      *kmsg.ProduceResponseTopicPartition
-		p       *engine.Partition
-		batches [][]byte
-		headers []batch.Header
+	c := r.conn
+	var resp *kmsg.ProduceResponse
+	var works []produceWork
+	offLoop := c.serialBusy()
+	if !offLoop {
+		resp, works, offLoop = s.producePlan(r, req, s.loopTopic)
 	}
-	var works []work
+	if offLoop {
+		// A topic must be created: that writes files and may wait for
+		// another creation, so it leaves the event loop. Produces behind
+		// it on this connection follow it (conn.serial) until it is done,
+		// so that appends keep the order of their requests.
+		r.resp = c.slot()
+		c.serial(func() { s.produceOffLoop(r, req) })
+		return frameDone
+	}
+	// Admission: every target shard must have room, else pause.
+	for _, w := range works {
+		if sh := w.p.Shard(); !sh.HasRoom() {
+			c.paused.Store(true)
+			sh.OnRoom(c.resume)
+			return framePaused
+		}
+	}
+	r.resp = c.slot()
+	s.produceAppend(r, req, resp, works)
+	return frameDone
+}
+
+// produceWork is one partition's part of a produce: its validated batches.
+type produceWork struct {
+	rp      *kmsg.ProduceResponseTopicPartition
+	p       *engine.Partition
+	batches [][]byte
+	headers []batch.Header
+}
+
+// errCreateOffLoop is loopTopic's answer for a topic that does not exist
+// and would be auto-created.
+var errCreateOffLoop = errors.New("topic must be created off the event loop")
+
+// loopTopic finds a produce's topic on the event loop, which never creates
+// one.
+func (s *Server) loopTopic(name string) (*engine.Topic, error) {
+	if t := s.eng.Topic(name); t != nil {
+		return t, nil
+	}
+	if s.eng.AutoCreateTopics() {
+		return nil, errCreateOffLoop
+	}
+	return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
+}
+
+// producePlan resolves the topics of a produce with topic and validates
+// every partition's batches: the response with the partitions that failed
+// already answered, and the work for the others. It stops with create
+// set when topic says a topic has to be created off the event loop.
+func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error)) (resp *kmsg.ProduceResponse, works []produceWork, create bool) {
+	resp = req.ResponseKind().(*kmsg.ProduceResponse)
+	acksOK := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -63,7 +118,10 @@ func handleProduce(s *Server, r *request) frameOutcome {
 		var t *engine.Topic
 		var terr error
 		if acksOK {
-			t, terr = s.eng.GetOrCreateTopic(rt.Topic)
+			t, terr = topic(rt.Topic)
+			if errors.Is(terr, errCreateOffLoop) {
+				return nil, nil, true
+			}
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -95,19 +153,39 @@ func handleProduce(s *Server, r *request) frameOutcome {
 				s.logger.Debug("rejected produce batch", "partition", p.String(), "err", err, "client", clientName(r))
 				continue
 			}
-			works = append(works, work{rp: pr, p: p, batches: batches, headers: headers})
+			works = append(works, produceWork{rp: pr, p: p, batches: batches, headers: headers})
 		}
 	}
-	// Admission: every target shard must have room, else pause.
+	return resp, works, false
+}
+
+// produceOffLoop is a produce that left the event loop (conn.serial): it
+// creates its topics as needed, waits for its shards' room instead of
+// pausing the connection, and appends.
+func (s *Server) produceOffLoop(r *request, req *kmsg.ProduceRequest) {
+	resp, works, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic)
 	for _, w := range works {
-		if sh := w.p.Shard(); !sh.HasRoom() {
-			c := r.conn
-			c.paused.Store(true)
-			sh.OnRoom(c.resume)
-			return framePaused
-		}
+		waitRoom(w.p.Shard())
 	}
-	r.resp = r.conn.slot()
+	s.produceAppend(r, req, resp, works)
+}
+
+// waitRoom waits until sh has room for appends (off the event loop only;
+// the loop pauses the connection instead). One wait is enough: an append
+// admitted at the moment room appears may overshoot the bound, as the
+// event loops' may.
+func waitRoom(sh *engine.Shard) {
+	if sh.HasRoom() {
+		return
+	}
+	room := make(chan struct{})
+	sh.OnRoom(func() { close(room) })
+	<-room
+}
+
+// produceAppend queues the works on their shards and answers the produce
+// (into r.resp) once every one completed.
+func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, works []produceWork) {
 	finish := func() {
 		for i := range resp.Topics {
 			for j := range resp.Topics[i].Partitions {
@@ -133,7 +211,7 @@ func handleProduce(s *Server, r *request) frameOutcome {
 	}
 	if len(works) == 0 {
 		finish()
-		return frameDone
+		return
 	}
 	var pending atomic.Int32
 	pending.Store(int32(len(works)))
@@ -161,7 +239,6 @@ func handleProduce(s *Server, r *request) frameOutcome {
 			},
 		})
 	}
-	return frameDone
 }
 
 // validateRecords splits a partition's records into batches and validates
@@ -228,5 +305,5 @@ func batchErr(err error) error {
 	if errors.Is(err, code) {
 		return err
 	}
-	return fmt.Errorf("%w: %v", code, err)
+	return fmt.Errorf("%w: %w", code, err)
 }

@@ -273,7 +273,10 @@ func (r *request) closeMalformed(err error) {
 	r.conn.gc.Close()
 }
 
-// errCode maps an engine or wal error to a Kafka error code.
+// errCode maps an engine or wal error to a Kafka error code. Engine errors
+// wrap a Kafka error first and their cause after it (which may hold other
+// Kafka errors): errors.As searches depth first, in wrapping order, so the
+// outermost Kafka error decides.
 func errCode(err error) int16 {
 	if err == nil {
 		return 0

@@ -80,14 +80,14 @@ const (
 	nativeMaxRecordsPerSend      = 1 << 20
 )
 
-// NativeCodeFor maps an engine or Kafka error to a native error code.
+// NativeCodeFor maps an engine or Kafka error to a native error code. The
+// outermost Kafka error decides (engine errors wrap their cause, which may
+// hold other errors); an error without one is looked at for wal's.
 func NativeCodeFor(err error) byte {
 	var ke *kerr.Error
 	switch {
 	case err == nil:
 		return NativeOK
-	case errors.Is(err, wal.ErrOffsetOutOfRange):
-		return NativeOffsetOutOfRange
 	case errors.As(err, &ke):
 		switch ke {
 		case kerr.UnknownTopicOrPartition:
@@ -105,6 +105,8 @@ func NativeCodeFor(err error) byte {
 		case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress, kerr.InvalidGroupID:
 			return NativeGroupBusy
 		}
+	case errors.Is(err, wal.ErrOffsetOutOfRange):
+		return NativeOffsetOutOfRange
 	}
 	return NativeNotAvailable
 }
@@ -193,8 +195,11 @@ func (s *Server) handleNativeFrame(c *conn, frame []byte) frameOutcome {
 	case NativeProduce:
 		return s.nativeProduce(r, rd)
 	case NativeFetch:
+		// Reading, decompressing and re-encoding records is work for
+		// another core, not the event loop; the slot keeps the
+		// connection's responses in order.
 		r.resp = c.slot()
-		s.nativeFetch(r, rd)
+		go s.nativeFetch(r, rd)
 	case NativeCreateTopic:
 		r.resp = c.slot()
 		go s.nativeCreateTopic(r, rd)
@@ -242,50 +247,80 @@ func (s *Server) nativeProduce(r *request, rd *nreader) frameOutcome {
 		r.nativeRespond(nativeProduceResp(NativeInvalidRequest, partition, -1, 0))
 		return frameDone
 	}
-	type rec struct{ key, value []byte }
-	recs := make([]rec, 0, count)
-	for i := int32(0); i < count; i++ {
+	// Every record takes at least 8 bytes: a count the payload cannot
+	// hold allocates no more than the payload could.
+	recs := make([]nativeRec, 0, min(int(count), len(rd.b)/8))
+	for i := int32(0); i < count && !rd.bad; i++ {
 		k := rd.bytes()
 		v := rd.bytes()
-		recs = append(recs, rec{k, v})
+		recs = append(recs, nativeRec{k, v})
 	}
 	if !rd.done() || count == 0 {
 		r.resp = r.conn.slot()
 		r.nativeRespond(nativeProduceResp(NativeInvalidRequest, partition, -1, 0))
 		return frameDone
 	}
-	t, err := s.eng.GetOrCreateTopic(topic)
-	if err != nil {
-		r.resp = r.conn.slot()
-		r.nativeRespond(nativeProduceResp(NativeCodeFor(err), partition, -1, 0))
+	c := r.conn
+	t := s.eng.Topic(topic)
+	if t == nil && s.eng.AutoCreateTopics() || c.serialBusy() {
+		// Creating the topic is disk work: off the event loop, with the
+		// produces behind it on this connection (see handleProduce).
+		r.resp = c.slot()
+		c.serial(func() {
+			t, err := s.eng.GetOrCreateTopic(topic)
+			s.nativeProduceTo(r, t, err, partition, count, recs, true)
+		})
 		return frameDone
+	}
+	var err error
+	if t == nil {
+		err = fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, topic)
+	}
+	return s.nativeProduceTo(r, t, err, partition, count, recs, false)
+}
+
+// nativeRec is one record of a native produce (aliasing the request).
+type nativeRec struct{ key, value []byte }
+
+// nativeProduceTo appends a native produce's records to topic t (or
+// answers terr). On the event loop a full shard pauses the connection and
+// the response slot is taken once the produce is admitted; off it
+// (offLoop: conn.serial, slot already taken) the produce waits for room.
+func (s *Server) nativeProduceTo(r *request, t *engine.Topic, terr error, partition, count int32, recs []nativeRec, offLoop bool) frameOutcome {
+	respond := func(b []byte) frameOutcome {
+		if !offLoop {
+			r.resp = r.conn.slot()
+		}
+		r.nativeRespond(b)
+		return frameDone
+	}
+	if terr != nil {
+		return respond(nativeProduceResp(NativeCodeFor(terr), partition, -1, 0))
 	}
 	n := int32(len(t.Partitions()))
 	if partition == -1 {
 		if recs[0].key != nil {
 			partition = keyhash.Partition(recs[0].key, n)
 		} else {
-			partition = s.roundRobin(topic) % n
+			partition = s.roundRobin(t.Name) % n
 		}
 	}
 	p := t.Partition(partition)
 	if p == nil {
-		r.resp = r.conn.slot()
-		r.nativeRespond(nativeProduceResp(NativeUnknownTopic, partition, -1, 0))
-		return frameDone
+		return respond(nativeProduceResp(NativeUnknownTopic, partition, -1, 0))
 	}
-	if sh := p.Shard(); !sh.HasRoom() {
+	if offLoop {
+		waitRoom(p.Shard())
+	} else if sh := p.Shard(); !sh.HasRoom() {
 		r.conn.paused.Store(true)
 		sh.OnRoom(r.conn.resume)
 		return framePaused
 	}
-	r.resp = r.conn.slot()
 	b := batch.NewBuilder()
 	now := time.Now().UnixMilli()
 	for _, rc := range recs {
 		if rc.key == nil && t.Config().Compact() {
-			r.nativeRespond(nativeProduceResp(NativeInvalidRecord, partition, -1, 0))
-			return frameDone
+			return respond(nativeProduceResp(NativeInvalidRecord, partition, -1, 0))
 		}
 		b.Add(now, rc.key, rc.value, nil)
 	}
@@ -294,8 +329,10 @@ func (s *Server) nativeProduce(r *request, rd *nreader) frameOutcome {
 		err = fmt.Errorf("%w: %d bytes", kerr.MessageTooLarge, len(data))
 	}
 	if err != nil {
-		r.nativeRespond(nativeProduceResp(NativeCodeFor(err), partition, -1, 0))
-		return frameDone
+		return respond(nativeProduceResp(NativeCodeFor(err), partition, -1, 0))
+	}
+	if !offLoop {
+		r.resp = r.conn.slot()
 	}
 	h, _ := batch.ParseHeader(data)
 	p.Shard().Append(&engine.AppendRequest{Partition: p, Batches: [][]byte{data}, Headers: []batch.Header{h}, Acks: 1, Bytes: len(data),

@@ -272,7 +272,7 @@ func (l *Log) recoverSegment(s *segment, minOffset int64, laterData bool) error 
 			}
 			l.logger.Error("repairing corrupt segment", "err", cerr)
 			if err := l.repairSegment(s, minOffset); err != nil {
-				return fmt.Errorf("%v; repair failed: %w", cerr, err)
+				return fmt.Errorf("%w; repair failed: %w", cerr, err)
 			}
 			return l.recoverSegment(s, minOffset, laterData)
 		}
