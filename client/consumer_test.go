@@ -235,7 +235,7 @@ func TestConsumerIdleDoesNotBusyLoop(t *testing.T) {
 		}
 		got <- recs
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitFetch(t, px, "idle", fetches) // the poll is under way, found nothing
 	start := time.Now()
 	produceN(t, b.Addr, "idle", 0, "late", 1)
 	recs = <-got
@@ -244,6 +244,19 @@ func TestConsumerIdleDoesNotBusyLoop(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("picked up after %v", d)
+	}
+}
+
+// waitFetch waits until the proxy has forwarded more than n FETCH requests
+// for topic: a Poll started after n were counted is under way.
+func waitFetch(t testing.TB, px *proxy, topic string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for px.count(apiFetch, topic) <= n {
+		if time.Now().After(deadline) {
+			t.Fatalf("no FETCH for %s within 5s: Poll did not start", topic)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -318,19 +331,21 @@ func TestConsumerCloseInterruptsPollWithoutLeaks(t *testing.T) {
 	b := startBroker(t)
 	createTopic(t, b.Addr, "quiet", 1)
 	produceN(t, b.Addr, "quiet", 0, "q", 2)
+	px := startProxy(t, b.Addr)
 	before := runtime.NumGoroutine()
-	c, err := client.NewConsumer(b.Addr, "closers", []client.TopicPartition{{Topic: "quiet", Partition: 0}})
+	c, err := client.NewConsumer(px.Addr(), "closers", []client.TopicPartition{{Topic: "quiet", Partition: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs := pollN(t, c, 2)
 	c.MarkHandled(recs...)
+	fetches := px.count(apiFetch, "quiet")
 	polled := make(chan error, 1)
 	go func() {
 		_, err := c.Poll(context.Background())
 		polled <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitFetch(t, px, "quiet", fetches) // Close must interrupt a Poll under way
 	if err := c.Close(testCtx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}

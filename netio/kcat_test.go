@@ -2,12 +2,12 @@ package netio_test
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -17,10 +17,7 @@ import (
 func kcatPath(t *testing.T) string {
 	p, err := exec.LookPath("kcat")
 	if err != nil {
-		if os.Getenv("RINGLOG_REQUIRE_KCAT") != "" {
-			t.Fatal("kcat is required (RINGLOG_REQUIRE_KCAT) but not installed: apt-get install kcat")
-		}
-		t.Skip("kcat not installed (apt-get install kcat)")
+		testenv.Missing(t, testenv.Kcat, "kcat not installed (apt-get install kcat)")
 	}
 	return p
 }

@@ -2,6 +2,8 @@ package ring
 
 import (
 	"testing"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 func TestParseKind(t *testing.T) {
@@ -76,6 +78,8 @@ func TestNewEnvOverride(t *testing.T) {
 			t.Fatalf("io_uring probes fine but auto chose %s (%s)", b.Name(), fallback)
 		case perr != nil && (b.Name() != "hybrid-nouring" || fallback == ""):
 			t.Fatalf("io_uring unavailable (%v) but auto chose %s, fallback %q", perr, b.Name(), fallback)
+		case perr != nil && testenv.Required(testenv.IOURing):
+			t.Fatalf("io_uring unavailable (%v; required: %s is set): auto fell back to %s", perr, testenv.IOURing, b.Name())
 		}
 		t.Logf("auto: %s %s", b.Name(), fallback)
 	})
@@ -86,7 +90,7 @@ func TestNewEnvOverride(t *testing.T) {
 			if err == nil {
 				t.Fatal("KindIOUring succeeded without io_uring")
 			}
-			t.Skipf("io_uring unavailable: %v", perr)
+			testenv.Missing(t, testenv.IOURing, "io_uring unavailable: %v", perr)
 		}
 		if err != nil {
 			t.Fatal(err)

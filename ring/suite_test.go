@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // backendCase names a way to build a Backend for the shared suite.
@@ -31,7 +33,8 @@ var backendCases = []backendCase{
 }
 
 // forEachBackend runs f as a subtest against every backend. The io_uring
-// ones are skipped only when io_uring cannot be set up at all.
+// ones are skipped only when io_uring cannot be set up at all, and fail
+// then too under RINGLOG_REQUIRE_IOURING.
 func forEachBackend(t *testing.T, f func(t *testing.T, b Backend)) {
 	t.Helper()
 	for _, bc := range backendCases {
@@ -44,7 +47,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b Backend)) {
 			if bc.hybrid {
 				h, fallback := NewHybrid(bc.opts)
 				if fallback != "" {
-					if _, perr := Probe(); perr == nil {
+					if _, perr := Probe(); perr == nil || testenv.Required(testenv.IOURing) {
 						t.Fatalf("hybrid without io_uring: %s", fallback)
 					}
 				}
@@ -53,7 +56,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b Backend)) {
 				u, err := NewURing(bc.opts)
 				if err != nil {
 					if _, perr := Probe(); perr != nil {
-						t.Skipf("io_uring cannot be set up: %v", perr)
+						testenv.Missing(t, testenv.IOURing, "io_uring cannot be set up: %v", perr)
 					}
 					t.Fatalf("NewURing(%+v): %v", bc.opts, err)
 				}

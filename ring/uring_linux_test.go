@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 func newURingOrSkip(t testing.TB, opts Options) *URing {
@@ -17,7 +19,7 @@ func newURingOrSkip(t testing.TB, opts Options) *URing {
 	u, err := NewURing(opts)
 	if err != nil {
 		if _, perr := Probe(); perr != nil {
-			t.Skipf("io_uring cannot be set up: %v", perr)
+			testenv.Missing(t, testenv.IOURing, "io_uring cannot be set up: %v", perr)
 		}
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func newURingOrSkip(t testing.TB, opts Options) *URing {
 func TestProbe(t *testing.T) {
 	f, err := Probe()
 	if err != nil {
-		t.Skipf("io_uring unavailable: %v", err)
+		testenv.Missing(t, testenv.IOURing, "io_uring unavailable: %v", err)
 	}
 	t.Logf("io_uring features %#x: %s", f, FeatureNames(f))
 	u := newURingOrSkip(t, Options{Entries: 100})
@@ -218,7 +220,7 @@ func TestURingSingleIssuerWrongThread(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	u := newURingOrSkip(t, Options{Entries: 8, SingleIssuer: true})
 	if !u.SingleIssuer() {
-		t.Skip("kernel refused SINGLE_ISSUER|DEFER_TASKRUN")
+		testenv.Missing(t, testenv.IOURing, "kernel refused SINGLE_ISSUER|DEFER_TASKRUN")
 	}
 	a := newTestFile(t, "a")
 	ops := []Op{a.writev(0, false, pattern(1, 100))}
@@ -258,18 +260,17 @@ func TestPortableCapsIovecs(t *testing.T) {
 	}
 }
 
-// TestURingEINTR interrupts the thread waiting in io_uring_enter with the
-// signal Go uses for preemption: Run must retry and still get every result.
+// TestURingEINTR interrupts the thread waiting in io_uring_enter with a
+// storm of the signal Go uses for preemption (SIGURG): Run must retry the
+// interrupted waits and still complete every op. Every run writes new
+// content over the same ranges, so a write lost or torn by an interrupted
+// wait shows in the files; the counters must add up; and the storm must
+// really have interrupted waits, or the test proved nothing.
 func TestURingEINTR(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	u := newURingOrSkip(t, Options{Entries: 16})
 	files := []*testFile{newTestFile(t, "a"), newTestFile(t, "b"), newTestFile(t, "c")}
-	var ops []Op
-	for i := 0; i < 30; i++ {
-		tf := files[i%3]
-		ops = append(ops, tf.writev(int64(i)*8192, true, pattern(i, 8192)), Op{Kind: OpFdatasync, Fd: tf.fd()})
-	}
 	pid, tid := unix.Getpid(), unix.Gettid()
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -285,17 +286,38 @@ func TestURingEINTR(t *testing.T) {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}()
-	deadline := time.Now().Add(300 * time.Millisecond)
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	const wantInterrupted, minRuns = 20, 3
+	deadline := time.Now().Add(20 * time.Second)
 	runs := 0
-	for time.Now().Before(deadline) {
+	for ; runs < minRuns || u.stats.eintr < wantInterrupted; runs++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs, %d io_uring_enter calls, only %d interrupted: the signals never reached a waiting thread",
+				runs, u.stats.enters, u.stats.eintr)
+		}
+		var ops []Op
+		for i := 0; i < 30; i++ {
+			tf := files[i%3]
+			ops = append(ops, tf.writev(int64(i/3)*8192, true, pattern(runs*30+i, 8192)), Op{Kind: OpFdatasync, Fd: tf.fd()})
+		}
+		before := u.stats
 		mustRun(t, u, ops)
 		checkOK(t, ops)
-		runs++
-	}
-	close(stop)
-	<-done
-	for _, tf := range files {
-		tf.check(t)
+		for _, tf := range files {
+			tf.check(t)
+		}
+		d := u.stats
+		sqes, rounds, enters, eintr := d.sqes-before.sqes, d.rounds-before.rounds, d.enters-before.enters, d.eintr-before.eintr
+		if sqes != uint64(len(ops)) || d.syncOps != before.syncOps || d.repairs != before.repairs {
+			t.Fatalf("run %d: %d SQEs for %d ops, %d ops run synchronously, %d repairs; want every op submitted once to the ring",
+				runs, sqes, len(ops), d.syncOps-before.syncOps, d.repairs-before.repairs)
+		}
+		if rounds == 0 || enters < rounds || eintr > enters {
+			t.Fatalf("run %d: %d rounds, %d io_uring_enter calls, %d interrupted", runs, rounds, enters, eintr)
+		}
 	}
 	t.Logf("%d runs, %d io_uring_enter calls, %d interrupted", runs, u.stats.enters, u.stats.eintr)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -35,11 +36,16 @@ func newBackend(t testing.TB, k ring.Kind) ring.Backend {
 	case ring.KindPortable:
 		b = ring.NewPortable()
 	case ring.KindHybrid:
-		b, _ = ring.NewHybrid(ring.Options{})
+		var fallback string
+		b, fallback = ring.NewHybrid(ring.Options{})
+		if fallback != "" && testenv.Required(testenv.IOURing) {
+			b.Close()
+			t.Fatalf("hybrid backend without io_uring (required: %s is set): %s", testenv.IOURing, fallback)
+		}
 	default:
 		b, err = ring.NewURing(ring.Options{})
 		if err != nil {
-			t.Skipf("io_uring unavailable here: %v", err)
+			testenv.Missing(t, testenv.IOURing, "io_uring unavailable here: %v", err)
 		}
 	}
 	t.Cleanup(func() { b.Close() })

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,7 +110,7 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitParkedFetch(t, b)
 
 	code, took, err := b.signal(syscall.SIGTERM, 15*time.Second)
 	_, markerErr := os.Stat(filepath.Join(dir, cleanMarker))
@@ -161,6 +163,33 @@ func TestGracefulShutdown(t *testing.T) {
 	t.Logf("%d records acknowledged, %d stored", len(acked), len(got.byValue))
 }
 
+// waitParkedFetch waits until the broker holds a fetch parked in a long
+// poll: its goroutine profile (the pprof endpoint of --http-addr) shows a
+// goroutine in netio's fetch.wait.
+func waitParkedFetch(t *testing.T, b *serveProc) {
+	t.Helper()
+	const parked = "netio.(*fetch).wait("
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + b.HTTP + "/debug/pprof/goroutine?debug=2")
+		if err != nil {
+			t.Fatalf("goroutine profile: %v", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("goroutine profile: %v", err)
+		}
+		if strings.Contains(string(body), parked) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fetch parked in the broker within 10s (no goroutine in %s)", parked)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestGracefulShutdownAnswersParkedFetch parks a fetch in a long poll
 // (MaxWait 20 s, longer than --shutdown-timeout) and sends SIGTERM: the
 // broker must answer the parked fetch (with no records) and exit within a
@@ -206,7 +235,7 @@ func TestGracefulShutdownAnswersParkedFetch(t *testing.T) {
 		resp, err := req.RequestWith(ctx, cl)
 		fetched <- result{resp, err, time.Now()}
 	}()
-	time.Sleep(500 * time.Millisecond)
+	waitParkedFetch(t, b)
 	select {
 	case r := <-fetched:
 		t.Fatalf("the fetch on an empty partition returned before its MaxWait: %+v %v", r.resp, r.err)

@@ -1,0 +1,343 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Partitions are spread over the shards by shardFor, every partition of
+// a topic keeps dense offsets under concurrent appends from many
+// producers, and what was acknowledged reads back unchanged.
+func TestShardRoutingAndDenseOffsets(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 4 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "routed", Partitions: 12, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[*Shard]bool{}
+	for _, p := range top.Partitions() {
+		want := e.Shards()[shardFor("routed", p.Index, 4)]
+		if p.Shard() != want || want.ID() != shardFor("routed", p.Index, 4) {
+			t.Fatalf("%s on shard %d, want %d", p, p.Shard().ID(), want.ID())
+		}
+		used[p.Shard()] = true
+	}
+	if len(used) != 4 {
+		t.Fatalf("12 partitions use %d of 4 shards", len(used))
+	}
+
+	// Per partition, 3 producers take turns; each batch is one request.
+	const producers, batches = 3, 20
+	type sent struct {
+		base, n int64
+		tag     string
+	}
+	var mu sync.Mutex
+	got := map[int32][]sent{}
+	var wg sync.WaitGroup
+	for _, p := range top.Partitions() {
+		for w := 0; w < producers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < batches; i++ {
+					n := 1 + (i+w)%5
+					tag := fmt.Sprintf("p%d-w%d-b%d", p.Index, w, i)
+					acks := int16(1)
+					if i%2 == 0 {
+						acks = -1
+					}
+					r := <-submit(t, p, acks, buildBatch(t, 1000, -1, 0, 0, values(tag, n)...))
+					if r.Err != nil {
+						t.Error(r.Err)
+						return
+					}
+					mu.Lock()
+					got[p.Index] = append(got[p.Index], sent{r.BaseOffset, int64(n), tag})
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, p := range top.Partitions() {
+		// The acknowledged ranges tile [0, end) without gaps or overlaps.
+		byBase := map[int64]sent{}
+		var total int64
+		for _, s := range got[p.Index] {
+			byBase[s.base] = s
+			total += s.n
+		}
+		var want []string
+		for off := int64(0); off < total; {
+			s, ok := byBase[off]
+			if !ok {
+				t.Fatalf("%s: no batch acknowledged at offset %d", p, off)
+			}
+			for i := 0; i < int(s.n); i++ {
+				want = append(want, fmt.Sprintf("%s-%d", s.tag, i))
+			}
+			off += s.n
+		}
+		if hw := p.HighWatermark(); hw != total {
+			t.Fatalf("%s: high watermark %d, acknowledged %d records", p, hw, total)
+		}
+		recs := readLog(t, p)
+		if len(recs) != len(want) {
+			t.Fatalf("%s: %d records read, %d acknowledged", p, len(recs), len(want))
+		}
+		for i, r := range recs {
+			if r.Offset != int64(i) || string(r.Value) != want[i] {
+				t.Fatalf("%s: record %d is %q at %d, want %q at %d", p, i, r.Value, r.Offset, want[i], i)
+			}
+		}
+		if p.RecordsIn.Load() != total {
+			t.Fatalf("%s: RecordsIn %d, want %d", p, p.RecordsIn.Load(), total)
+		}
+	}
+}
+
+// Every request queued while the shard is busy goes out in one submission
+// (group commit), with one fdatasync for all of them when any asked for
+// it, and the requests complete in queue order.
+func TestShardGroupCommit(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "gc", Partitions: 4, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Shards()[0]
+	st := e.EngineStats()
+	for round, acks := range []int16{-1, 1} {
+		release := holdShard(t, s)
+		subs, syncs := st.Submissions.Load(), st.Syncs.Load()
+		var dones []<-chan AppendResult
+		var bytes int64
+		for i := 0; i < 12; i++ {
+			p := top.Partition(int32(i % 4))
+			data := buildBatch(t, 1000, -1, 0, 0, values(fmt.Sprintf("r%d-%d", round, i), 2)...)
+			bytes += int64(len(data))
+			dones = append(dones, submit(t, p, acks, data))
+		}
+		for i, c := range dones {
+			select {
+			case r := <-c:
+				t.Fatalf("request %d answered (%+v) while the shard was held", i, r)
+			default:
+			}
+		}
+		if q := s.QueuedBytes(); q != bytes {
+			t.Fatalf("queued %d bytes, want %d", q, bytes)
+		}
+		release()
+		for i, c := range dones {
+			r := result(t, c)
+			// Each partition got 3 requests of 2 records, in order.
+			if want := int64(round*6 + i/4*2); r.Err != nil || r.BaseOffset != want {
+				t.Fatalf("round %d request %d: offset %d %v, want %d", round, i, r.BaseOffset, r.Err, want)
+			}
+		}
+		if d := st.Submissions.Load() - subs; d != 1 {
+			t.Fatalf("acks=%d: 12 queued requests took %d submissions, want 1", acks, d)
+		}
+		wantSyncs := int64(0)
+		if acks == -1 {
+			wantSyncs = 1
+		}
+		if d := st.Syncs.Load() - syncs; d != wantSyncs {
+			t.Fatalf("acks=%d: %d fdatasync-bearing submissions, want %d", acks, d, wantSyncs)
+		}
+		// The queue's bytes are released after the answers of the drain.
+		waitUntil(t, "the shard's queue is empty", func() bool { return s.QueuedBytes() == 0 })
+	}
+}
+
+// A shard past its queue bound says so (HasRoom), and calls the OnRoom
+// waiters once it has drained below the bound, from its goroutine.
+func TestShardBackpressure(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1; c.ShardQueueBytes = 1000 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "bp", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	s := p.Shard()
+
+	// With room, OnRoom calls at once.
+	called := false
+	s.OnRoom(func() { called = true })
+	if !called {
+		t.Fatal("OnRoom with room did not call at once")
+	}
+
+	release := holdShard(t, s)
+	const n = 35
+	data := buildBatch(t, 1000, -1, 0, 0, values("bp", n)...)
+	if len(data) <= 500 || len(data) >= 1000 {
+		t.Fatalf("test batch is %d bytes; want 500-1000", len(data))
+	}
+	first := submit(t, p, 1, data)
+	if !s.HasRoom() {
+		t.Fatalf("full after %d of 1000 bytes", s.QueuedBytes())
+	}
+	second := submit(t, p, 1, data)
+	if s.HasRoom() || s.QueuedBytes() != int64(2*len(data)) {
+		t.Fatalf("HasRoom %v with %d bytes queued (bound 1000)", s.HasRoom(), s.QueuedBytes())
+	}
+	type wake struct{ room bool }
+	woken := make(chan wake, 2)
+	for i := 0; i < 2; i++ {
+		s.OnRoom(func() { woken <- wake{s.HasRoom()} })
+	}
+	select {
+	case <-woken:
+		t.Fatal("OnRoom fired while the shard was full and held")
+	default:
+	}
+	release()
+	for i := 0; i < 2; i++ {
+		if w := <-woken; !w.room {
+			t.Fatal("an OnRoom waiter ran while the shard was still full")
+		}
+	}
+	if r := result(t, first); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("first: %+v", r)
+	}
+	if r := result(t, second); r.Err != nil || r.BaseOffset != n {
+		t.Fatalf("second: %+v", r)
+	}
+}
+
+// Do and Call run functions on the shard goroutine, in the order they
+// were queued, serialized with the appends.
+func TestShardDoAndCall(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "ctl", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	s := p.Shard()
+	release := holdShard(t, s)
+	var seen []int // touched on the shard goroutine only
+	for i := 0; i < 50; i++ {
+		s.Do(func() { seen = append(seen, i) })
+	}
+	appended := submit(t, p, 1, buildBatch(t, 1000, -1, 0, 0, values("ctl", 3)...))
+	errSentinel := errors.New("sentinel")
+	called := make(chan error, 1)
+	var endInCall int64
+	go func() {
+		called <- s.Call(func() error {
+			// Queued after the 50 Do functions and after the append's
+			// drain: it sees both.
+			if len(seen) != 50 {
+				return fmt.Errorf("Call ran after %d of 50 Do functions", len(seen))
+			}
+			l, err := p.Log()
+			if err != nil {
+				return err
+			}
+			endInCall = l.EndOffset()
+			return errSentinel
+		})
+	}()
+	// The Call is queued (it cannot run: the shard is held) before the
+	// shard is let go.
+	waitUntil(t, "the Call is queued", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.ctl) == 51
+	})
+	release()
+	if err := <-called; !errors.Is(err, errSentinel) {
+		t.Fatalf("Call returned %v, want the function's error", err)
+	}
+	for i, v := range seen {
+		if v != i {
+			t.Fatalf("Do functions ran in order %v", seen)
+		}
+	}
+	if r := result(t, appended); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("append: %+v", r)
+	}
+	// The Call saw the log before or after the append, never in between.
+	if endInCall != 0 && endInCall != 3 {
+		t.Fatalf("Call saw end offset %d, want 0 or 3", endInCall)
+	}
+}
+
+// Stopping a shard answers everything queued before the stop (appended,
+// durable), refuses what comes after, and runs no more control functions.
+func TestShardStopAnswersQueued(t *testing.T) {
+	dir := t.TempDir()
+	e := openTestEngine(t, dir, func(c *Config) { c.Shards = 1 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "stop", Partitions: 2, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Shards()[0]
+	release := holdShard(t, s)
+	var queued []<-chan AppendResult
+	for i := 0; i < 6; i++ {
+		queued = append(queued, submit(t, top.Partition(int32(i%2)), 1, buildBatch(t, 1000, -1, 0, 0, values(fmt.Sprintf("q%d", i), 2)...)))
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	waitUntil(t, "the shard is stopping", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.stopping
+	})
+
+	// After the stop: appends are refused at once, Call fails, Do is
+	// dropped, OnRoom does not wait.
+	late := submit(t, top.Partition(0), 1, buildBatch(t, 1000, -1, 0, 0, pair("k", "late")))
+	if r := result(t, late); !errors.Is(r.Err, kerr.NotLeaderForPartition) {
+		t.Fatalf("append after stop: %v, want NOT_LEADER_FOR_PARTITION", r.Err)
+	}
+	if err := s.Call(func() error { return nil }); err == nil {
+		t.Fatal("Call on a stopping shard succeeded")
+	}
+	var ranLate atomic.Bool
+	s.Do(func() { ranLate.Store(true) })
+	room := false
+	s.OnRoom(func() { room = true })
+	if !room {
+		t.Fatal("OnRoom on a stopping shard waited")
+	}
+
+	release()
+	for i, c := range queued {
+		if r := result(t, c); r.Err != nil || r.BaseOffset != int64(i/2*2) {
+			t.Fatalf("queued request %d: %+v", i, r)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if ranLate.Load() {
+		t.Fatal("a Do queued after the stop ran")
+	}
+	e2 := openEngine(t, dir, nil)
+	for i := int32(0); i < 2; i++ {
+		p := e2.Topic("stop").Partition(i)
+		recs := readLog(t, p)
+		if len(recs) != 6 {
+			t.Fatalf("%s: %d records after restart, want 6", p, len(recs))
+		}
+		for j, r := range recs {
+			if want := fmt.Sprintf("q%d-%d", int(i)+j/2*2, j%2); string(r.Value) != want {
+				t.Fatalf("%s: record %d is %q, want %q", p, j, r.Value, want)
+			}
+		}
+	}
+}

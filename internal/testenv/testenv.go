@@ -1,0 +1,40 @@
+// Package testenv lets a test that needs something of the machine (io_uring,
+// an installed client) skip where it is missing, and fail instead when the
+// environment says it must be there: CI sets the flags (.ci/run), so a
+// machine that lost io_uring or a tool shows up as a failure, not as a
+// quietly skipped test.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// Environment variables that turn a skip into a failure when set to
+// anything but "" or "0".
+const (
+	// IOURing requires io_uring (and the ring features the tests use).
+	IOURing = "RINGLOG_REQUIRE_IOURING"
+	// Kcat requires librdkafka's kcat on the PATH.
+	Kcat = "RINGLOG_REQUIRE_KCAT"
+)
+
+// Required reports whether the environment variable flag asks for the
+// capability to be present.
+func Required(flag string) bool {
+	v := os.Getenv(flag)
+	return v != "" && v != "0"
+}
+
+// Missing ends t because a capability is missing: t.Skip normally, t.Fatal
+// when flag is set. The message says why, and which flag made it fail.
+func Missing(t testing.TB, flag, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required(flag) {
+		t.Fatalf("%s (required: %s is set)", msg, flag)
+		return
+	}
+	t.Skip(msg)
+}

@@ -1,0 +1,35 @@
+package testenv
+
+import "testing"
+
+// recorder stands in for a test, remembering how it was ended.
+type recorder struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (r *recorder) Helper()                        {}
+func (r *recorder) Skip(args ...any)               { r.skip = args[0].(string) }
+func (r *recorder) Fatalf(format string, a ...any) { r.fatal = format }
+
+func TestMissing(t *testing.T) {
+	const flag = "RINGLOG_TESTENV_SELFTEST"
+	for _, tc := range []struct {
+		val   string
+		fails bool
+	}{{"", false}, {"0", false}, {"1", true}, {"yes", true}} {
+		t.Setenv(flag, tc.val)
+		var r recorder
+		Missing(&r, flag, "no %s here", "widget")
+		if tc.fails {
+			if r.fatal == "" || r.skip != "" {
+				t.Fatalf("%s=%q: fatal %q skip %q, want a failure", flag, tc.val, r.fatal, r.skip)
+			}
+		} else if r.skip != "no widget here" || r.fatal != "" {
+			t.Fatalf("%s=%q: fatal %q skip %q, want a skip", flag, tc.val, r.fatal, r.skip)
+		}
+		if Required(flag) != tc.fails {
+			t.Fatalf("Required with %s=%q = %v", flag, tc.val, !tc.fails)
+		}
+	}
+}
