@@ -14,6 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal"
 )
 
@@ -343,9 +344,6 @@ func (c *conn) send(rs []*response, block bool) ([]part, error) {
 	return c.sendParts(c.out, block)
 }
 
-// maxIovecs bounds the byte parts gathered into one sendmsg (IOV_MAX).
-const maxIovecs = 1024
-
 // sendParts writes parts to the socket in order: runs of byte parts with
 // one sendmsg, file ranges with sendfile (no copy through user space).
 // Bytes followed by a file range go with MSG_MORE, so TCP sends the
@@ -397,7 +395,7 @@ func (c *conn) sendParts(parts []part, block bool) ([]part, error) {
 func (c *conn) sendmsg(fd int, parts []part) (int, error) {
 	c.iov = c.iov[:0]
 	i := 0
-	for ; i < len(parts) && parts[i].f.File == nil && len(c.iov) < maxIovecs; i++ {
+	for ; i < len(parts) && parts[i].f.File == nil && len(c.iov) < ring.MaxIovecs; i++ {
 		if b := parts[i].b; len(b) > 0 {
 			c.iov = append(c.iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
 		}
