@@ -189,7 +189,9 @@ func (s *Server) nativeProduce(r *request, rd *nreader) frameOutcome {
 	topic := rd.str()
 	partition := rd.i32()
 	count := rd.i32()
-	if rd.bad || count < 0 || count > nativeMaxRecordsPerSend {
+	// Each record takes at least its two lengths: a count the payload
+	// cannot hold is refused before anything is allocated for it.
+	if rd.bad || count < 0 || count > nativeMaxRecordsPerSend || int(count) > len(rd.b)/8 {
 		r.resp = r.conn.slot()
 		r.nativeRespond(nativeProduceResp(nativeproto.CodeInvalidRequest, partition, -1, 0))
 		return frameDone
