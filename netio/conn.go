@@ -14,6 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal"
 )
@@ -324,6 +325,22 @@ func (c *conn) writeLoop() {
 		c.writing = false
 		c.mu.Unlock()
 	}
+}
+
+// roomOrPause is a produce handler's admission (event loop): it reports
+// whether sh has room for an append now. When it has none, c is paused
+// and the shard resumes it once its queue drains below the bound; the
+// handler then returns framePaused, the frame stays in c.frame, and it is
+// dispatched again (from the start) on resume.
+func (c *conn) roomOrPause(sh *engine.Shard) bool {
+	if sh.HasRoom() {
+		return true
+	}
+	c.paused.Store(true)
+	// Called at once if the shard drained in between: then the pause
+	// ends before the loop returns, and the Wake dispatches again.
+	sh.OnRoom(c.resume)
+	return false
 }
 
 // resume clears a pause and asks the event loop to parse again.

@@ -100,10 +100,7 @@ func handleProduce(s *Server, r *request) frameOutcome {
 	}
 	// Admission: every target shard must have room, else pause.
 	for _, w := range works {
-		if sh := w.p.Shard(); !sh.HasRoom() {
-			c := r.conn
-			c.paused.Store(true)
-			sh.OnRoom(c.resume)
+		if !r.conn.roomOrPause(w.p.Shard()) {
 			return framePaused
 		}
 	}

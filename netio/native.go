@@ -228,9 +228,7 @@ func (s *Server) nativeProduce(r *request, rd *nreader) frameOutcome {
 		r.nativeRespond(nativeProduceResp(nativeproto.CodeUnknownTopic, partition, -1, 0))
 		return frameDone
 	}
-	if sh := p.Shard(); !sh.HasRoom() {
-		r.conn.paused.Store(true)
-		sh.OnRoom(r.conn.resume)
+	if !r.conn.roomOrPause(p.Shard()) {
 		return framePaused
 	}
 	r.resp = r.conn.slot()
