@@ -52,11 +52,15 @@ type conn struct {
 	remote string
 
 	// The frame being assembled (event loop only): its length prefix,
-	// then its pooled buffer and how much of it arrived.
+	// then its pooled buffer and how much of it arrived. A frame whose
+	// dispatch paused stays here, whole, until the connection resumes.
 	hdr    [4]byte
 	nhdr   int
 	frame  []byte
 	filled int
+	// unread is what gnet held for this connection, unread, when the
+	// loop last left it paused: its share of srv.unread (event loop only).
+	unread int
 
 	// Writing (all under mu): whether a goroutine is sending; the unsent
 	// rest of an inline write and the responses it belongs to, which the

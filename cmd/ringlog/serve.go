@@ -68,6 +68,7 @@ type serveFlags struct {
 	shards                                   int
 	shardQueueBytes                          int64
 	maxRequestBytes, maxConns, maxInflight   int
+	maxPausedBytes                           int64
 	ioBackend                                string
 	writeCaching, repair                     bool
 	writebackBytes                           int64
@@ -96,6 +97,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", 100<<20, "largest request frame accepted; larger ones close the connection before being read")
 	fs.IntVar(&f.maxConns, "max-connections", 10000, "client connections accepted at once")
 	fs.IntVar(&f.maxInflight, "max-inflight-per-conn", 100, "unanswered requests per connection before the broker stops reading it")
+	fs.Int64Var(&f.maxPausedBytes, "max-paused-bytes", 256<<20, "bytes, per listener, that clients may send to connections the broker is not reading (backpressure); the connection that would pass this, or send more than --max-request-bytes, is closed")
 	fs.StringVar(&f.ioBackend, "io-backend", "auto", "auto (hybrid), hybrid, io_uring or pwritev")
 	fs.Int64Var(&f.writebackBytes, "writeback-bytes", 1<<20, "start the kernel's writeback of each partition's new data every this many bytes, so dirty page cache stays small and appends are not throttled in bursts (0: leave writeback to the kernel)")
 	fs.BoolVar(&f.writeCaching, "write-caching", false, "acknowledge acks=all from the page cache (no fdatasync) for every topic")
@@ -219,13 +221,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	// read without a lock.
 	srv := netio.NewServer(eng, netio.Config{
 		Addr: f.kafkaAddr, AdvertisedAddr: f.advertised, MaxRequestBytes: f.maxRequestBytes,
-		MaxConnections: f.maxConns, MaxInflightPerConn: f.maxInflight, Logger: logger, Metrics: m,
+		MaxConnections: f.maxConns, MaxInflightPerConn: f.maxInflight, MaxPausedBytes: f.maxPausedBytes, Logger: logger, Metrics: m,
 	})
 	var nsrv *netio.Server
 	if f.nativeAddr != "" {
 		nsrv = netio.NewServer(eng, netio.Config{
 			Addr: f.nativeAddr, Native: true, MaxRequestBytes: f.maxRequestBytes,
-			MaxConnections: f.maxConns, MaxInflightPerConn: f.maxInflight, Logger: logger, Metrics: m,
+			MaxConnections: f.maxConns, MaxInflightPerConn: f.maxInflight, MaxPausedBytes: f.maxPausedBytes, Logger: logger, Metrics: m,
 		})
 	}
 	if err := srv.Start(); err != nil {
