@@ -20,12 +20,16 @@ import (
 )
 
 // conn is one client connection. gnet's event loop reads it and parses
-// requests; a writer goroutine owns every write, on a dup of the socket
-// (gnet's own outbound buffer is never used, so bytes from gnet and from
-// sendfile can never interleave). Responses leave strictly in request
-// order: each request gets a slot in the FIFO when it is parsed, and the
-// writer sends the head slot only once it is complete, whatever order the
-// handlers finish in.
+// requests. Writes go to a dup of the socket (gnet's own outbound buffer
+// is never used, so bytes from gnet and from sendfile can never
+// interleave), by one goroutine at a time, the one holding writing: the
+// goroutine that completes a small response at the head of the FIFO (an
+// event loop, a writer shard, a fetch's waiting goroutine, an async
+// handler), with non-blocking writes, or the connection's writer
+// goroutine (writeLoop) for the rest. Responses leave strictly in request
+// order: each request gets a slot in the FIFO when it is parsed, and only
+// complete slots at its head are sent, whatever order the handlers finish
+// in. The package comment (doc.go) has the whole contract.
 type conn struct {
 	srv *Server
 	gc  gnet.Conn

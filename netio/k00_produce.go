@@ -31,9 +31,11 @@ import (
 //     acks=-1 once it is fdatasync'ed (group commit), unless write caching
 //     is on for the topic or broker. Other values: INVALID_REQUIRED_ACKS.
 //   - Unknown topics are created when auto-creation is on.
-//   - Backpressure: if a target writer shard's queue is full the request is
-//     left unread in the connection's buffer and the connection is paused
-//     until the shard drains.
+//   - Backpressure: if a target writer shard's queue is full the request
+//     is not admitted: its frame stays whole in the connection's
+//     conn.frame, the connection is paused (conn.roomOrPause), and once the
+//     shard drains it resumes and the frame is handled again from the
+//     start. What the client sends meanwhile is bounded (holdUnread).
 //   - Compacted topics refuse records without a key (INVALID_RECORD).
 //   - Idempotent batches are checked against the producer's last five
 //     batches: retries get their original offsets, gaps
