@@ -4,7 +4,8 @@
 // optional dead-letter topic, and a Consumer that polls assigned partitions
 // and commits after handling.
 //
-// It depends on nothing of the broker but the key hash, so a service that
+// It depends on nothing of the broker but the key hash and the wire
+// constants (internal/keyhash, internal/nativeproto), so a service that
 // embeds it pulls in no server code.
 //
 // # Usage
@@ -84,24 +85,26 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/nativeproto"
 )
 
 // API keys of the native protocol.
 const (
-	apiProduce      byte = 0
-	apiFetch        byte = 1
-	apiCreateTopic  byte = 2
-	apiCommitOffset byte = 3
-	apiFetchOffset  byte = 4
+	apiProduce      = nativeproto.KeyProduce
+	apiFetch        = nativeproto.KeyFetch
+	apiCreateTopic  = nativeproto.KeyCreateTopic
+	apiCommitOffset = nativeproto.KeyCommitOffset
+	apiFetchOffset  = nativeproto.KeyFetchOffset
 )
 
 // Error is a native protocol error code returned by the broker.
@@ -112,16 +115,16 @@ type Error struct {
 
 // Native error codes (the broker's README lists them).
 const (
-	CodeUnknownTopic     byte = 1
-	CodeInvalidRequest   byte = 2
-	CodeOffsetOutOfRange byte = 3
-	CodeMessageTooLarge  byte = 4
-	CodeStorageError     byte = 5
-	CodeInvalidTopic     byte = 6
-	CodeUnknownAPI       byte = 7
-	CodeInvalidRecord    byte = 8
-	CodeGroupBusy        byte = 9
-	CodeNotAvailable     byte = 10
+	CodeUnknownTopic     = nativeproto.CodeUnknownTopic
+	CodeInvalidRequest   = nativeproto.CodeInvalidRequest
+	CodeOffsetOutOfRange = nativeproto.CodeOffsetOutOfRange
+	CodeMessageTooLarge  = nativeproto.CodeMessageTooLarge
+	CodeStorageError     = nativeproto.CodeStorageError
+	CodeInvalidTopic     = nativeproto.CodeInvalidTopic
+	CodeUnknownAPI       = nativeproto.CodeUnknownAPI
+	CodeInvalidRecord    = nativeproto.CodeInvalidRecord
+	CodeGroupBusy        = nativeproto.CodeGroupBusy
+	CodeNotAvailable     = nativeproto.CodeNotAvailable
 )
 
 var codeNames = map[byte]string{
@@ -218,7 +221,7 @@ func (c *Conn) fail(err error) {
 }
 
 func (c *Conn) readLoop() {
-	var hdr [5]byte
+	var hdr [nativeproto.HeaderLen]byte
 	for {
 		var cl *call
 		select {
@@ -268,7 +271,7 @@ func (c *Conn) roundTrip(ctx context.Context, key byte, payload []byte) ([]byte,
 		return nil, fmt.Errorf("ringlog: connection closed: %w", c.err)
 	default:
 	}
-	var hdr [5]byte
+	var hdr [nativeproto.HeaderLen]byte
 	binary.BigEndian.PutUint32(hdr[:4], uint32(len(payload)+1))
 	hdr[4] = key
 	c.bw.Write(hdr[:])
@@ -335,7 +338,7 @@ func (c *Conn) Produce(ctx context.Context, topic string, partition int32, recs 
 	if err != nil {
 		return partition, -1, err
 	}
-	if len(resp) != 17 {
+	if len(resp) != nativeproto.ProduceResponseLen {
 		return partition, -1, fmt.Errorf("ringlog produce: response of %d bytes", len(resp))
 	}
 	p := int32(binary.BigEndian.Uint32(resp[1:]))
@@ -358,69 +361,39 @@ func (c *Conn) Fetch(ctx context.Context, topic string, partition int32, offset 
 	if err != nil {
 		return nil, err
 	}
-	if len(resp) < 5 {
+	if len(resp) < nativeproto.FetchResponseHeaderLen {
 		return nil, fmt.Errorf("ringlog fetch: response of %d bytes", len(resp))
 	}
 	if resp[0] != 0 {
 		return nil, &Error{Code: resp[0], Op: "fetch"}
 	}
-	return DecodeRecords(resp[5:], int(binary.BigEndian.Uint32(resp[1:])), topic, partition)
+	return DecodeRecords(resp[nativeproto.FetchResponseHeaderLen:], int(binary.BigEndian.Uint32(resp[1:])), topic, partition)
 }
-
-var ieee = crc32.MakeTable(crc32.IEEE)
 
 // DecodeRecords decodes count records in the native record format,
 // verifying each CRC32 (IEEE over offset..value).
 func DecodeRecords(b []byte, count int, topic string, partition int32) ([]Record, error) {
-	if count < 0 || count > len(b)/28 {
+	if count < 0 || count > len(b)/nativeproto.RecordOverhead {
 		return nil, fmt.Errorf("ringlog fetch: %d records cannot fit in %d bytes", count, len(b))
 	}
 	out := make([]Record, 0, count)
 	for i := 0; i < count; i++ {
-		start := b
-		if len(b) < 20 {
-			return nil, io.ErrUnexpectedEOF
+		nr, rest, err := nativeproto.ReadRecord(b)
+		if errors.Is(err, nativeproto.ErrRecordCRC) {
+			return nil, fmt.Errorf("%w at offset %d", ErrCorruptRecord, nr.Offset)
 		}
-		r := Record{Topic: topic, Partition: partition}
-		r.Offset = int64(binary.BigEndian.Uint64(b))
-		r.Timestamp = int64(binary.BigEndian.Uint64(b[8:]))
-		b = b[16:]
-		var ok bool
-		if r.Key, b, ok = readLenBytes(b); !ok {
-			return nil, io.ErrUnexpectedEOF
+		if err != nil {
+			return nil, err
 		}
-		if r.Value, b, ok = readLenBytes(b); !ok {
-			return nil, io.ErrUnexpectedEOF
-		}
-		if len(b) < 4 {
-			return nil, io.ErrUnexpectedEOF
-		}
-		body := start[:len(start)-len(b)]
-		if crc32.Checksum(body, ieee) != binary.BigEndian.Uint32(b) {
-			return nil, fmt.Errorf("%w at offset %d", ErrCorruptRecord, r.Offset)
-		}
-		b = b[4:]
-		out = append(out, r)
+		b = rest
+		// Copies: the records outlive the response buffer.
+		out = append(out, Record{Key: bytes.Clone(nr.Key), Value: bytes.Clone(nr.Value),
+			Offset: nr.Offset, Timestamp: nr.Timestamp, Partition: partition, Topic: topic})
 	}
 	if len(b) != 0 {
 		return nil, fmt.Errorf("ringlog fetch: %d bytes after the last record", len(b))
 	}
 	return out, nil
-}
-
-func readLenBytes(b []byte) ([]byte, []byte, bool) {
-	if len(b) < 4 {
-		return nil, b, false
-	}
-	n := int32(binary.BigEndian.Uint32(b))
-	b = b[4:]
-	if n == -1 {
-		return nil, b, true
-	}
-	if n < 0 || int(n) > len(b) {
-		return nil, b, false
-	}
-	return append([]byte{}, b[:n]...), b[n:], true
 }
 
 // CreateTopic creates a topic with partitions partitions.
@@ -435,9 +408,9 @@ func (c *Conn) CreateTopic(ctx context.Context, topic string, partitions int32) 
 		return fmt.Errorf("ringlog create topic: response of %d bytes", len(resp))
 	}
 	switch resp[0] {
-	case 0:
+	case nativeproto.CreateOK:
 		return nil
-	case 1:
+	case nativeproto.CreateExists:
 		return ErrTopicExists
 	}
 	return ErrInvalidTopic

@@ -33,6 +33,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal"
 )
@@ -265,7 +266,7 @@ func removeCleanMarker(dir string, logger *slog.Logger) bool {
 		logger.Warn("cannot remove clean-shutdown marker; recovering as unclean", "err", err)
 		return false
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		logger.Warn("cannot sync data directory; recovering as unclean", "err", err)
 		return false
 	}
@@ -435,7 +436,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, fmt.Errorf("engine: write metadata: %w", err))
 	}
 	if len(errs) == 0 {
-		if err := writeFileAtomic(filepath.Join(e.cfg.DataDir, cleanShutdownFile), []byte("clean\n")); err != nil {
+		if err := fsutil.WriteFileAtomic(filepath.Join(e.cfg.DataDir, cleanShutdownFile), []byte("clean\n"), 0o644); err != nil {
 			errs = append(errs, err)
 		}
 	}

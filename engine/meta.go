@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/ringlog/ringlog/internal/fsutil"
 )
 
 // metaFile is the broker's metadata in the data directory: the cluster id,
@@ -94,41 +96,7 @@ func saveMeta(dir string, m *brokerMeta) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, metaFile), append(b, '\n'))
-}
-
-// writeFileAtomic replaces path with data so that a crash leaves either the
-// old or the new content.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsutil.WriteFileAtomic(filepath.Join(dir, metaFile), append(b, '\n'), 0o644)
 }
 
 func newClusterID() string {

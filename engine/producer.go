@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -163,7 +164,7 @@ func (p *Partition) saveProducerState() error {
 		return err
 	}
 	path := filepath.Join(p.dir, producerSnapshotFile)
-	if err := writeFileAtomic(path, b); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -137,7 +137,10 @@ func (s *Shard) Append(req *AppendRequest) {
 	s.signal()
 }
 
-// Do runs fn on the shard goroutine, asynchronously.
+// Do runs fn on the shard goroutine, asynchronously, in the order of Do
+// and Call. Once the shard is stopping, fn is dropped. Called from the
+// shard goroutine itself, Do does not run fn before returning: fn runs on
+// the goroutine's next pass.
 func (s *Shard) Do(fn func()) {
 	s.mu.Lock()
 	if s.stopping {
@@ -149,7 +152,16 @@ func (s *Shard) Do(fn func()) {
 	s.signal()
 }
 
-// Call runs fn on the shard goroutine and returns its error.
+// Call runs fn on the shard goroutine and returns its error (an error
+// without running fn once the shard is stopping).
+//
+// Call must not be called from the shard goroutine: not from a function
+// run by Do or Call, an AppendRequest's Done, an OnRoom callback, or
+// anything they call synchronously. fn would wait in the queue behind the
+// function that is waiting for it, and both would wait forever; code
+// already on the shard goroutine calls fn directly instead. For the same
+// reason, the caller of Call must not hold a lock that the shard goroutine
+// may take meanwhile (in a queued function or a Done callback).
 func (s *Shard) Call(fn func() error) error {
 	errc := make(chan error, 1)
 	s.mu.Lock()

@@ -14,16 +14,22 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal"
 )
 
 // conn is one client connection. gnet's event loop reads it and parses
-// requests; a writer goroutine owns every write, on a dup of the socket
-// (gnet's own outbound buffer is never used, so bytes from gnet and from
-// sendfile can never interleave). Responses leave strictly in request
-// order: each request gets a slot in the FIFO when it is parsed, and the
-// writer sends the head slot only once it is complete, whatever order the
-// handlers finish in.
+// requests. Writes go to a dup of the socket (gnet's own outbound buffer
+// is never used, so bytes from gnet and from sendfile can never
+// interleave), by one goroutine at a time, the one holding writing: the
+// goroutine that completes a small response at the head of the FIFO (an
+// event loop, a writer shard, a fetch's waiting goroutine, an async
+// handler), with non-blocking writes, or the connection's writer
+// goroutine (writeLoop) for the rest. Responses leave strictly in request
+// order: each request gets a slot in the FIFO when it is parsed, and only
+// complete slots at its head are sent, whatever order the handlers finish
+// in. The package comment (doc.go) has the whole contract.
 type conn struct {
 	srv *Server
 	gc  gnet.Conn
@@ -50,11 +56,15 @@ type conn struct {
 	remote string
 
 	// The frame being assembled (event loop only): its length prefix,
-	// then its pooled buffer and how much of it arrived.
+	// then its pooled buffer and how much of it arrived. A frame whose
+	// dispatch paused stays here, whole, until the connection resumes.
 	hdr    [4]byte
 	nhdr   int
 	frame  []byte
 	filled int
+	// unread is what gnet held for this connection, unread, when the
+	// loop last left it paused: its share of srv.unread (event loop only).
+	unread int
 
 	// Writing (all under mu): whether a goroutine is sending; the unsent
 	// rest of an inline write and the responses it belongs to, which the
@@ -374,6 +384,22 @@ func (c *conn) runSerial() {
 	}
 }
 
+// roomOrPause is a produce handler's admission (event loop): it reports
+// whether sh has room for an append now. When it has none, c is paused
+// and the shard resumes it once its queue drains below the bound; the
+// handler then returns framePaused, the frame stays in c.frame, and it is
+// dispatched again (from the start) on resume.
+func (c *conn) roomOrPause(sh *engine.Shard) bool {
+	if sh.HasRoom() {
+		return true
+	}
+	c.paused.Store(true)
+	// Called at once if the shard drained in between: then the pause
+	// ends before the loop returns, and the Wake dispatches again.
+	sh.OnRoom(c.resume)
+	return false
+}
+
 // resume clears a pause and asks the event loop to parse again.
 func (c *conn) resume() {
 	if c.paused.CompareAndSwap(true, false) {
@@ -391,9 +417,6 @@ func (c *conn) send(rs []*response, block bool) ([]part, error) {
 	}
 	return c.sendParts(c.out, block)
 }
-
-// maxIovecs bounds the byte parts gathered into one sendmsg (IOV_MAX).
-const maxIovecs = 1024
 
 // sendParts writes parts to the socket in order: runs of byte parts with
 // one sendmsg, file ranges with sendfile (no copy through user space).
@@ -446,7 +469,7 @@ func (c *conn) sendParts(parts []part, block bool) ([]part, error) {
 func (c *conn) sendmsg(fd int, parts []part) (int, error) {
 	c.iov = c.iov[:0]
 	i := 0
-	for ; i < len(parts) && parts[i].f.File == nil && len(c.iov) < maxIovecs; i++ {
+	for ; i < len(parts) && parts[i].f.File == nil && len(c.iov) < ring.MaxIovecs; i++ {
 		if b := parts[i].b; len(b) > 0 {
 			c.iov = append(c.iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
 		}

@@ -203,7 +203,7 @@ func (b *testBroker) e2ePart(topic string, p int32) *engine.Partition {
 	return part
 }
 
-// storedHeaders returns the header of every batch stored in a partition.
+// e2eHeaders returns the header of every batch stored in a partition.
 func (b *testBroker) e2eHeaders(topic string, p int32) []batch.Header {
 	b.t.Helper()
 	l, err := b.e2ePart(topic, p).Log()
@@ -220,7 +220,7 @@ func (b *testBroker) e2eHeaders(topic string, p int32) []batch.Header {
 	return hs
 }
 
-// segmentFiles lists the .log files of a partition's directory.
+// e2eSegments lists the .log files of a partition's directory.
 func (b *testBroker) e2eSegments(topic string, p int32) []string {
 	b.t.Helper()
 	ents, err := os.ReadDir(filepath.Join(b.dir, fmt.Sprintf("%s-%d", topic, p)))
@@ -254,7 +254,7 @@ func e2ePoll(t testing.TB, ctx context.Context, cl *kgo.Client, n int) []*kgo.Re
 	return out
 }
 
-// consumeAll consumes topic from the start with a fresh client until n
+// e2eConsume consumes topic from the start with a fresh client until n
 // records arrive.
 func (b *testBroker) e2eConsume(ctx context.Context, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
 	b.t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/internal/nativeproto"
 	"github.com/ringlog/ringlog/wal"
 )
 
@@ -28,11 +29,11 @@ func TestErrCodeOuterKafkaErrorWins(t *testing.T) {
 		code   int16
 		native byte
 	}{
-		{"storage error caused by ENOSPC", storage, kerr.KafkaStorageError.Code, NativeStorageError},
-		{"coordinator error caused by a storage error", coord, kerr.CoordinatorNotAvailable.Code, NativeNotAvailable},
-		{"storage error caused by a wal error", outOfRange, kerr.KafkaStorageError.Code, NativeStorageError},
-		{"bare wal error", fmt.Errorf("read: %w", wal.ErrOffsetOutOfRange), kerr.OffsetOutOfRange.Code, NativeOffsetOutOfRange},
-		{"bare I/O error", enospc, kerr.UnknownServerError.Code, NativeNotAvailable},
+		{"storage error caused by ENOSPC", storage, kerr.KafkaStorageError.Code, nativeproto.CodeStorageError},
+		{"coordinator error caused by a storage error", coord, kerr.CoordinatorNotAvailable.Code, nativeproto.CodeNotAvailable},
+		{"storage error caused by a wal error", outOfRange, kerr.KafkaStorageError.Code, nativeproto.CodeStorageError},
+		{"bare wal error", fmt.Errorf("read: %w", wal.ErrOffsetOutOfRange), kerr.OffsetOutOfRange.Code, nativeproto.CodeOffsetOutOfRange},
+		{"bare I/O error", enospc, kerr.UnknownServerError.Code, nativeproto.CodeNotAvailable},
 	} {
 		if got := errCode(c.err); got != c.code {
 			t.Errorf("%s: errCode %v, want %v", c.name, kerr.ErrorForCode(got), kerr.ErrorForCode(c.code))

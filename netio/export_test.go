@@ -35,3 +35,7 @@ func (s *Server) OpenConns() int64 { return s.conns.Load() }
 
 // EventLoops is the number of gnet event loops the server runs.
 func (s *Server) EventLoops() int { return s.cfg.EventLoops }
+
+// UnreadBytes is how many bytes gnet holds for connections the server is
+// not reading (the holdUnread count).
+func (s *Server) UnreadBytes() int64 { return s.unread.Load() }

@@ -36,9 +36,11 @@ import (
 //     produces after it on that connection until it is done, to keep
 //     their appends in request order. Off the loop, a produce waits for
 //     its shards' room instead of pausing the connection.
-//   - Backpressure: if a target writer shard's queue is full the request is
-//     left unread in the connection's buffer and the connection is paused
-//     until the shard drains.
+//   - Backpressure: if a target writer shard's queue is full the request
+//     is not admitted: its frame stays whole in the connection's
+//     conn.frame, the connection is paused (conn.roomOrPause), and once the
+//     shard drains it resumes and the frame is handled again from the
+//     start. What the client sends meanwhile is bounded (holdUnread).
 //   - Compacted topics refuse records without a key (INVALID_RECORD).
 //   - Idempotent batches are checked against the producer's last five
 //     batches: retries get their original offsets, gaps
@@ -67,9 +69,7 @@ func handleProduce(s *Server, r *request) frameOutcome {
 	}
 	// Admission: every target shard must have room, else pause.
 	for _, w := range works {
-		if sh := w.p.Shard(); !sh.HasRoom() {
-			c.paused.Store(true)
-			sh.OnRoom(c.resume)
+		if !c.roomOrPause(w.p.Shard()) {
 			return framePaused
 		}
 	}

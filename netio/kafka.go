@@ -263,7 +263,7 @@ func (r *request) finish() {
 	}
 }
 
-// closeMalformedAsync is for async handlers that find the body malformed:
+// closeMalformed is for async handlers that find the body malformed:
 // the slot is answered with nothing and the connection closed.
 func (r *request) closeMalformed(err error) {
 	s := r.conn.srv

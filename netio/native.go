@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"sync/atomic"
 	"time"
 
@@ -12,35 +11,14 @@ import (
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/keyhash"
+	"github.com/ringlog/ringlog/internal/nativeproto"
 	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
 // The native protocol of the MyKafka design (seed 000 §3.1-3.3), served
-// byte-exact on its own listener. Every frame, request and response:
-//
-//	+-----------+-----------+---------------------------+
-//	| len:4     | apiKey:1  | payload (len-1 bytes)     |   big-endian;
-//	+-----------+-----------+---------------------------+   len counts apiKey+payload
-//
-// A response carries its request's apiKey. Strings are [len:2][bytes],
-// byte arrays [len:4][bytes] with -1 for null.
-//
-//	PRODUCE (0)       req  [topic:str][partition:4][recordCount:4]
-//	                       recordCount × [keyLen:4][key][valLen:4][value]
-//	                  resp [errCode:1][partition:4][baseOffset:8][count:4]
-//	FETCH (1)         req  [topic:str][partition:4][offset:8][maxBytes:4]
-//	                  resp [errCode:1][recordCount:4] recordCount × record
-//	CREATE_TOPIC (2)  req  [topic:str][partitionCount:4]
-//	                  resp [status:1]  0 OK, 1 ALREADY_EXISTS, 2 INVALID
-//	COMMIT_OFFSET (3) req  [group:str][topic:str][partition:4][offset:8]
-//	                  resp [errCode:1]
-//	FETCH_OFFSET (4)  req  [group:str][topic:str][partition:4]
-//	                  resp [errCode:1][offset:8]   -1: nothing committed
-//
-// A fetched record, self-delimiting, CRC32 (IEEE) over offset..value:
-//
-//	[offset:8][timestamp:8][keyLen:4][key][valueLen:4][value][crc:4]
+// byte-exact on its own listener; internal/nativeproto has the frame and
+// record layouts, API keys and error codes, shared with the Go SDK.
 //
 // Semantics: partition -1 lets the broker pick (the first record's key by
 // murmur2, as Kafka's default partitioner, so both protocols agree; null
@@ -51,34 +29,8 @@ import (
 // native produce is acknowledged once in the log (page cache), like Kafka
 // acks=1, plus the topic's flush policy.
 
-// Native API keys.
-const (
-	NativeProduce      byte = 0
-	NativeFetch        byte = 1
-	NativeCreateTopic  byte = 2
-	NativeCommitOffset byte = 3
-	NativeFetchOffset  byte = 4
-)
-
-// Native error codes (errCode:1). The seed defines only CREATE_TOPIC's
-// status; these are ringlog's, documented in the README.
-const (
-	NativeOK                byte = 0
-	NativeUnknownTopic      byte = 1 // topic or partition does not exist
-	NativeInvalidRequest    byte = 2 // the payload does not parse
-	NativeOffsetOutOfRange  byte = 3 // fetch offset below the log start or past the end
-	NativeMessageTooLarge   byte = 4 // the batch exceeds max.message.bytes
-	NativeStorageError      byte = 5 // the partition's log is offline
-	NativeInvalidTopic      byte = 6 // the topic name breaks the rules
-	NativeUnknownAPI        byte = 7 // apiKey is not 0-4
-	NativeInvalidRecord     byte = 8 // e.g. a null key on a compacted topic
-	NativeGroupBusy         byte = 9 // the group has active Kafka members; commit through them
-	NativeNotAvailable      byte = 10
-	NativeCreateOK          byte = 0
-	NativeCreateExists      byte = 1
-	NativeCreateInvalid     byte = 2
-	nativeMaxRecordsPerSend      = 1 << 20
-)
+// nativeMaxRecordsPerSend bounds a PRODUCE's recordCount.
+const nativeMaxRecordsPerSend = 1 << 20
 
 // NativeCodeFor maps an engine or Kafka error to a native error code. The
 // outermost Kafka error decides (engine errors wrap their cause, which may
@@ -87,28 +39,28 @@ func NativeCodeFor(err error) byte {
 	var ke *kerr.Error
 	switch {
 	case err == nil:
-		return NativeOK
+		return nativeproto.CodeOK
 	case errors.As(err, &ke):
 		switch ke {
 		case kerr.UnknownTopicOrPartition:
-			return NativeUnknownTopic
+			return nativeproto.CodeUnknownTopic
 		case kerr.OffsetOutOfRange:
-			return NativeOffsetOutOfRange
+			return nativeproto.CodeOffsetOutOfRange
 		case kerr.MessageTooLarge:
-			return NativeMessageTooLarge
+			return nativeproto.CodeMessageTooLarge
 		case kerr.KafkaStorageError:
-			return NativeStorageError
+			return nativeproto.CodeStorageError
 		case kerr.InvalidTopicException:
-			return NativeInvalidTopic
+			return nativeproto.CodeInvalidTopic
 		case kerr.InvalidRecord, kerr.CorruptMessage:
-			return NativeInvalidRecord
+			return nativeproto.CodeInvalidRecord
 		case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress, kerr.InvalidGroupID:
-			return NativeGroupBusy
+			return nativeproto.CodeGroupBusy
 		}
 	case errors.Is(err, wal.ErrOffsetOutOfRange):
-		return NativeOffsetOutOfRange
+		return nativeproto.CodeOffsetOutOfRange
 	}
-	return NativeNotAvailable
+	return nativeproto.CodeNotAvailable
 }
 
 // nreader reads a native payload; any short read sets bad.
@@ -175,8 +127,8 @@ func (r *nreader) done() bool { return !r.bad && len(r.b) == 0 }
 // nativeFrame starts a response frame for apiKey; finish it with
 // nativeEnd.
 func nativeFrame(apiKey byte, capacity int) []byte {
-	b := make([]byte, 5, 5+capacity)
-	b[4] = apiKey
+	b := make([]byte, nativeproto.HeaderLen, nativeproto.HeaderLen+capacity)
+	b[nativeproto.HeaderLen-1] = apiKey
 	return b
 }
 
@@ -192,27 +144,27 @@ func (s *Server) handleNativeFrame(c *conn, frame []byte) frameOutcome {
 	rd := &nreader{b: frame[1:]}
 	r := &request{conn: c, frame: frame, arrived: time.Now(), key: -1}
 	switch key {
-	case NativeProduce:
+	case nativeproto.KeyProduce:
 		return s.nativeProduce(r, rd)
-	case NativeFetch:
+	case nativeproto.KeyFetch:
 		// Reading, decompressing and re-encoding records is work for
 		// another core, not the event loop; the slot keeps the
 		// connection's responses in order.
 		r.resp = c.slot()
 		go s.nativeFetch(r, rd)
-	case NativeCreateTopic:
+	case nativeproto.KeyCreateTopic:
 		r.resp = c.slot()
 		go s.nativeCreateTopic(r, rd)
-	case NativeCommitOffset:
+	case nativeproto.KeyCommitOffset:
 		r.resp = c.slot()
 		go s.nativeCommit(r, rd)
-	case NativeFetchOffset:
+	case nativeproto.KeyFetchOffset:
 		r.resp = c.slot()
 		s.nativeFetchOffset(r, rd)
 	default:
 		r.resp = c.slot()
 		s.logger.Debug("native: unknown api key", "remote", c.remote, "api_key", key)
-		r.nativeRespond(append(nativeFrame(key, 1), NativeUnknownAPI))
+		r.nativeRespond(append(nativeFrame(key, 1), nativeproto.CodeUnknownAPI))
 	}
 	return frameDone
 }
@@ -224,7 +176,7 @@ func (r *request) nativeRespond(frame []byte) {
 
 // nativeProduceResp encodes PRODUCE's answer.
 func nativeProduceResp(code byte, partition int32, base int64, count int32) []byte {
-	b := nativeFrame(NativeProduce, 17)
+	b := nativeFrame(nativeproto.KeyProduce, nativeproto.ProduceResponseLen)
 	b = append(b, code)
 	b = binary.BigEndian.AppendUint32(b, uint32(partition))
 	b = binary.BigEndian.AppendUint64(b, uint64(base))
@@ -242,9 +194,11 @@ func (s *Server) nativeProduce(r *request, rd *nreader) frameOutcome {
 	topic := rd.str()
 	partition := rd.i32()
 	count := rd.i32()
-	if rd.bad || count < 0 || count > nativeMaxRecordsPerSend {
+	// Each record takes at least its two lengths: a count the payload
+	// cannot hold is refused before anything is allocated for it.
+	if rd.bad || count < 0 || count > nativeMaxRecordsPerSend || int(count) > len(rd.b)/8 {
 		r.resp = r.conn.slot()
-		r.nativeRespond(nativeProduceResp(NativeInvalidRequest, partition, -1, 0))
+		r.nativeRespond(nativeProduceResp(nativeproto.CodeInvalidRequest, partition, -1, 0))
 		return frameDone
 	}
 	// Every record takes at least 8 bytes: a count the payload cannot
@@ -257,7 +211,7 @@ func (s *Server) nativeProduce(r *request, rd *nreader) frameOutcome {
 	}
 	if !rd.done() || count == 0 {
 		r.resp = r.conn.slot()
-		r.nativeRespond(nativeProduceResp(NativeInvalidRequest, partition, -1, 0))
+		r.nativeRespond(nativeProduceResp(nativeproto.CodeInvalidRequest, partition, -1, 0))
 		return frameDone
 	}
 	c := r.conn
@@ -307,20 +261,18 @@ func (s *Server) nativeProduceTo(r *request, t *engine.Topic, terr error, partit
 	}
 	p := t.Partition(partition)
 	if p == nil {
-		return respond(nativeProduceResp(NativeUnknownTopic, partition, -1, 0))
+		return respond(nativeProduceResp(nativeproto.CodeUnknownTopic, partition, -1, 0))
 	}
 	if offLoop {
 		waitRoom(p.Shard())
-	} else if sh := p.Shard(); !sh.HasRoom() {
-		r.conn.paused.Store(true)
-		sh.OnRoom(r.conn.resume)
+	} else if !r.conn.roomOrPause(p.Shard()) {
 		return framePaused
 	}
 	b := batch.NewBuilder()
 	now := time.Now().UnixMilli()
 	for _, rc := range recs {
 		if rc.key == nil && t.Config().Compact() {
-			return respond(nativeProduceResp(NativeInvalidRecord, partition, -1, 0))
+			return respond(nativeProduceResp(nativeproto.CodeInvalidRecord, partition, -1, 0))
 		}
 		b.Add(now, rc.key, rc.value, nil)
 	}
@@ -341,32 +293,9 @@ func (s *Server) nativeProduceTo(r *request, t *engine.Topic, terr error, partit
 				r.nativeRespond(nativeProduceResp(NativeCodeFor(res.Err), partition, -1, 0))
 				return
 			}
-			r.nativeRespond(nativeProduceResp(NativeOK, partition, res.BaseOffset, count))
+			r.nativeRespond(nativeProduceResp(nativeproto.CodeOK, partition, res.BaseOffset, count))
 		}})
 	return frameDone
-}
-
-var ieee = crc32.MakeTable(crc32.IEEE)
-
-// AppendNativeRecord encodes one record in the seed's format, CRC32 (IEEE)
-// over offset..value.
-func AppendNativeRecord(dst []byte, offset, ts int64, key, value []byte) []byte {
-	start := len(dst)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(offset))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
-	if key == nil {
-		dst = binary.BigEndian.AppendUint32(dst, 0xffffffff)
-	} else {
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
-		dst = append(dst, key...)
-	}
-	if value == nil {
-		dst = binary.BigEndian.AppendUint32(dst, 0xffffffff)
-	} else {
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(value)))
-		dst = append(dst, value...)
-	}
-	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], ieee))
 }
 
 func (s *Server) nativeFetch(r *request, rd *nreader) {
@@ -375,17 +304,17 @@ func (s *Server) nativeFetch(r *request, rd *nreader) {
 	offset := rd.i64()
 	maxBytes := rd.i32()
 	fail := func(code byte) {
-		b := nativeFrame(NativeFetch, 5)
+		b := nativeFrame(nativeproto.KeyFetch, nativeproto.FetchResponseHeaderLen)
 		b = append(b, code)
 		r.nativeRespond(binary.BigEndian.AppendUint32(b, 0))
 	}
 	if !rd.done() {
-		fail(NativeInvalidRequest)
+		fail(nativeproto.CodeInvalidRequest)
 		return
 	}
 	t := s.eng.Topic(topic)
 	if t == nil || t.Partition(partition) == nil {
-		fail(NativeUnknownTopic)
+		fail(nativeproto.CodeUnknownTopic)
 		return
 	}
 	p := t.Partition(partition)
@@ -402,8 +331,8 @@ func (s *Server) nativeFetch(r *request, rd *nreader) {
 		fail(NativeCodeFor(err))
 		return
 	}
-	out := nativeFrame(NativeFetch, 5+len(buf))
-	out = append(out, NativeOK, 0, 0, 0, 0)
+	out := nativeFrame(nativeproto.KeyFetch, nativeproto.FetchResponseHeaderLen+len(buf))
+	out = append(out, nativeproto.CodeOK, 0, 0, 0, 0)
 	count := uint32(0)
 	var scratch []byte
 	used := 0
@@ -412,13 +341,13 @@ decode:
 		n := int(batch.BatchLength(buf)) + batch.LogOverhead
 		h, err := batch.CheckStored(buf[:n])
 		if err != nil {
-			fail(NativeStorageError)
+			fail(nativeproto.CodeStorageError)
 			return
 		}
 		it, sc, err := batch.Records(buf[:n], &h, scratch)
 		scratch = sc
 		if err != nil {
-			fail(NativeStorageError)
+			fail(nativeproto.CodeStorageError)
 			return
 		}
 		for {
@@ -434,17 +363,17 @@ decode:
 			if h.LogAppendTime() {
 				ts = h.MaxTimestamp
 			}
-			size := 28 + len(rec.Key) + len(rec.Value)
+			size := nativeproto.RecordOverhead + len(rec.Key) + len(rec.Value)
 			if count > 0 && used+size > int(maxBytes) {
 				break decode
 			}
-			out = AppendNativeRecord(out, off, ts, rec.Key, rec.Value)
+			out = nativeproto.AppendRecord(out, off, ts, rec.Key, rec.Value)
 			used += size
 			count++
 		}
 		buf = buf[n:]
 	}
-	binary.BigEndian.PutUint32(out[6:], count)
+	binary.BigEndian.PutUint32(out[nativeproto.HeaderLen+1:], count) // recordCount, after errCode
 	p.BytesOut.Add(int64(used))
 	p.RecordsOut.Add(int64(count))
 	s.metrics.CopiedBytes.Add(float64(used))
@@ -454,18 +383,18 @@ decode:
 func (s *Server) nativeCreateTopic(r *request, rd *nreader) {
 	topic := rd.str()
 	partitions := rd.i32()
-	status := NativeCreateOK
+	status := nativeproto.CreateOK
 	if !rd.done() || partitions <= 0 {
-		status = NativeCreateInvalid
+		status = nativeproto.CreateInvalid
 	} else if _, err := s.eng.CreateTopic(engine.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		switch {
 		case errors.Is(err, kerr.TopicAlreadyExists):
-			status = NativeCreateExists
+			status = nativeproto.CreateExists
 		default:
-			status = NativeCreateInvalid
+			status = nativeproto.CreateInvalid
 		}
 	}
-	r.nativeRespond(append(nativeFrame(NativeCreateTopic, 1), status))
+	r.nativeRespond(append(nativeFrame(nativeproto.KeyCreateTopic, 1), status))
 }
 
 func (s *Server) nativeCommit(r *request, rd *nreader) {
@@ -473,9 +402,9 @@ func (s *Server) nativeCommit(r *request, rd *nreader) {
 	topic := rd.str()
 	partition := rd.i32()
 	offset := rd.i64()
-	code := NativeOK
+	code := nativeproto.CodeOK
 	if !rd.done() || group == "" {
-		code = NativeInvalidRequest
+		code = nativeproto.CodeInvalidRequest
 	} else {
 		errs, err := s.eng.Coordinator().CommitOffsets(group, "", nil, -1, []engine.OffsetCommit{{Topic: topic, Partition: partition, Offset: offset, LeaderEpoch: -1}})
 		if err == nil {
@@ -483,21 +412,21 @@ func (s *Server) nativeCommit(r *request, rd *nreader) {
 		}
 		code = NativeCodeFor(err)
 	}
-	r.nativeRespond(append(nativeFrame(NativeCommitOffset, 1), code))
+	r.nativeRespond(append(nativeFrame(nativeproto.KeyCommitOffset, 1), code))
 }
 
 func (s *Server) nativeFetchOffset(r *request, rd *nreader) {
 	group := rd.str()
 	topic := rd.str()
 	partition := rd.i32()
-	code, off := NativeOK, int64(-1)
+	code, off := nativeproto.CodeOK, int64(-1)
 	if !rd.done() || group == "" {
-		code = NativeInvalidRequest
+		code = nativeproto.CodeInvalidRequest
 	} else if got, err := s.eng.Coordinator().FetchOffsets(group, map[string][]int32{topic: {partition}}); err != nil {
 		code = NativeCodeFor(err)
 	} else if len(got) == 1 && got[0].Found {
 		off = got[0].Offset
 	}
-	b := append(nativeFrame(NativeFetchOffset, 9), code)
+	b := append(nativeFrame(nativeproto.KeyFetchOffset, 9), code)
 	r.nativeRespond(binary.BigEndian.AppendUint64(b, uint64(off)))
 }

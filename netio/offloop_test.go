@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/ringlog/ringlog/netio"
+	"github.com/ringlog/ringlog/internal/nativeproto"
 )
 
 // TestCreateTopicDoesNotStallProduce creates a 1,000-partition topic while
@@ -161,14 +161,14 @@ func TestNativePipelineKeepsOrder(t *testing.T) {
 		p = binary.BigEndian.AppendUint32(p, 1)                      // one record
 		p = binary.BigEndian.AppendUint32(p, 0xffffffff)             // null key
 		p = append(binary.BigEndian.AppendUint32(p, 1), byte('0'+i)) // value
-		out = append(out, frame(netio.NativeProduce, p)...)
-		sent = append(sent, netio.NativeProduce)
+		out = append(out, frame(nativeproto.KeyProduce, p)...)
+		sent = append(sent, nativeproto.KeyProduce)
 		f := str(nil, "existing")
 		f = binary.BigEndian.AppendUint32(f, 0)
 		f = binary.BigEndian.AppendUint64(f, uint64(i%3))
 		f = binary.BigEndian.AppendUint32(f, 1<<20)
-		out = append(out, frame(netio.NativeFetch, f)...)
-		sent = append(sent, netio.NativeFetch)
+		out = append(out, frame(nativeproto.KeyFetch, f)...)
+		sent = append(sent, nativeproto.KeyFetch)
 	}
 	nc.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := nc.Write(out); err != nil {
@@ -184,16 +184,16 @@ func TestNativePipelineKeepsOrder(t *testing.T) {
 		if _, err := io.ReadFull(nc, body); err != nil {
 			t.Fatalf("response %d: %v", i, err)
 		}
-		if body[0] != key || body[1] != netio.NativeOK {
+		if body[0] != key || body[1] != nativeproto.CodeOK {
 			t.Fatalf("response %d: api key %d code %d, want api key %d, OK", i, body[0], body[1], key)
 		}
 		switch key {
-		case netio.NativeProduce:
+		case nativeproto.KeyProduce:
 			if base := int64(binary.BigEndian.Uint64(body[6:])); base != produced {
 				t.Fatalf("produce %d at offset %d", produced, base)
 			}
 			produced++
-		case netio.NativeFetch:
+		case nativeproto.KeyFetch:
 			want := 3 - (i/2)%3
 			if got := binary.BigEndian.Uint32(body[2:]); int(got) != want {
 				t.Fatalf("fetch %d: %d records, want %d", i/2, got, want)

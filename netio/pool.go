@@ -6,8 +6,11 @@ import (
 )
 
 // bufPool hands out byte slices by power-of-two size class, so request
-// frames (which produce batches alias until the write completes) and
-// response buffers are reused instead of allocated per request.
+// frames are reused instead of allocated per request. A frame is taken
+// when its length prefix arrives and returned once its request is
+// answered (request.finish), or when its connection closes; produce
+// batches alias it until their append completes. Responses are not
+// pooled: each is encoded into a buffer of its own.
 //
 // Each class keeps a bounded free list of its own rather than a sync.Pool:
 // a sync.Pool is emptied by every garbage collection, and a broker taking

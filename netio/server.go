@@ -36,6 +36,13 @@ type Config struct {
 	// MaxInflightPerConn stops reading a connection while this many of its
 	// requests are unanswered. Default 100.
 	MaxInflightPerConn int
+	// MaxPausedBytes bounds the bytes gnet holds, over all of this
+	// listener's connections, that clients sent while their connection
+	// was not read (paused by backpressure, or the server draining): gnet
+	// keeps reading a socket whatever the handler does. A connection that
+	// would push the total past it, or hold more than MaxRequestBytes
+	// itself, is closed. Default 256 MiB.
+	MaxPausedBytes int64
 	// EventLoops is the number of gnet event loops. Default GOMAXPROCS.
 	EventLoops int
 	// Native serves the MyKafka native protocol (native.go) instead of
@@ -57,6 +64,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:    100 << 20,
 		MaxConnections:     10000,
 		MaxInflightPerConn: 100,
+		MaxPausedBytes:     256 << 20,
 	}
 }
 
@@ -88,6 +96,7 @@ type Server struct {
 	stopped   chan struct{}
 	runErr    error
 	conns     atomic.Int64
+	unread    atomic.Int64 // bytes gnet holds for connections not read (holdUnread)
 	nextID    atomic.Uint64
 	closeOnce sync.Once
 	handlers  [maxAPIKey + 1]*apiHandler
@@ -110,6 +119,9 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	}
 	if cfg.MaxInflightPerConn <= 0 {
 		cfg.MaxInflightPerConn = def.MaxInflightPerConn
+	}
+	if cfg.MaxPausedBytes <= 0 {
+		cfg.MaxPausedBytes = def.MaxPausedBytes
 	}
 	if cfg.EventLoops <= 0 {
 		cfg.EventLoops = runtime.GOMAXPROCS(0)
@@ -147,7 +159,7 @@ func (s *Server) Start() error {
 			gnet.WithReuseAddr(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLogger(gnetLogger{s.logger}),
-			gnet.WithReadBufferCap(256<<10),
+			gnet.WithReadBufferCap(readBufferCap),
 		)
 		s.runErr = err
 		select {
@@ -161,6 +173,10 @@ func (s *Server) Start() error {
 	}
 	return nil
 }
+
+// readBufferCap is the most gnet reads from a socket per readable event,
+// into its event loop's buffer, before OnTraffic sees it.
+const readBufferCap = 256 << 10
 
 // setAdvertised works out the address given to clients: the configured
 // one, or the bound one (0.0.0.0 or :: become 127.0.0.1). OnBoot calls it
@@ -305,6 +321,7 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 			s.pool.put(c.frame)
 			c.frame = nil
 		}
+		s.releaseUnread(c)
 		c.close()
 		s.live.Delete(c)
 		s.conns.Add(-1)
@@ -317,7 +334,7 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 }
 
 // OnTraffic assembles request frames and dispatches each whole one,
-// unless the connection is paused.
+// unless the connection is paused or the server draining.
 //
 // Bytes are consumed from gnet as they arrive and copied once, into the
 // frame's pooled buffer: gnet then never has to keep (and copy) a partial
@@ -330,23 +347,16 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	for {
-		if s.draining.Load() {
-			return gnet.None
+		if s.draining.Load() || c.paused.Load() {
+			return s.holdUnread(c, gc)
 		}
-		if c.paused.Load() {
-			// Bound what a client may pile up while we do not read.
-			if gc.InboundBuffered() > 2*s.cfg.MaxRequestBytes+(1<<20) {
-				s.logger.Warn("closing connection: it kept sending while paused by backpressure", "remote", c.remote)
-				return gnet.Close
-			}
-			return gnet.None
-		}
+		s.releaseUnread(c)
 		if c.frame != nil && c.filled == len(c.frame) {
 			switch s.dispatch(c) {
 			case frameDone:
 				continue
 			case framePaused:
-				return gnet.None
+				return s.holdUnread(c, gc)
 			default:
 				return gnet.Close
 			}
@@ -384,6 +394,42 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		c.filled += copy(c.frame[c.filled:], b)
+	}
+}
+
+// holdUnread is OnTraffic's return while c is not read (paused, or the
+// server draining). gnet cannot be told to stop reading a socket: on
+// every readable event it reads up to readBufferCap bytes and keeps in
+// the connection's inbound buffer whatever OnTraffic leaves, without
+// limit. So the bytes a client sends while its connection is not read
+// are counted here, before gnet stores them, and the connection is closed
+// (dropping them) when they would pass MaxRequestBytes for the connection
+// or MaxPausedBytes for the listener.
+func (s *Server) holdUnread(c *conn, gc gnet.Conn) gnet.Action {
+	n := gc.InboundBuffered()
+	if n > s.cfg.MaxRequestBytes {
+		s.logger.Warn("closing connection: it kept sending while not read (backpressure)",
+			"remote", c.remote, "unread_bytes", n, "max", s.cfg.MaxRequestBytes)
+		return gnet.Close
+	}
+	if d := int64(n - c.unread); d != 0 {
+		if total := s.unread.Add(d); d > 0 && total > s.cfg.MaxPausedBytes {
+			s.unread.Add(-d)
+			s.logger.Warn("closing connection: the listener's connections hold too many unread bytes (backpressure)",
+				"remote", c.remote, "unread_bytes", n, "listener_unread_bytes", total-d, "max", s.cfg.MaxPausedBytes)
+			return gnet.Close
+		}
+		c.unread = n
+	}
+	return gnet.None
+}
+
+// releaseUnread drops c's share of the unread count once the loop reads c
+// again (or it closes).
+func (s *Server) releaseUnread(c *conn) {
+	if c.unread != 0 {
+		s.unread.Add(-int64(c.unread))
+		c.unread = 0
 	}
 }
 

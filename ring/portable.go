@@ -7,7 +7,7 @@ import (
 
 // Portable is the Backend that runs a batch as plain system calls, one
 // operation after another, in slice order: pwritev (looping on short
-// writes, retrying EINTR, at most 1024 iovecs per call) and fdatasync.
+// writes, retrying EINTR, at most MaxIovecs iovecs per call) and fdatasync.
 //
 // Link chains keep their meaning: when an operation fails, the following
 // operations of its chain are not run and complete with ErrCanceled.

@@ -36,6 +36,11 @@ import (
 	"strings"
 )
 
+// MaxIovecs is the most buffers one vectored system call takes (pwritev,
+// writev, sendmsg, IORING_OP_WRITEV): the kernel's UIO_MAXIOV, which is
+// IOV_MAX, 1024 on Linux and the BSDs. Longer lists are split.
+const MaxIovecs = 1024
+
 // OpKind says what an Op does.
 type OpKind uint8
 

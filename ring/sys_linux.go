@@ -9,10 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// iovMax is the most iovecs one pwritev (or one IORING_OP_WRITEV) accepts:
-// UIO_MAXIOV, which is IOV_MAX on Linux.
-const iovMax = 1024
-
 // sysScratch is the reusable memory of the synchronous write path. Its
 // iovec array is heap memory owned by one backend, so steady-state writes
 // do not allocate (unix.Pwritev allocates a fresh array for more than eight
@@ -34,7 +30,7 @@ func pwritev(fd int, iov []unix.Iovec, off int64) (int, syscall.Errno) {
 
 // writeAll writes the bytes of bufs from byte skip on (skip is what an
 // earlier attempt already wrote) at off+skip, looping on short writes,
-// retrying EINTR, and passing at most iovMax iovecs per call. It returns the
+// retrying EINTR, and passing at most MaxIovecs iovecs per call. It returns the
 // number of bytes it wrote itself (not counting skip) and the error that
 // stopped it, nil when everything was written. A call that writes nothing
 // and reports no error stops it too, with a nil error.
@@ -51,11 +47,11 @@ func writeAll(fd int, bufs [][]byte, off, skip int64, sc *sysScratch) (int64, er
 	}
 	var total int64
 	for {
-		if want := min(len(bufs)-bi, iovMax); cap(sc.iov) < want {
+		if want := min(len(bufs)-bi, MaxIovecs); cap(sc.iov) < want {
 			sc.iov = make([]unix.Iovec, 0, want)
 		}
 		iov := sc.iov[:0]
-		for k, o := bi, bo; k < len(bufs) && len(iov) < iovMax; k, o = k+1, 0 {
+		for k, o := bi, bo; k < len(bufs) && len(iov) < MaxIovecs; k, o = k+1, 0 {
 			b := bufs[k][o:]
 			if len(b) == 0 {
 				continue

@@ -83,7 +83,7 @@ package ring
 //
 // Op.Link becomes IOSQE_IO_LINK: the kernel starts the next SQE only when
 // this one succeeded, and fails the rest of the chain with ECANCELED
-// otherwise. An Op with more than 1024 buffers (UIO_MAXIOV) becomes several
+// otherwise. An Op with more than MaxIovecs buffers (UIO_MAXIOV) becomes several
 // WRITEV SQEs linked to each other. A short write counts as a failure for
 // the kernel, so it cancels the rest of the chain. We then repair the chain
 // ourselves, after all completions of the batch are in: finish the write's
@@ -439,7 +439,7 @@ func (u *URing) sqeCount(op *Op) uint32 {
 		if op.Offset < 0 {
 			return 0
 		}
-		n := (uint64(len(op.Bufs)) + iovMax - 1) / iovMax
+		n := (uint64(len(op.Bufs)) + MaxIovecs - 1) / MaxIovecs
 		if n == 0 {
 			return 1
 		}
@@ -591,7 +591,7 @@ func (u *URing) round(ops []Op, i, j int) (failed bool, err error) {
 		bufs := op.Bufs
 		off := op.Offset
 		for first := true; first || len(bufs) > 0; first = false {
-			take := min(len(bufs), iovMax)
+			take := min(len(bufs), MaxIovecs)
 			start := p
 			var want int64
 			for _, b := range bufs[:take] {

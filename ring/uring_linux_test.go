@@ -255,7 +255,7 @@ func TestPortableCapsIovecs(t *testing.T) {
 	mustRun(t, p, ops)
 	checkOK(t, ops)
 	a.check(t)
-	if cap(p.sc.iov) > iovMax {
+	if cap(p.sc.iov) > MaxIovecs {
 		t.Fatalf("iovec scratch grew to %d", cap(p.sc.iov))
 	}
 }

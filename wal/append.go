@@ -9,9 +9,6 @@ import (
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
-// maxIovecs is the most buffers one writev takes (the kernel's UIO_MAXIOV).
-const maxIovecs = 1024
-
 // Batch stages appends to any number of logs and submits all their writes,
 // and the syncs they need, to a ring.Backend as one batch: with io_uring
 // that is one io_uring_enter for every partition of a writer shard. This is
@@ -202,7 +199,7 @@ func (b *Batch) Sync(l *Log) (Ticket, error) {
 }
 
 // buildOps turns the stages into ring operations: per log, one writev per
-// run of batches in the same segment (split at maxIovecs), an fdatasync of
+// run of batches in the same segment (split at ring.MaxIovecs), an fdatasync of
 // each segment written when the stage syncs, all linked in one chain.
 func (b *Batch) buildOps() {
 	for _, st := range b.stages {
@@ -216,8 +213,8 @@ func (b *Batch) buildOps() {
 			for j < len(st.metas) && st.metas[j].seg == seg {
 				j++
 			}
-			for k := i; k < j; k += maxIovecs {
-				e := min(k+maxIovecs, j)
+			for k := i; k < j; k += ring.MaxIovecs {
+				e := min(k+ring.MaxIovecs, j)
 				first := len(b.bufs)
 				for _, m := range st.metas[k:e] {
 					b.bufs = append(b.bufs, m.data)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -415,7 +416,7 @@ func (l *Log) swapIn(g *cleanedGroup) (*segment, error) {
 	if err := os.Rename(g.path, swap); err != nil {
 		return nil, fmt.Errorf("wal: compaction: %w", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return nil, fmt.Errorf("wal: compaction: %w", err)
 	}
 	// Committed: from here a crash is completed by completeSwaps.
@@ -428,7 +429,7 @@ func (l *Log) swapIn(g *cleanedGroup) (*segment, error) {
 	if err := os.Rename(swap, filepath.Join(l.dir, segmentName(base, logSuffix))); err != nil {
 		return nil, fmt.Errorf("wal: compaction: %w", err)
 	}
-	syncDir(l.dir)
+	fsutil.SyncDir(l.dir)
 	ns, err := openSegment(l.dir, base, &l.opts, false)
 	if err != nil {
 		return nil, err
@@ -504,7 +505,7 @@ func completeSwaps(dir string, logger interface{ Warn(string, ...any) }) error {
 		}
 		logger.Warn("completed an interrupted compaction swap", "segment", base, "end", end)
 	}
-	return syncDir(dir)
+	return fsutil.SyncDir(dir)
 }
 
 // lastOffsetOf returns the offset after the last batch of a segment file.

@@ -103,9 +103,9 @@ func (m *mmapFile) close() error {
 //
 // mapping the first offset of a batch (relative to the segment's base
 // offset) to that batch's byte position in the segment's .log file. An entry
-// is added at most every indexIntervalBytes of log, so the index stays small
-// enough to live in memory; a lookup finds the last entry at or before the
-// target and the reader walks batch headers from there.
+// is added at most every Options.IndexIntervalBytes of log, so the index
+// stays small enough to live in memory; a lookup finds the last entry at or
+// before the target and the reader walks batch headers from there.
 type offsetIndex struct{ mmapFile }
 
 const offsetEntrySize = 8

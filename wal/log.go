@@ -31,8 +31,9 @@ var (
 //
 // Concurrency: one goroutine, the owner, appends (through a Batch), rolls,
 // enforces retention, changes options and closes. Any goroutine may read
-// (Read, ReadBatches, OffsetForTime, the offset accessors) concurrently with
-// the owner: readers see only committed batches.
+// (Read, ReadBytes, ScanHeaders, OffsetForTime, MaxTimestamp, the offset
+// accessors) concurrently with the owner: readers see only committed
+// batches.
 type Log struct {
 	dir    string
 	opts   Options
@@ -289,7 +290,7 @@ func (l *Log) FlushDue(now time.Time) bool {
 	return l.opts.FlushInterval > 0 && l.unflushed > 0 && now.Sub(l.dirtySince) >= l.opts.FlushInterval
 }
 
-// segmentFor returns the index of the segment that may hold off: the last
+// segmentForLocked returns the index of the segment that may hold off: the last
 // one whose base is at most off. Caller holds mu.
 func (l *Log) segmentForLocked(off int64) int {
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > off })

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -355,7 +356,7 @@ func (l *Log) repairSegment(s *segment, minOffset int64) error {
 		sf.Close()
 		return err
 	}
-	syncDir(l.dir)
+	fsutil.SyncDir(l.dir)
 	old := s.f
 	s.f = sf
 	old.Close()
@@ -363,15 +364,6 @@ func (l *Log) repairSegment(s *segment, minOffset int64) error {
 		l.logger.Error("moved damaged bytes aside", "segment", s.path(logSuffix), "from", b.from, "to", b.to, "file", s.path(corruptSuffix))
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // scanner reads a segment file through a window buffer for recovery.

@@ -85,6 +85,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Kafka.MaxRequestBytes, "max-request-bytes", def.Kafka.MaxRequestBytes, "largest request frame accepted; larger ones close the connection before being read")
 	fs.IntVar(&c.Kafka.MaxConnections, "max-connections", def.Kafka.MaxConnections, "client connections accepted at once")
 	fs.IntVar(&c.Kafka.MaxInflightPerConn, "max-inflight-per-conn", def.Kafka.MaxInflightPerConn, "unanswered requests per connection before the broker stops reading it")
+	fs.Int64Var(&c.Kafka.MaxPausedBytes, "max-paused-bytes", def.Kafka.MaxPausedBytes, "bytes, per listener, that clients may send to connections the broker is not reading (backpressure); the connection that would pass this, or send more than --max-request-bytes, is closed")
 	fs.StringVar(&f.ioBackend, "io-backend", string(def.Engine.Backend), "auto (hybrid), hybrid, io_uring or pwritev")
 	fs.Int64Var(&e.WritebackBytes, "writeback-bytes", def.Engine.WritebackBytes, "start the kernel's writeback of each partition's new data every this many bytes, so dirty page cache stays small and appends are not throttled in bursts (0: leave writeback to the kernel)")
 	fs.BoolVar(&e.WriteCaching, "write-caching", def.Engine.WriteCaching, "acknowledge acks=all from the page cache (no fdatasync) for every topic")

@@ -1,0 +1,121 @@
+// Package netio is the broker's network side: a gnet listener per protocol
+// (Kafka, and the native protocol of internal/nativeproto), request
+// framing, the handlers of every API, and the writing of responses,
+// fetched records going from segment files to sockets with sendfile.
+//
+// It is the broker's most concurrent package. This comment is its
+// concurrency contract; the code it names is the reference.
+//
+// # Reading and parsing: the gnet event loops
+//
+// Each connection belongs to one gnet event loop (Config.EventLoops of
+// them, GOMAXPROCS by default), which alone reads it: Server.OnTraffic
+// copies the bytes gnet read into the pooled buffer of the frame being
+// assembled (conn.frame; pool.go), closes the connection on a length
+// prefix above MaxRequestBytes, and dispatches each whole frame in arrival order
+// (Server.dispatch, then handleFrame or handleNativeFrame: header, API
+// table, versions). Everything in conn marked "event loop only" (the
+// frame being assembled, the unread count) is touched by that loop alone.
+//
+// # Running handlers: inline or on a goroutine
+//
+// A handler runs inline on the event loop unless it may block:
+//
+//   - Kafka: the apiTable rows marked async (Metadata, OffsetCommit and the
+//     admin APIs: CreateTopics, DeleteTopics, InitProducerId,
+//     DescribeConfigs, AlterConfigs, CreatePartitions, DeleteGroups,
+//     IncrementalAlterConfigs, OffsetDelete) are decoded on the loop, in
+//     order, so that a malformed body closes the connection before anything
+//     pipelined behind it is parsed, then run on a goroutine of their own.
+//     The others run inline.
+//   - Native (handleNativeFrame): CREATE_TOPIC, COMMIT_OFFSET and FETCH
+//     (which reads, decompresses and re-encodes records) run on a
+//     goroutine of their own; PRODUCE and FETCH_OFFSET inline.
+//   - A produce (Kafka or native) whose topic must be auto-created leaves
+//     the loop for the connection's serial goroutine (conn.serial), and
+//     every produce behind it on that connection follows it there until
+//     the queue is empty, so appends keep request order. Off the loop a
+//     produce waits for its shard's room instead of pausing the
+//     connection. Nothing on a loop creates a topic or waits for the disk.
+//
+// An inline handler may still finish later, elsewhere: a produce is
+// answered from its writer shard's goroutine (engine.AppendRequest.Done),
+// a Kafka fetch that must wait for data parks on a goroutine of its own
+// (fetch.wait, woken by the shard's append notification, its MaxWaitMs
+// timer, Drain or the connection's close), and JoinGroup and SyncGroup
+// are answered by whichever goroutine completes the group's phase (another
+// member's request on some event loop, a group timer, or the coordinator's
+// persistence goroutine).
+//
+// # Ordering
+//
+// Responses leave in request order whatever order handlers finish in.
+// Each request gets a slot in the connection's FIFO (conn.slot, on the
+// event loop, in parse order; a produce only once admitted, so a paused
+// one has no slot yet); the handler's completion fills it (conn.complete,
+// from any goroutine); only complete slots at the head of the FIFO are
+// sent. An acks=0 produce keeps its slot, marked to send nothing, so that
+// it is counted in flight and released in order.
+//
+// # Writing: whoever holds conn.writing
+//
+// gnet's outbound buffer is never used: all bytes go out on a dup of the
+// socket, so bytes written by gnet and by sendfile cannot interleave. One
+// goroutine at a time writes a connection: the one that set conn.writing
+// under conn.mu. In conn.complete, when the completed slot is at the head
+// of the FIFO, at most 64 KiB (inlineMaxBytes), and nobody is writing, the
+// completing goroutine itself (the event loop for an immediate answer, a
+// writer shard for a produce, a fetch's waiting goroutine, an async
+// handler) takes the ready slots at the head, up to 64 KiB, and sends
+// them with non-blocking sendmsg (and sendfile for fetched ranges). It
+// never waits for the socket (sendfile may still read a range from disk):
+// what a full socket does not take (EAGAIN) is left in
+// conn.rest for the connection's writer goroutine (conn.writeLoop, one per
+// connection), which also sends every larger response and everything
+// completed while another write was under way, blocking on the socket as
+// long as it takes. Whoever wrote a batch releases what its slots held
+// (conn.finish: the request's pooled buffer is already back, the fetch's
+// segment references go now), lowers the in-flight count and, after a
+// write error, closes the connection.
+//
+// # Pausing and resuming (backpressure)
+//
+// The event loop stops parsing a connection (conn.paused) when it has
+// MaxInflightPerConn requests unanswered (Server.dispatch), or when a
+// produce finds its writer shard's queue full (conn.roomOrPause). The frame
+// it could not dispatch stays whole in conn.frame. The pause ends from
+// the goroutine that made room: conn.finish once the in-flight count
+// drops below the limit, or the shard's OnRoom callback once its queue
+// drains; conn.resume clears the flag and wakes the event loop
+// (gnet.Conn.Wake), whose OnTraffic dispatches conn.frame again from the
+// start. While Server.Drain runs, no connection is parsed either.
+//
+// gnet cannot be told to stop reading a socket: it keeps reading a
+// connection that is not being parsed and keeps what the handler leaves
+// in its inbound buffer, without limit. Server.holdUnread therefore counts
+// those bytes and closes a connection whose client sends more than
+// MaxRequestBytes while not read, or whose bytes would take the
+// listener's total past MaxPausedBytes. Memory held for connections that
+// are not read is thus at most, per listener, one frame per connection
+// (conn.frame, at most MaxRequestBytes, as for any connection assembling a
+// frame) plus MaxPausedBytes of unread bytes.
+//
+// # Zero-copy fetch
+//
+// A Kafka fetch reads no record bytes: wal.Log.Read returns file ranges of
+// whole batches, holding references on their segments; fetchwire.go
+// encodes the response's header fields by hand around those ranges; the
+// writer sends the bytes with sendmsg (MSG_MORE when a range follows) and
+// each range with sendfile from the segment file to the socket, then
+// releases the references. A native fetch, whose record format differs
+// from the stored one, reads and re-encodes the records instead.
+//
+// # Closing
+//
+// OnClose (event loop) returns the frame being assembled to the pool,
+// drops the connection's unread count and closes conn.done, which ends a
+// parked fetch, and wakes the writer goroutine, which waits for an inline
+// writer to finish, releases what the unsent slots hold, closes the dup
+// and exits. Slots completed after the close release their resources in
+// conn.complete.
+package netio
