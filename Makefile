@@ -9,7 +9,9 @@ FUZZ_TARGETS := \
 	./wal/batch:FuzzDecompress \
 	./wal:FuzzRecover \
 	./netio:FuzzKafkaFrame \
-	./netio:FuzzNativeFrame
+	./netio:FuzzNativeFrame \
+	./metadata:FuzzDecodeRecord \
+	./metadata:FuzzDecodeImage
 
 .PHONY: run build test vet unit fuzz-short bench perf flamegraph
 
