@@ -11,7 +11,8 @@ FUZZ_TARGETS := \
 	./netio:FuzzKafkaFrame \
 	./netio:FuzzNativeFrame \
 	./metadata:FuzzDecodeRecord \
-	./metadata:FuzzDecodeImage
+	./metadata:FuzzDecodeImage \
+	./quorum:FuzzHello
 
 .PHONY: run build test vet unit fuzz-short bench perf flamegraph
 

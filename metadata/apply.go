@@ -544,6 +544,15 @@ func collisionKey(name string) string {
 	return strings.ToLower(strings.ReplaceAll(name, ".", "_"))
 }
 
+// ValidateClusterID checks a cluster id as InitCluster does: 1 to 64
+// characters from [A-Za-z0-9._-].
+func ValidateClusterID(id string) error {
+	if err := validClusterID(id); err != nil {
+		return err
+	}
+	return nil
+}
+
 func validClusterID(id string) *RefusedError {
 	if id == "" || len(id) > maxClusterID {
 		return refuse(kerr.InvalidRequest, "cluster id %q: use 1 to %d characters", id, maxClusterID)
