@@ -230,33 +230,40 @@ func (c *testCluster) mustPropose(ctx context.Context, rec metadata.Record) meta
 }
 
 // converge waits until every running node applied everything the leader
-// has, checks their images are identical, and returns one.
+// has, checks their images are identical, and returns one. Nothing else
+// may be proposing, except the leader's own InitCluster: if an image moved
+// past the leader's while waiting, it starts over.
 func (c *testCluster) converge(ctx context.Context) *metadata.Image {
 	c.t.Helper()
-	var leader *Node
 	for {
-		leader = c.leader(ctx)
-		err := leader.Barrier(ctx)
-		if err == nil {
-			break
+		leader := c.leader(ctx)
+		if err := leader.Barrier(ctx); err != nil {
+			var nl *NotLeaderError
+			if !errors.As(err, &nl) {
+				c.t.Fatalf("barrier: %v", err)
+			}
+			continue
 		}
-		var nl *NotLeaderError
-		if !errors.As(err, &nl) {
-			c.t.Fatalf("barrier: %v", err)
+		want := leader.Image()
+		moved := false
+		for _, n := range c.running() {
+			img, err := n.WaitIndex(ctx, want.Index())
+			if err != nil {
+				c.t.Fatalf("node %d: %v", n.ID(), err)
+			}
+			if img.Index() != want.Index() {
+				moved = true
+				break
+			}
+			if img.Hash() != want.Hash() {
+				c.t.Fatalf("node %d image differs from leader %d's at index %d:\n%s\n%s", n.ID(), leader.ID(), want.Index(),
+					metadata.EncodeImage(img), metadata.EncodeImage(want))
+			}
+		}
+		if !moved {
+			return want
 		}
 	}
-	want := leader.Image()
-	for _, n := range c.running() {
-		img, err := n.WaitIndex(ctx, want.Index())
-		if err != nil {
-			c.t.Fatalf("node %d: %v", n.ID(), err)
-		}
-		if img.Hash() != want.Hash() {
-			c.t.Fatalf("node %d image differs from leader %d's at index %d:\n%s\n%s", n.ID(), leader.ID(), want.Index(),
-				metadata.EncodeImage(img), metadata.EncodeImage(want))
-		}
-	}
-	return want
 }
 
 // initialized waits until the first leader's InitCluster is applied
