@@ -18,6 +18,8 @@ type RefusedError struct {
 	Reason string
 }
 
+// Error is the Kafka error's text and the reason, as the codebase's
+// other errors ("NAME: description: reason").
 func (e *RefusedError) Error() string { return e.Code.Error() + ": " + e.Reason }
 
 // Unwrap returns the Kafka error.

@@ -34,6 +34,7 @@ var kindNames = map[Kind]string{
 	KindBatch:               "Batch",
 }
 
+// String is the record type's name.
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
 		return s

@@ -138,6 +138,7 @@ type NotLeaderError struct {
 	LeaderAddr string
 }
 
+// Error names the leader, or says none is known.
 func (e *NotLeaderError) Error() string {
 	if e.LeaderID < 0 {
 		return "quorum: not the metadata leader, and no leader is known (election under way)"

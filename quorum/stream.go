@@ -142,6 +142,7 @@ type MismatchError struct {
 	Reason string
 }
 
+// Error names the peer and the reason.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("quorum: peer node %d at %s: %s", e.Peer, e.Addr, e.Reason)
 }
