@@ -361,24 +361,24 @@ func (t *txn) changePartition(r ChangePartition) *RefusedError {
 	}
 	tp := fmt.Sprintf("%s-%d", topic.Name, r.Partition)
 	cur := topic.Partitions[r.Partition]
-	if r.Requester >= 0 {
-		b, ok := t.img.brokers[r.Requester]
+	if q := r.Requester; q != nil {
+		b, ok := t.img.brokers[q.ID]
 		if !ok {
-			return refuse(kerr.BrokerIDNotRegistered, "%s: requesting broker %d is not registered", tp, r.Requester)
+			return refuse(kerr.BrokerIDNotRegistered, "%s: requesting broker %d is not registered", tp, q.ID)
 		}
-		if b.Epoch != r.RequesterEpoch {
-			return refuse(kerr.StaleBrokerEpoch, "%s: requesting broker %d is registered with epoch %d, not %d", tp, r.Requester, b.Epoch, r.RequesterEpoch)
+		if b.Epoch != q.Epoch {
+			return refuse(kerr.StaleBrokerEpoch, "%s: requesting broker %d is registered with epoch %d, not %d", tp, q.ID, b.Epoch, q.Epoch)
 		}
-		if cur.Leader != r.Requester {
-			return refuse(kerr.NotLeaderForPartition, "%s: requesting broker %d is not the leader (%d is)", tp, r.Requester, cur.Leader)
+		if cur.Leader != q.ID {
+			return refuse(kerr.NotLeaderForPartition, "%s: requesting broker %d is not the leader (%d is)", tp, q.ID, cur.Leader)
 		}
 	}
-	if r.LeaderEpoch >= 0 {
-		if r.LeaderEpoch < cur.LeaderEpoch {
-			return refuse(kerr.FencedLeaderEpoch, "%s: leader epoch %d is older than the partition's %d", tp, r.LeaderEpoch, cur.LeaderEpoch)
+	if le := r.LeaderEpoch; le != nil {
+		if *le < cur.LeaderEpoch {
+			return refuse(kerr.FencedLeaderEpoch, "%s: leader epoch %d is older than the partition's %d", tp, *le, cur.LeaderEpoch)
 		}
-		if r.LeaderEpoch > cur.LeaderEpoch {
-			return refuse(kerr.UnknownLeaderEpoch, "%s: leader epoch %d is newer than the partition's %d", tp, r.LeaderEpoch, cur.LeaderEpoch)
+		if *le > cur.LeaderEpoch {
+			return refuse(kerr.UnknownLeaderEpoch, "%s: leader epoch %d is newer than the partition's %d", tp, *le, cur.LeaderEpoch)
 		}
 	}
 	if r.ExpectedPartitionEpoch != cur.PartitionEpoch {
@@ -386,8 +386,8 @@ func (t *txn) changePartition(r ChangePartition) *RefusedError {
 	}
 
 	leader := cur.Leader
-	if r.Leader != LeaderUnchanged {
-		leader = r.Leader
+	if r.Leader != nil {
+		leader = *r.Leader
 		if leader != NoLeader {
 			if !contains(cur.Replicas, leader) {
 				return refuse(kerr.InvalidRequest, "%s: new leader %d is not a replica", tp, leader)

@@ -197,36 +197,36 @@ func TestChangePartitionEpochs(t *testing.T) {
 	part := func(img *Image) Partition { return img.Topic("t").Partitions[0] }
 	b1, _ := img.Broker(1)
 	// The leader shrinks the ISR: partition epoch only.
-	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 0, LeaderEpoch: 0,
-		Requester: 1, RequesterEpoch: b1.Epoch, Leader: LeaderUnchanged, ISR: []int32{1, 2}})
+	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 0, LeaderEpoch: new(int32(0)),
+		Requester: &BrokerEpoch{ID: 1, Epoch: b1.Epoch}, ISR: []int32{1, 2}})
 	if p := part(img); p.LeaderEpoch != 0 || p.PartitionEpoch != 1 || !reflect.DeepEqual(p.ISR, []int32{1, 2}) {
 		t.Fatalf("after ISR shrink: %+v", p)
 	}
 	// The controller elects 2: both epochs.
-	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 1, LeaderEpoch: -1, Requester: -1,
-		Leader: 2, ISR: []int32{2}})
+	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 1,
+		Leader: new(int32(2)), ISR: []int32{2}})
 	if p := part(img); p.Leader != 2 || p.LeaderEpoch != 1 || p.PartitionEpoch != 2 {
 		t.Fatalf("after election: %+v", p)
 	}
 	// Nothing changes: a no-op, no bump.
-	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 2, LeaderEpoch: -1, Requester: -1,
-		Leader: 2, ISR: []int32{2}})
+	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 2,
+		Leader: new(int32(2)), ISR: []int32{2}})
 	if p := part(img); p.LeaderEpoch != 1 || p.PartitionEpoch != 2 {
 		t.Fatalf("after no-op: %+v", p)
 	}
 	// Going offline is a leader change too.
-	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 2, LeaderEpoch: -1, Requester: -1,
-		Leader: NoLeader})
+	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 2,
+		Leader: new(int32(NoLeader))})
 	if p := part(img); p.Leader != NoLeader || p.LeaderEpoch != 2 || p.PartitionEpoch != 3 || !reflect.DeepEqual(p.ISR, []int32{2}) {
 		t.Fatalf("after going offline: %+v", p)
 	}
-	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 3, LeaderEpoch: -1, Requester: -1,
-		Leader: 2, ISR: []int32{2, 3}})
+	img, _ = step(t, img, ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 3,
+		Leader: new(int32(2)), ISR: []int32{2, 3}})
 	b2, _ := img.Broker(2)
 	b3, _ := img.Broker(3)
 
-	base := ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 4, LeaderEpoch: 3, Requester: 2, RequesterEpoch: b2.Epoch,
-		Leader: LeaderUnchanged, ISR: []int32{2, 3, 1}}
+	base := ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 4, LeaderEpoch: new(int32(3)), Requester: &BrokerEpoch{ID: 2, Epoch: b2.Epoch},
+		ISR: []int32{2, 3, 1}}
 	step(t, img, base)
 	with := func(f func(*ChangePartition)) ChangePartition { c := base; f(&c); return c }
 	cases := []struct {
@@ -236,18 +236,18 @@ func TestChangePartitionEpochs(t *testing.T) {
 	}{
 		{"stale partition epoch", with(func(c *ChangePartition) { c.ExpectedPartitionEpoch = 3 }), kerr.InvalidUpdateVersion},
 		{"future partition epoch", with(func(c *ChangePartition) { c.ExpectedPartitionEpoch = 5 }), kerr.InvalidUpdateVersion},
-		{"old leader epoch", with(func(c *ChangePartition) { c.LeaderEpoch = 2 }), kerr.FencedLeaderEpoch},
-		{"new leader epoch", with(func(c *ChangePartition) { c.LeaderEpoch = 4 }), kerr.UnknownLeaderEpoch},
-		{"stale requester epoch", with(func(c *ChangePartition) { c.RequesterEpoch = b2.Epoch - 1 }), kerr.StaleBrokerEpoch},
-		{"requester not leader", with(func(c *ChangePartition) { c.Requester, c.RequesterEpoch = 3, b3.Epoch }), kerr.NotLeaderForPartition},
-		{"unknown requester", with(func(c *ChangePartition) { c.Requester = 9 }), kerr.BrokerIDNotRegistered},
+		{"old leader epoch", with(func(c *ChangePartition) { c.LeaderEpoch = new(int32(2)) }), kerr.FencedLeaderEpoch},
+		{"new leader epoch", with(func(c *ChangePartition) { c.LeaderEpoch = new(int32(4)) }), kerr.UnknownLeaderEpoch},
+		{"stale requester epoch", with(func(c *ChangePartition) { c.Requester = &BrokerEpoch{ID: 2, Epoch: b2.Epoch - 1} }), kerr.StaleBrokerEpoch},
+		{"requester not leader", with(func(c *ChangePartition) { c.Requester = &BrokerEpoch{ID: 3, Epoch: b3.Epoch} }), kerr.NotLeaderForPartition},
+		{"unknown requester", with(func(c *ChangePartition) { c.Requester = &BrokerEpoch{ID: 9, Epoch: 1} }), kerr.BrokerIDNotRegistered},
 		{"unknown topic", with(func(c *ChangePartition) { c.TopicID = UUID{8} }), kerr.UnknownTopicID},
 		{"unknown partition", with(func(c *ChangePartition) { c.Partition = 1 }), kerr.UnknownTopicOrPartition},
 		{"negative partition", with(func(c *ChangePartition) { c.Partition = -1 }), kerr.UnknownTopicOrPartition},
 		{"ISR not replicas", with(func(c *ChangePartition) { c.ISR = []int32{2, 5} }), kerr.InvalidRequest},
 		{"ISR duplicate", with(func(c *ChangePartition) { c.ISR = []int32{2, 2} }), kerr.InvalidRequest},
 		{"ISR without leader", with(func(c *ChangePartition) { c.ISR = []int32{3} }), kerr.InvalidRequest},
-		{"leader not replica", with(func(c *ChangePartition) { c.Leader = 5 }), kerr.InvalidRequest},
+		{"leader not replica", with(func(c *ChangePartition) { c.Leader = new(int32(5)) }), kerr.InvalidRequest},
 		{"ISR epochs length", with(func(c *ChangePartition) { c.ISREpochs = []int64{1} }), kerr.InvalidRequest},
 		{"ISR member epoch", with(func(c *ChangePartition) { c.ISREpochs = []int64{-1, -1, 12345} }), kerr.IneligibleReplica},
 	}
@@ -260,7 +260,12 @@ func TestChangePartitionEpochs(t *testing.T) {
 	b1, _ = img.Broker(1)
 	fenced, _ := step(t, img, FenceBroker{ID: 1, Epoch: b1.Epoch})
 	refused(t, fenced, base, kerr.IneligibleReplica)
-	refused(t, fenced, with(func(c *ChangePartition) { c.Requester = -1; c.LeaderEpoch = -1; c.Leader = 1; c.ISR = nil }), kerr.IneligibleReplica)
+	refused(t, fenced, with(func(c *ChangePartition) {
+		c.Requester = nil
+		c.LeaderEpoch = nil
+		c.Leader = new(int32(1))
+		c.ISR = nil
+	}), kerr.IneligibleReplica)
 	b3, _ = img.Broker(3)
 	fenced3, _ := step(t, img, FenceBroker{ID: 3, Epoch: b3.Epoch})
 	step(t, fenced3, with(func(c *ChangePartition) { c.ISR = []int32{3, 2} })) // same set, reordered: no-op
@@ -314,7 +319,7 @@ func TestBatchIsAtomic(t *testing.T) {
 	// Fencing broker 1 with its leadership moved away, in one record.
 	fence := Batch{Records: []Record{
 		FenceBroker{ID: 1, Epoch: b1.Epoch},
-		ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 0, LeaderEpoch: -1, Requester: -1, Leader: 2, ISR: []int32{2, 3}},
+		ChangePartition{TopicID: UUID{7}, ExpectedPartitionEpoch: 0, Leader: new(int32(2)), ISR: []int32{2, 3}},
 	}}
 	next, _ := step(t, img, fence)
 	if b, _ := next.Broker(1); !b.Fenced || next.Topic("t").Partitions[0].Leader != 2 {
@@ -341,7 +346,7 @@ func TestApplyNeverMutates(t *testing.T) {
 	a := img.Topic("a")
 	p0 := a.Partitions[0]
 	recs := []Record{
-		ChangePartition{TopicID: a.ID, ExpectedPartitionEpoch: 0, LeaderEpoch: -1, Requester: -1, Leader: p0.Replicas[1], ISR: p0.Replicas[1:]},
+		ChangePartition{TopicID: a.ID, ExpectedPartitionEpoch: 0, Leader: new(int32(p0.Replicas[1])), ISR: p0.Replicas[1:]},
 		AlterConfigs{Type: ConfigTopic, Name: "a", Ops: []ConfigOp{{Key: "k", Value: "w"}, {Key: "k2", Value: "v"}}},
 		AlterConfigs{Type: ConfigBroker, Ops: []ConfigOp{{Key: "x", Value: "y"}}},
 		CreatePartitions{Name: "a", Replicas: [][]int32{{1, 2, 3}}},

@@ -91,10 +91,13 @@ func encodeBody(e *encoder, rec Record) {
 		e.uuid(r.TopicID)
 		e.varint(int64(r.Partition))
 		e.varint(int64(r.ExpectedPartitionEpoch))
-		e.varint(int64(r.LeaderEpoch))
-		e.varint(int64(r.Requester))
-		e.varint(r.RequesterEpoch)
-		e.varint(int64(r.Leader))
+		e.optInt32(r.LeaderEpoch)
+		e.bool(r.Requester != nil)
+		if r.Requester != nil {
+			e.varint(int64(r.Requester.ID))
+			e.varint(r.Requester.Epoch)
+		}
+		e.optInt32(r.Leader)
 		e.int32s(r.ISR)
 		e.uvarint(uint64(len(r.ISREpochs)))
 		for _, v := range r.ISREpochs {
@@ -145,8 +148,12 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 	case KindCreatePartitions:
 		return CreatePartitions{Name: d.str(), ID: d.uuid(), Replicas: d.assignment()}
 	case KindChangePartition:
-		r := ChangePartition{TopicID: d.uuid(), Partition: d.int32(), ExpectedPartitionEpoch: d.int32(),
-			LeaderEpoch: d.int32(), Requester: d.int32(), RequesterEpoch: d.varint(), Leader: d.int32(), ISR: d.int32s()}
+		r := ChangePartition{TopicID: d.uuid(), Partition: d.int32(), ExpectedPartitionEpoch: d.int32(), LeaderEpoch: d.optInt32()}
+		if d.bool() {
+			r.Requester = &BrokerEpoch{ID: d.int32(), Epoch: d.varint()}
+		}
+		r.Leader = d.optInt32()
+		r.ISR = d.int32s()
 		if n := d.count(1); n > 0 {
 			r.ISREpochs = make([]int64, n)
 			for i := range r.ISREpochs {
@@ -203,6 +210,15 @@ func (e *encoder) bool(v bool) {
 		e.u8(0)
 	}
 }
+
+// optInt32 writes a presence bool, then the value if present.
+func (e *encoder) optInt32(v *int32) {
+	e.bool(v != nil)
+	if v != nil {
+		e.varint(int64(*v))
+	}
+}
+
 func (e *encoder) int32s(v []int32) { e.uvarint(uint64(len(v))); e.int32Elems(v) }
 func (e *encoder) int32Elems(v []int32) {
 	for _, x := range v {
@@ -345,6 +361,14 @@ func (d *decoder) str() string {
 		return ""
 	}
 	return s
+}
+
+func (d *decoder) optInt32() *int32 {
+	if !d.bool() {
+		return nil
+	}
+	v := d.int32()
+	return &v
 }
 
 func (d *decoder) int32s() []int32 {

@@ -19,11 +19,11 @@ func sampleRecords() []Record {
 		CreateTopic{Name: "orders", ID: tid, Internal: true, Replicas: [][]int32{{1, 2, 3}, {2, 3, 1}}, Configs: map[string]string{"retention.ms": "1000", "cleanup.policy": "compact"}},
 		DeleteTopic{Name: "orders", ID: tid},
 		CreatePartitions{Name: "orders", ID: tid, Replicas: [][]int32{{3, 1, 2}}},
-		ChangePartition{TopicID: tid, Partition: 1, ExpectedPartitionEpoch: 4, LeaderEpoch: 2, Requester: 2, RequesterEpoch: 99,
-			Leader: 3, ISR: []int32{3, 1}, ISREpochs: []int64{7, -1}},
+		ChangePartition{TopicID: tid, Partition: 1, ExpectedPartitionEpoch: 4, LeaderEpoch: new(int32(2)), Requester: &BrokerEpoch{ID: 2, Epoch: 99},
+			Leader: new(int32(3)), ISR: []int32{3, 1}, ISREpochs: []int64{7, -1}},
 		AlterConfigs{Type: ConfigTopic, Name: "orders", Ops: []ConfigOp{{Key: "retention.ms", Value: "5"}, {Key: "segment.ms", Delete: true}}},
 		AllocateProducerIDs{Broker: 2, BrokerEpoch: 12, Count: 1000},
-		Batch{Records: []Record{FenceBroker{ID: 1, Epoch: 2}, ChangePartition{TopicID: tid, Leader: NoLeader, LeaderEpoch: -1, Requester: -1}}},
+		Batch{Records: []Record{FenceBroker{ID: 1, Epoch: 2}, ChangePartition{TopicID: tid, Leader: new(int32(NoLeader))}}},
 	}
 }
 

@@ -12,7 +12,7 @@ func TestDiff(t *testing.T) {
 
 	p1 := a.Partitions[1]
 	newLeader := p1.Replicas[1]
-	img, _ = step(t, img, ChangePartition{TopicID: a.ID, Partition: 1, LeaderEpoch: -1, Requester: -1, Leader: newLeader, ISR: p1.Replicas[1:]})
+	img, _ = step(t, img, ChangePartition{TopicID: a.ID, Partition: 1, Leader: new(int32(newLeader)), ISR: p1.Replicas[1:]})
 	img, _ = step(t, img, CreatePartitions{Name: "a", Replicas: [][]int32{{1, 2, 3}}})
 	img, _ = step(t, img, DeleteTopic{Name: "b"})
 	img, _ = step(t, img, CreateTopic{Name: "b", ID: NewUUID(), Replicas: [][]int32{{2}}})

@@ -72,6 +72,7 @@
 //	str   uv length, UTF-8 bytes         uuid  16 bytes
 //	bool  one byte, 0 or 1               list  uv count, elements
 //	map   uv count, (str key, str value) in strictly increasing key order
+//	opt   bool present, then the fields if present
 //
 //	1  InitCluster          str clusterID
 //	2  RegisterBroker       sv id, uuid incarnation, str kafkaAddr, str controllerAddr, str rack
@@ -80,8 +81,9 @@
 //	5  CreateTopic          str name, uuid id, bool internal, list of (list of sv) replicas, map configs
 //	6  DeleteTopic          str name, uuid id
 //	7  CreatePartitions     str name, uuid id, list of (list of sv) replicas
-//	8  ChangePartition      uuid topicID, sv partition, sv expectedPartitionEpoch, sv leaderEpoch,
-//	                        sv requester, sv requesterEpoch, sv leader, list of sv isr, list of sv isrEpochs
+//	8  ChangePartition      uuid topicID, sv partition, sv expectedPartitionEpoch, opt(sv leaderEpoch),
+//	                        opt(sv requester, sv requesterEpoch), opt(sv leader), list of sv isr,
+//	                        list of sv isrEpochs
 //	9  AlterConfigs         u8 resourceType, str name, list of (str key, bool delete, str value)
 //	10 AllocateProducerIDs  sv broker, sv brokerEpoch, sv count
 //	11 Batch                list of (u8 kind, body)

@@ -114,30 +114,33 @@ type CreatePartitions struct {
 	Replicas [][]int32
 }
 
-// LeaderUnchanged is ChangePartition.Leader when the leader stays.
-const LeaderUnchanged int32 = -2
+// BrokerEpoch names a broker registration: a broker id at an epoch.
+type BrokerEpoch struct {
+	ID    int32
+	Epoch int64
+}
 
 // ChangePartition changes a partition's leader and/or ISR, if the
 // partition is still at ExpectedPartitionEpoch (compare-and-set). A leader
 // change bumps the leader epoch and the partition epoch; an ISR change
-// alone bumps the partition epoch only; no change is a no-op.
+// alone bumps the partition epoch only; no change is a no-op. The optional
+// fields are pointers, so a zero value means "not given", never broker 0
+// or epoch 0.
 type ChangePartition struct {
 	TopicID   UUID
 	Partition int32
 	// ExpectedPartitionEpoch must equal the partition's epoch.
 	ExpectedPartitionEpoch int32
-	// LeaderEpoch, when ≥ 0, must equal the partition's leader epoch: a
+	// LeaderEpoch, if set, must equal the partition's leader epoch: a
 	// leader asking for an ISR change (AlterPartition) sends its own.
-	LeaderEpoch int32
-	// Requester, when ≥ 0, is the broker asking for the change (the
-	// partition leader, for AlterPartition): it must be the current leader
-	// and registered with RequesterEpoch.
-	Requester      int32
-	RequesterEpoch int64
-	// Leader is the new leader (a replica, or NoLeader), or
-	// LeaderUnchanged.
-	Leader int32
-	// ISR is the new in-sync replica set; nil (or empty) leaves it as is.
+	LeaderEpoch *int32
+	// Requester, if set, is the broker asking for the change (the
+	// partition leader, for AlterPartition): it must be the current leader,
+	// still registered with that epoch.
+	Requester *BrokerEpoch
+	// Leader, if set, is the new leader: a replica, or NoLeader.
+	Leader *int32
+	// ISR, if not empty, is the new in-sync replica set.
 	ISR []int32
 	// ISREpochs, if not empty, has one broker epoch per ISR member (-1: do
 	// not check) that the member must still be registered with (KIP-903).

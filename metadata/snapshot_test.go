@@ -17,7 +17,7 @@ func richImage(t testing.TB) *Image {
 	img, _ = step(t, img, AlterConfigs{Type: ConfigTopic, Name: "alpha", Ops: []ConfigOp{{Key: "retention.ms", Value: "100"}}})
 	img, _ = step(t, img, AlterConfigs{Type: ConfigBroker, Ops: []ConfigOp{{Key: "log.retention.ms", Value: "200"}}})
 	p := a.Partitions[1]
-	img, _ = step(t, img, ChangePartition{TopicID: a.ID, Partition: 1, LeaderEpoch: -1, Requester: -1, Leader: p.Replicas[2], ISR: p.Replicas[2:]})
+	img, _ = step(t, img, ChangePartition{TopicID: a.ID, Partition: 1, Leader: new(int32(p.Replicas[2])), ISR: p.Replicas[2:]})
 	img, _ = step(t, img, AllocateProducerIDs{Broker: 1, BrokerEpoch: mustBroker(t, img, 1).Epoch, Count: 50})
 	img, _ = step(t, img, CreateTopic{Name: "__consumer_offsets", ID: NewUUID(), Internal: true, Replicas: [][]int32{{2, 3}}})
 	return img
@@ -39,7 +39,7 @@ func TestImageSnapshotRoundTrip(t *testing.T) {
 	// The restored image accepts further records like the original, with
 	// the same outcome.
 	a := img.Topic("alpha")
-	rec := ChangePartition{TopicID: a.ID, Partition: 1, ExpectedPartitionEpoch: 1, LeaderEpoch: -1, Requester: -1, Leader: LeaderUnchanged, ISR: a.Partitions[1].Replicas}
+	rec := ChangePartition{TopicID: a.ID, Partition: 1, ExpectedPartitionEpoch: 1, ISR: a.Partitions[1].Replicas}
 	n1, r1 := img.Apply(img.Index()+1, rec)
 	n2, r2 := got.Apply(got.Index()+1, rec)
 	if r1.Err != nil || r2.Err != nil || n1.Hash() != n2.Hash() {

@@ -195,10 +195,10 @@ func staleChangesRefusedEverywhere(ctx context.Context, t *testing.T, c *testClu
 	c.mustPropose(ctx, rec)
 	p := rec.Replicas[0]
 	b, _ := img.Broker(p[0])
-	shrink := metadata.ChangePartition{TopicID: rec.ID, ExpectedPartitionEpoch: 0, LeaderEpoch: 0,
-		Requester: p[0], RequesterEpoch: b.Epoch, Leader: metadata.LeaderUnchanged, ISR: p[:2]}
+	shrink := metadata.ChangePartition{TopicID: rec.ID, ExpectedPartitionEpoch: 0, LeaderEpoch: new(int32(0)),
+		Requester: &metadata.BrokerEpoch{ID: p[0], Epoch: b.Epoch}, ISR: p[:2]}
 	c.mustPropose(ctx, shrink)
-	elect := metadata.ChangePartition{TopicID: rec.ID, ExpectedPartitionEpoch: 1, LeaderEpoch: -1, Requester: -1, Leader: p[1]}
+	elect := metadata.ChangePartition{TopicID: rec.ID, ExpectedPartitionEpoch: 1, Leader: new(int32(p[1]))}
 	c.mustPropose(ctx, elect)
 
 	for _, tc := range []struct {
@@ -228,7 +228,7 @@ func staleChangesRefusedEverywhere(ctx context.Context, t *testing.T, c *testClu
 	cur := c.converge(ctx).Topic("stale-check").Partitions[0]
 	b1, _ := img.Broker(p[1])
 	_, err := c.proposeDefinite(ctx, metadata.ChangePartition{TopicID: rec.ID, ExpectedPartitionEpoch: cur.PartitionEpoch,
-		LeaderEpoch: cur.LeaderEpoch - 1, Requester: p[1], RequesterEpoch: b1.Epoch, Leader: metadata.LeaderUnchanged, ISR: p})
+		LeaderEpoch: new(int32(cur.LeaderEpoch - 1)), Requester: &metadata.BrokerEpoch{ID: p[1], Epoch: b1.Epoch}, ISR: p})
 	if !errors.Is(err, kerr.FencedLeaderEpoch) {
 		t.Fatalf("old leader epoch: %v", err)
 	}
