@@ -9,7 +9,10 @@ FUZZ_TARGETS := \
 	./wal/batch:FuzzDecompress \
 	./wal:FuzzRecover \
 	./netio:FuzzKafkaFrame \
-	./netio:FuzzNativeFrame
+	./netio:FuzzNativeFrame \
+	./metadata:FuzzDecodeRecord \
+	./metadata:FuzzDecodeImage \
+	./quorum:FuzzHello
 
 .PHONY: run build test vet unit fuzz-short bench perf flamegraph
 

@@ -1,0 +1,256 @@
+package metadata
+
+import "fmt"
+
+// Kind identifies a record type on the wire. Numbers are never reused.
+type Kind uint8
+
+// The record kinds.
+const (
+	KindInitCluster         Kind = 1
+	KindRegisterBroker      Kind = 2
+	KindFenceBroker         Kind = 3
+	KindUnfenceBroker       Kind = 4
+	KindCreateTopic         Kind = 5
+	KindDeleteTopic         Kind = 6
+	KindCreatePartitions    Kind = 7
+	KindChangePartition     Kind = 8
+	KindAlterConfigs        Kind = 9
+	KindAllocateProducerIDs Kind = 10
+	KindBatch               Kind = 11
+)
+
+var kindNames = map[Kind]string{
+	KindInitCluster:         "InitCluster",
+	KindRegisterBroker:      "RegisterBroker",
+	KindFenceBroker:         "FenceBroker",
+	KindUnfenceBroker:       "UnfenceBroker",
+	KindCreateTopic:         "CreateTopic",
+	KindDeleteTopic:         "DeleteTopic",
+	KindCreatePartitions:    "CreatePartitions",
+	KindChangePartition:     "ChangePartition",
+	KindAlterConfigs:        "AlterConfigs",
+	KindAllocateProducerIDs: "AllocateProducerIDs",
+	KindBatch:               "Batch",
+}
+
+// String is the record type's name.
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Record is one replicated command: the Raft log holds encoded records
+// (EncodeRecord), and Image.Apply applies them. The set is closed: only
+// this package's types implement it.
+type Record interface {
+	// Kind is the record's wire type.
+	Kind() Kind
+	// sealed keeps other packages from implementing Record.
+	sealed()
+}
+
+// InitCluster sets the cluster id. The first Raft leader commits it; once
+// set, the id never changes (a different one is refused with
+// INCONSISTENT_CLUSTER_ID, the same one is a no-op).
+type InitCluster struct {
+	ClusterID string
+}
+
+// RegisterBroker registers a broker process. A registration identical to
+// the current one (same incarnation, endpoints and rack) is a no-op that
+// returns the current epoch; any other replaces it with a new, fenced
+// registration whose epoch is the record's log index.
+type RegisterBroker struct {
+	ID             int32
+	Incarnation    UUID
+	KafkaAddr      string
+	ControllerAddr string // may be empty
+	Rack           string
+}
+
+// FenceBroker fences broker ID if its current epoch is Epoch. Fencing a
+// fenced broker is a no-op. It does not touch partitions: the controller
+// moves leadership and ISR membership away in the same Batch.
+type FenceBroker struct {
+	ID    int32
+	Epoch int64
+}
+
+// UnfenceBroker unfences broker ID if its current epoch is Epoch.
+// Unfencing an unfenced broker is a no-op.
+type UnfenceBroker struct {
+	ID    int32
+	Epoch int64
+}
+
+// CreateTopic creates a topic with the full replica assignment (one list
+// of broker ids per partition, preferred leader first; see
+// PlaceReplicas). Each partition starts with ISR = Replicas, the first
+// replica leading, and epochs 0.
+type CreateTopic struct {
+	Name     string
+	ID       UUID
+	Internal bool
+	Replicas [][]int32
+	Configs  map[string]string
+}
+
+// DeleteTopic deletes a topic, named by Name, by ID, or by both (then both
+// must match, so a delete aimed at an earlier topic of the same name
+// cannot remove a re-created one).
+type DeleteTopic struct {
+	Name string
+	ID   UUID
+}
+
+// CreatePartitions adds partitions to a topic (named as in DeleteTopic),
+// with one replica list per new partition.
+type CreatePartitions struct {
+	Name     string
+	ID       UUID
+	Replicas [][]int32
+}
+
+// BrokerEpoch names a broker registration: a broker id at an epoch.
+type BrokerEpoch struct {
+	ID    int32
+	Epoch int64
+}
+
+// ChangePartition changes a partition's leader and/or ISR, if the
+// partition is still at ExpectedPartitionEpoch (compare-and-set). A leader
+// change bumps the leader epoch and the partition epoch; an ISR change
+// alone bumps the partition epoch only; no change is a no-op. The optional
+// fields are pointers, so a zero value means "not given", never broker 0
+// or epoch 0.
+type ChangePartition struct {
+	TopicID   UUID
+	Partition int32
+	// ExpectedPartitionEpoch must equal the partition's epoch.
+	ExpectedPartitionEpoch int32
+	// LeaderEpoch, if set, must equal the partition's leader epoch: a
+	// leader asking for an ISR change (AlterPartition) sends its own.
+	LeaderEpoch *int32
+	// Requester, if set, is the broker asking for the change (the
+	// partition leader, for AlterPartition): it must be the current leader,
+	// still registered with that epoch.
+	Requester *BrokerEpoch
+	// Leader, if set, is the new leader: a replica, or NoLeader.
+	Leader *int32
+	// ISR, if not empty, is the new in-sync replica set.
+	ISR []int32
+	// ISREpochs, if not empty, has one broker epoch per ISR member (-1: do
+	// not check) that the member must still be registered with (KIP-903).
+	ISREpochs []int64
+}
+
+// ConfigResourceType is the kind of resource a config belongs to (Kafka's
+// numbering).
+type ConfigResourceType uint8
+
+// Config resource types.
+const (
+	ConfigTopic  ConfigResourceType = 2
+	ConfigBroker ConfigResourceType = 4
+)
+
+// ConfigOp sets Key to Value, or deletes Key (back to its default).
+type ConfigOp struct {
+	Key    string
+	Value  string
+	Delete bool
+}
+
+// AlterConfigs applies Ops to a topic's overrides (Type ConfigTopic, Name
+// the topic) or to the cluster-wide broker defaults (Type ConfigBroker,
+// Name empty). The values are not interpreted here: the proposer validates
+// them against the config table before proposing.
+type AlterConfigs struct {
+	Type ConfigResourceType
+	Name string
+	Ops  []ConfigOp
+}
+
+// AllocateProducerIDs hands the next Count producer ids to broker Broker,
+// registered with BrokerEpoch (KIP-730); Result.ProducerIDs holds the
+// block.
+type AllocateProducerIDs struct {
+	Broker      int32
+	BrokerEpoch int64
+	Count       int32
+}
+
+// Batch applies its records in order, atomically: if one is refused, the
+// whole batch is, and the image stays as it was. Batches do not nest.
+type Batch struct {
+	Records []Record
+}
+
+// Kind implements Record.
+func (InitCluster) Kind() Kind { return KindInitCluster }
+
+// Kind implements Record.
+func (RegisterBroker) Kind() Kind { return KindRegisterBroker }
+
+// Kind implements Record.
+func (FenceBroker) Kind() Kind { return KindFenceBroker }
+
+// Kind implements Record.
+func (UnfenceBroker) Kind() Kind { return KindUnfenceBroker }
+
+// Kind implements Record.
+func (CreateTopic) Kind() Kind { return KindCreateTopic }
+
+// Kind implements Record.
+func (DeleteTopic) Kind() Kind { return KindDeleteTopic }
+
+// Kind implements Record.
+func (CreatePartitions) Kind() Kind { return KindCreatePartitions }
+
+// Kind implements Record.
+func (ChangePartition) Kind() Kind { return KindChangePartition }
+
+// Kind implements Record.
+func (AlterConfigs) Kind() Kind { return KindAlterConfigs }
+
+// Kind implements Record.
+func (AllocateProducerIDs) Kind() Kind { return KindAllocateProducerIDs }
+
+// Kind implements Record.
+func (Batch) Kind() Kind { return KindBatch }
+
+func (InitCluster) sealed()         {}
+func (RegisterBroker) sealed()      {}
+func (FenceBroker) sealed()         {}
+func (UnfenceBroker) sealed()       {}
+func (CreateTopic) sealed()         {}
+func (DeleteTopic) sealed()         {}
+func (CreatePartitions) sealed()    {}
+func (ChangePartition) sealed()     {}
+func (AlterConfigs) sealed()        {}
+func (AllocateProducerIDs) sealed() {}
+func (Batch) sealed()               {}
+
+// ProducerIDBlock is a range of producer ids [First, First+Count).
+type ProducerIDBlock struct {
+	First int64
+	Count int32
+}
+
+// Result is what applying one record returned. Only the node that proposed
+// the record sees it (through quorum.Node.Propose); every node computes
+// the same one.
+type Result struct {
+	// Index is the record's Raft log index.
+	Index uint64
+	// Err is nil, or a *RefusedError: the record is in the log but changed
+	// nothing.
+	Err error
+	// BrokerEpoch is the broker's epoch after RegisterBroker.
+	BrokerEpoch int64
+	// ProducerIDs is the block AllocateProducerIDs handed out.
+	ProducerIDs ProducerIDBlock
+}

@@ -1,0 +1,712 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.etcd.io/bbolt"
+
+	"github.com/ringlog/ringlog/metadata"
+)
+
+// Files in a node's directory (besides identityFile).
+const (
+	raftDBFile   = "raft.db"   // raft-boltdb: the log and Raft's stable state (term, vote)
+	snapshotsDir = "snapshots" // raft.FileSnapshotStore
+)
+
+// Defaults, close to hashicorp/raft's. SnapshotThreshold and TrailingLogs
+// are lower than raft's (8192, 10240): a bbolt file never shrinks and its
+// freelist slows writes as it grows, and metadata snapshots are small.
+const (
+	DefaultHeartbeatTimeout   = time.Second
+	DefaultElectionTimeout    = time.Second
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+	DefaultCommitTimeout      = 50 * time.Millisecond
+	DefaultSnapshotThreshold  = 1024
+	DefaultTrailingLogs       = 1024
+	DefaultSnapshotInterval   = 30 * time.Second
+	DefaultHandshakeTimeout   = 5 * time.Second
+	DefaultRPCTimeout         = 10 * time.Second
+	snapshotsRetained         = 2
+)
+
+// Config configures a Node. NodeID, Dir and Voters are required.
+type Config struct {
+	// NodeID is this node's id; it must be in Voters.
+	NodeID int32
+	// Dir holds the node's Raft data: cluster.json, raft.db, snapshots/.
+	Dir string
+	// Voters is the fixed voter set (ParseVoters). A node's directory keeps
+	// the set it was bootstrapped with; starting it with another is an
+	// error.
+	Voters Voters
+	// ClusterID, if set, is the cluster this node belongs to: a directory
+	// of another cluster is refused, and a new cluster takes this id.
+	// Empty: the id recorded in Dir, or for a new cluster, the one the
+	// first leader picks at random.
+	ClusterID string
+	// Listener, if set, is the Raft listener (tests pass one bound to port
+	// 0); the node owns it from Open on, and closes it. Otherwise the node
+	// listens on BindAddr, or its voter address.
+	Listener net.Listener
+	BindAddr string
+	// Dial connects to peers (default: a net.Dialer).
+	Dial DialFunc
+	// Raft timing; zero values take the defaults above.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	TrailingLogs       uint64
+	SnapshotInterval   time.Duration
+	// HandshakeTimeout bounds a connection's handshake; RPCTimeout is the
+	// transport's I/O deadline.
+	HandshakeTimeout time.Duration
+	RPCTimeout       time.Duration
+	// Logger receives the node's and hashicorp/raft's messages (nil:
+	// slog.Default()). RaftLogLevel is the lowest level of raft's own
+	// messages that gets through (nil: warn; raft is chatty at info).
+	Logger       *slog.Logger
+	RaftLogLevel slog.Leveler
+	// OnApply is passed to the FSM (metadata.FSMOptions.OnApply).
+	OnApply func(metadata.ApplyEvent)
+}
+
+func (c *Config) defaults() {
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setDur(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	setDur(&c.ElectionTimeout, DefaultElectionTimeout)
+	setDur(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	setDur(&c.CommitTimeout, DefaultCommitTimeout)
+	setDur(&c.SnapshotInterval, DefaultSnapshotInterval)
+	setDur(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	setDur(&c.RPCTimeout, DefaultRPCTimeout)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RaftLogLevel == nil {
+		c.RaftLogLevel = slog.LevelWarn
+	}
+	if c.Dial == nil {
+		var d net.Dialer
+		c.Dial = d.DialContext
+	}
+}
+
+// ErrStopped is returned by a Node that was shut down (or stopped itself).
+var ErrStopped = errors.New("quorum: node stopped")
+
+// ErrUncertain is wrapped by Propose errors after which the record may or
+// may not have been committed (leadership lost, shutdown or ctx ended while
+// it was in flight). It also wraps kerr.RequestTimedOut. Retrying is safe
+// for records whose preconditions make a second apply a refusal
+// (CreateTopic → TOPIC_ALREADY_EXISTS) or a no-op.
+var ErrUncertain = errors.New("quorum: the record may or may not have been committed")
+
+// NotLeaderError is returned by leader-only calls on another node; the
+// record was not committed. It names the leader, if one is known, so the
+// caller can forward there; it wraps kerr.NotController.
+type NotLeaderError struct {
+	// LeaderID is the leader's node id, -1 when no leader is known (an
+	// election is under way).
+	LeaderID int32
+	// LeaderAddr is the leader's Raft address ("" when unknown).
+	LeaderAddr string
+}
+
+// Error names the leader, or says none is known.
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID < 0 {
+		return "quorum: not the metadata leader, and no leader is known (election under way)"
+	}
+	return fmt.Sprintf("quorum: not the metadata leader; node %d at %s is", e.LeaderID, e.LeaderAddr)
+}
+
+// Unwrap returns kerr.NotController.
+func (e *NotLeaderError) Unwrap() error { return kerr.NotController }
+
+// Node is one member of the metadata quorum: hashicorp/raft over
+// raft-boltdb and a FileSnapshotStore in Config.Dir, driving a
+// metadata.FSM, with a NetworkTransport over a StreamLayer that
+// handshakes every connection.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	fsm    *metadata.FSM
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	stream *streamLayer
+
+	idMu       sync.Mutex // serializes identity file writes
+	mu         sync.Mutex
+	identity   identity
+	mismatches map[int32]*MismatchError // by peer id
+	fatal      error
+
+	notify       chan bool // raft's leadership changes
+	stop         chan struct{}
+	stopped      chan struct{}
+	shutdownOnce sync.Once
+	shutdownErr  error
+	wg           sync.WaitGroup
+}
+
+// Open starts a node. On a new directory it records the node's identity
+// and bootstraps Raft with the voters; on an existing one it checks that
+// the directory is this node's, of this cluster (when Config.ClusterID is
+// set), and was bootstrapped with the same voters.
+func Open(cfg Config) (*Node, error) {
+	cfg.defaults()
+	if cfg.Dir == "" {
+		return nil, errors.New("quorum: no directory")
+	}
+	if len(cfg.Voters) == 0 {
+		return nil, errors.New("quorum: no voters")
+	}
+	self, ok := cfg.Voters.Lookup(cfg.NodeID)
+	if !ok {
+		return nil, fmt.Errorf("quorum: node %d is not in the voters %q; --voters must list every controller, this one included", cfg.NodeID, cfg.Voters)
+	}
+	if cfg.ClusterID != "" {
+		if err := metadata.ValidateClusterID(cfg.ClusterID); err != nil {
+			return nil, fmt.Errorf("quorum: %w", err)
+		}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("quorum: %w", err)
+	}
+	id, ok, err := readIdentity(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if err := id.check(cfg.Dir, cfg.NodeID, cfg.ClusterID); err != nil {
+			return nil, err
+		}
+	} else {
+		if hasRaftData(cfg.Dir) {
+			return nil, fmt.Errorf("quorum: %s holds Raft data but no %s; refusing to guess which node and cluster it belongs to", cfg.Dir, identityFile)
+		}
+		id = identity{ClusterID: cfg.ClusterID, NodeID: cfg.NodeID}
+		if err := writeIdentity(cfg.Dir, id); err != nil {
+			return nil, err
+		}
+	}
+
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), identity: id,
+		mismatches: map[int32]*MismatchError{}, notify: make(chan bool, 1),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	n.fsm = metadata.NewFSM(metadata.FSMOptions{Logger: n.log, OnApply: n.onApply})
+	if err := n.start(self); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(self Voter) (err error) {
+	cfg := n.cfg
+	hcl := newHclog(n.log, cfg.RaftLogLevel.Level())
+	var cleanup []func()
+	if cfg.Listener != nil {
+		cleanup = append(cleanup, func() { cfg.Listener.Close() })
+	}
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.Dir, raftDBFile),
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return fmt.Errorf("quorum: %s is in use by another process", filepath.Join(cfg.Dir, raftDBFile))
+		}
+		return fmt.Errorf("quorum: open %s: %w", raftDBFile, err)
+	}
+	cleanup = append(cleanup, func() { store.Close() })
+	n.store = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return fmt.Errorf("quorum: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, snapshotsRetained, hcl.Named("snapshot"))
+	if err != nil {
+		return fmt.Errorf("quorum: snapshot store: %w", err)
+	}
+
+	ln := cfg.Listener
+	if ln == nil {
+		bind := cfg.BindAddr
+		if bind == "" {
+			bind = self.Addr
+		}
+		if ln, err = net.Listen("tcp", bind); err != nil {
+			return fmt.Errorf("quorum: listen for Raft: %w", err)
+		}
+	}
+	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer}
+	n.stream = newStreamLayer(ln, self.Addr, cfg.Dial, cfg.HandshakeTimeout, hs)
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: n.stream, MaxPool: 3, Timeout: cfg.RPCTimeout, Logger: hcl.Named("transport"),
+	})
+	cleanup = append(cleanup, func() { trans.Close() })
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = serverID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.NotifyCh = n.notify
+	rc.Logger = hcl.Named("raft")
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fmt.Errorf("quorum: %w", err)
+	}
+
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fmt.Errorf("quorum: %w", err)
+	}
+	if !existing {
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, cfg.Voters.configuration()); err != nil {
+			return fmt.Errorf("quorum: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	if err != nil {
+		return fmt.Errorf("quorum: start raft: %w", err)
+	}
+	cleanup = append(cleanup, func() { r.Shutdown().Error() })
+	n.raft = r
+
+	cf := r.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("quorum: %w", err)
+	}
+	have, err := votersOf(cf.Configuration())
+	if err != nil || have.String() != cfg.Voters.String() {
+		if err == nil {
+			err = fmt.Errorf("they are %q", have)
+		}
+		return fmt.Errorf("quorum: %s was bootstrapped with other voters (%v), but this node was started with %q; "+
+			"every node must keep the --voters it was first started with", cfg.Dir, err, cfg.Voters)
+	}
+
+	// A restored snapshot may already hold the committed cluster id.
+	if err := n.learnClusterID(n.fsm.Image().ClusterID()); err != nil {
+		return err
+	}
+
+	n.wg.Add(2)
+	go n.leaderLoop()
+	go n.watchLoop()
+	n.log.Info("metadata quorum node started", "dir", cfg.Dir, "addr", self.Addr, "voters", cfg.Voters.String(),
+		"cluster_id", n.knownClusterID(), "existing_state", existing)
+	return nil
+}
+
+// FSM returns the node's state machine (Subscribe for the publisher).
+func (n *Node) FSM() *metadata.FSM { return n.fsm }
+
+// Image returns the current metadata image: this node's applied state,
+// possibly behind the leader's (see ConsistentImage, WaitIndex).
+func (n *Node) Image() *metadata.Image { return n.fsm.Image() }
+
+// WaitIndex waits until this node has applied log index i (a Result.Index
+// returned by Propose on any node) and returns the image.
+func (n *Node) WaitIndex(ctx context.Context, i uint64) (*metadata.Image, error) {
+	return n.fsm.WaitIndex(ctx, i)
+}
+
+// ID is this node's id.
+func (n *Node) ID() int32 { return n.cfg.NodeID }
+
+// ClusterID is the cluster id this node knows: recorded in its directory,
+// or committed in the log; empty before the first leader committed it.
+func (n *Node) ClusterID() string { return n.knownClusterID() }
+
+func (n *Node) knownClusterID() string {
+	n.mu.Lock()
+	cid := n.identity.ClusterID
+	n.mu.Unlock()
+	if cid == "" {
+		cid = n.cfg.ClusterID
+	}
+	if cid == "" {
+		cid = n.fsm.Image().ClusterID()
+	}
+	return cid
+}
+
+// Leader returns the current leader's id and Raft address as this node
+// knows them; -1 and "" when it knows none.
+func (n *Node) Leader() (int32, string) {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return -1, ""
+	}
+	v, err := strconv.ParseInt(string(id), 10, 32)
+	if err != nil {
+		return -1, ""
+	}
+	return int32(v), string(addr)
+}
+
+// IsLeader reports whether this node is the leader (the controller).
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// WaitForLeader waits until a leader is known and returns it.
+func (n *Node) WaitForLeader(ctx context.Context) (int32, string, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, addr := n.Leader(); id >= 0 {
+			return id, addr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, "", fmt.Errorf("quorum: no leader: %w", ctx.Err())
+		case <-n.stopped:
+			return -1, "", ErrStopped
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) notLeader() error {
+	id, addr := n.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// timeoutOf is how long raft may wait to enqueue a call: until ctx's
+// deadline, or a default.
+func timeoutOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		if t := time.Until(d); t > 0 {
+			return t
+		}
+		return time.Millisecond
+	}
+	return 10 * time.Second
+}
+
+// wait waits for a raft future, or ctx, or the node stopping.
+func (n *Node) wait(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Propose commits rec through the leader and returns its Result, once this
+// node applied it. Errors:
+//   - *NotLeaderError: this node is not the leader; nothing was committed.
+//   - a *metadata.RefusedError (Result.Err): committed and refused, with
+//     the same error on every node.
+//   - ErrUncertain: it may or may not have been committed.
+//   - ErrStopped, or an encoding error: nothing was committed.
+func (n *Node) Propose(ctx context.Context, rec metadata.Record) (metadata.Result, error) {
+	data, err := metadata.EncodeRecord(rec)
+	if err != nil {
+		return metadata.Result{}, err
+	}
+	if n.isStopped() {
+		return metadata.Result{}, ErrStopped
+	}
+	if n.raft.State() != raft.Leader {
+		return metadata.Result{}, n.notLeader()
+	}
+	f := n.raft.Apply(data, timeoutOf(ctx))
+	err = n.wait(ctx, f)
+	switch {
+	case err == nil:
+		res, ok := f.Response().(metadata.Result)
+		if !ok {
+			return metadata.Result{}, fmt.Errorf("quorum: unexpected FSM response %T", f.Response())
+		}
+		return res, res.Err
+	case errors.Is(err, raft.ErrNotLeader):
+		return metadata.Result{}, n.notLeader()
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return metadata.Result{}, fmt.Errorf("quorum: %w: %v", kerr.RequestTimedOut, err)
+	}
+	return metadata.Result{}, fmt.Errorf("%w (%w): %v", ErrUncertain, kerr.RequestTimedOut, err)
+}
+
+// Barrier waits until every record committed before it is applied on the
+// leader (this node); on another node it returns *NotLeaderError.
+func (n *Node) Barrier(ctx context.Context) error {
+	if n.isStopped() {
+		return ErrStopped
+	}
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	err := n.wait(ctx, n.raft.Barrier(timeoutOf(ctx)))
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return n.notLeader()
+	}
+	if err != nil {
+		return fmt.Errorf("quorum: barrier: %w", err)
+	}
+	return nil
+}
+
+// ConsistentImage returns, on the leader, an image that includes every
+// record committed before the call (a linearizable read); on another node
+// it returns *NotLeaderError (forward, or use WaitIndex).
+func (n *Node) ConsistentImage(ctx context.Context) (*metadata.Image, error) {
+	if err := n.Barrier(ctx); err != nil {
+		return nil, err
+	}
+	return n.fsm.Image(), nil
+}
+
+// Snapshot takes a Raft snapshot now (and compacts the log behind it),
+// unless nothing was applied since the last one.
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("quorum: snapshot: %w", err)
+	}
+	return nil
+}
+
+// Stats returns hashicorp/raft's statistics (state, term, indexes,
+// last_snapshot_index, ...).
+func (n *Node) Stats() map[string]string { return n.raft.Stats() }
+
+// PeerMismatch returns the configuration mismatches with peers seen in
+// handshakes (different voters or cluster ids), one per peer, or nil. A
+// peer's entry is cleared when a handshake with it succeeds.
+func (n *Node) PeerMismatch() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ids := make([]int32, 0, len(n.mismatches))
+	for id := range n.mismatches {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	errs := make([]error, 0, len(ids))
+	for _, id := range ids {
+		errs = append(errs, n.mismatches[id])
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) reportPeer(peer int32, addr string, mm *MismatchError) {
+	n.mu.Lock()
+	prev := n.mismatches[peer]
+	if mm == nil {
+		delete(n.mismatches, peer)
+	} else {
+		n.mismatches[peer] = mm
+	}
+	n.mu.Unlock()
+	if mm != nil && (prev == nil || prev.Reason != mm.Reason) {
+		n.log.Error("refusing a Raft peer", "peer", peer, "addr", addr, "reason", mm.Reason)
+	}
+}
+
+// Done is closed once the node has stopped: after Shutdown, or when it
+// stopped itself (Err says why).
+func (n *Node) Done() <-chan struct{} { return n.stopped }
+
+// Err is why the node stopped itself, nil otherwise: its FSM halted on an
+// entry it cannot decode, or the quorum committed a cluster id other than
+// the one its directory belongs to.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fatal
+}
+
+func (n *Node) isStopped() bool {
+	select {
+	case <-n.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Shutdown stops the node: Raft, the transport, the stores. It is
+// idempotent; every call waits until the node is down.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		close(n.stop)
+		err := n.raft.Shutdown().Error()
+		n.wg.Wait()
+		if cerr := n.store.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		n.shutdownErr = err
+		n.log.Info("metadata quorum node stopped")
+		close(n.stopped)
+	})
+	<-n.stopped
+	return n.shutdownErr
+}
+
+// stopItself records a fatal condition and shuts the node down from a new
+// goroutine (the caller is one Shutdown waits for).
+func (n *Node) stopItself(err error) {
+	n.mu.Lock()
+	if n.fatal != nil {
+		n.mu.Unlock()
+		return
+	}
+	n.fatal = err
+	n.mu.Unlock()
+	n.log.Error("metadata quorum node stopping", "err", err)
+	go n.Shutdown()
+}
+
+// leaderLoop commits InitCluster when this node becomes the leader of a
+// cluster without an id.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-n.notify:
+			if isLeader {
+				n.log.Info("became the metadata leader")
+				n.initCluster()
+			}
+		}
+	}
+}
+
+func (n *Node) initCluster() {
+	backoff := n.cfg.HeartbeatTimeout / 4
+	for n.IsLeader() {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ElectionTimeout*4)
+		err := n.Barrier(ctx) // apply everything committed first: the id may be set already
+		if err == nil && n.fsm.Image().ClusterID() == "" {
+			cid := n.knownClusterID()
+			if cid == "" {
+				cid = metadata.NewUUID().String()
+			}
+			_, err = n.Propose(ctx, metadata.InitCluster{ClusterID: cid})
+		}
+		cancel()
+		var re *metadata.RefusedError
+		if err == nil || errors.As(err, &re) {
+			return
+		}
+		n.log.Warn("committing the cluster id", "err", err)
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// onApply runs on Raft's FSM goroutine after every entry: a committed
+// InitCluster is recorded in the directory before the next entry applies,
+// so a node cannot restart without knowing the cluster it belongs to.
+func (n *Node) onApply(e metadata.ApplyEvent) {
+	if ic, ok := e.Record.(metadata.InitCluster); ok && e.Result.Err == nil {
+		if err := n.learnClusterID(ic.ClusterID); err != nil {
+			n.stopItself(err)
+		}
+	}
+	if n.cfg.OnApply != nil {
+		n.cfg.OnApply(e)
+	}
+}
+
+// learnClusterID records the committed cluster id cid in the identity
+// file if the directory has none yet; an id different from the
+// directory's, or from Config.ClusterID, is an error (another cluster's
+// directory).
+func (n *Node) learnClusterID(cid string) error {
+	if cid == "" {
+		return nil
+	}
+	if want := n.cfg.ClusterID; want != "" && cid != want {
+		return fmt.Errorf("quorum: this node was started for cluster %s, but the quorum's cluster id (in %s) is %s", want, n.cfg.Dir, cid)
+	}
+	n.idMu.Lock()
+	defer n.idMu.Unlock()
+	n.mu.Lock()
+	have := n.identity.ClusterID
+	n.mu.Unlock()
+	switch have {
+	case cid:
+		return nil
+	case "":
+		id := identity{ClusterID: cid, NodeID: n.cfg.NodeID}
+		if err := writeIdentity(n.cfg.Dir, id); err != nil {
+			return fmt.Errorf("quorum: record the cluster id: %w", err)
+		}
+		n.mu.Lock()
+		n.identity = id
+		n.mu.Unlock()
+		n.log.Info("joined cluster", "cluster_id", cid)
+		return nil
+	}
+	return fmt.Errorf("quorum: %s belongs to cluster %s, but the quorum's cluster id is %s: it is another cluster's data directory", n.cfg.Dir, have, cid)
+}
+
+// watchLoop stops the node if its FSM halts, and checks the cluster id of
+// images that arrive by snapshot (InstallSnapshot), which onApply does not
+// see.
+func (n *Node) watchLoop() {
+	defer n.wg.Done()
+	sub := n.fsm.Subscribe()
+	defer sub.Close()
+	for {
+		if err := n.fsm.Err(); err != nil {
+			n.stopItself(err)
+			return
+		}
+		if err := n.learnClusterID(n.fsm.Image().ClusterID()); err != nil {
+			n.stopItself(err)
+			return
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-sub.C():
+		}
+	}
+}
