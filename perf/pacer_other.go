@@ -5,10 +5,10 @@ package perf
 import "time"
 
 // pacer waits for due times with a Go timer. Off Linux there is no timerfd,
-// so a wait is only as precise as the runtime's timers (short waits may
-// end up to about a millisecond late), and that lateness of the harness
-// shows up in the latencies it measures from due times. Latency numbers
-// are for Linux, where the pacer uses a timerfd (pacer_linux.go).
+// so a wait is only as precise as the runtime's timers, and their
+// lateness shows up in the latencies the harness measures from due times.
+// Latency numbers are for Linux, where the pacer uses a timerfd
+// (pacer_linux.go).
 type pacer struct {
 	t *time.Timer
 }
