@@ -14,14 +14,20 @@ FUZZ_TARGETS := \
 	./metadata:FuzzDecodeImage \
 	./quorum:FuzzHello
 
-.PHONY: run build test vet unit fuzz-short bench perf flamegraph
+.PHONY: run build build-perf test vet unit fuzz-short bench perf flamegraph
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build
 	./bin/ringlog serve --data-dir ./data --kafka-addr 127.0.0.1:9092 --http-addr 127.0.0.1:9094
 
+## build: the broker binary, bin/ringlog
 build:
 	$(GO) build -o bin/ringlog ./cmd/ringlog
+
+## build-perf: the benchmark harness, bin/ringlog-perf (a binary of its own: the
+## broker does not link the load generator and the plotting stack)
+build-perf:
+	$(GO) build -o bin/ringlog-perf ./cmd/ringlog-perf
 
 ## test: formatting, vet, the whole suite with -race, then a short fuzz run of every target
 test: vet unit fuzz-short
@@ -30,6 +36,12 @@ vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@# macOS must keep building (the _other.go files); 'GOOS=darwin go vet ./...'
+	@# checks the tests too, at twice the cost on a cold cache
+	GOOS=darwin $(GO) build ./...
+	@# the broker binary must not link perf or its plotting stack
+	@if $(GO) list -deps ./cmd/ringlog | grep -E '^(gonum\.org/|github\.com/ringlog/ringlog/perf)'; then \
+		echo "cmd/ringlog links the packages above: they belong to cmd/ringlog-perf"; exit 1; fi
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -48,9 +60,9 @@ bench:
 ## perf: the standard benchmark matrix against a fresh broker on a temp data dir:
 ## charts, results.jsonl and summary.md (targets met/missed) in perf/results/<YYYYMMDD-HHMM>-<host>/
 PERF_ARGS ?=
-perf: build
-	./perf/with-broker.sh ./bin/ringlog ./bin/ringlog perf suite --out perf/results $(PERF_ARGS)
+perf: build build-perf
+	./perf/with-broker.sh ./bin/ringlog ./bin/ringlog-perf suite --out perf/results $(PERF_ARGS)
 
 ## flamegraph: CPU and allocation flame graphs (SVG) of a fresh broker under an e2e load, into flamegraphs/
-flamegraph: build
+flamegraph: build build-perf
 	./perf/with-broker.sh ./bin/ringlog ./perf/flamegraphs.sh flamegraphs

@@ -9,7 +9,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -424,7 +423,8 @@ func (c *conn) send(rs []*response, block bool) ([]part, error) {
 // response and partition headers together with the range rather than as
 // a segment of their own. With block, it waits for the socket to take
 // everything; without, it stops at the first EAGAIN and returns the
-// unsent rest (parts may be advanced in place).
+// unsent rest (parts may be advanced in place). Off Linux there is no
+// MSG_MORE and file ranges are copied (sys_other.go).
 func (c *conn) sendParts(parts []part, block bool) ([]part, error) {
 	var werr error
 	err := c.rc.Write(func(fd uintptr) bool {
@@ -432,9 +432,8 @@ func (c *conn) sendParts(parts []part, block bool) ([]part, error) {
 			var n int
 			var err error
 			if f := parts[0].f; f.File != nil {
-				n, err = unix.Sendfile(int(fd), int(f.File.Fd()), &f.Pos, int(min(f.Len, 1<<30)))
+				n, err = sendFile(int(fd), &f, c.srv.metrics)
 				if n > 0 {
-					c.srv.metrics.SendfileBytes.Add(float64(n))
 					parts[0].f.Pos, parts[0].f.Len = f.Pos, f.Len-int64(n)
 					if parts[0].f.Len == 0 {
 						parts = parts[1:]
@@ -477,19 +476,9 @@ func (c *conn) sendmsg(fd int, parts []part) (int, error) {
 	if len(c.iov) == 0 {
 		return 0, nil // only empty parts: advance skips them
 	}
-	flags := 0
-	if i < len(parts) {
-		flags = unix.MSG_MORE
-	}
-	var msg unix.Msghdr
-	msg.Iov = &c.iov[0]
-	msg.SetIovlen(len(c.iov))
-	n, _, errno := unix.Syscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), uintptr(flags))
+	n, err := sendIovecs(fd, c.iov, i < len(parts))
 	clear(c.iov) // drop the pointers into response buffers
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
+	return n, err
 }
 
 // advance drops n sent bytes from the leading byte parts.

@@ -2,14 +2,21 @@
 // consume and end-to-end runs over the Kafka protocol (franz-go) against
 // any Kafka-compatible bootstrap address, partition and producer sweeps
 // with charts, the physical reference measurements (a loopback TCP pump and
-// an O_DIRECT writer), the standard suite behind `make perf`, and a flame
-// graph renderer for pprof profiles.
+// an O_DIRECT writer) and the standard suite behind `make perf`. Its
+// commands are the binary ringlog-perf (cmd/ringlog-perf), never the
+// broker's; flame graphs are package perf/flame.
 //
 // Latency is recorded in HdrHistograms. At a fixed rate every record has a
 // due time given by the schedule alone (never by the completion of earlier
 // sends), and its latency is measured from that due time, so a stalled
 // broker shows up as latency instead of silently lowering the offered load
 // (coordinated omission).
+//
+// Linux-only parts, with stand-ins elsewhere: the timerfd pacer (a Go
+// timer off Linux, whose lateness then counts in fixed-rate latencies),
+// the O_DIRECT reference (ErrUnsupported, skipped by the suite), and what
+// is read from /proc (broker CPU, CPU model, dirty page cache), which is
+// missing off Linux.
 package perf
 
 import (

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Usage: perf/with-broker.sh ./bin/ringlog perf/flamegraphs.sh [OUT_DIR]
+#   ('make flamegraph'; needs bin/ringlog-perf: 'make build-perf')
 #
 # Run inside perf/with-broker.sh (which sets RINGLOG_BROKERS and
 # RINGLOG_HTTP): puts an end-to-end load on the broker (producers at full
@@ -8,12 +9,13 @@
 # from the broker's pprof endpoint, then the cumulative allocation profile,
 # then a CPU profile under an acks=all produce load, and renders them as
 # flame graph SVGs into OUT_DIR (default flamegraphs/) with
-# 'ringlog perf flamegraph' (raw profiles and top-function lists next to
-# them).
+# 'ringlog-perf flamegraph' (raw profiles and top-function lists next to
+# them). RINGLOG_PERF_BIN names the ringlog-perf binary (default
+# ./bin/ringlog-perf).
 set -euo pipefail
 
 out=${1:-flamegraphs}
-bin=${RINGLOG_BIN:-./bin/ringlog}
+bin=${RINGLOG_PERF_BIN:-./bin/ringlog-perf}
 secs=${PROFILE_SECONDS:-20}
 : "${RINGLOG_BROKERS:?run me inside perf/with-broker.sh}"
 : "${RINGLOG_HTTP:?run me inside perf/with-broker.sh}"
@@ -21,17 +23,17 @@ mkdir -p "$out"
 
 load_secs=$((secs + 8))
 echo "flamegraph: ${load_secs}s of e2e load (1 KiB records, 16 partitions, acks=1, max rate); profiling the broker for ${secs}s" >&2
-"$bin" perf e2e --brokers "$RINGLOG_BROKERS" --record-size 1024 --partitions 16 --acks 1 \
+"$bin" e2e --brokers "$RINGLOG_BROKERS" --record-size 1024 --partitions 16 --acks 1 \
 	--duration "${load_secs}s" --warmup 2s --report-every 5s >"$out/load.txt" &
 load=$!
 sleep 3
 
 base="http://$RINGLOG_HTTP/debug/pprof"
-"$bin" perf flamegraph --pprof "$base/profile?seconds=$secs" --save-profile "$out/cpu.pb.gz" \
+"$bin" flamegraph --pprof "$base/profile?seconds=$secs" --save-profile "$out/cpu.pb.gz" \
 	--title "ringlog broker CPU, ${secs}s under e2e load (1 KiB, 16 partitions, acks=1, max rate)" \
 	--out "$out/cpu.svg" --top 25 >"$out/cpu-top.txt" &
 cpu=$!
-"$bin" perf flamegraph --pprof "$base/allocs?seconds=$secs" --save-profile "$out/allocs-under-load.pb.gz" --sample alloc_space \
+"$bin" flamegraph --pprof "$base/allocs?seconds=$secs" --save-profile "$out/allocs-under-load.pb.gz" --sample alloc_space \
 	--title "ringlog broker bytes allocated during ${secs}s of e2e load only (delta profile)" \
 	--out "$out/allocs-under-load.svg" --top 25 >"$out/allocs-under-load-top.txt" &
 allocs=$!
@@ -42,10 +44,10 @@ wait $load
 # not allocate (Go samples one allocation per 512 KiB); the cumulative
 # profile since the broker started (start-up, topic creation and the whole
 # load) shows where the bytes that are allocated come from.
-"$bin" perf flamegraph --pprof "$base/allocs" --save-profile "$out/allocs.pb.gz" --sample alloc_space \
+"$bin" flamegraph --pprof "$base/allocs" --save-profile "$out/allocs.pb.gz" --sample alloc_space \
 	--title "ringlog broker bytes allocated since start (start-up + ${load_secs}s of e2e load)" \
 	--out "$out/allocs.svg" --top 25 >"$out/allocs-top.txt"
-"$bin" perf flamegraph --pprof "$out/allocs.pb.gz" --sample alloc_objects \
+"$bin" flamegraph --pprof "$out/allocs.pb.gz" --sample alloc_objects \
 	--title "ringlog broker objects allocated since start (start-up + ${load_secs}s of e2e load)" \
 	--out "$out/allocs-objects.svg" --top 25 >"$out/allocs-objects-top.txt"
 tail -2 "$out/load.txt" | head -1 >&2
@@ -53,11 +55,11 @@ tail -2 "$out/load.txt" | head -1 >&2
 # The durable path: acks=all (fdatasync through the hybrid backend).
 all_secs=$((secs / 2 + 1))
 echo "flamegraph: $((all_secs + 6))s of produce load with acks=all; profiling the broker for ${all_secs}s" >&2
-"$bin" perf produce --brokers "$RINGLOG_BROKERS" --record-size 1024 --partitions 16 --acks all \
+"$bin" produce --brokers "$RINGLOG_BROKERS" --record-size 1024 --partitions 16 --acks all \
 	--duration "$((all_secs + 6))s" --warmup 2s --report-every 5s >"$out/load-acks-all.txt" &
 load=$!
 sleep 3
-"$bin" perf flamegraph --pprof "$base/profile?seconds=$all_secs" --save-profile "$out/cpu-acks-all.pb.gz" \
+"$bin" flamegraph --pprof "$base/profile?seconds=$all_secs" --save-profile "$out/cpu-acks-all.pb.gz" \
 	--title "ringlog broker CPU, ${all_secs}s under produce load with acks=all (1 KiB, 16 partitions, max rate)" \
 	--out "$out/cpu-acks-all.svg" --top 25 >"$out/cpu-acks-all-top.txt"
 wait $load

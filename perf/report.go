@@ -260,7 +260,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	e := sr.Env
 	sc := sr.Config
-	p("# ringlog perf: %s\n\n", filepath.Base(sr.Dir))
+	p("# ringlog-perf: %s\n\n", filepath.Base(sr.Dir))
 	p("Measured %s on `%s` in %s.\n\n", sr.Started.Format("2006-01-02 15:04 UTC"), e.Host, sr.Elapsed.D())
 	p("| | |\n|---|---|\n")
 	p("| CPU | %s, %d logical CPUs (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
@@ -384,7 +384,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			p("- %s\n", f)
 		}
 	}
-	p("\n## How it was run\n\n`ringlog perf suite` (see perf/README.md) against %s; max-rate points %s long with %s warm-up, latency runs %s; references %s each. ", strings.Join(sc.Brokers, ","), sc.PointDuration.D(), sc.Warmup.D(), sc.LatencyDuration.D(), sc.RefDuration.D())
+	p("\n## How it was run\n\n`ringlog-perf suite` (see perf/README.md) against %s; max-rate points %s long with %s warm-up, latency runs %s; references %s each. ", strings.Join(sc.Brokers, ","), sc.PointDuration.D(), sc.Warmup.D(), sc.LatencyDuration.D(), sc.RefDuration.D())
 	if !sc.NoSettle {
 		p("Before every step the page cache's dirty data was flushed (sync(2)) so that one step's writeback does not run into the next. ")
 	}

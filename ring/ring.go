@@ -18,7 +18,9 @@
 //
 // All backends give a batch the same meaning, including link chains and
 // short writes (see Op), and none allocates in steady state on Linux.
-// Off Linux only the portable backend exists (pwrite and fsync).
+// Off Linux only the portable backend exists (pwrite and fsync; on macOS
+// fsync does not flush the drive's write cache, so syncs there are not a
+// durability promise: macOS is a development platform).
 //
 // New, with KindAuto, returns the hybrid backend, which uses io_uring when
 // the kernel lets us set up a ring and otherwise runs syncs one by one (old

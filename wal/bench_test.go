@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -20,7 +18,7 @@ import (
 //     fdatasync) against appenders=1 (one fdatasync per append);
 //   - policy=pagecache: each backend against BenchmarkWritevReference,
 //     the physical reference (a bare pwritev loop over the same bytes into a
-//     preallocated file).
+//     preallocated file; Linux only, in bench_linux_test.go).
 //
 // Set RINGLOG_BENCH_DIR to measure on the file system the broker will use.
 
@@ -158,47 +156,6 @@ func benchAppend(b *testing.B, kind ring.Kind, syncEach bool, size, appenders in
 		}()
 	}
 	wg.Wait()
-}
-
-// BenchmarkWritevReference is the physical reference: a plain pwritev loop
-// appending the same batch bytes to a preallocated file, with fdatasync
-// after each write for policy=always.
-func BenchmarkWritevReference(b *testing.B) {
-	for _, policy := range []string{"pagecache", "always"} {
-		for _, sz := range benchSizes {
-			b.Run(fmt.Sprintf("policy=%s/batch=%s", policy, sz.name), func(b *testing.B) {
-				data := benchBatch(b, sz.size)
-				f, err := os.Create(filepath.Join(benchDir(b), "ref.log"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer f.Close()
-				const span = 1 << 30
-				if err := unix.Fallocate(int(f.Fd()), 0, 0, span); err != nil {
-					b.Fatal(err)
-				}
-				iov := [][]byte{data}
-				b.SetBytes(int64(len(data)))
-				b.ReportAllocs()
-				b.ResetTimer()
-				var off int64
-				for i := 0; i < b.N; i++ {
-					if off+int64(len(data)) > span {
-						off = 0
-					}
-					if _, err := unix.Pwritev(int(f.Fd()), iov, off); err != nil {
-						b.Fatal(err)
-					}
-					if policy == "always" {
-						if err := unix.Fdatasync(int(f.Fd())); err != nil {
-							b.Fatal(err)
-						}
-					}
-					off += int64(len(data))
-				}
-			})
-		}
-	}
 }
 
 // BenchmarkGroupCommitManyLogs is a writer shard's always-sync case: one

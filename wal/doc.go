@@ -66,4 +66,12 @@
 // is corruption and Open refuses the log with a *CorruptionError, unless
 // Options.RepairCorruption moves the damaged bytes to a .corrupt file and
 // keeps every valid batch.
+//
+// # Platforms
+//
+// Linux is the product. Two facilities are Linux-only and have no-op
+// stand-ins elsewhere (the _other.go files), so the package builds and its
+// tests run on macOS: Options.Preallocate (fallocate; nothing is reserved)
+// and Options.WritebackBytes (sync_file_range; the kernel's own writeback
+// policy stays in charge).
 package wal

@@ -6,14 +6,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fallocate reserves size bytes of disk for f without changing what reads
-// return (FALLOC_FL_KEEP_SIZE), so a preallocated segment still ends where
-// its data ends.
-func fallocate(f *os.File, size int64) error {
+// preallocate reserves size bytes of disk for f without changing what
+// reads return (FALLOC_FL_KEEP_SIZE), so a preallocated segment still ends
+// where its data ends. It returns the bytes reserved: size, or 0 with the
+// error.
+func preallocate(f *os.File, size int64) (int64, error) {
 	for {
 		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, size)
+		if err == nil {
+			return size, nil
+		}
 		if err != unix.EINTR {
-			return err
+			return 0, err
 		}
 	}
 }

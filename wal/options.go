@@ -39,9 +39,12 @@ type Options struct {
 	// for the disk, no durability promise). The page cache then never
 	// holds more than about this much dirty data per log, so the kernel
 	// does not throttle appends, or stall them behind writeback, in bursts
-	// once gigabytes are dirty. 0: leave writeback to the kernel.
+	// once gigabytes are dirty. 0: leave writeback to the kernel. Linux
+	// only: elsewhere the hint is a no-op.
 	WritebackBytes int64
-	// Preallocate reserves SegmentBytes of disk when a segment is created.
+	// Preallocate reserves SegmentBytes of disk when a segment is created
+	// (fallocate, released past the data when the segment is sealed).
+	// Linux only: elsewhere nothing is reserved.
 	Preallocate bool
 	// LogAppendTime makes the broker stamp each batch with its append time
 	// (message.timestamp.type=LogAppendTime).

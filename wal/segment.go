@@ -51,7 +51,7 @@ type segment struct {
 	maxTsOffset   int64 // base offset of the batch that reached maxTs
 	firstAppendMs int64 // timestamp of the first batch, for segment.ms rolls
 	sealed        bool  // no longer the active segment, indexes trimmed
-	preallocated  int64 // bytes reserved by fallocate at creation
+	preallocated  int64 // bytes reserved by preallocate at creation
 	writeback     int64 // bytes from 0 whose writeback was started
 	idxOnDisk     int64 // index file sizes found at open, before preallocation
 	tidxOnDisk    int64
@@ -80,11 +80,11 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 	}
 	s.f = f
 	if create && opts.Preallocate && opts.SegmentBytes > 0 {
-		if err := fallocate(f, opts.SegmentBytes); err != nil {
+		reserved, err := preallocate(f, opts.SegmentBytes)
+		if err != nil {
 			opts.Logger.Warn("preallocate failed; continuing without", "segment", s.path(logSuffix), "err", err)
-		} else {
-			s.preallocated = opts.SegmentBytes
 		}
+		s.preallocated = reserved
 	}
 	idxOnDisk, err := s.idx.open(s.path(indexSuffix), offsetEntrySize, opts.MaxIndexBytes)
 	if err != nil {

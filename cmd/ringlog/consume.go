@@ -22,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/cli"
 )
 
 const consumeUsage = `
@@ -63,8 +65,8 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	var group, format string
 	var maxMessages int
 	var idle time.Duration
-	fs := newFlagSet("consume", consumeUsage, consumeExamples, stderr)
-	addConnFlags(fs, &cf, 0, "stop after this long in all (0: no limit); also how long to wait for the broker at start (30s when 0)")
+	fs := cli.NewFlagSet("consume", consumeUsage, consumeExamples, stderr)
+	cf.Register(fs, 0, "stop after this long in all (0: no limit); also how long to wait for the broker at start (30s when 0)")
 	addOutputFlag(fs, &out)
 	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group: when the group has no committed offset)")
 	fs.Var(&offset, "offset", "start at offset `N` (of --partition, or of every partition)")
@@ -73,31 +75,31 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&maxMessages, "max-messages", 0, "stop after `N` records (0: no limit)")
 	fs.DurationVar(&idle, "idle-timeout", 0, "stop when no record arrived for this long (0: wait forever)")
 	fs.StringVar(&format, "format", "", "how to print each record (placeholders above; default '%v\\n')")
-	rest, err := parseArgs(fs, args)
+	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) != 1 {
-		return usagef("consume: give exactly one topic, got %d arguments", len(rest))
+		return cli.Usagef("consume: give exactly one topic, got %d arguments", len(rest))
 	}
 	topic := rest[0]
 	switch {
 	case offset.set && offset.v < 0:
-		return usagef("--offset must be 0 or more, got %d", offset.v)
+		return cli.Usagef("--offset must be 0 or more, got %d", offset.v)
 	case offset.set && fromBeginning:
-		return usagef("give --from-beginning or --offset, not both")
+		return cli.Usagef("give --from-beginning or --offset, not both")
 	case group != "" && offset.set:
-		return usagef("--offset cannot be used with --group: a group starts at its committed offsets (reset them, or consume without --group)")
+		return cli.Usagef("--offset cannot be used with --group: a group starts at its committed offsets (reset them, or consume without --group)")
 	case group != "" && partition.set:
-		return usagef("--partition cannot be used with --group: the group assigns partitions to its members")
+		return cli.Usagef("--partition cannot be used with --group: the group assigns partitions to its members")
 	case partition.set && (partition.v < 0 || partition.v > math.MaxInt32):
-		return usagef("--partition must be 0 or more, got %d", partition.v)
+		return cli.Usagef("--partition must be 0 or more, got %d", partition.v)
 	case maxMessages < 0:
-		return usagef("--max-messages must not be negative")
+		return cli.Usagef("--max-messages must not be negative")
 	case idle < 0:
-		return usagef("--idle-timeout must not be negative")
+		return cli.Usagef("--idle-timeout must not be negative")
 	case format != "" && out == "json":
-		return usagef("give --format or --output json, not both")
+		return cli.Usagef("give --format or --output json, not both")
 	}
 	if format == "" {
 		format = `%v\n`
@@ -108,17 +110,17 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	} else {
 		f, err := parseFormat(format)
 		if err != nil {
-			return usagef("--format: %v", err)
+			return cli.Usagef("--format: %v", err)
 		}
 		pr = f
 	}
 
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	parts, err := s.check(cf.timeout, func(s *session) ([]int32, error) { return s.requireTopic(topic) })
+	parts, err := s.check(cf.Timeout, func(s *session) ([]int32, error) { return s.requireTopic(topic) })
 	if err != nil {
 		return err
 	}
@@ -168,9 +170,9 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	// found unreachable (a hopeless dial cancels cs.base).
 	runCtx, cancelRun := context.WithCancelCause(cs.base)
 	defer cancelRun(nil)
-	if cf.timeout > 0 {
+	if cf.Timeout > 0 {
 		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeoutCause(runCtx, cf.timeout, errTimeoutReached)
+		runCtx, cancel = context.WithTimeoutCause(runCtx, cf.Timeout, errTimeoutReached)
 		defer cancel()
 	}
 	sig := make(chan os.Signal, 1)
@@ -234,7 +236,7 @@ poll:
 			if group != "" {
 				// Committed after printing: a crash between the two
 				// prints records again rather than losing them.
-				cctx, cancel := context.WithTimeout(context.Background(), commitTimeout(cf.timeout))
+				cctx, cancel := context.WithTimeout(context.Background(), commitTimeout(cf.Timeout))
 				err := cs.cl.CommitRecords(cctx, recs...)
 				cancel()
 				if err != nil {
@@ -262,7 +264,7 @@ poll:
 	}
 	if group != "" {
 		cs.cl.AllowRebalance()
-		lctx, cancel := context.WithTimeout(context.Background(), commitTimeout(cf.timeout))
+		lctx, cancel := context.WithTimeout(context.Background(), commitTimeout(cf.Timeout))
 		cs.cl.LeaveGroupContext(lctx)
 		cancel()
 	}

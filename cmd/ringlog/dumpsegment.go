@@ -18,6 +18,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ringlog/ringlog/internal/cli"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -53,14 +54,14 @@ read (each problem is reported with its position), 2 usage.
 
 func runDumpSegment(args []string, stdout, stderr io.Writer) error {
 	var records bool
-	fs := newFlagSet("dump-segment", dumpSegmentUsage, dumpSegmentExamples, stderr)
+	fs := cli.NewFlagSet("dump-segment", dumpSegmentUsage, dumpSegmentExamples, stderr)
 	fs.BoolVar(&records, "records", false, "also print every record (offset, timestamp, key, value, headers)")
-	files, err := parseArgs(fs, args)
+	files, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(files) == 0 {
-		return usagef("dump-segment: give one or more .log, .index or .timeindex files")
+		return cli.Usagef("dump-segment: give one or more .log, .index or .timeindex files")
 	}
 	var errs []error
 	for i, path := range files {

@@ -14,12 +14,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/cli"
 )
 
 func runGroup(args []string, stdout, stderr io.Writer) error {
-	return dispatch("group", "Lists and describes consumer groups.", []subcommand{
-		{"list", "list consumer groups", runGroupList},
-		{"describe", "show members, assignments, committed offsets and lag", runGroupDescribe},
+	return cli.Dispatch("ringlog", "group", "Lists and describes consumer groups.", []cli.Subcommand{
+		{Name: "list", Summary: "list consumer groups", Run: runGroupList},
+		{Name: "describe", Summary: "show members, assignments, committed offsets and lag", Run: runGroupDescribe},
 	}, args, stdout, stderr)
 }
 
@@ -47,17 +49,17 @@ type groupListJSON struct {
 func runGroupList(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
-	fs := newFlagSet("group list", groupListUsage, groupListExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs := cli.NewFlagSet("group list", groupListUsage, groupListExamples, stderr)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
-	rest, err := parseArgs(fs, args)
+	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("group list takes no arguments, got %q (describe groups with 'ringlog group describe GROUP')", rest)
+		return cli.Usagef("group list takes no arguments, got %q (describe groups with 'ringlog group describe GROUP')", rest)
 	}
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}
@@ -142,17 +144,17 @@ type groupDescribeJSON struct {
 func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
-	fs := newFlagSet("group describe", groupDescribeUsage, groupDescribeExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs := cli.NewFlagSet("group describe", groupDescribeUsage, groupDescribeExamples, stderr)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
-	names, err := parseArgs(fs, args)
+	names, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(names) == 0 {
-		return usagef("group describe: give one or more group names (list them with 'ringlog group list')")
+		return cli.Usagef("group describe: give one or more group names (list them with 'ringlog group list')")
 	}
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}

@@ -1,30 +1,16 @@
-// Command ringlog is the one ringlog binary: the broker (serve) and the
-// tools around it.
+// Command ringlog is the broker binary: the broker (serve) and the tools
+// around it. The benchmark harness is the separate binary ringlog-perf
+// (cmd/ringlog-perf), so that this one does not link the load generator
+// and its chart and flame-graph renderers.
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/ringlog/ringlog/internal/cli"
 )
-
-// exitCode is returned by commands to say how the process should end.
-type exitCode int
-
-// Exit codes scripts can rely on.
-const (
-	exitOK    exitCode = 0
-	exitError exitCode = 1 // the operation failed
-	exitUsage exitCode = 2 // bad flags or arguments
-)
-
-// usageError marks errors caused by how the command was called.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
 type command struct {
 	name    string
@@ -40,7 +26,7 @@ func commands() []command {
 		{"produce", "produce standard input lines to a topic", runProduce},
 		{"consume", "print records of a topic", runConsume},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
-		{"perf", "benchmark a Kafka-compatible broker; charts and flame graphs", runPerf},
+		{"perf", "moved to the ringlog-perf binary (benchmarks, charts, flame graphs)", runPerfMoved},
 	}
 }
 
@@ -48,39 +34,23 @@ func main() {
 	os.Exit(int(run(os.Args[1:], os.Stdout, os.Stderr)))
 }
 
-func run(args []string, stdout, stderr io.Writer) exitCode {
+func run(args []string, stdout, stderr io.Writer) cli.ExitCode {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		topUsage(stderr)
 		if len(args) == 0 {
-			return exitUsage
+			return cli.ExitUsage
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			err := c.run(args[1:], stdout, stderr)
-			return report(err, stderr)
+			return cli.Report("ringlog", c.run(args[1:], stdout, stderr), stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "ringlog: unknown command %q\n\n", args[0])
 	topUsage(stderr)
-	return exitUsage
+	return cli.ExitUsage
 }
-
-func report(err error, stderr io.Writer) exitCode {
-	if err == nil || errors.Is(err, errHelp) {
-		return exitOK
-	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "ringlog: %v\n", err)
-		return exitUsage
-	}
-	fmt.Fprintf(stderr, "ringlog: %v\n", err)
-	return exitError
-}
-
-var errHelp = errors.New("help requested")
 
 func topUsage(w io.Writer) {
 	fmt.Fprintf(w, "ringlog: a Kafka-compatible streaming log broker\n\nUsage:\n  ringlog <command> [flags]\n\nCommands:\n")
@@ -88,4 +58,9 @@ func topUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'ringlog <command> --help' for a command's flags and examples.\n")
+}
+
+// runPerfMoved tells whoever runs 'ringlog perf' where the benchmarks went.
+func runPerfMoved(_ []string, _, _ io.Writer) error {
+	return cli.Usagef("perf moved to its own binary, ringlog-perf ('make build-perf' puts it in bin/; or go run ./cmd/ringlog-perf): the broker binary does not link the load generator and its chart renderers")
 }

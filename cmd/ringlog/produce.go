@@ -22,6 +22,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/cli"
 )
 
 const produceUsage = `
@@ -58,29 +60,29 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 	var headers kvFlag
 	var partition optInt
 	var linger time.Duration
-	fs := newFlagSet("produce", produceUsage, produceExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, "how long a record may wait to be acknowledged (and the broker to answer at start)")
+	fs := cli.NewFlagSet("produce", produceUsage, produceExamples, stderr)
+	cf.Register(fs, 30*time.Second, "how long a record may wait to be acknowledged (and the broker to answer at start)")
 	fs.StringVar(&keySep, "key-separator", "", "split each line into key and value at the first `SEP` (default: no key)")
 	fs.Var(&headers, "header", "add header `key=value` to every record (repeatable)")
 	fs.Var(&partition, "partition", "produce every record to partition `N` (default: by key hash, or spread when there is no key)")
 	fs.StringVar(&acks, "acks", "all", "acknowledgement to wait for: all (every in-sync replica, durable), 1 (the leader) or 0 (none)")
 	fs.StringVar(&compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
 	fs.DurationVar(&linger, "linger", 10*time.Millisecond, "how long to wait for more records before sending a batch")
-	rest, err := parseArgs(fs, args)
+	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) != 1 {
-		return usagef("produce: give exactly one topic, got %d arguments (records come from standard input)", len(rest))
+		return cli.Usagef("produce: give exactly one topic, got %d arguments (records come from standard input)", len(rest))
 	}
 	topic := rest[0]
-	if cf.timeout <= 0 {
-		return usagef("--timeout must be positive")
+	if cf.Timeout <= 0 {
+		return cli.Usagef("--timeout must be positive")
 	}
 	if linger < 0 {
-		return usagef("--linger must not be negative")
+		return cli.Usagef("--linger must not be negative")
 	}
-	opts := []kgo.Opt{kgo.ClientID("ringlog-produce"), kgo.ProducerLinger(linger), kgo.RecordDeliveryTimeout(cf.timeout), kgo.DefaultProduceTopic(topic)}
+	opts := []kgo.Opt{kgo.ClientID("ringlog-produce"), kgo.ProducerLinger(linger), kgo.RecordDeliveryTimeout(cf.Timeout), kgo.DefaultProduceTopic(topic)}
 	switch strings.ToLower(acks) {
 	case "all", "-1":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -89,7 +91,7 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 	case "0":
 		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
 	default:
-		return usagef("--acks %q: use all, 1 or 0", acks)
+		return cli.Usagef("--acks %q: use all, 1 or 0", acks)
 	}
 	switch strings.ToLower(compression) {
 	case "none", "":
@@ -103,10 +105,10 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 	case "zstd":
 		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	default:
-		return usagef("--compression %q: use none, gzip, snappy, lz4 or zstd", compression)
+		return cli.Usagef("--compression %q: use none, gzip, snappy, lz4 or zstd", compression)
 	}
 	if partition.set && (partition.v < 0 || partition.v > math.MaxInt32) {
-		return usagef("--partition must be 0 or more, got %d", partition.v)
+		return cli.Usagef("--partition must be 0 or more, got %d", partition.v)
 	}
 	if partition.set {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -121,7 +123,7 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	parts, err := s.check(cf.timeout, func(s *session) ([]int32, error) { return s.requireTopic(topic) })
+	parts, err := s.check(cf.Timeout, func(s *session) ([]int32, error) { return s.requireTopic(topic) })
 	if err != nil {
 		return err
 	}
@@ -175,7 +177,7 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 	}
 	// Every record read is now buffered or in flight; each ends within
 	// --timeout (RecordDeliveryTimeout).
-	fctx, cancel := context.WithTimeout(s.base, cf.timeout+5*time.Second)
+	fctx, cancel := context.WithTimeout(s.base, cf.Timeout+5*time.Second)
 	defer cancel()
 	if err := s.cl.Flush(fctx); err != nil && !errors.Is(err, context.Canceled) {
 		st.fail(s.explain(err))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/cli"
 	"github.com/ringlog/ringlog/ring"
 )
 
@@ -117,10 +117,10 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	var err error
 	if cfg.Engine.Backend, err = ring.ParseKind(f.ioBackend); err != nil {
-		return cfg, usagef("--io-backend: %v", err)
+		return cfg, cli.Usagef("--io-backend: %v", err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, usagef("--%v", err)
+		return cfg, cli.Usagef("--%v", err)
 	}
 	return cfg, nil
 }
@@ -130,7 +130,7 @@ func (f *serveFlags) config() (broker.Config, error) {
 func applyConfigFile(fs *flag.FlagSet, path string) error {
 	fh, err := os.Open(path)
 	if err != nil {
-		return usagef("--config: %v", err)
+		return cli.Usagef("--config: %v", err)
 	}
 	defer fh.Close()
 	given := map[string]bool{}
@@ -143,20 +143,20 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		if !ok {
-			return usagef("%s:%d: want name = value", path, n)
+			return cli.Usagef("%s:%d: want name = value", path, n)
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "config" {
-			return usagef("%s:%d: config files do not nest", path, n)
+			return cli.Usagef("%s:%d: config files do not nest", path, n)
 		}
 		if fs.Lookup(k) == nil {
-			return usagef("%s:%d: unknown setting %q (settings are the serve flags without dashes)", path, n, k)
+			return cli.Usagef("%s:%d: unknown setting %q (settings are the serve flags without dashes)", path, n, k)
 		}
 		if given[k] && k != "topic-default" {
 			continue
 		}
 		if err := fs.Set(k, v); err != nil {
-			return usagef("%s:%d: %s: %v", path, n, k, err)
+			return cli.Usagef("%s:%d: %s: %v", path, n, k, err)
 		}
 	}
 	return sc.Err()
@@ -165,7 +165,7 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level %q: use debug, info, warn or error", level)
+		return nil, cli.Usagef("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -174,20 +174,17 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, usagef("--log-format %q: use text or json", format)
+	return nil, cli.Usagef("--log-format %q: use text or json", format)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
 	fs := serveFlagSet(&f, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
-		return usageError{err.Error()}
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("serve takes no arguments, got %q", fs.Args())
+		return cli.Usagef("serve takes no arguments, got %q", fs.Args())
 	}
 	if f.configFile != "" {
 		if err := applyConfigFile(fs, f.configFile); err != nil {

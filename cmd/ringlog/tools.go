@@ -1,10 +1,9 @@
 package main
 
-// What the client tools (topic, group, produce, consume) share: the
-// --brokers / --timeout / --output flags, flag parsing that accepts flags
-// after the arguments, subcommand dispatch, a franz-go client whose
-// connection failures end the command quickly, and errors that say what to
-// do next.
+// What the client tools (topic, group, produce, consume) share beyond
+// internal/cli (flags, dispatch, usage errors): the --output flag, a
+// franz-go client whose connection failures end the command quickly, and
+// errors that say what to do next.
 
 import (
 	"context"
@@ -14,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,53 +23,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/cli"
 )
 
-// brokersEnv overrides the default of --brokers.
-const brokersEnv = "RINGLOG_BROKERS"
+// brokersEnv is the environment variable that overrides the default of
+// --brokers (the messages and tests here name it).
+const brokersEnv = cli.BrokersEnv
 
-const defaultBrokers = "127.0.0.1:9092"
-
-// connFlags are the flags of every command that talks to a broker.
-type connFlags struct {
-	brokers string
-	timeout time.Duration
-}
-
-// addConnFlags registers --brokers and --timeout (with the given default
-// and help) on fs.
-func addConnFlags(fs *flag.FlagSet, c *connFlags, timeout time.Duration, timeoutHelp string) {
-	def := strings.TrimSpace(os.Getenv(brokersEnv))
-	if def == "" {
-		def = defaultBrokers
-	}
-	fs.StringVar(&c.brokers, "brokers", def, "comma-separated `host:port` list of brokers to start from (env "+brokersEnv+")")
-	fs.DurationVar(&c.timeout, "timeout", timeout, timeoutHelp)
-}
-
-// seeds splits --brokers.
-func (c *connFlags) seeds() ([]string, error) {
-	var out []string
-	for _, s := range strings.Split(c.brokers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return nil, usagef("--brokers is empty: give host:port (e.g. %s), or set %s", defaultBrokers, brokersEnv)
-	}
-	for _, s := range out {
-		if strings.Contains(s, "/") {
-			return nil, usagef("--brokers: %q is not host:port", s)
-		}
-		if _, port, err := net.SplitHostPort(s); err == nil {
-			if p, perr := strconv.Atoi(port); perr != nil || p <= 0 || p > 65535 {
-				return nil, usagef("--brokers: bad port in %q", s)
-			}
-		}
-	}
-	return out, nil
-}
+// connFlags are --brokers and --timeout, with the kgo client they lead to
+// (connect).
+type connFlags struct{ cli.ConnFlags }
 
 // outputFlag is --output text|json.
 type outputFlag string
@@ -142,78 +104,6 @@ func (k *kvFlag) Set(v string) error {
 	k.keys = append(k.keys, strings.TrimSpace(key))
 	k.vals = append(k.vals, val)
 	return nil
-}
-
-// newFlagSet makes a flag set whose usage is the given synopsis, the flags
-// and the examples.
-func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s\nFlags:\n", strings.TrimLeft(synopsis, "\n"))
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, examples)
-	}
-	return fs
-}
-
-// parseArgs parses flags placed anywhere among the arguments (the flag
-// package alone stops at the first argument) and returns the arguments.
-// Everything after "--" is an argument.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
-			}
-			return nil, usageError{err.Error()}
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// subcommand is one verb of a command group such as "topic".
-type subcommand struct {
-	name    string
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) error
-}
-
-// dispatch runs the subcommand args[0] of the group.
-func dispatch(group, about string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
-	usage := func() {
-		fmt.Fprintf(stderr, "Usage: ringlog %s <subcommand> [flags] [arguments]\n\n%s\n\nSubcommands:\n", group, about)
-		for _, s := range subs {
-			fmt.Fprintf(stderr, "  %-10s %s\n", s.name, s.summary)
-		}
-		fmt.Fprintf(stderr, "\nRun 'ringlog %s <subcommand> --help' for its flags and examples.\n", group)
-	}
-	if len(args) == 0 {
-		usage()
-		return usagef("%s: missing subcommand", group)
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		usage()
-		return errHelp
-	}
-	names := make([]string, len(subs))
-	for i, s := range subs {
-		if s.name == args[0] {
-			return s.run(args[1:], stdout, stderr)
-		}
-		names[i] = s.name
-	}
-	return usagef("%s: unknown subcommand %q (want one of: %s; see 'ringlog %s --help')", group, args[0], strings.Join(names, ", "), group)
 }
 
 // dialWatch sees every connection attempt of a client. When every seed
@@ -319,12 +209,12 @@ type session struct {
 // limit (none when 0), or as soon as every seed refuses the connection.
 // Close it when done.
 func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, error) {
-	seeds, err := c.seeds()
+	seeds, err := c.Seeds()
 	if err != nil {
 		return nil, err
 	}
-	if c.timeout < 0 {
-		return nil, usagef("--timeout must not be negative")
+	if c.Timeout < 0 {
+		return nil, cli.Usagef("--timeout must not be negative")
 	}
 	base, stop := context.WithCancelCause(context.Background())
 	ctx, cancelTimer := base, context.CancelFunc(func() {})
@@ -347,7 +237,7 @@ func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, err
 	if err != nil {
 		cancelTimer()
 		stop(nil)
-		return nil, usagef("--brokers %q: %v", c.brokers, err)
+		return nil, cli.Usagef("--brokers %q: %v", c.Brokers, err)
 	}
 	return &session{ctx: ctx, base: base, stop: stop, cancelTimer: cancelTimer, cl: cl, adm: kadm.NewClient(cl), watch: w, brokers: strings.Join(seeds, ","), timeout: limit}, nil
 }

@@ -16,17 +16,19 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/internal/cli"
 )
 
 const adminTimeoutHelp = "how long to wait for the broker before giving up"
 
 func runTopic(args []string, stdout, stderr io.Writer) error {
-	return dispatch("topic", "Creates, lists, describes, alters and deletes topics.", []subcommand{
-		{"create", "create a topic", runTopicCreate},
-		{"list", "list topics", runTopicList},
-		{"describe", "show partitions, offsets and configs of topics", runTopicDescribe},
-		{"alter", "change configs of a topic or grow its partitions", runTopicAlter},
-		{"delete", "delete topics", runTopicDelete},
+	return cli.Dispatch("ringlog", "topic", "Creates, lists, describes, alters and deletes topics.", []cli.Subcommand{
+		{Name: "create", Summary: "create a topic", Run: runTopicCreate},
+		{Name: "list", Summary: "list topics", Run: runTopicList},
+		{Name: "describe", Summary: "show partitions, offsets and configs of topics", Run: runTopicDescribe},
+		{Name: "alter", Summary: "change configs of a topic or grow its partitions", Run: runTopicAlter},
+		{Name: "delete", Summary: "delete topics", Run: runTopicDelete},
 	}, args, stdout, stderr)
 }
 
@@ -62,31 +64,31 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) error {
 	var partitions, rf int
 	var configs kvFlag
 	var ifNotExists bool
-	fs := newFlagSet("topic create", topicCreateUsage, topicCreateExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs := cli.NewFlagSet("topic create", topicCreateUsage, topicCreateExamples, stderr)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	fs.IntVar(&partitions, "partitions", -1, "number of partitions (-1: the broker's default)")
 	fs.IntVar(&rf, "replication-factor", -1, "copies of each partition (-1: the broker's default; ringlog has one broker, so 1)")
 	fs.Var(&configs, "config", "topic config `key=value` (repeatable), e.g. retention.ms=3600000")
 	fs.BoolVar(&ifNotExists, "if-not-exists", false, "succeed when the topic already exists")
-	names, err := parseArgs(fs, args)
+	names, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(names) == 0 {
-		return usagef("topic create: give the name of the topic to create")
+		return cli.Usagef("topic create: give the name of the topic to create")
 	}
 	if partitions == 0 || partitions < -1 || partitions > 1<<20 {
-		return usagef("--partitions must be at least 1 (or -1 for the broker's default), got %d", partitions)
+		return cli.Usagef("--partitions must be at least 1 (or -1 for the broker's default), got %d", partitions)
 	}
 	if rf == 0 || rf < -1 || rf > 1<<15-1 {
-		return usagef("--replication-factor must be at least 1 (or -1 for the broker's default), got %d", rf)
+		return cli.Usagef("--replication-factor must be at least 1 (or -1 for the broker's default), got %d", rf)
 	}
 	cfg := map[string]*string{}
 	for i, k := range configs.keys {
 		v := configs.vals[i]
 		cfg[k] = &v
 	}
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}
@@ -157,18 +159,18 @@ func runTopicList(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
 	var internal bool
-	fs := newFlagSet("topic list", topicListUsage, topicListExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs := cli.NewFlagSet("topic list", topicListUsage, topicListExamples, stderr)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	fs.BoolVar(&internal, "internal", false, "include internal topics such as __consumer_offsets")
-	rest, err := parseArgs(fs, args)
+	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("topic list takes no arguments, got %q (describe topics with 'ringlog topic describe NAME')", rest)
+		return cli.Usagef("topic list takes no arguments, got %q (describe topics with 'ringlog topic describe NAME')", rest)
 	}
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}
@@ -250,17 +252,17 @@ type topicDescribeJSON struct {
 func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
-	fs := newFlagSet("topic describe", topicDescribeUsage, topicDescribeExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs := cli.NewFlagSet("topic describe", topicDescribeUsage, topicDescribeExamples, stderr)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
-	names, err := parseArgs(fs, args)
+	names, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(names) == 0 {
-		return usagef("topic describe: give one or more topic names (list them with 'ringlog topic list')")
+		return cli.Usagef("topic describe: give one or more topic names (list them with 'ringlog topic list')")
 	}
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}
@@ -434,17 +436,17 @@ Exit status: 0 deleted (or absent, with --if-exists), 1 failed, 2 usage.
 func runTopicDelete(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var ifExists bool
-	fs := newFlagSet("topic delete", topicDeleteUsage, topicDeleteExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs := cli.NewFlagSet("topic delete", topicDeleteUsage, topicDeleteExamples, stderr)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	fs.BoolVar(&ifExists, "if-exists", false, "succeed when a topic does not exist")
-	names, err := parseArgs(fs, args)
+	names, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(names) == 0 {
-		return usagef("topic delete: give the names of the topics to delete")
+		return cli.Usagef("topic delete: give the names of the topics to delete")
 	}
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}
@@ -498,31 +500,31 @@ func runTopicAlter(args []string, stdout, stderr io.Writer) error {
 	var set kvFlag
 	var del stringList
 	var partitions int
-	fs := newFlagSet("topic alter", topicAlterUsage, topicAlterExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, adminTimeoutHelp)
+	fs := cli.NewFlagSet("topic alter", topicAlterUsage, topicAlterExamples, stderr)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	fs.Var(&set, "set", "set a config, `key=value` (repeatable)")
 	fs.Var(&del, "delete", "return a config `key` to its default (repeatable)")
 	fs.IntVar(&partitions, "partitions", 0, "grow the topic to `N` partitions")
-	names, err := parseArgs(fs, args)
+	names, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(names) != 1 {
-		return usagef("topic alter: give exactly one topic name, got %d", len(names))
+		return cli.Usagef("topic alter: give exactly one topic name, got %d", len(names))
 	}
 	name := names[0]
 	if len(set.keys) == 0 && len(del) == 0 && partitions == 0 {
-		return usagef("topic alter: nothing to change: give --set key=value, --delete key or --partitions N")
+		return cli.Usagef("topic alter: nothing to change: give --set key=value, --delete key or --partitions N")
 	}
 	if partitions < 0 {
-		return usagef("--partitions must be positive, got %d", partitions)
+		return cli.Usagef("--partitions must be positive, got %d", partitions)
 	}
 	for _, k := range del {
 		if slices.Contains(set.keys, k) {
-			return usagef("topic alter: %q is both --set and --delete", k)
+			return cli.Usagef("topic alter: %q is both --set and --delete", k)
 		}
 	}
-	s, err := cf.connect(cf.timeout)
+	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}

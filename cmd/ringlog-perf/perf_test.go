@@ -9,41 +9,43 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/ringlog/ringlog/internal/cli"
 )
 
-// TestPerfCommandLine checks the perf command's help, usage errors (exit
+// TestPerfCommandLine checks ringlog-perf's help, usage errors (exit
 // 2), failures (exit 1) and the flamegraph subcommand on a profile file.
 func TestPerfCommandLine(t *testing.T) {
-	runIn := func(args ...string) (exitCode, string, string) {
+	runIn := func(args ...string) (cli.ExitCode, string, string) {
 		var out, errb bytes.Buffer
 		code := run(args, &out, &errb)
 		return code, out.String(), errb.String()
 	}
 	for _, sub := range []string{"produce", "consume", "e2e", "scale", "suite", "flamegraph"} {
-		code, _, stderr := runIn("perf", sub, "--help")
-		if code != exitOK || !strings.Contains(stderr, "Usage: ringlog perf "+sub) || !strings.Contains(stderr, "Examples:") {
-			t.Errorf("perf %s --help: exit %d\n%s", sub, code, stderr)
+		code, _, stderr := runIn(sub, "--help")
+		if code != cli.ExitOK || !strings.Contains(stderr, "Usage: ringlog-perf "+sub) || !strings.Contains(stderr, "Examples:") {
+			t.Errorf("%s --help: exit %d\n%s", sub, code, stderr)
 		}
 	}
-	if code, _, stderr := runIn("perf"); code != exitUsage || !strings.Contains(stderr, "flamegraph") {
-		t.Errorf("perf: exit %d\n%s", code, stderr)
+	if code, _, stderr := runIn(); code != cli.ExitUsage || !strings.Contains(stderr, "flamegraph") {
+		t.Errorf("no subcommand: exit %d\n%s", code, stderr)
 	}
 	usage := [][]string{
-		{"perf", "produce", "--acks", "2"},
-		{"perf", "produce", "--record-size", "4"},
-		{"perf", "produce", "--rate", "fast"},
-		{"perf", "produce", "--keys", "zipf"},
-		{"perf", "produce", "--compression", "brotli"},
-		{"perf", "produce", "--warmup", "10s", "--duration", "5s"},
-		{"perf", "e2e", "extra-arg"},
-		{"perf", "scale", "--sweep-partitions", "1,x"},
-		{"perf", "scale", "--topic", "t"},
-		{"perf", "suite", "--warmup", "1m"},
-		{"perf", "flamegraph", "--out", "x.svg"},
-		{"perf", "produce", "--brokers", ""},
+		{"produce", "--acks", "2"},
+		{"produce", "--record-size", "4"},
+		{"produce", "--rate", "fast"},
+		{"produce", "--keys", "zipf"},
+		{"produce", "--compression", "brotli"},
+		{"produce", "--warmup", "10s", "--duration", "5s"},
+		{"e2e", "extra-arg"},
+		{"scale", "--sweep-partitions", "1,x"},
+		{"scale", "--topic", "t"},
+		{"suite", "--warmup", "1m"},
+		{"flamegraph", "--out", "x.svg"},
+		{"produce", "--brokers", ""},
 	}
 	for _, args := range usage {
-		if code, _, stderr := runIn(args...); code != exitUsage {
+		if code, _, stderr := runIn(args...); code != cli.ExitUsage {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, stderr)
 		}
 	}
@@ -55,7 +57,7 @@ func TestPerfCommandLine(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	if code, _, stderr := runIn("perf", "produce", "--brokers", addr, "--timeout", "1s", "--duration", "2s", "--warmup", "0s"); code != exitError || !strings.Contains(stderr, "cannot reach") {
+	if code, _, stderr := runIn("produce", "--brokers", addr, "--timeout", "1s", "--duration", "2s", "--warmup", "0s"); code != cli.ExitError || !strings.Contains(stderr, "cannot reach") {
 		t.Errorf("unreachable broker: exit %d\n%s", code, stderr)
 	}
 
@@ -73,14 +75,14 @@ func TestPerfCommandLine(t *testing.T) {
 	}
 	f.Close()
 	out := filepath.Join(dir, "cpu.svg")
-	code, stdout, stderr := runIn("perf", "flamegraph", "--pprof", pf, "--out", out, "--top", "3")
-	if code != exitOK || !strings.Contains(stdout, "100.00% flat") || !strings.Contains(stdout, "main.hot") {
+	code, stdout, stderr := runIn("flamegraph", "--pprof", pf, "--out", out, "--top", "3")
+	if code != cli.ExitOK || !strings.Contains(stdout, "100.00% flat") || !strings.Contains(stdout, "main.hot") {
 		t.Fatalf("flamegraph: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if b, err := os.ReadFile(out); err != nil || !bytes.Contains(b, []byte("main.hot 100.0%")) {
 		t.Errorf("flamegraph SVG: %v", err)
 	}
-	if code, _, _ := runIn("perf", "flamegraph", "--pprof", pf, "--out", out, "--sample", "alloc_space"); code != exitError {
+	if code, _, _ := runIn("flamegraph", "--pprof", pf, "--out", out, "--sample", "alloc_space"); code != cli.ExitError {
 		t.Errorf("unknown sample type: exit %d, want 1", code)
 	}
 }

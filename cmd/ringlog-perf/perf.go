@@ -1,7 +1,7 @@
 package main
 
-// ringlog perf produce|consume|e2e|scale|suite|flamegraph: the thin command
-// over package perf (flags in, progress lines and a JSON result line out).
+// The subcommands: thin commands over package perf (flags in, progress
+// lines and a JSON result line out).
 
 import (
 	"context"
@@ -20,21 +20,10 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/ringlog/ringlog/internal/cli"
 	"github.com/ringlog/ringlog/perf"
+	"github.com/ringlog/ringlog/perf/flame"
 )
-
-func runPerf(args []string, stdout, stderr io.Writer) error {
-	return dispatch("perf", "Benchmarks any Kafka-compatible broker over the Kafka protocol (ringlog or another: point --brokers at it),\nand renders flame graphs of pprof profiles.", []subcommand{
-		{"produce", "producer throughput and ack latency", runPerfProduce},
-		{"ingest", "broker produce throughput: prebuilt batches in plain Produce requests, no client library", runPerfIngest},
-		{"consume", "consumer throughput, reading a topic from offset 0", runPerfConsume},
-		{"fetch", "broker fetch throughput: plain Fetch requests, no record decoding", runPerfFetch},
-		{"e2e", "end-to-end latency (send → consume) at a fixed rate", runPerfE2E},
-		{"scale", "sweep partitions and producers; charts and JSONL", runPerfScale},
-		{"suite", "the standard matrix of 'make perf' with targets and a summary", runPerfSuite},
-		{"flamegraph", "render a pprof profile (URL or file) as a flame graph SVG", runPerfFlamegraph},
-	}, args, stdout, stderr)
-}
 
 // rateFlag is --rate: records/s, or "max".
 type rateFlag float64
@@ -120,8 +109,8 @@ func (l *floatList) Set(v string) error {
 
 // perfFlags registers the flags of a run on fs, filling c (whose values
 // are the defaults).
-func perfFlags(fs *flag.FlagSet, c *perf.Config, cf *connFlags) {
-	addConnFlags(fs, cf, time.Duration(c.Timeout), "bound on admin requests, the final flush and draining")
+func perfFlags(fs *flag.FlagSet, c *perf.Config, cf *cli.ConnFlags) {
+	cf.Register(fs, time.Duration(c.Timeout), "bound on admin requests, the final flush and draining")
 	fs.StringVar(&c.Topic, "topic", "", "topic to use (default: a fresh perf-* topic, deleted afterwards; a named topic that does not exist is created and kept)")
 	fs.BoolVar(&c.KeepTopic, "keep-topic", false, "keep the topic the run created")
 	fs.IntVar(&c.ReplicationFactor, "replication-factor", c.ReplicationFactor, "replication factor of created topics (-1: the broker's default)")
@@ -152,15 +141,15 @@ func perfFlags(fs *flag.FlagSet, c *perf.Config, cf *connFlags) {
 }
 
 // finishPerfFlags copies the connection flags into c and validates it.
-func finishPerfFlags(c *perf.Config, cf *connFlags) error {
-	seeds, err := cf.seeds()
+func finishPerfFlags(c *perf.Config, cf *cli.ConnFlags) error {
+	seeds, err := cf.Seeds()
 	if err != nil {
 		return err
 	}
 	c.Brokers = seeds
-	c.Timeout = perf.Duration(cf.timeout)
+	c.Timeout = perf.Duration(cf.Timeout)
 	if err := c.Validate(); err != nil {
-		return usageError{err.Error()}
+		return cli.Usagef("%v", err)
 	}
 	return nil
 }
@@ -176,7 +165,7 @@ tools ("N records sent, X records/sec (Y MB/sec), A ms avg latency, M ms max
 latency."; MB = 2^20 bytes), a summary line, and last one JSON line with the
 configuration, environment (CPU, cores, kernel, Go, broker version and I/O
 backend) and results (latency percentiles in ms: p50, p99, p99.9, p99.99,
-max). Get it with: ringlog perf ... | tail -1
+max). Get it with: ringlog-perf ... | tail -1
 
 With --rate, every record is due at a time given by the schedule alone and
 its latency is measured from that time (coordinated omission avoided); at
@@ -192,17 +181,17 @@ func perfRun(mode, synopsis, examples string, run func(context.Context, perf.Con
 func perfRunNamed(name, mode, synopsis, examples string, run func(context.Context, perf.Config, io.Writer) (*perf.Result, error)) func([]string, io.Writer, io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
 		c := perf.DefaultConfig(mode)
-		var cf connFlags
+		var cf cli.ConnFlags
 		var cpuProfile string
-		fs := newFlagSet("perf "+name, synopsis, examples+perfRunExamples, stderr)
+		fs := cli.NewFlagSet(name, synopsis, examples+perfRunExamples, stderr)
 		perfFlags(fs, &c, &cf)
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator itself to `file`")
-		rest, err := parseArgs(fs, args)
+		rest, err := cli.ParseArgs(fs, args)
 		if err != nil {
 			return err
 		}
 		if len(rest) > 0 {
-			return usagef("perf %s takes no arguments, got %q", name, rest)
+			return cli.Usagef("%s takes no arguments, got %q", name, rest)
 		}
 		if err := finishPerfFlags(&c, &cf); err != nil {
 			return err
@@ -229,19 +218,19 @@ func perfRunNamed(name, mode, synopsis, examples string, run func(context.Contex
 }
 
 var runPerfProduce = perfRun(perf.ModeProduce, `
-Usage: ringlog perf produce [flags]
+Usage: ringlog-perf produce [flags]
 
 Producer benchmark: --producers clients send --record-size records to a
 topic at --rate (or as fast as they are accepted) for --duration.
 `, `
 Examples:
-  ringlog perf produce --record-size 1024 --partitions 16 --acks 1 --duration 30s
-  ringlog perf produce --acks all --rate 50k --producers 2 --keys uniform --key-count 10000
-  ringlog perf produce --brokers kafka1:9092 --compression zstd --linger 5ms --batch-bytes 262144
+  ringlog-perf produce --record-size 1024 --partitions 16 --acks 1 --duration 30s
+  ringlog-perf produce --acks all --rate 50k --producers 2 --keys uniform --key-count 10000
+  ringlog-perf produce --brokers kafka1:9092 --compression zstd --linger 5ms --batch-bytes 262144
 `, perf.RunProduce)
 
 var runPerfIngest = perfRunNamed("ingest", perf.ModeProduce, `
-Usage: ringlog perf ingest [flags]
+Usage: ringlog-perf ingest [flags]
 
 Broker produce throughput: for --duration, --producers connections per
 partition leader send one prebuilt Produce request (a batch of
@@ -249,16 +238,16 @@ partition leader send one prebuilt Produce request (a batch of
 --compression applied once) over and over, --max-inflight at a time.
 No client library builds or encodes records, so this is what the broker
 ingests (CRC checks, offsets, writes) without a producer client competing
-for the cores (compare with 'perf produce'). Max rate only; --acks 1 or
+for the cores (compare with 'ringlog-perf produce'). Max rate only; --acks 1 or
 all. MB/s counts record values.
 `, `
 Examples:
-  ringlog perf ingest --record-size 1024 --partitions 16 --acks 1 --duration 10s
-  ringlog perf ingest --acks all --producers 2 --batch-bytes 262144
+  ringlog-perf ingest --record-size 1024 --partitions 16 --acks 1 --duration 10s
+  ringlog-perf ingest --acks all --producers 2 --batch-bytes 262144
 `, perf.RunRawProduce)
 
 var runPerfConsume = perfRun(perf.ModeConsume, `
-Usage: ringlog perf consume [flags]
+Usage: ringlog-perf consume [flags]
 
 Consumer benchmark: --consumers clients read a topic from offset 0 to the
 end offsets found at the start (partitions assigned directly, no group).
@@ -266,26 +255,26 @@ Without --topic (or with a topic that does not exist) the run creates a
 topic and first fills it with --prefill-bytes of records (not measured).
 `, `
 Examples:
-  ringlog perf consume --record-size 1024 --partitions 16 --prefill-bytes 1073741824
-  ringlog perf consume --topic events --consumers 4
+  ringlog-perf consume --record-size 1024 --partitions 16 --prefill-bytes 1073741824
+  ringlog-perf consume --topic events --consumers 4
 `, perf.RunConsume)
 
 var runPerfFetch = perfRunNamed("fetch", perf.ModeConsume, `
-Usage: ringlog perf fetch [flags]
+Usage: ringlog-perf fetch [flags]
 
 Broker fetch throughput: --consumers fetchers read a topic from offset 0
 to the end offsets found at the start with plain Fetch requests, counting
 record batches from their headers without decoding any record. This is
 what the broker delivers, without a client library's decoding competing
-for the cores (compare with 'perf consume'). MB/s counts batch bytes.
+for the cores (compare with 'ringlog-perf consume'). MB/s counts batch bytes.
 `, `
 Examples:
-  ringlog perf fetch --record-size 1024 --partitions 16 --prefill-bytes 1073741824
-  ringlog perf fetch --topic events --consumers 2
+  ringlog-perf fetch --record-size 1024 --partitions 16 --prefill-bytes 1073741824
+  ringlog-perf fetch --topic events --consumers 2
 `, perf.RunRawFetch)
 
 var runPerfE2E = perfRun(perf.ModeE2E, `
-Usage: ringlog perf e2e [flags]
+Usage: ringlog-perf e2e [flags]
 
 End-to-end latency: consumers read from the end of the topic while
 producers send at --rate; each record carries its scheduled send time and
@@ -293,12 +282,12 @@ the consumer measures scheduled send → record received. Produce-ack
 latency is reported as well.
 `, `
 Examples:
-  ringlog perf e2e --rate 10000 --record-size 1024 --partitions 16 --duration 30s
-  ringlog perf e2e --rate 100k --acks all --producers 2 --consumers 2
+  ringlog-perf e2e --rate 10000 --record-size 1024 --partitions 16 --duration 30s
+  ringlog-perf e2e --rate 100k --acks all --producers 2 --consumers 2
 `, perf.RunE2E)
 
 const perfScaleUsage = `
-Usage: ringlog perf scale [flags]
+Usage: ringlog-perf scale [flags]
 
 Sweeps partitions and producers at max rate, then runs end-to-end latency
 at fractions of the best throughput, and draws the charts (SVG, gonum/plot):
@@ -309,9 +298,9 @@ percentiles vs load. Results and charts go to a new folder
 
 const perfScaleExamples = `
 Examples:
-  ringlog perf scale --sweep-partitions 1,2,4,8,16,32,64 --sweep-producers 1,2,4 --record-size 1024
-  ringlog perf scale --acks all --load 0.1,0.5,0.9 --duration 10s --warmup 2s
-  ringlog perf scale --brokers kafka1:9092 --out /tmp/kafka-results
+  ringlog-perf scale --sweep-partitions 1,2,4,8,16,32,64 --sweep-producers 1,2,4 --record-size 1024
+  ringlog-perf scale --acks all --load 0.1,0.5,0.9 --duration 10s --warmup 2s
+  ringlog-perf scale --brokers kafka1:9092 --out /tmp/kafka-results
 
 Exit status: 0 done, 1 a point failed, 2 usage.
 `
@@ -320,27 +309,27 @@ func runPerfScale(args []string, stdout, stderr io.Writer) error {
 	c := perf.DefaultConfig(perf.ModeProduce)
 	c.Duration = perf.Duration(6 * time.Second)
 	c.Warmup = perf.Duration(time.Second)
-	var cf connFlags
+	var cf cli.ConnFlags
 	parts := intList{1, 2, 4, 8, 16, 32, 64}
 	prods := intList{1}
 	load := floatList{0.1, 0.25, 0.5, 0.75, 0.9}
 	var out, dir string
-	fs := newFlagSet("perf scale", perfScaleUsage, perfScaleExamples, stderr)
+	fs := cli.NewFlagSet("scale", perfScaleUsage, perfScaleExamples, stderr)
 	perfFlags(fs, &c, &cf)
 	fs.Var(&parts, "sweep-partitions", "partition counts to sweep (comma-separated)")
 	fs.Var(&prods, "sweep-producers", "producer counts to sweep (comma-separated)")
 	fs.Var(&load, "load", "fractions of the best throughput for the latency runs (comma-separated; empty: none)")
 	fs.StringVar(&out, "out", "perf/results", "folder in which the results folder is made")
 	fs.StringVar(&dir, "dir", "", "write into exactly this folder instead")
-	rest, err := parseArgs(fs, args)
+	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("perf scale takes no arguments, got %q", rest)
+		return cli.Usagef("scale takes no arguments, got %q", rest)
 	}
 	if c.Topic != "" {
-		return usagef("perf scale makes its own topics: --topic is not allowed")
+		return cli.Usagef("scale makes its own topics: --topic is not allowed")
 	}
 	if err := finishPerfFlags(&c, &cf); err != nil {
 		return err
@@ -355,7 +344,7 @@ func runPerfScale(args []string, stdout, stderr io.Writer) error {
 }
 
 const perfSuiteUsage = `
-Usage: ringlog perf suite [flags]
+Usage: ringlog-perf suite [flags]
 
 The standard matrix of 'make perf' against a running broker: the physical
 references (loopback TCP pump, O_DIRECT sequential writer in --data-dir),
@@ -368,9 +357,9 @@ or missed, with numbers) into <out>/<YYYYMMDD-HHMM>-<host>/.
 
 const perfSuiteExamples = `
 Examples:
-  ringlog perf suite --brokers 127.0.0.1:9092 --data-dir ./data
-  perf/with-broker.sh ./bin/ringlog ./bin/ringlog perf suite      # what 'make perf' runs
-  ringlog perf suite --brokers kafka1:9092 --data-dir /var/lib/kafka --out /tmp/kafka-results
+  ringlog-perf suite --brokers 127.0.0.1:9092 --data-dir ./data
+  perf/with-broker.sh ./bin/ringlog ./bin/ringlog-perf suite      # what 'make perf' runs
+  ringlog-perf suite --brokers kafka1:9092 --data-dir /var/lib/kafka --out /tmp/kafka-results
 
 --brokers and --data-dir default to $RINGLOG_BROKERS and $RINGLOG_DATA_DIR
 (set by perf/with-broker.sh).
@@ -380,9 +369,9 @@ Exit status: 0 done (targets may be missed: see summary.md), 1 failed, 2 usage.
 
 func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	sc := perf.DefaultSuite()
-	var cf connFlags
-	fs := newFlagSet("perf suite", perfSuiteUsage, perfSuiteExamples, stderr)
-	addConnFlags(fs, &cf, 30*time.Second, "bound on admin requests, flushes and draining")
+	var cf cli.ConnFlags
+	fs := cli.NewFlagSet("suite", perfSuiteUsage, perfSuiteExamples, stderr)
+	cf.Register(fs, 30*time.Second, "bound on admin requests, flushes and draining")
 	fs.StringVar(&sc.DataDir, "data-dir", os.Getenv("RINGLOG_DATA_DIR"), "folder on the broker's data filesystem for the O_DIRECT reference (env RINGLOG_DATA_DIR; empty: skipped)")
 	fs.StringVar(&sc.OutRoot, "out", sc.OutRoot, "folder in which the results folder is made")
 	fs.StringVar(&sc.Dir, "dir", "", "write into exactly this folder instead")
@@ -401,28 +390,28 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&sc.Note, "note", "", "free text added to the environment in every result")
 	sc.BrokerPID, _ = strconv.Atoi(os.Getenv("RINGLOG_PID"))
 	fs.IntVar(&sc.BrokerPID, "broker-pid", sc.BrokerPID, "process id of the broker when it runs here: its CPU use is reported (env RINGLOG_PID)")
-	rest, err := parseArgs(fs, args)
+	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("perf suite takes no arguments, got %q", rest)
+		return cli.Usagef("suite takes no arguments, got %q", rest)
 	}
-	seeds, err := cf.seeds()
+	seeds, err := cf.Seeds()
 	if err != nil {
 		return err
 	}
 	sc.Brokers = seeds
 	sc.Base.Brokers = seeds
-	sc.Base.Timeout = perf.Duration(cf.timeout)
+	sc.Base.Timeout = perf.Duration(cf.Timeout)
 	if sc.Warmup.D() >= sc.PointDuration.D() || sc.Warmup.D() >= sc.LatencyDuration.D() {
-		return usagef("--warmup must be shorter than --point-duration and --latency-duration")
+		return cli.Usagef("--warmup must be shorter than --point-duration and --latency-duration")
 	}
 	if sc.LowRate <= 0 {
-		return usagef("--low-rate must be a rate, not max")
+		return cli.Usagef("--low-rate must be a rate, not max")
 	}
 	if sc.LatencyProcs < 0 {
-		return usagef("--latency-procs must be 0 (all CPUs) or more")
+		return cli.Usagef("--latency-procs must be 0 (all CPUs) or more")
 	}
 	ctx, cancel := perfContext()
 	defer cancel()
@@ -449,7 +438,7 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 }
 
 const perfFlamegraphUsage = `
-Usage: ringlog perf flamegraph --pprof URL|FILE --out FILE.svg [flags]
+Usage: ringlog-perf flamegraph --pprof URL|FILE --out FILE.svg [flags]
 
 Reads a pprof profile (from a URL such as a broker's
 http://HOST:PORT/debug/pprof/profile?seconds=30 or /debug/pprof/allocs, or
@@ -460,9 +449,9 @@ also prints the top functions by flat and cumulative share.
 
 const perfFlamegraphExamples = `
 Examples:
-  ringlog perf flamegraph --pprof 'http://127.0.0.1:9094/debug/pprof/profile?seconds=20' --out cpu.svg
-  ringlog perf flamegraph --pprof 'http://127.0.0.1:9094/debug/pprof/allocs?seconds=20' --sample alloc_space --out allocs.svg
-  ringlog perf flamegraph --pprof cpu.pb.gz --out cpu.svg --title "ringlog CPU"
+  ringlog-perf flamegraph --pprof 'http://127.0.0.1:9094/debug/pprof/profile?seconds=20' --out cpu.svg
+  ringlog-perf flamegraph --pprof 'http://127.0.0.1:9094/debug/pprof/allocs?seconds=20' --sample alloc_space --out allocs.svg
+  ringlog-perf flamegraph --pprof cpu.pb.gz --out cpu.svg --title "ringlog CPU"
 
 Exit status: 0 written, 1 failed, 2 usage.
 `
@@ -471,7 +460,7 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 	var src, out, sample, title, save string
 	var top int
 	var timeout time.Duration
-	fs := newFlagSet("perf flamegraph", perfFlamegraphUsage, perfFlamegraphExamples, stderr)
+	fs := cli.NewFlagSet("flamegraph", perfFlamegraphUsage, perfFlamegraphExamples, stderr)
 	fs.StringVar(&src, "pprof", "", "profile `URL` (http:// or https://) or file")
 	fs.StringVar(&out, "out", "", "file to write: .svg (or .png)")
 	fs.StringVar(&sample, "sample", "", "sample type to draw (default: the profile's default, e.g. cpu; allocs: alloc_space or alloc_objects)")
@@ -479,15 +468,15 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&save, "save-profile", "", "also write the raw profile to this `file` (.pb.gz)")
 	fs.IntVar(&top, "top", 15, "print this many top functions (0: none)")
 	fs.DurationVar(&timeout, "timeout", 5*time.Minute, "bound on fetching the profile")
-	rest, err := parseArgs(fs, args)
+	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("perf flamegraph takes no arguments, got %q", rest)
+		return cli.Usagef("flamegraph takes no arguments, got %q", rest)
 	}
 	if src == "" || out == "" {
-		return usagef("perf flamegraph: give --pprof and --out")
+		return cli.Usagef("flamegraph: give --pprof and --out")
 	}
 	raw, err := readProfileSource(src, timeout)
 	if err != nil {
@@ -513,7 +502,7 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 	if strings.HasSuffix(strings.ToLower(out), ".png") {
 		format = "png"
 	}
-	if err := perf.WriteFlameGraph(f, p, perf.FlameOptions{Title: title, SampleType: sample, Format: format}); err != nil {
+	if err := flame.Write(f, p, flame.Options{Title: title, SampleType: sample, Format: format}); err != nil {
 		f.Close()
 		os.Remove(out)
 		return err
@@ -523,7 +512,7 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", out)
 	if top > 0 {
-		total, flat, cum, err := perf.TopFunctions(p, sample, top)
+		total, flat, cum, err := flame.TopFunctions(p, sample, top)
 		if err != nil {
 			return err
 		}

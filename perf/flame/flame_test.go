@@ -1,4 +1,4 @@
-package perf
+package flame
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ func synthProfile(t *testing.T) *profile.Profile {
 
 func TestBuildFlameTree(t *testing.T) {
 	p := synthProfile(t)
-	root, err := BuildFlameTree(p, "")
+	root, err := BuildTree(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +93,11 @@ func TestBuildFlameTree(t *testing.T) {
 		t.Errorf("depth %d, want 4", root.Depth())
 	}
 	// Another sample type.
-	root2, err := BuildFlameTree(p, "samples")
+	root2, err := BuildTree(p, "samples")
 	if err != nil || root2.Value != 10 {
 		t.Fatalf("samples: %v %v", root2, err)
 	}
-	if _, err := BuildFlameTree(p, "alloc_space"); err == nil || !strings.Contains(err.Error(), "cpu") {
+	if _, err := BuildTree(p, "alloc_space"); err == nil || !strings.Contains(err.Error(), "cpu") {
 		t.Errorf("unknown sample type: %v", err)
 	}
 }
@@ -120,7 +120,7 @@ func TestTopFunctions(t *testing.T) {
 
 func TestWriteFlameGraph(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteFlameGraph(&buf, synthProfile(t), FlameOptions{Title: "synthetic <cpu>"}); err != nil {
+	if err := Write(&buf, synthProfile(t), Options{Title: "synthetic <cpu>"}); err != nil {
 		t.Fatal(err)
 	}
 	svg := buf.String()

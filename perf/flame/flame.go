@@ -1,4 +1,8 @@
-package perf
+// Package flame turns pprof profiles into flame graphs (SVG or PNG, drawn
+// with gonum/plot's vector graphics) and lists their top functions by flat
+// and cumulative share. It is what 'ringlog-perf flamegraph' and 'make
+// flamegraph' render the broker's profiles with.
+package flame
 
 import (
 	"fmt"
@@ -17,9 +21,9 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// FlameNode is one frame of a flame graph: a function reached through the
+// Node is one frame of a flame graph: a function reached through the
 // path of its ancestors.
-type FlameNode struct {
+type Node struct {
 	// Name is the function's full name ("all" for the root).
 	Name string
 	// Value is the node's total: its own samples and its callees'.
@@ -27,18 +31,18 @@ type FlameNode struct {
 	// Self is the value of samples whose leaf is this node.
 	Self int64
 	// Children are the callees, sorted by name.
-	Children []*FlameNode
+	Children []*Node
 
-	index map[string]*FlameNode
+	index map[string]*Node
 }
 
-func (n *FlameNode) child(name string) *FlameNode {
+func (n *Node) child(name string) *Node {
 	if c, ok := n.index[name]; ok {
 		return c
 	}
-	c := &FlameNode{Name: name}
+	c := &Node{Name: name}
 	if n.index == nil {
-		n.index = map[string]*FlameNode{}
+		n.index = map[string]*Node{}
 	}
 	n.index[name] = c
 	n.Children = append(n.Children, c)
@@ -46,7 +50,7 @@ func (n *FlameNode) child(name string) *FlameNode {
 }
 
 // Depth is the number of frame rows under and including n.
-func (n *FlameNode) Depth() int {
+func (n *Node) Depth() int {
 	d := 0
 	for _, c := range n.Children {
 		d = max(d, c.Depth())
@@ -99,15 +103,15 @@ func stackNames(s *profile.Sample) []string {
 	return out
 }
 
-// BuildFlameTree aggregates the samples of sample type typ ("" for the
+// BuildTree aggregates the samples of sample type typ ("" for the
 // default) into a tree under a root named "all". Children are sorted by
 // name, as in a classic flame graph (the x order means nothing else).
-func BuildFlameTree(p *profile.Profile, typ string) (*FlameNode, error) {
+func BuildTree(p *profile.Profile, typ string) (*Node, error) {
 	idx, err := sampleIndex(p, typ)
 	if err != nil {
 		return nil, err
 	}
-	root := &FlameNode{Name: "all"}
+	root := &Node{Name: "all"}
 	for _, s := range p.Sample {
 		if idx >= len(s.Value) {
 			continue
@@ -124,8 +128,8 @@ func BuildFlameTree(p *profile.Profile, typ string) (*FlameNode, error) {
 		}
 		n.Self += v
 	}
-	var sortTree func(*FlameNode)
-	sortTree = func(n *FlameNode) {
+	var sortTree func(*Node)
+	sortTree = func(n *Node) {
 		sort.Slice(n.Children, func(i, j int) bool { return n.Children[i].Name < n.Children[j].Name })
 		for _, c := range n.Children {
 			sortTree(c)
@@ -208,8 +212,8 @@ func TopFunctions(p *profile.Profile, typ string, n int) (total int64, flat, cum
 	return total, flat[:min(n, len(flat))], cum[:min(n, len(cum))], nil
 }
 
-// FlameOptions shape a flame graph.
-type FlameOptions struct {
+// Options shape a flame graph.
+type Options struct {
 	// Title is drawn at the top (with the total).
 	Title string
 	// SampleType selects the profile's value ("" for its default), e.g.
@@ -280,11 +284,11 @@ func fit(face font.Face, s string, w vg.Length) string {
 	return string(r[:lo]) + ".."
 }
 
-// WriteFlameGraph draws the profile's samples as a flame graph (root at the
+// Write draws the profile's samples as a flame graph (root at the
 // bottom, callees above their callers, widths proportional to the value)
 // with the vg drawing API onto an SVG (or PNG) canvas and writes it to w.
-func WriteFlameGraph(w io.Writer, p *profile.Profile, o FlameOptions) error {
-	root, err := BuildFlameTree(p, o.SampleType)
+func Write(w io.Writer, p *profile.Profile, o Options) error {
+	root, err := BuildTree(p, o.SampleType)
 	if err != nil {
 		return err
 	}
@@ -335,8 +339,8 @@ func WriteFlameGraph(w io.Writer, p *profile.Profile, o FlameOptions) error {
 		return err
 	}
 	scale := float64(o.Width-2*margin) / float64(root.Value)
-	var draw func(n *FlameNode, x vg.Length, level int)
-	draw = func(n *FlameNode, x vg.Length, level int) {
+	var draw func(n *Node, x vg.Length, level int)
+	draw = func(n *Node, x vg.Length, level int) {
 		wd := vg.Length(float64(n.Value) * scale)
 		if wd < o.MinWidth {
 			return
