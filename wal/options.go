@@ -46,7 +46,13 @@ type Options struct {
 	// LogAppendTime makes the broker stamp each batch with its append time
 	// (message.timestamp.type=LogAppendTime).
 	LogAppendTime bool
-	// LeaderEpoch is written into each appended batch.
+	// LeaderEpoch is written into each batch Append stages (the
+	// partitionLeaderEpoch field, outside the CRC, patched in place like
+	// baseOffset), and the first batch of a new epoch adds an entry to the
+	// epoch cache. It is the epoch at Open; StartLeaderEpoch changes it
+	// (SetOptions keeps it). Append refuses an epoch below the epoch of
+	// data already in the log (ErrEpochOrder). Default 0: one node, one
+	// epoch forever.
 	LeaderEpoch int32
 
 	// Clean says the previous owner of the directory closed it cleanly, so
@@ -62,6 +68,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (tests replace it). Default time.Now.
 	Now func() time.Time
+
+	// crashHook, when set (tests), is called at each step of TruncateTo,
+	// ResetTo and their completion at Open; an error stops the operation
+	// right there, as a crash would.
+	crashHook func(step string) error
 }
 
 // Defaults.
