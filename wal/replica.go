@@ -129,6 +129,7 @@ const (
 
 // Steps at which crashHook is called (tests).
 const (
+	stepPrepare      = "prepare" // before the commit point
 	stepMarker       = "marker"
 	stepRecoveryPt   = "recovery-point"
 	stepEpochs       = "epochs"
@@ -211,6 +212,9 @@ func (l *Log) TruncateTo(off int64) (int64, error) {
 	}
 	// No background flush may raise the recovery point past the cut.
 	l.bg.Wait()
+	if err := l.step(stepPrepare); err != nil {
+		return end, err
+	}
 	marker := filepath.Join(l.dir, truncationMarkerFile)
 	if err := writeFileDurable(marker, encodeMarker(markTruncate, newEnd)); err != nil {
 		return end, fmt.Errorf("wal: %s: truncate: %w", l.dir, err)
@@ -240,6 +244,8 @@ func (l *Log) afterCommit(err error) error {
 type crashError struct{ err error }
 
 func (e crashError) Error() string { return "simulated crash: " + e.err.Error() }
+
+func (e crashError) Unwrap() error { return e.err }
 
 func (l *Log) step(name string) error {
 	if err := l.hook(name); err != nil {
@@ -428,6 +434,9 @@ func (l *Log) ResetTo(off int64) error {
 		return fmt.Errorf("wal: %s: reset to negative offset %d", l.dir, off)
 	}
 	l.bg.Wait()
+	if err := l.step(stepPrepare); err != nil {
+		return err
+	}
 	marker := filepath.Join(l.dir, truncationMarkerFile)
 	if err := writeFileDurable(marker, encodeMarker(markReset, off)); err != nil {
 		return fmt.Errorf("wal: %s: reset: %w", l.dir, err)
