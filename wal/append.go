@@ -73,7 +73,7 @@ type Stage struct {
 	// Results has one entry per appended batch, in order.
 	Results []Appended
 	metas   []stagedBatch
-	epochs  []EpochEntry // epoch starts to record when the stage commits
+	epochs  []EpochEntry // the epoch cache to publish when the stage commits, if it changes
 	sync    bool
 	records int64
 	opFirst int
@@ -101,7 +101,7 @@ func (b *Batch) Reset() {
 			st.log.staged = nil
 		}
 		clear(st.metas)
-		*st = Stage{Results: st.Results[:0], metas: st.metas[:0], epochs: st.epochs[:0]}
+		*st = Stage{Results: st.Results[:0], metas: st.metas[:0]}
 		b.pool = append(b.pool, st)
 	}
 	clear(b.stages)
@@ -155,9 +155,9 @@ func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
 	epoch := l.opts.LeaderEpoch
 	var projected []EpochEntry
 	newEpoch := false
-	if n := len(l.pEpochs); len(batches) > 0 && epoch >= 0 && (n == 0 || l.pEpochs[n-1].Epoch != epoch) {
+	if n := len(l.pEpochs); len(batches) > 0 && (n == 0 || l.pEpochs[n-1].Epoch != epoch) {
 		var err error
-		if projected, newEpoch, err = assignEpoch(l.pEpochs, epoch, l.next); err != nil {
+		if projected, newEpoch, err = assignEpoch(l.pEpochs, epoch, l.next, l.next); err != nil {
 			return Ticket{}, fmt.Errorf("wal: %s: %w", l.dir, err)
 		}
 	}
@@ -165,8 +165,7 @@ func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
 	st := b.stageFor(l, sync)
 	tk := Ticket{st: st, first: len(st.Results), n: len(batches)}
 	if newEpoch {
-		st.epochs = append(st.epochs, EpochEntry{Epoch: epoch, StartOffset: l.next})
-		l.pEpochs = projected
+		st.epochs, l.pEpochs = projected, projected
 	}
 	for _, data := range batches {
 		h, _ := batch.ParseHeader(data)
@@ -305,8 +304,8 @@ func (l *Log) commit(st *Stage) {
 			l.startWriteback(m.seg, m.pos+int64(len(m.data)), chunk)
 		}
 	}
-	if len(st.epochs) > 0 {
-		l.commitEpochs(st.epochs) // published before the end moves past them
+	if st.epochs != nil {
+		l.publishEpochs(st.epochs) // before the end moves past them
 	}
 	if n := len(st.metas); n > 0 {
 		l.end.Store(st.metas[n-1].next)

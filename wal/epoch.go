@@ -59,26 +59,37 @@ var ErrEpochOrder = errors.New("wal: leader epochs would go backwards")
 
 const epochCheckpointFile = "leader-epoch-checkpoint"
 
-// assignEpoch returns entries with epoch e starting at offset s, the
-// offset of the first batch of e (or the log end, for a leader that has
-// not appended yet). Entries starting at or after s have no data below s
-// and are superseded. Data of a higher epoch below s is an error. The
-// input is never modified; a changed result is a fresh slice.
-func assignEpoch(entries []EpochEntry, e int32, s int64) ([]EpochEntry, bool, error) {
-	if e < 0 {
-		return entries, false, nil // a batch without an epoch (old formats)
-	}
+// assignEpoch returns entries with epoch e starting at offset s, for a
+// log whose data ends at end (end <= s): s is the base of the first batch
+// of e, or end itself for a leader that has not appended yet. Entries
+// starting at or after end cover no data (a leader's entry before its
+// first batch) and are superseded. Data of a higher epoch is an error.
+// So the cache is always the epochs of the batches themselves plus at most
+// one data-less entry at the log end, which is what recovery rebuilds.
+// A negative e (a batch without an epoch, old formats) adds nothing but
+// still supersedes a data-less entry. The input is never modified; a
+// changed result is a fresh slice.
+func assignEpoch(entries []EpochEntry, e int32, s, end int64) ([]EpochEntry, bool, error) {
 	n := len(entries)
-	if n > 0 && entries[n-1].Epoch == e && entries[n-1].StartOffset <= s {
+	if n > 0 && entries[n-1] == (EpochEntry{Epoch: e, StartOffset: s}) {
 		return entries, false, nil
 	}
 	k := n
-	for k > 0 && entries[k-1].StartOffset >= s {
+	for k > 0 && entries[k-1].StartOffset >= end {
 		k--
+	}
+	if e < 0 {
+		if k == n {
+			return entries, false, nil
+		}
+		return slices.Clone(entries[:k]), true, nil
 	}
 	if k > 0 && entries[k-1].Epoch > e {
 		return entries, false, fmt.Errorf("%w: epoch %d at offset %d after epoch %d, which starts at %d",
 			ErrEpochOrder, e, s, entries[k-1].Epoch, entries[k-1].StartOffset)
+	}
+	if k == n && k > 0 && entries[k-1].Epoch == e {
+		return entries, false, nil
 	}
 	out := make([]EpochEntry, k, k+1)
 	copy(out, entries[:k])
@@ -279,7 +290,8 @@ func (l *Log) StartLeaderEpoch(epoch int32) error {
 		l.opts.LeaderEpoch = epoch
 		return nil
 	}
-	next, _, err := assignEpoch(cur, epoch, l.end.Load())
+	end := l.end.Load()
+	next, _, err := assignEpoch(cur, epoch, end, end)
 	if err != nil {
 		return err
 	}
@@ -337,24 +349,6 @@ func (l *Log) persistEpochs(entries []EpochEntry, ver uint64) error {
 	}
 	l.ckVer = ver
 	return nil
-}
-
-// commitEpochs applies a committed stage's epoch starts (owner only).
-func (l *Log) commitEpochs(starts []EpochEntry) {
-	cur := l.epochList()
-	changed := false
-	for _, e := range starts {
-		next, ch, err := assignEpoch(cur, e.Epoch, e.StartOffset)
-		if err != nil {
-			// Staging checked the same sequence against the projection.
-			l.logger.Error("epoch cache refused a committed epoch start", "err", err)
-			continue
-		}
-		cur, changed = next, changed || ch
-	}
-	if changed {
-		l.publishEpochs(cur)
-	}
 }
 
 // trimEpochsFromStart follows a log start that moved forward (owner only).
@@ -436,7 +430,7 @@ func (l *Log) epochsFrom(pre []EpochEntry, from int64) ([]EpochEntry, error) {
 	}
 	entries := pre
 	for _, r := range runs {
-		next, _, err := assignEpoch(entries, r.Epoch, r.StartOffset)
+		next, _, err := assignEpoch(entries, r.Epoch, r.StartOffset, r.StartOffset)
 		if err != nil {
 			if len(pre) > 0 {
 				return nil, err

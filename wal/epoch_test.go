@@ -25,27 +25,33 @@ func TestAssignEpoch(t *testing.T) {
 		name    string
 		in      []EpochEntry
 		e       int32
-		s       int64
+		s, end  int64
 		want    []EpochEntry
 		changed bool
 		err     bool
 	}{
-		{"first", nil, 0, 0, ee(0, 0), true, false},
-		{"same epoch", ee(0, 0), 0, 10, ee(0, 0), false, false},
-		{"new epoch", ee(0, 0), 2, 10, ee(0, 0, 2, 10), true, false},
-		{"no epoch", ee(0, 0), -1, 10, ee(0, 0), false, false},
-		{"lower epoch after data", ee(0, 0, 2, 10), 1, 20, ee(0, 0, 2, 10), false, true},
+		{"first", nil, 0, 0, 0, ee(0, 0), true, false},
+		{"first after a gap", nil, 2, 7, 0, ee(2, 7), true, false},
+		{"same epoch", ee(0, 0), 0, 10, 10, ee(0, 0), false, false},
+		{"new epoch", ee(0, 0), 2, 10, 10, ee(0, 0, 2, 10), true, false},
+		{"new epoch after a gap", ee(0, 0), 2, 15, 10, ee(0, 0, 2, 15), true, false},
+		{"no epoch", ee(0, 0), -1, 10, 10, ee(0, 0), false, false},
+		{"no epoch ends empty leadership", ee(0, 0, 5, 10), -1, 12, 10, ee(0, 0), true, false},
+		{"lower epoch after data", ee(0, 0, 2, 10), 1, 20, 20, ee(0, 0, 2, 10), false, true},
 		// A leader's entry without data is superseded by whatever is
-		// appended at its offset, even a lower epoch (a replica that never
-		// truncated its own leadership entry).
-		{"supersede empty leadership", ee(0, 0, 5, 10), 3, 10, ee(0, 0, 3, 10), true, false},
-		{"back to the data's epoch", ee(0, 0, 5, 10), 0, 10, ee(0, 0), true, false},
-		{"same epoch as empty leadership", ee(0, 0, 5, 10), 5, 10, ee(0, 0, 5, 10), false, false},
-		{"higher over empty leadership", ee(0, 0, 5, 10), 6, 10, ee(0, 0, 6, 10), true, false},
+		// appended at or after it, even a lower epoch (a replica that
+		// never truncated its own leadership entry).
+		{"supersede empty leadership", ee(0, 0, 5, 10), 3, 10, 10, ee(0, 0, 3, 10), true, false},
+		{"supersede empty leadership after a gap", ee(0, 0, 5, 10), 3, 15, 10, ee(0, 0, 3, 15), true, false},
+		{"back to the data's epoch", ee(0, 0, 5, 10), 0, 10, 10, ee(0, 0), true, false},
+		{"the leader's first batch", ee(0, 0, 5, 10), 5, 10, 10, ee(0, 0, 5, 10), false, false},
+		{"the leader's epoch after a gap", ee(0, 0, 5, 10), 5, 12, 10, ee(0, 0, 5, 12), true, false},
+		{"higher over empty leadership", ee(0, 0, 5, 10), 6, 10, 10, ee(0, 0, 6, 10), true, false},
+		{"lower than data under empty leadership", ee(0, 0, 4, 5, 5, 10), 3, 10, 10, ee(0, 0, 4, 5, 5, 10), false, true},
 	}
 	for _, c := range cases {
 		in := slices.Clone(c.in)
-		got, changed, err := assignEpoch(c.in, c.e, c.s)
+		got, changed, err := assignEpoch(c.in, c.e, c.s, c.end)
 		if (err != nil) != c.err || changed != c.changed || !slices.Equal(got, c.want) {
 			t.Errorf("%s: got %v changed %v err %v; want %v changed %v err %v", c.name, got, changed, err, c.want, c.changed, c.err)
 		}

@@ -51,8 +51,8 @@ type Options struct {
 	// baseOffset), and the first batch of a new epoch adds an entry to the
 	// epoch cache. It is the epoch at Open; StartLeaderEpoch changes it
 	// (SetOptions keeps it). Append refuses an epoch below the epoch of
-	// data already in the log (ErrEpochOrder). Default 0: one node, one
-	// epoch forever.
+	// data already in the log (ErrEpochOrder). Not negative. Default 0:
+	// one node, one epoch forever.
 	LeaderEpoch int32
 
 	// Clean says the previous owner of the directory closed it cleanly, so
@@ -93,6 +93,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.SegmentBytes > 1<<31-1 {
 		// Positions in the index are 4 bytes, as in Kafka.
 		return r, fmt.Errorf("segment bytes %d exceeds the 2 GiB index limit", r.SegmentBytes)
+	}
+	if r.LeaderEpoch < 0 {
+		return r, fmt.Errorf("leader epoch %d is negative", r.LeaderEpoch)
 	}
 	if r.WritebackBytes < 0 {
 		return r, fmt.Errorf("writeback bytes %d is negative", r.WritebackBytes)

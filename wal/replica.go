@@ -26,7 +26,8 @@ var ErrOffsetOrder = errors.New("wal: replica batch offsets go backwards")
 // AppendReplica stages record batches fetched from the partition's leader
 // for log l, keeping their offsets, leader epochs and timestamps: nothing
 // in them is rewritten. Each batch must be a whole stored batch that
-// passes batch.CheckStored (length, magic, CRC32C; ErrCorrupt otherwise),
+// passes batch.CheckStored (length, magic, CRC32C) and carries a leader
+// epoch (ErrCorrupt otherwise),
 // start at or after the end of the one before it (the first at or after
 // the log end; compaction on the leader leaves gaps, ErrOffsetOrder
 // otherwise), and not lower the leader epoch below data already in the
@@ -47,7 +48,7 @@ func (b *Batch) AppendReplica(l *Log, batches [][]byte, sync bool) (Ticket, erro
 	}
 	next := l.next
 	projected := l.pEpochs
-	var starts []EpochEntry
+	newEpochs := false
 	for i, data := range batches {
 		h, err := batch.CheckStored(data)
 		if err != nil {
@@ -59,22 +60,26 @@ func (b *Batch) AppendReplica(l *Log, batches [][]byte, sync bool) (Ticket, erro
 		if h.NextOffset() <= h.BaseOffset {
 			return Ticket{}, fmt.Errorf("wal: %s: replica batch %d: offsets from %d overflow: %w", l.dir, i, h.BaseOffset, ErrCorrupt)
 		}
-		if n := len(projected); h.LeaderEpoch >= 0 && (n == 0 || projected[n-1].Epoch != h.LeaderEpoch) {
-			p, changed, err := assignEpoch(projected, h.LeaderEpoch, h.BaseOffset)
+		if h.LeaderEpoch < 0 {
+			// A leader stamps every batch; epochs that never decrease
+			// are what lets Open rebuild the cache by bisection.
+			return Ticket{}, fmt.Errorf("wal: %s: replica batch %d at offset %d has no leader epoch (%d): %w", l.dir, i, h.BaseOffset, h.LeaderEpoch, ErrCorrupt)
+		}
+		// A new epoch, or an entry without data yet that this batch ends.
+		if n := len(projected); n == 0 || projected[n-1].Epoch != h.LeaderEpoch || projected[n-1].StartOffset >= next {
+			p, changed, err := assignEpoch(projected, h.LeaderEpoch, h.BaseOffset, next)
 			if err != nil {
 				return Ticket{}, fmt.Errorf("wal: %s: replica batch %d: %w", l.dir, i, err)
 			}
-			if changed {
-				projected = p
-				starts = append(starts, EpochEntry{Epoch: h.LeaderEpoch, StartOffset: h.BaseOffset})
-			}
+			projected, newEpochs = p, newEpochs || changed
 		}
 		next = h.NextOffset()
 	}
 	st := b.stageFor(l, sync)
 	tk := Ticket{st: st, first: len(st.Results), n: len(batches)}
-	st.epochs = append(st.epochs, starts...)
-	l.pEpochs = projected
+	if newEpochs {
+		st.epochs, l.pEpochs = projected, projected
+	}
 	for _, data := range batches {
 		h, _ := batch.ParseHeader(data)
 		last := h.LastOffset()
@@ -201,10 +206,7 @@ func (l *Log) TruncateTo(off int64) (int64, error) {
 		return end, fmt.Errorf("%w: %s: truncate to %d, below the log start %d", ErrOffsetOutOfRange, l.dir, off, start)
 	}
 	if off >= end {
-		if next, changed := truncateEpochsFromEnd(l.epochList(), off); changed {
-			return end, l.replaceEpochsDurably(next)
-		}
-		return end, nil
+		return end, l.truncateEpochsDurably(off)
 	}
 	a, cut, newEnd, err := l.planTruncation(off)
 	if err != nil {
@@ -252,6 +254,17 @@ func (l *Log) step(name string) error {
 		return crashError{err}
 	}
 	return nil
+}
+
+// truncateEpochsDurably drops the epoch entries starting at or after off
+// and brings the checkpoint up to date even when nothing is dropped: a
+// leader's entry the file still holds but the cache superseded lazily
+// must not come back if the log end returns to its offset.
+func (l *Log) truncateEpochsDurably(off int64) error {
+	if next, changed := truncateEpochsFromEnd(l.epochList(), off); changed {
+		return l.replaceEpochsDurably(next)
+	}
+	return l.persistEpochs(l.epochList(), l.epochVer)
 }
 
 // planTruncation finds where TruncateTo(off) cuts, for start <= off < end:
@@ -331,10 +344,8 @@ func (l *Log) truncateCommitted(a int, cut, newEnd int64) error {
 	if err := l.step(stepRecoveryPt); err != nil {
 		return err
 	}
-	if next, changed := truncateEpochsFromEnd(l.epochList(), newEnd); changed {
-		if err := l.replaceEpochsDurably(next); err != nil {
-			return err
-		}
+	if err := l.truncateEpochsDurably(newEnd); err != nil {
+		return err
 	}
 	if err := l.step(stepEpochs); err != nil {
 		return err

@@ -168,11 +168,11 @@ func TestAppendReplicaRefusals(t *testing.T) {
 	if _, err := l.AppendReplica(be, [][]byte{good}, false); err != nil {
 		t.Fatalf("append after refusals: %v", err)
 	}
-	// A batch without an epoch (-1) is stored and ignored by the cache.
-	if _, err := l.AppendReplica(be, [][]byte{replicaBatch(t, 7, 6, -1, 1)}, false); err != nil {
-		t.Fatal(err)
+	// A batch without a leader epoch (-1) is refused.
+	if _, err := l.AppendReplica(be, [][]byte{replicaBatch(t, 7, 6, -1, 1)}, false); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("batch without an epoch: %v", err)
 	}
-	if l.EndOffset() != 7 || !slices.Equal(l.EpochEntries(), ee(4, 0, 6, 3)) {
+	if l.EndOffset() != 6 || !slices.Equal(l.EpochEntries(), ee(4, 0, 6, 3)) {
 		t.Fatalf("end %d epochs %v", l.EndOffset(), l.EpochEntries())
 	}
 }
