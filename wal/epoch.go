@@ -449,8 +449,10 @@ func (l *Log) epochsFrom(pre []EpochEntry, from int64) ([]EpochEntry, error) {
 
 // checkEpochs returns why entries (from the checkpoint, all starting below
 // from) cannot describe the log below from, or "". It reads a few headers:
-// the first batch, the first batch of each entry, the last batch below
-// from.
+// the log's first batch (some entry covers it), for each entry its first
+// batch (it carries the entry's epoch and starts at or after the entry)
+// and the batch before that (a lower epoch), and the last batch below from
+// (its epoch is the one the entries give it).
 func (l *Log) checkEpochs(entries []EpochEntry, from int64) (string, error) {
 	for i := 1; i < len(entries); i++ {
 		if entries[i].Epoch <= entries[i-1].Epoch || entries[i].StartOffset <= entries[i-1].StartOffset {

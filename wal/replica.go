@@ -269,10 +269,9 @@ func (l *Log) truncateEpochsDurably(off int64) error {
 
 // planTruncation finds where TruncateTo(off) cuts, for start <= off < end:
 // segment a becomes the active one, cut at byte cut, and the log ends at
-// newEnd.
+// newEnd. Owner only: the owner is the only writer of segs, so it reads
+// them (and headers) without taking mu.
 func (l *Log) planTruncation(off int64) (a int, cut, newEnd int64, err error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
 	i := max(l.segmentForLocked(off), 0)
 	s := l.segs[i]
 	size := s.size.Load()
@@ -471,9 +470,7 @@ func (l *Log) resetCommitted(off int64) error {
 	if err := l.step(stepRecoveryPt); err != nil {
 		return err
 	}
-	l.mu.RLock()
-	old := slices.Clone(l.segs)
-	l.mu.RUnlock()
+	old := slices.Clone(l.segs) // owner: segs is ours to read
 	for j := len(old) - 1; j >= 0; j-- {
 		if err := old[j].remove(); err != nil {
 			return fmt.Errorf("wal: %s: reset: %w", l.dir, err)
