@@ -37,6 +37,18 @@ func FuzzRecover(f *testing.F) {
 	mid[70] ^= 0x40
 	f.Add(uint8(4), mid)
 	f.Add(uint8(5), []byte{})
+	// Leader epochs are outside the CRC: damaged ones pass the scan.
+	var bases []int
+	for p := 0; p < len(seed); p += int(batch.BatchLength(seed[p:])) + batch.LogOverhead {
+		bases = append(bases, p)
+	}
+	for i, epochs := range [][]int32{{0, 0, 7}, {0, -1, 0}, {5, 0, 0}, {0, 9, 0}} {
+		e := append([]byte(nil), seed...)
+		for j, p := range bases {
+			batch.SetLeaderEpoch(e[p:], epochs[j])
+		}
+		f.Add(uint8(6+i), e)
+	}
 	f.Fuzz(func(t *testing.T, mode uint8, data []byte) {
 		if len(data) > 1<<16 {
 			return
@@ -61,6 +73,12 @@ func FuzzRecover(f *testing.F) {
 		// compacted log), but never go back, and every batch is valid.
 		readAll(t, l, true)
 		end := l.EndOffset()
+		// The log takes appends from a leader of its latest epoch or a
+		// later one (leader epochs are outside the CRC: damage there
+		// shows up as an epoch, not as corruption).
+		if err := l.StartLeaderEpoch(max(l.LatestEpoch(), 0)); err != nil {
+			t.Fatalf("leader epoch after recovery: %v", err)
+		}
 		res, err := l.Append(ring.NewPortable(), [][]byte{makeBatch(t, 9, 1, 3, 5)}, false)
 		if err != nil || res[0].BaseOffset != end {
 			t.Fatalf("append after recovery: %+v %v", res, err)
