@@ -64,7 +64,7 @@ func checkHealthy(t *testing.T, l *Log, be ring.Backend, opts Options) {
 func TestTruncateCrashAtEachStep(t *testing.T) {
 	be := newBackend(t, ring.KindPortable)
 	opts := Options{SegmentBytes: 1500, IndexIntervalBytes: 200}
-	probe, _ := truncLog(t, t.TempDir(), be, opts)
+	probe, _ := truncLog(t, fuzzDir(t), be, opts)
 	var bases []int64
 	for _, s := range probe.segs {
 		bases = append(bases, s.base)
@@ -81,7 +81,7 @@ func TestTruncateCrashAtEachStep(t *testing.T) {
 		for _, step := range steps {
 			for _, clean := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/clean=%v", name, step, clean), func(t *testing.T) {
-					dir := t.TempDir()
+					dir := fuzzDir(t) // a process crash: the page cache survives, any file system will do
 					l, all := truncLog(t, dir, be, opts)
 					// A leader epoch that never appended: it ends with the truncation.
 					if err := l.StartLeaderEpoch(20); err != nil {
@@ -113,7 +113,7 @@ func TestTruncateCrashAtEachStep(t *testing.T) {
 		}
 		for _, step := range []string{stepCompleteSegs, stepCompleteMeta} {
 			t.Run(fmt.Sprintf("%s/open-%s", name, step), func(t *testing.T) {
-				dir := t.TempDir()
+				dir := fuzzDir(t) // a process crash: the page cache survives, any file system will do
 				l, all := truncLog(t, dir, be, opts)
 				want, newEnd := keptBelow(all, off, 0)
 				l.opts.crashHook = stopAt(stepRecoveryPt)
@@ -141,7 +141,7 @@ func TestResetCrashAtEachStep(t *testing.T) {
 	for _, off := range []int64{0, 40, 500} {
 		for _, step := range steps {
 			t.Run(fmt.Sprintf("%d/%s", off, step), func(t *testing.T) {
-				dir := t.TempDir()
+				dir := fuzzDir(t) // a process crash: the page cache survives, any file system will do
 				l, all := truncLog(t, dir, be, opts)
 				oldEpochs, oldEnd := l.EpochEntries(), l.EndOffset()
 				l.opts.crashHook = stopAt(step)
@@ -161,7 +161,7 @@ func TestResetCrashAtEachStep(t *testing.T) {
 			})
 		}
 		t.Run(fmt.Sprintf("%d/open-%s", off, stepCompleteSegs), func(t *testing.T) {
-			dir := t.TempDir()
+			dir := fuzzDir(t) // a process crash: the page cache survives, any file system will do
 			l, _ := truncLog(t, dir, be, opts)
 			l.opts.crashHook = stopAt(stepEpochs)
 			if err := l.ResetTo(off); !errors.Is(err, errStop) {
