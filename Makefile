@@ -8,6 +8,8 @@ FUZZ_TARGETS := \
 	./wal/batch:FuzzValidate \
 	./wal/batch:FuzzDecompress \
 	./wal:FuzzRecover \
+	./wal:FuzzReplicaModel \
+	./wal:FuzzEpochCheckpoint \
 	./netio:FuzzKafkaFrame \
 	./netio:FuzzNativeFrame \
 	./metadata:FuzzDecodeRecord \

@@ -396,6 +396,18 @@ func (e *Engine) openPartition(p *Partition, clean bool) {
 		e.logger.Error("partition offline: its log cannot be opened", "partition", p.String(), "err", err)
 		return
 	}
+	// One node leads every partition at the epoch its data already has
+	// (0 unless the log was written by a cluster's leader, or the epoch
+	// field of a batch was damaged: it is not covered by the CRC): appends
+	// must never stamp an epoch below the data's, which wal refuses.
+	if ep := l.LatestEpoch(); ep > 0 {
+		if err := l.StartLeaderEpoch(ep); err != nil {
+			e.logger.Error("partition offline: cannot take over its leader epoch", "partition", p.String(), "epoch", ep, "err", err)
+			l.Close()
+			p.setOffline(err)
+			return
+		}
+	}
 	p.log = l
 	if err := p.loadProducerState(); err != nil {
 		e.logger.Warn("rebuilding producer state failed; idempotent producers of this partition restart their sequences", "partition", p.String(), "err", err)

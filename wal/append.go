@@ -70,6 +70,7 @@ type Stage struct {
 	// Results has one entry per appended batch, in order.
 	Results []Appended
 	metas   []stagedBatch
+	epochs  []EpochEntry // the epoch cache to publish when the stage commits, if it changes
 	sync    bool
 	records int64
 	opFirst int
@@ -128,11 +129,13 @@ func (b *Batch) stageFor(l *Log, sync bool) *Stage {
 }
 
 // Append stages record batches for log l: it assigns their offsets
-// (patching baseOffset and the leader epoch in place, and the timestamp for
-// LogAppendTime logs), rolls segments as needed, and queues the writes. The
-// batches must have passed batch.Validate and must stay untouched until
-// Submit returns. sync asks for fdatasync before the batches complete (the
-// acks=all / fsync=always path); it makes the log's whole stage sync.
+// (patching baseOffset and the leader epoch, Options.LeaderEpoch, in
+// place, and the timestamp for LogAppendTime logs), rolls segments as
+// needed, and queues the writes. The batches must have passed
+// batch.Validate and must stay untouched until Submit returns. sync asks
+// for fdatasync before the batches complete (the acks=all / fsync=always
+// path); it makes the log's whole stage sync. An epoch below the epoch of
+// data already in the log is refused with ErrEpochOrder.
 func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
 	if l.closed {
 		return Ticket{}, ErrClosed
@@ -145,9 +148,22 @@ func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
 			return Ticket{}, fmt.Errorf("wal: append of a %d-byte batch", len(data))
 		}
 	}
+	// The first batch of a new epoch starts an epoch cache entry.
+	epoch := l.opts.LeaderEpoch
+	var projected []EpochEntry
+	newEpoch := false
+	if n := len(l.pEpochs); len(batches) > 0 && (n == 0 || l.pEpochs[n-1].Epoch != epoch) {
+		var err error
+		if projected, newEpoch, err = assignEpoch(l.pEpochs, epoch, l.next, l.next); err != nil {
+			return Ticket{}, fmt.Errorf("wal: %s: %w", l.dir, err)
+		}
+	}
 	now := int64(-1)
 	st := b.stageFor(l, sync)
 	tk := Ticket{st: st, first: len(st.Results), n: len(batches)}
+	if newEpoch {
+		st.epochs, l.pEpochs = projected, projected
+	}
 	for _, data := range batches {
 		h, _ := batch.ParseHeader(data)
 		last := l.next + int64(h.LastOffsetDelta)
@@ -165,7 +181,7 @@ func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
 			s.firstAppendMs = now
 		}
 		batch.SetBaseOffset(data, l.next)
-		batch.SetLeaderEpoch(data, l.opts.LeaderEpoch)
+		batch.SetLeaderEpoch(data, epoch)
 		res := Appended{BaseOffset: l.next, LastOffset: last, AppendTime: -1}
 		maxTs := h.MaxTimestamp
 		if l.opts.LogAppendTime {
@@ -285,6 +301,9 @@ func (l *Log) commit(st *Stage) {
 			l.startWriteback(m.seg, m.pos+int64(len(m.data)), chunk)
 		}
 	}
+	if st.epochs != nil {
+		l.publishEpochs(st.epochs) // before the end moves past them
+	}
 	if n := len(st.metas); n > 0 {
 		l.end.Store(st.metas[n-1].next)
 	}
@@ -323,6 +342,7 @@ func (l *Log) fail(st *Stage, err error) {
 		}
 	}
 	l.next = l.end.Load()
+	l.pEpochs = l.epochList()
 }
 
 // Append is the one-log convenience: stage batches, submit them with

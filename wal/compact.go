@@ -55,6 +55,7 @@ type CompactionPlan struct {
 	opts   CompactOptions
 	segs   []*segment // referenced until Install or Abort
 	now    int64
+	gen    uint64 // the log's truncation generation when planned
 	groups []*cleanedGroup
 }
 
@@ -105,7 +106,7 @@ func (l *Log) PlanCompaction(o CompactOptions) *CompactionPlan {
 	if dirty == 0 || float64(dirty)/float64(total) < o.MinDirtyRatio {
 		return nil
 	}
-	p := &CompactionPlan{log: l, opts: o, now: now.UnixMilli()}
+	p := &CompactionPlan{log: l, opts: o, now: now.UnixMilli(), gen: l.truncGen}
 	for _, s := range segs {
 		if !s.acquire() {
 			p.Abort()
@@ -358,12 +359,17 @@ func rebuildBatch(dst []byte, h *batch.Header, recs []byte, count int32, maxTs i
 
 // InstallCompaction swaps the cleaned groups in (owner goroutine). A
 // group whose source segments are no longer all in the log (retention
-// deleted some meanwhile) is dropped.
+// deleted some meanwhile) is dropped, and so is a whole plan made before
+// a TruncateTo or ResetTo (a truncated segment may be sealed again later
+// with other batches at the same offsets).
 func (l *Log) InstallCompaction(p *CompactionPlan) (CompactionStats, error) {
 	defer p.Abort()
 	var st CompactionStats
 	if l.closed || l.failed != nil {
 		return st, ErrClosed
+	}
+	if p.gen != l.truncGen {
+		return st, nil
 	}
 	for _, g := range p.groups {
 		if !l.holdsRun(g.srcs) {

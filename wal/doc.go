@@ -16,6 +16,8 @@
 //	    00000000000000004096.log        next segment, first offset 4096
 //	    ...
 //	    recovery-point                  offset below which all is flushed
+//	    leader-epoch-checkpoint         the epoch cache (see Leader epochs)
+//	    truncation-pending              only during TruncateTo / ResetTo
 //
 // # Segment (.log)
 //
@@ -29,8 +31,11 @@
 //	+---------------------------------+---------------------------------+----
 //	^ position 0                      ^ position 12+length
 //
-// Offsets are dense and strictly increasing (compaction may leave gaps,
-// never reorder). The file name is the base offset of its first batch.
+// Offsets are dense and strictly increasing (compaction, and a replica
+// copying a compacted leader, may leave gaps, never reorder). The file name
+// is the base offset of its first batch, or below it when a gap follows
+// the name. Leader epochs never decrease along the log and are never
+// negative.
 //
 // # Offset index (.index), 8-byte entries
 //
@@ -74,4 +79,54 @@
 // tests run on macOS: Options.Preallocate (fallocate; nothing is reserved)
 // and Options.WritebackBytes (sync_file_range; the kernel's own writeback
 // policy stays in charge).
+//
+// # Leader epochs (KIP-101, KIP-279)
+//
+// Append stamps Options.LeaderEpoch into each batch's partitionLeaderEpoch
+// (0 unless StartLeaderEpoch changed it: a single node stays at epoch 0).
+// The epoch cache lists where each epoch starts:
+//
+//	epoch 0 ── 0 ────────── epoch 3 ── 150 ──────── epoch 5 ── 400 ──── LEO
+//	EndOffsetForEpoch(3) = (3, 400)   EndOffsetForEpoch(4) = (3, 400)
+//	EndOffsetForEpoch(5) = (5, LEO)   EndOffsetForEpoch(6) = (-1, -1)
+//
+// It always equals the epochs of the batches themselves (the first batch
+// of each run of one epoch) plus at most one entry at the log end for a
+// leader that has not appended yet (StartLeaderEpoch); appends of a lower
+// epoch than the data are refused (ErrEpochOrder). It is persisted as
+// Kafka's leader-epoch-checkpoint, a text file Kafka's tools read:
+//
+//	0              version
+//	3              number of entries
+//	0 0            "epoch startOffset", epochs and offsets increasing
+//	3 150
+//	5 400
+//
+// written atomically (temporary file, fdatasync, rename, directory fsync).
+// StartLeaderEpoch, TruncateTo and ResetTo write it before they return;
+// what appends and retention change is written lazily, before the recovery
+// point moves past it (with the flush of a rolled segment, and at Close).
+// So at Open the entries below the first rescanned offset come from the
+// file (checked against the batches they name: a few header reads), and
+// the rest from the headers of the rescanned segments, found by bisecting
+// the sparse index (epochs never decrease: a few header reads per segment
+// and a short walk per epoch change). A missing or inconsistent file is
+// rebuilt the same way from the whole log.
+//
+// # Replication primitives
+//
+// A follower copies its leader with Batch.AppendReplica (offsets, epochs
+// and timestamps kept; every batch CRC-checked; gaps allowed; the same
+// staged group commit and fdatasync as Append), drops a divergent tail
+// with TruncateTo (every batch holding an offset at or after the target;
+// a straddling batch goes whole, so the new end may be below the target)
+// and starts over at the leader's log start with ResetTo. A new leader
+// calls StartLeaderEpoch. Truncation and reset commit by writing a
+// truncation-pending marker ("truncate <offset>" or "reset <offset>",
+// written like the checkpoint) before changing anything, and remove it
+// when done; Open completes an operation whose marker it finds, so after a
+// crash the log is the old one or the new one, never in between. Both
+// first lower the recovery point to the new end, so bytes written later
+// at the same offsets are rescanned after a crash. The high watermark is
+// the caller's: it clamps it to the end TruncateTo returns.
 package wal

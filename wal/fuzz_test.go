@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ringlog/ringlog/ring"
@@ -36,6 +37,18 @@ func FuzzRecover(f *testing.F) {
 	mid[70] ^= 0x40
 	f.Add(uint8(4), mid)
 	f.Add(uint8(5), []byte{})
+	// Leader epochs are outside the CRC: damaged ones pass the scan.
+	var bases []int
+	for p := 0; p < len(seed); p += int(batch.BatchLength(seed[p:])) + batch.LogOverhead {
+		bases = append(bases, p)
+	}
+	for i, epochs := range [][]int32{{0, 0, 7}, {0, -1, 0}, {5, 0, 0}, {0, 9, 0}} {
+		e := append([]byte(nil), seed...)
+		for j, p := range bases {
+			batch.SetLeaderEpoch(e[p:], epochs[j])
+		}
+		f.Add(uint8(6+i), e)
+	}
 	f.Fuzz(func(t *testing.T, mode uint8, data []byte) {
 		if len(data) > 1<<16 {
 			return
@@ -60,6 +73,12 @@ func FuzzRecover(f *testing.F) {
 		// compacted log), but never go back, and every batch is valid.
 		readAll(t, l, true)
 		end := l.EndOffset()
+		// The log takes appends from a leader of its latest epoch or a
+		// later one (leader epochs are outside the CRC: damage there
+		// shows up as an epoch, not as corruption).
+		if err := l.StartLeaderEpoch(max(l.LatestEpoch(), 0)); err != nil {
+			t.Fatalf("leader epoch after recovery: %v", err)
+		}
 		res, err := l.Append(ring.NewPortable(), [][]byte{makeBatch(t, 9, 1, 3, 5)}, false)
 		if err != nil || res[0].BaseOffset != end {
 			t.Fatalf("append after recovery: %+v %v", res, err)
@@ -78,4 +97,89 @@ func fuzzDir(t *testing.T) string {
 		}
 	}
 	return t.TempDir()
+}
+
+// FuzzEpochCheckpoint decodes arbitrary bytes as a leader-epoch-checkpoint
+// file and as a truncation marker. Decoding never panics; what decodes
+// re-encodes to the canonical form, which decodes to the same value; a
+// checkpoint holds strictly increasing, non-negative entries. Then the
+// bytes are planted in a log directory: Open either refuses a marker as
+// corrupt or opens, and never trusts a checkpoint that disagrees with the
+// batches.
+func FuzzEpochCheckpoint(f *testing.F) {
+	f.Add([]byte("0\n0\n"))
+	f.Add([]byte("0\n2\n0 0\n3 10\n"))
+	f.Add([]byte("0\n1\n7  4096\n"))
+	f.Add([]byte("0\n2\n3 10\n1 20\n"))
+	f.Add([]byte("truncate 12\n"))
+	f.Add([]byte("reset 0\n"))
+	f.Add([]byte("reset -1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if e, err := parseEpochCheckpoint(data); err == nil {
+			for i, x := range e {
+				if x.Epoch < 0 || x.StartOffset < 0 || i > 0 && (x.Epoch <= e[i-1].Epoch || x.StartOffset <= e[i-1].StartOffset) {
+					t.Fatalf("accepted entries %v", e)
+				}
+			}
+			again, err := parseEpochCheckpoint(encodeEpochCheckpoint(e))
+			if err != nil || !slices.Equal(again, e) {
+				t.Fatalf("round trip of %v: %v %v", e, again, err)
+			}
+		}
+		kind, off, merr := parseMarker(data)
+		if merr == nil {
+			if k, o, err := parseMarker(encodeMarker(kind, off)); err != nil || k != kind || o != off || off < 0 {
+				t.Fatalf("marker round trip: %q %d -> %q %d %v", kind, off, k, o, err)
+			}
+		}
+		if len(data) > 4096 {
+			return
+		}
+		// A small log with epochs 0 and 2, then the bytes as its files.
+		dir := fuzzDir(t)
+		be := ring.NewPortable()
+		l, err := Open(dir, Options{SegmentBytes: 300, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 6; i++ {
+			if i == 3 {
+				if err := l.StartLeaderEpoch(2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := l.Append(be, [][]byte{makeBatch(t, i, 2, 10, 1)}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := l.EpochEntries()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, epochCheckpointFile), data, 0o644)
+		l, err = Open(dir, Options{SegmentBytes: 300, Clean: true, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatalf("open with a checkpoint of %q: %v", data, err)
+		}
+		got := l.EpochEntries()
+		l.Close()
+		if !slices.Equal(got, want) && !(len(got) == len(want)+1 && slices.Equal(got[:len(want)], want) && got[len(want)].StartOffset == 12) {
+			t.Fatalf("checkpoint %q gave epochs %v, want %v (or a leader entry at the end)", data, got, want)
+		}
+		os.WriteFile(filepath.Join(dir, truncationMarkerFile), data, 0o644)
+		l, err = Open(dir, Options{SegmentBytes: 300, Logger: testLogger(t)})
+		if err != nil {
+			if merr != nil && errors.Is(err, ErrCorrupt) {
+				return // a marker that does not parse: refused
+			}
+			t.Fatalf("open with marker %q: %v (marker parse: %v)", data, err, merr)
+		}
+		defer l.Close()
+		if merr != nil {
+			t.Fatalf("open accepted the bad marker %q", data)
+		}
+		if e := epochsFromHeaders(readAll(t, l, false)); !slices.Equal(l.EpochEntries(), e) && !(len(l.EpochEntries()) == len(e)+1 && l.EpochEntries()[len(e)].StartOffset == l.EndOffset()) {
+			t.Fatalf("after marker %q: epochs %v, headers %v", data, l.EpochEntries(), e)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sort"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -84,6 +85,18 @@ func (m *mmapFile) reset() {
 	m.entries.Store(0)
 }
 
+// truncateEntries forgets the entries from n on and zeroes them; readers
+// that loaded the old count may still read them, which only costs them a
+// longer walk (see Log.TruncateTo).
+func (m *mmapFile) truncateEntries(n int64) {
+	old := m.entries.Load()
+	if n >= old {
+		return
+	}
+	m.entries.Store(n)
+	clear(m.data[n*int64(m.entrySize) : old*int64(m.entrySize)])
+}
+
 func (m *mmapFile) sync() error {
 	return unix.Msync(m.data, unix.MS_SYNC)
 }
@@ -140,6 +153,23 @@ func (x *offsetIndex) lookup(rel uint32) int64 {
 		}
 	}
 	return best
+}
+
+// countRelBelow is the number of entries whose relative offset is below
+// rel.
+func (x *offsetIndex) countRelBelow(rel uint32) int64 {
+	return int64(sort.Search(int(x.entries.Load()), func(i int) bool {
+		r, _ := x.entry(int64(i))
+		return r >= rel
+	}))
+}
+
+// countPosAtMost is the number of entries whose position is at most pos.
+func (x *offsetIndex) countPosAtMost(pos int64) int64 {
+	return int64(sort.Search(int(x.entries.Load()), func(i int) bool {
+		_, p := x.entry(int64(i))
+		return int64(p) > pos
+	}))
 }
 
 // lookupPos returns the last entry whose position is at most pos, as
@@ -245,6 +275,15 @@ func (x *timeIndex) lookup(ts int64) uint32 {
 		}
 	}
 	return best
+}
+
+// countRelBelow is the number of entries whose relative offset is below
+// rel (relative offsets never decrease along the time index).
+func (x *timeIndex) countRelBelow(rel int64) int64 {
+	return int64(sort.Search(int(x.entries.Load()), func(i int) bool {
+		_, r := x.entry(int64(i))
+		return int64(r) >= rel
+	}))
 }
 
 func (x *timeIndex) sane(limitRel int64) error {

@@ -56,6 +56,16 @@ type Log struct {
 	toSeal     []*segment
 	staged     *Stage // this log's stage in the Batch being built
 	cleanedTo  int64  // compaction has cleaned the segments below this offset
+	truncGen   uint64 // bumped by TruncateTo and ResetTo: older compaction plans are void
+
+	// Leader epochs (epoch.go): the committed cache (immutable, any
+	// goroutine), the owner's projection including staged batches, and
+	// the versions in memory and in the checkpoint file.
+	epochs   atomic.Pointer[[]EpochEntry]
+	pEpochs  []EpochEntry
+	epochVer uint64
+	ckMu     sync.Mutex // guards ckVer and writes of the checkpoint file
+	ckVer    uint64
 
 	// writeback starts the writeback of a file range (sync_file_range;
 	// tests replace it); writebackErr is logged once.
@@ -84,9 +94,11 @@ func (l *Log) EndOffset() int64 { return l.end.Load() }
 func (l *Log) Options() Options { return l.opts }
 
 // SetOptions changes the options of an open log (owner only). Fields that
-// only matter at open (Clean, RepairCorruption) are ignored.
+// only matter at open (Clean, RepairCorruption) are ignored, and so is
+// LeaderEpoch: StartLeaderEpoch changes it.
 func (l *Log) SetOptions(o Options) error {
 	o.Clean, o.RepairCorruption = l.opts.Clean, l.opts.RepairCorruption
+	o.LeaderEpoch, o.crashHook = l.opts.LeaderEpoch, l.opts.crashHook
 	if o.Logger == nil {
 		o.Logger = l.opts.Logger
 	}
@@ -216,14 +228,35 @@ func (l *Log) setRecoveryPoint(off int64) {
 	}
 }
 
+// resetRecoveryPoint sets the recovery point to off, also backwards, and
+// durably (TruncateTo and ResetTo, after the background flushes that
+// could raise it again have finished). A recovery point above data that is
+// rewritten would make the next unclean open trust unflushed bytes.
+func (l *Log) resetRecoveryPoint(off int64, force bool) error {
+	l.rpMu.Lock()
+	defer l.rpMu.Unlock()
+	if off >= l.rpOffset && !force {
+		return nil
+	}
+	if err := writeFileDurable(filepath.Join(l.dir, recoveryPointFile), []byte(strconv.FormatInt(off, 10)+"\n")); err != nil {
+		return fmt.Errorf("wal: %s: recovery point: %w", l.dir, err)
+	}
+	l.rpOffset = off
+	return nil
+}
+
 // active is the segment appends go to (owner only).
 func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 
 // roll starts a new active segment at l.next (owner only). The old one is
 // sealed once its staged bytes are committed.
-func (l *Log) roll() error {
+func (l *Log) roll() error { return l.rollAt(l.next) }
+
+// rollAt is roll with the new segment named base (at least l.next: a
+// replica batch after a compaction gap names its segment).
+func (l *Log) rollAt(base int64) error {
 	old := l.active()
-	s, err := openSegment(l.dir, l.next, &l.opts, true)
+	s, err := openSegment(l.dir, base, &l.opts, true)
 	if err != nil {
 		return err
 	}
@@ -237,8 +270,10 @@ func (l *Log) roll() error {
 
 // sealPending seals segments rolled away from, once nothing staged is
 // left in them, and flushes them in the background to advance the recovery
-// point.
+// point. The epoch checkpoint is brought up to date before the recovery
+// point moves past the entries it lacks.
 func (l *Log) sealPending() {
+	epochs, ver := l.epochList(), l.epochVer
 	for _, s := range l.toSeal {
 		if err := s.seal(); err != nil {
 			l.logger.Warn("seal segment", "base", s.base, "err", err)
@@ -257,6 +292,10 @@ func (l *Log) sealPending() {
 			}
 			s.idx.sync()
 			s.tidx.sync()
+			if err := l.persistEpochs(epochs, ver); err != nil {
+				l.logger.Warn("write leader epoch checkpoint; recovery point not advanced", "err", err)
+				return
+			}
 			l.setRecoveryPoint(next)
 		}()
 	}
@@ -344,6 +383,7 @@ func (l *Log) EnforceRetention() (int, error) {
 	l.mu.Unlock()
 	if newStart > l.start.Load() {
 		l.start.Store(newStart)
+		l.trimEpochsFromStart(newStart)
 	}
 	var errs []error
 	for _, s := range victims {
@@ -387,7 +427,11 @@ func (l *Log) Close() error {
 			}
 		}
 		if len(errs) == 0 && l.failed == nil {
-			l.setRecoveryPoint(l.end.Load())
+			if err := l.persistEpochs(l.epochList(), l.epochVer); err != nil {
+				errs = append(errs, err)
+			} else {
+				l.setRecoveryPoint(l.end.Load())
+			}
 		}
 	}
 	l.closeSegments()

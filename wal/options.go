@@ -49,7 +49,13 @@ type Options struct {
 	// LogAppendTime makes the broker stamp each batch with its append time
 	// (message.timestamp.type=LogAppendTime).
 	LogAppendTime bool
-	// LeaderEpoch is written into each appended batch.
+	// LeaderEpoch is written into each batch Append stages (the
+	// partitionLeaderEpoch field, outside the CRC, patched in place like
+	// baseOffset), and the first batch of a new epoch adds an entry to the
+	// epoch cache. It is the epoch at Open; StartLeaderEpoch changes it
+	// (SetOptions keeps it). Append refuses an epoch below the epoch of
+	// data already in the log (ErrEpochOrder). Not negative. Default 0:
+	// one node, one epoch forever.
 	LeaderEpoch int32
 
 	// Clean says the previous owner of the directory closed it cleanly, so
@@ -65,6 +71,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (tests replace it). Default time.Now.
 	Now func() time.Time
+
+	// crashHook, when set (tests), is called at each step of TruncateTo,
+	// ResetTo and their completion at Open; an error stops the operation
+	// right there, as a crash would.
+	crashHook func(step string) error
 }
 
 // Defaults.
@@ -85,6 +96,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.SegmentBytes > 1<<31-1 {
 		// Positions in the index are 4 bytes, as in Kafka.
 		return r, fmt.Errorf("segment bytes %d exceeds the 2 GiB index limit", r.SegmentBytes)
+	}
+	if r.LeaderEpoch < 0 {
+		return r, fmt.Errorf("leader epoch %d is negative", r.LeaderEpoch)
 	}
 	if r.WritebackBytes < 0 {
 		return r, fmt.Errorf("writeback bytes %d is negative", r.WritebackBytes)

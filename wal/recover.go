@@ -55,16 +55,26 @@ func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
 //     first invalid batch ends the scan: if nothing valid follows it in
 //     the log, it is a torn tail and is truncated; if valid batches follow,
 //     it is corruption (CorruptionError, or a repair with RepairCorruption).
+//
+// A TruncateTo or ResetTo interrupted after its commit point is completed
+// first (and the log is then treated as unclean); the epoch cache is built
+// last (loadEpochs).
 func (l *Log) load() error {
 	if err := completeSwaps(l.dir, l.logger); err != nil {
 		return fmt.Errorf("wal: %s: complete interrupted compaction: %w", l.dir, err)
+	}
+	clean := l.opts.Clean
+	if done, err := completePendingTruncation(l.dir, &l.opts, l.logger); err != nil {
+		return fmt.Errorf("wal: %s: complete interrupted truncation: %w", l.dir, err)
+	} else if done {
+		clean = false
 	}
 	bases, err := listSegments(l.dir, l.logger)
 	if err != nil {
 		return err
 	}
 	rp := int64(math.MaxInt64)
-	if !l.opts.Clean {
+	if !clean {
 		rp = readRecoveryPoint(l.dir)
 	}
 	l.rpOffset = readRecoveryPoint(l.dir)
@@ -74,8 +84,9 @@ func (l *Log) load() error {
 			return err
 		}
 		l.segs = []*segment{s}
-		return nil
+		return l.loadEpochs(0)
 	}
+	rescanFrom := int64(math.MaxInt64) // the first offset recovery rescans
 	sizes := make([]int64, len(bases))
 	for i, b := range bases {
 		if fi, err := os.Stat(filepath.Join(l.dir, segmentName(b, logSuffix))); err == nil {
@@ -101,7 +112,8 @@ func (l *Log) load() error {
 				laterData = laterData || sz > 0
 			}
 		}
-		if !l.opts.Clean && (last || nextBase > rp) {
+		if !clean && (last || nextBase > rp) {
+			rescanFrom = min(rescanFrom, base)
 			err = l.recoverSegment(s, base, laterData)
 		} else {
 			err = l.loadSegment(s, nextBase, laterData)
@@ -153,7 +165,7 @@ func (l *Log) load() error {
 	l.start.Store(l.segs[0].base)
 	l.end.Store(act.end.Load())
 	l.next = act.end.Load()
-	return nil
+	return l.loadEpochs(rescanFrom)
 }
 
 // loadSegment opens a segment that needs no rescan: its indexes are checked

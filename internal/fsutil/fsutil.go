@@ -49,3 +49,12 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	return SyncDir(filepath.Dir(path))
 }
+
+// RemoveDurable removes path (a missing file is not an error) and syncs
+// its directory, so that the removal survives a crash.
+func RemoveDurable(path string) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
