@@ -17,16 +17,16 @@ import (
 // apiHandler is one row of the Kafka API table: the versions served, the
 // versions advertised in ApiVersions, and the handler.
 type apiHandler struct {
-	key     int16
-	name    string
-	min     int16 // lowest version served
-	max     int16 // highest version served
-	advMin  int16 // lowest version advertised (Produce: 0, see its file)
-	async   bool  // run the handler on its own goroutine (it blocks on disk)
+	key    int16
+	name   string
+	min    int16 // lowest version served
+	max    int16 // highest version served
+	advMin int16 // lowest version advertised (Produce: 0, see its file)
+	async  bool  // run the handler on its own goroutine (it blocks on disk)
 	// clusterOnly rows are served in cluster mode only, and never
 	// advertised in ApiVersions (internal calls between brokers).
 	clusterOnly bool
-	handler func(s *Server, r *request) frameOutcome
+	handler     func(s *Server, r *request) frameOutcome
 }
 
 const maxAPIKey = 127
