@@ -18,7 +18,7 @@ import (
 // Cluster mode, as the Kafka handlers see it.
 //
 //   - Metadata, DescribeCluster and FindCoordinator answer from the
-//     replicated image (every registered broker at its advertised address,
+//     replicated image (every unfenced broker at its advertised address,
 //     leaders, replicas and ISR, the Raft leader as controller).
 //   - Admin requests (CreateTopics, DeleteTopics, CreatePartitions,
 //     AlterConfigs, IncrementalAlterConfigs) and the internal ones
@@ -148,9 +148,10 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 		}
 	}
 	// Brokers and controller after the topics: an auto-created topic's
-	// leader is then among the brokers listed.
+	// leader is then among the brokers listed. Fenced brokers (registered,
+	// not yet caught up) are left out, as Kafka does.
 	img := cl.Image()
-	for _, b := range img.Brokers() {
+	for _, b := range img.LiveBrokers() {
 		host, port := brokerHostPort(b.KafkaAddr)
 		mb := kmsg.MetadataResponseBroker{NodeID: b.ID, Host: host, Port: port}
 		if b.Rack != "" {
