@@ -119,6 +119,9 @@ type Cluster struct {
 	voters []int32 // sorted
 
 	kafkaAddr string // advertised, set by Start
+	// last is the image the publisher reconciled last (run's goroutine
+	// only); nil before the first.
+	last *metadata.Image
 
 	mu        sync.Mutex
 	epoch     int64         // broker epoch; 0 until registered
@@ -372,10 +375,12 @@ func (c *Cluster) unfence(epoch int64) bool {
 	return true
 }
 
-// reconcile makes the engine's topics follow the image: topics the image
-// does not know (by id) become stray, new topics and partitions are
-// created (with logs only for the partitions this broker holds), and
-// config overrides follow. It reports whether everything succeeded.
+// reconcile makes the engine's topics follow the image: a topic deleted
+// between the last reconciled image and this one is deleted; a local
+// topic no image it has seen knows (by id) becomes stray (its logs
+// renamed, never deleted); new topics and partitions are created (with
+// logs only for the partitions this broker holds); config overrides
+// follow. It reports whether everything succeeded.
 func (c *Cluster) reconcile() bool {
 	img := c.Image()
 	self := c.cfg.NodeID
@@ -384,12 +389,21 @@ func (c *Cluster) reconcile() bool {
 		if t.Internal {
 			continue
 		}
-		it := img.TopicByID(metadata.UUID(t.ID))
-		if it != nil && it.Name == t.Name {
+		id := metadata.UUID(t.ID)
+		if it := img.TopicByID(id); it != nil && it.Name == t.Name {
 			continue
 		}
-		if err := c.eng.StrayTopic(t.Name); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			c.log.Error("cannot set aside a topic the cluster does not know", "topic", t.Name, "err", err)
+		// Deleted through the quorum while this broker watched: delete.
+		// Unknown to every image it has seen (deleted while it was
+		// down, or from another cluster or mode): keep, renamed -stray.
+		var err error
+		if c.last != nil && c.last.TopicByID(id) != nil {
+			err = c.eng.DeleteTopic(t.Name)
+		} else {
+			err = c.eng.StrayTopic(t.Name)
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			c.log.Error("cannot remove a topic the cluster metadata does not have", "topic", t.Name, "err", err)
 			ok = false
 		}
 	}
@@ -427,6 +441,7 @@ func (c *Cluster) reconcile() bool {
 			}
 		}
 	}
+	c.last = img
 	c.mu.Lock()
 	close(c.published)
 	c.published = make(chan struct{})

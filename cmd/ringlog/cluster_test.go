@@ -161,10 +161,10 @@ func (c *testCluster) converge(ctx context.Context, want int) view {
 
 // produceAll writes n unique values to topic with an idempotent acks=all
 // producer seeded with every broker, and returns them.
-func produceAll(t *testing.T, ctx context.Context, seeds []string, topic, prefix string, n int) map[string]bool {
+func produceAll(t *testing.T, ctx context.Context, seeds []string, topic, prefix string, n int, opts ...kgo.Opt) map[string]bool {
 	t.Helper()
-	cl := procClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl := procClient(t, seeds[0], append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, opts...)...)
 	sent := map[string]bool{}
 	var recs []*kgo.Record
 	for i := 0; i < n; i++ {
@@ -270,6 +270,22 @@ func TestClusterThreeBrokers(t *testing.T) {
 		}
 	}
 
+	// Deleting through the quorum removes the logs on every broker.
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "short-lived"); err != nil {
+		t.Fatal(err)
+	}
+	c.converge(ctx, 3)
+	if r, err := adm.DeleteTopic(ctx, "short-lived"); err != nil || r.Err != nil {
+		t.Fatalf("delete short-lived: %v %v", err, r.Err)
+	}
+	waitFor(t, ctx, "short-lived's logs deleted everywhere", func() bool {
+		return len(globDirs(c.dirs, "short-lived-*")) == 0
+	})
+
+	// Auto-creation on a broker that is not the controller goes through it.
+	autoSent := produceAll(t, ctx, []string{c.kafka[other-1]}, "auto", "auto", 30, kgo.AllowAutoTopicCreation())
+	consumeAll(t, ctx, c.kafka, "auto", "g-auto", autoSent)
+
 	sent := produceAll(t, ctx, c.kafka, "orders", "a", 600)
 	parts := consumeAll(t, ctx, c.kafka, "orders", "g1", sent)
 	if len(parts) != 6 {
@@ -299,10 +315,21 @@ func TestClusterThreeBrokers(t *testing.T) {
 		}
 	}
 	t.Logf("controller %d killed: topic creation worked again after %v", dead, time.Since(killed).Round(time.Millisecond))
+	// A topic deleted while a broker is down: that broker keeps its logs,
+	// renamed -stray, when it returns (never delete data because the
+	// metadata lacks it); the others delete theirs.
+	if r, err := adm2.DeleteTopic(ctx, "events"); err != nil || r.Err != nil {
+		t.Fatalf("delete events: %v %v", err, r.Err)
+	}
 
 	// Restart it: it rejoins and serves its partitions again.
 	c.start(int(dead))
 	v = c.converge(ctx, 3)
+	waitFor(t, ctx, "events' logs deleted on the live brokers and set aside on the returning one", func() bool {
+		live := globDirs(c.dirs, "events-*")
+		stray := globDirs(c.dirs[dead-1:dead], "events-*-stray")
+		return len(live) == 1 && len(stray) == 1
+	})
 	if v.Controller == dead {
 		t.Logf("the restarted broker %d is controller again", dead)
 	}
@@ -324,6 +351,27 @@ func TestClusterThreeBrokers(t *testing.T) {
 	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
 	if total != 600 {
 		t.Fatalf("g1 committed offsets sum to %d, want 600", total)
+	}
+}
+
+// globDirs lists the entries matching pattern in dirs.
+func globDirs(dirs []string, pattern string) []string {
+	var out []string
+	for _, d := range dirs {
+		m, _ := filepath.Glob(filepath.Join(d, pattern))
+		out = append(out, m...)
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or ctx ends.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
