@@ -379,8 +379,9 @@ func (c *Cluster) unfence(epoch int64) bool {
 // between the last reconciled image and this one is deleted; a local
 // topic no image it has seen knows (by id) becomes stray (its logs
 // renamed, never deleted); new topics and partitions are created (with
-// logs only for the partitions this broker holds); config overrides
-// follow. It reports whether everything succeeded.
+// logs only for the partitions this broker holds); topic config
+// overrides and the cluster-wide broker defaults follow. It reports
+// whether everything succeeded.
 func (c *Cluster) reconcile() bool {
 	img := c.Image()
 	self := c.cfg.NodeID
@@ -439,6 +440,19 @@ func (c *Cluster) reconcile() bool {
 				c.log.Error("cannot apply a topic's configs from the cluster metadata", "topic", it.Name, "err", err)
 				ok = false
 			}
+		}
+	}
+	if want, have := img.BrokerConfigs(), c.eng.DynamicBrokerConfigs(); !maps.Equal(want, have) {
+		set := map[string]*string{}
+		for k := range have {
+			set[k] = nil
+		}
+		for k, v := range want {
+			set[k] = &v
+		}
+		if err := c.eng.AlterBrokerDefaults(set, false); err != nil {
+			c.log.Error("cannot apply the cluster-wide broker defaults", "err", err)
+			ok = false
 		}
 	}
 	c.last = img

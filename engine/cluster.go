@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -28,6 +29,14 @@ func (e *Engine) SetClusterHooks(h ClusterHooks) { e.hooks.Store(&h) }
 
 // clusterHooks returns the hooks, nil in single-node mode.
 func (e *Engine) clusterHooks() *ClusterHooks { return e.hooks.Load() }
+
+// DynamicBrokerConfigs returns the broker-level topic defaults set at run
+// time (AlterBrokerDefaults), without the --topic-default ones.
+func (e *Engine) DynamicBrokerConfigs() map[string]string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return maps.Clone(e.meta.BrokerConfigs)
+}
 
 // hostedOnly returns the partitions whose logs live here.
 func hostedOnly(parts []*Partition) []*Partition {

@@ -270,6 +270,24 @@ func TestClusterThreeBrokers(t *testing.T) {
 		}
 	}
 
+	// Topic configs go through the controller and reach every broker.
+	ac, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("3600000")}}, "orders")
+	if err != nil || ac[0].Err != nil {
+		t.Fatalf("alter orders' config: %v %+v", err, ac)
+	}
+	for i, addr := range c.kafka {
+		cl := procClient(t, addr)
+		waitFor(t, ctx, fmt.Sprintf("broker %d to describe orders' retention.ms=3600000", i+1), func() bool {
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, "orders", []string{"retention.ms"}
+			req.Resources = append(req.Resources, r)
+			resp, err := req.RequestWith(ctx, cl.Broker(-2147483648))
+			return err == nil && len(resp.Resources) == 1 && len(resp.Resources[0].Configs) == 1 &&
+				resp.Resources[0].Configs[0].Value != nil && *resp.Resources[0].Configs[0].Value == "3600000"
+		})
+	}
+
 	// Deleting through the quorum removes the logs on every broker.
 	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "short-lived"); err != nil {
 		t.Fatal(err)
