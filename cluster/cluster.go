@@ -328,9 +328,11 @@ func (c *Cluster) register() (int64, bool) {
 		l := kmsg.NewBrokerRegistrationRequestListener()
 		l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", host, uint16(port), 0
 		req.Listeners = append(req.Listeners, l)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sctx, stop := c.stopContext()
+		ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
 		resp := c.Admin(ctx, req, false).(*kmsg.BrokerRegistrationResponse)
 		cancel()
+		stop()
 		if resp.ErrorCode == 0 {
 			return resp.BrokerEpoch, true
 		}
@@ -364,7 +366,9 @@ func (c *Cluster) unfence(epoch int64) bool {
 	req.Version = 0
 	req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, false
 	req.CurrentMetadataOffset = int64(c.Image().Index())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, stop := c.stopContext()
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
 	defer cancel()
 	resp := c.Admin(ctx, req, false).(*kmsg.BrokerHeartbeatResponse)
 	if resp.ErrorCode != 0 || resp.IsFenced {
