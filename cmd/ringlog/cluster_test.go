@@ -219,6 +219,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 	ctx := deadlineCtx(t, 3*time.Minute)
 	v := c.converge(ctx, 3)
 	t.Logf("cluster %s, controller %d, brokers %v", v.ClusterID, v.Controller, v.Brokers)
+	for i, addr := range c.kafka {
+		dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, procClient(t, addr).Broker(-2147483648))
+		if err != nil || dc.ErrorCode != 0 || dc.ClusterID != v.ClusterID || dc.ControllerID != v.Controller || len(dc.Brokers) != 3 {
+			t.Fatalf("DescribeCluster on broker %d: %v %+v, want cluster %s, controller %d, 3 brokers", i+1, err, dc, v.ClusterID, v.Controller)
+		}
+	}
 
 	// CreateTopics through kadm (franz-go sends it to the controller) and
 	// straight to a broker that is not the controller (forwarded).
