@@ -309,6 +309,20 @@ func TestClusterThreeBrokers(t *testing.T) {
 	// Auto-creation on a broker that is not the controller goes through it.
 	autoSent := produceAll(t, ctx, []string{c.kafka[other-1]}, "auto", "auto", 30, kgo.AllowAutoTopicCreation())
 	consumeAll(t, ctx, c.kafka, "auto", "g-auto", autoSent)
+	// CreatePartitions places the new partitions over the brokers too.
+	if r, err := adm.CreatePartitions(ctx, 2, "auto"); err != nil || r["auto"].Err != nil {
+		t.Fatalf("grow auto: %v %+v", err, r)
+	}
+	grown := c.converge(ctx, 3).Leaders["auto"]
+	if len(grown) != 3 {
+		t.Fatalf("auto has leaders %v, want 3 partitions", grown)
+	}
+	for p, l := range grown {
+		waitFor(t, ctx, fmt.Sprintf("auto-%d's log on broker %d", p, l), func() bool {
+			_, err := os.Stat(filepath.Join(c.dirs[l-1], fmt.Sprintf("auto-%d", p)))
+			return err == nil
+		})
+	}
 
 	sent := produceAll(t, ctx, c.kafka, "orders", "a", 600)
 	parts := consumeAll(t, ctx, c.kafka, "orders", "g1", sent)
