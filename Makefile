@@ -14,7 +14,8 @@ FUZZ_TARGETS := \
 	./netio:FuzzNativeFrame \
 	./metadata:FuzzDecodeRecord \
 	./metadata:FuzzDecodeImage \
-	./quorum:FuzzHello
+	./quorum:FuzzHello \
+	./internal/kwire:FuzzParseResponse
 
 .PHONY: run build build-perf test vet unit fuzz-short bench perf flamegraph
 

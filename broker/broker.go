@@ -26,11 +26,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/metrics"
 	"github.com/ringlog/ringlog/netio"
@@ -57,6 +59,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives every part's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Cluster, if set, runs the broker in cluster mode (package cluster):
+	// a member of the metadata quorum. Nil: a single broker, without
+	// Raft. The broker fills its DataDir, DefaultPartitions and Logger.
+	Cluster *cluster.Config
 }
 
 // DefaultConfig is the broker that ships: what `ringlog serve` runs
@@ -103,6 +109,7 @@ type Broker struct {
 	logger  *slog.Logger
 	metrics *metrics.Metrics
 	eng     *engine.Engine
+	cluster *cluster.Cluster // nil: single node
 	kafka   *netio.Server
 	native  *netio.Server // nil: off
 	http    *http.Server  // nil: off
@@ -133,11 +140,29 @@ func New(cfg Config) (*Broker, error) {
 	b.eng = eng
 	b.metrics.RegisterEngine(eng)
 
+	// closeEngine undoes what New started before the listeners.
+	closeEngine := func() {
+		if b.cluster != nil {
+			b.cluster.Close()
+		}
+		eng.Close()
+	}
 	scfg := cfg.Kafka
 	scfg.Native, scfg.Logger, scfg.Metrics = false, cfg.Logger, b.metrics
+	if cfg.Cluster != nil {
+		ccfg := *cfg.Cluster
+		ccfg.DataDir, ccfg.DefaultPartitions, ccfg.Logger = cfg.Engine.DataDir, eng.DefaultPartitions(), cfg.Logger
+		cl, err := cluster.Open(ccfg, eng)
+		if err != nil {
+			eng.Close()
+			return nil, err
+		}
+		b.cluster = cl
+		scfg.Cluster = cl
+	}
 	b.kafka = netio.NewServer(eng, scfg)
 	if err := b.kafka.Start(); err != nil {
-		eng.Close()
+		closeEngine()
 		return nil, err
 	}
 	if cfg.NativeAddr != "" {
@@ -146,7 +171,7 @@ func New(cfg Config) (*Broker, error) {
 		b.native = netio.NewServer(eng, ncfg)
 		if err := b.native.Start(); err != nil {
 			b.kafka.Stop(context.Background())
-			eng.Close()
+			closeEngine()
 			return nil, err
 		}
 	}
@@ -157,14 +182,31 @@ func New(cfg Config) (*Broker, error) {
 			if b.native != nil {
 				b.native.Stop(context.Background())
 			}
-			eng.Close()
+			closeEngine()
 			return nil, fmt.Errorf("http listener %s: %w", cfg.HTTPAddr, err)
 		}
 		b.httpLn = ln
 		b.http = &http.Server{Handler: httpMux(b.metrics, eng), ReadHeaderTimeout: 10 * time.Second}
 		go b.http.Serve(ln)
 	}
+	if b.cluster != nil {
+		host, port := b.kafka.Advertised()
+		b.cluster.Start(net.JoinHostPort(host, strconv.Itoa(int(port))))
+	}
 	return b, nil
+}
+
+// Cluster is the broker's cluster mode; nil for a single broker.
+func (b *Broker) Cluster() *cluster.Cluster { return b.cluster }
+
+// Failed is closed when the broker cannot go on by itself (cluster mode
+// stopped: see Cluster().Err()); nil for a single broker, which has no
+// such failure.
+func (b *Broker) Failed() <-chan struct{} {
+	if b.cluster == nil {
+		return nil
+	}
+	return b.cluster.Done()
 }
 
 // KafkaAddr is the Kafka listener's bound address.
@@ -233,6 +275,11 @@ func (b *Broker) Close() error {
 		wg.Wait()
 		if b.http != nil {
 			b.http.Shutdown(ctx)
+		}
+		if b.cluster != nil {
+			if err := b.cluster.Close(); err != nil {
+				b.logger.Warn("stopping the metadata quorum node", "err", err)
+			}
 		}
 		if err := b.eng.Close(); err != nil {
 			b.closeErr = fmt.Errorf("close engine: %w", err)

@@ -223,6 +223,9 @@ func (c *Coordinator) Group(id string, create bool) (*Group, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w: empty group id", kerr.InvalidGroupID)
 	}
+	if err := c.checkCoordinator(id); err != nil {
+		return nil, err
+	}
 	return c.group(id, create), nil
 }
 
@@ -378,6 +381,9 @@ func (c *Coordinator) FetchOffsets(groupID string, topics map[string][]int32) ([
 	if groupID == "" {
 		return nil, fmt.Errorf("%w: empty group id", kerr.InvalidGroupID)
 	}
+	if err := c.checkCoordinator(groupID); err != nil {
+		return nil, err
+	}
 	g := c.group(groupID, false)
 	var out []FetchedOffset
 	if topics == nil {
@@ -419,6 +425,9 @@ func (c *Coordinator) FetchOffsets(groupID string, topics map[string][]int32) ([
 
 // DeleteGroup removes an empty group and its offsets.
 func (c *Coordinator) DeleteGroup(id string) error {
+	if err := c.checkCoordinator(id); err != nil {
+		return err
+	}
 	g := c.group(id, false)
 	if g == nil {
 		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
@@ -453,6 +462,9 @@ func (c *Coordinator) DeleteGroup(id string) error {
 // DeleteOffsets removes committed offsets of partitions the group is not
 // subscribed to (OffsetDelete). errs has one entry per partition.
 func (c *Coordinator) DeleteOffsets(id string, parts []topicPartitionRef) ([]error, error) {
+	if err := c.checkCoordinator(id); err != nil {
+		return nil, err
+	}
 	g := c.group(id, false)
 	if g == nil {
 		return nil, fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)

@@ -149,6 +149,7 @@ type Engine struct {
 	stats       Stats
 	coord       *Coordinator
 
+	hooks       atomic.Pointer[ClusterHooks] // nil: single node
 	cleanerStop chan struct{}
 	cleanerDone chan struct{}
 	lock        *os.File // the data directory's lock, held until Close
@@ -286,6 +287,10 @@ func removeDeletedDirs(dir string, logger *slog.Logger) {
 
 const deleteSuffix = "-delete"
 
+// straySuffix ends the directory of a log that cluster metadata no longer
+// knows (StrayTopic): kept for an operator, never deleted.
+const straySuffix = "-stray"
+
 // loadTopics opens every partition of every topic in the metadata, in
 // parallel, and hands each log to its shard.
 func (e *Engine) loadTopics(clean bool) error {
@@ -299,7 +304,9 @@ func (e *Engine) loadTopics(clean bool) error {
 		e.topics[t.Name] = t
 		e.byID[t.ID] = t
 		for _, p := range t.Partitions() {
-			jobs = append(jobs, job{t, p})
+			if p.Hosted() {
+				jobs = append(jobs, job{t, p})
+			}
 		}
 	}
 	work := make(chan job)
@@ -332,6 +339,7 @@ func (e *Engine) newTopic(tm topicMeta, cfg *TopicConfig) *Topic {
 	parts := make([]*Partition, tm.Partitions)
 	for i := range parts {
 		parts[i] = e.newPartition(t, int32(i))
+		parts[i].notHosted = slices.Contains(tm.NotHosted, int32(i))
 	}
 	t.parts.Store(&parts)
 	return t
@@ -554,6 +562,12 @@ type CreateTopicRequest struct {
 	ValidateOnly      bool
 	// Internal marks broker-owned topics (__consumer_offsets).
 	Internal bool
+	// ID is the topic's id; zero: a new random one. Cluster mode passes
+	// the id from the cluster metadata.
+	ID TopicID
+	// NotHosted lists partitions whose logs live on other brokers
+	// (cluster mode): they exist in the registry but have no log here.
+	NotHosted []int32
 }
 
 // pendingTopic reserves a topic name while its topic is being created or
@@ -657,7 +671,12 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	defer e.admin.Done()
 	op := &pendingTopic{done: make(chan struct{})}
 	e.pending[req.Name] = op
-	tm := topicMeta{Name: req.Name, ID: newTopicID(), Partitions: req.Partitions, Configs: maps.Clone(req.Configs), Internal: req.Internal}
+	id := req.ID
+	if id == (TopicID{}) {
+		id = newTopicID()
+	}
+	tm := topicMeta{Name: req.Name, ID: id, Partitions: req.Partitions, Configs: maps.Clone(req.Configs), Internal: req.Internal,
+		NotHosted: slices.Clone(req.NotHosted)}
 	cfg, gen := e.topicConfig(tm.Configs), e.defaultsGen
 	e.mu.Unlock()
 	t := e.newTopic(tm, cfg)
@@ -668,7 +687,8 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 		close(op.done)
 	}
 
-	if err := e.createLogs(t.Partitions(), cfg); err != nil {
+	hosted := hostedOnly(t.Partitions())
+	if err := e.createLogs(hosted, cfg); err != nil {
 		unreserve()
 		return nil, err
 	}
@@ -678,7 +698,7 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	next.Topics = append(next.Topics, tm)
 	if err := saveMeta(e.cfg.DataDir, next); err != nil {
 		e.metaMu.Unlock()
-		deleteLogs(t.Partitions())
+		deleteLogs(hosted)
 		unreserve()
 		return nil, fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
 	}
@@ -686,9 +706,9 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 		// The broker defaults changed while the logs were created.
 		cfg = e.topicConfig(tm.Configs)
 		t.config.Store(cfg)
-		e.setLogOptions(t.Partitions(), cfg)
+		e.setLogOptions(hosted, cfg)
 	}
-	for _, p := range t.Partitions() {
+	for _, p := range hosted {
 		p.shard.adopt(p)
 	}
 	e.mu.Lock()
@@ -791,6 +811,18 @@ func (e *Engine) GetOrCreateTopic(name string) (*Topic, error) {
 		case !e.cfg.AutoCreateTopics:
 			return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
 		}
+		if h := e.clusterHooks(); h != nil && h.AutoCreateTopic != nil {
+			if err := ValidateTopicName(name); err != nil {
+				return nil, err
+			}
+			if err := h.AutoCreateTopic(name); err != nil {
+				return nil, err
+			}
+			if t := e.Topic(name); t != nil {
+				return t, nil
+			}
+			return nil, fmt.Errorf("%w: topic %q is being created", kerr.LeaderNotAvailable, name)
+		}
 		t, err := e.CreateTopic(CreateTopicRequest{Name: name, Partitions: -1, ReplicationFactor: -1})
 		if errors.Is(err, kerr.TopicAlreadyExists) {
 			continue // created or deleted by someone else meanwhile: look again
@@ -828,6 +860,19 @@ func (e *Engine) lockTopicAdmin(t *Topic) error {
 // lists it when DeleteTopic returns; its name stays reserved until its
 // partitions are closed and their directories moved aside.
 func (e *Engine) DeleteTopic(name string) error {
+	return e.removeTopic(name, false)
+}
+
+// StrayTopic takes a topic out of the registry like DeleteTopic, but keeps
+// its data: each hosted partition's directory is renamed
+// <topic>-<n>.<topic id>-stray, never deleted. Cluster mode calls it for
+// local topics the cluster metadata does not know (never delete data
+// because metadata is missing).
+func (e *Engine) StrayTopic(name string) error {
+	return e.removeTopic(name, true)
+}
+
+func (e *Engine) removeTopic(name string, stray bool) error {
 	t, err := e.beginTopicAdmin(name)
 	if err != nil {
 		return err
@@ -859,12 +904,16 @@ func (e *Engine) DeleteTopic(name string) error {
 
 	t.deleted.Store(true)
 	for _, p := range t.Partitions() {
-		p.remove()
+		p.remove(stray)
 	}
 	e.mu.Lock()
 	delete(e.pending, name)
 	e.mu.Unlock()
 	close(op.done)
+	if stray {
+		e.logger.Warn("cluster metadata does not know this topic: its logs are kept, renamed *"+straySuffix, "topic", name, "id", t.ID.String())
+		return nil
+	}
 	e.logger.Info("deleted topic", "topic", name, "id", t.ID.String())
 	return nil
 }
@@ -873,6 +922,16 @@ func (e *Engine) DeleteTopic(name string) error {
 // created with no registry lock held; the partitions are published once
 // the metadata file lists them.
 func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) error {
+	return e.addPartitions(name, total, validateOnly, nil)
+}
+
+// AddPartitions grows a topic to total partitions, as CreatePartitions,
+// hosting only the new partitions not in notHosted (cluster mode).
+func (e *Engine) AddPartitions(name string, total int32, notHosted []int32) error {
+	return e.addPartitions(name, total, false, notHosted)
+}
+
+func (e *Engine) addPartitions(name string, total int32, validateOnly bool, notHosted []int32) error {
 	t, err := e.beginTopicAdmin(name)
 	if err != nil {
 		return err
@@ -894,10 +953,13 @@ func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) e
 	}
 	var added []*Partition
 	for i := cur; i < total; i++ {
-		added = append(added, e.newPartition(t, i))
+		p := e.newPartition(t, i)
+		p.notHosted = slices.Contains(notHosted, i)
+		added = append(added, p)
 	}
 	cfg := t.Config()
-	if err := e.createLogs(added, cfg); err != nil {
+	hosted := hostedOnly(added)
+	if err := e.createLogs(hosted, cfg); err != nil {
 		return err
 	}
 
@@ -906,18 +968,23 @@ func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) e
 	for i := range next.Topics {
 		if next.Topics[i].Name == name {
 			next.Topics[i].Partitions = total
+			for _, p := range added {
+				if !p.Hosted() {
+					next.Topics[i].NotHosted = append(slices.Clone(next.Topics[i].NotHosted), p.Index)
+				}
+			}
 		}
 	}
 	if err := saveMeta(e.cfg.DataDir, next); err != nil {
 		e.metaMu.Unlock()
-		deleteLogs(added)
+		deleteLogs(hosted)
 		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
 	}
 	if now := t.Config(); now != cfg {
 		// The broker defaults changed while the logs were created.
-		e.setLogOptions(added, now)
+		e.setLogOptions(hosted, now)
 	}
-	for _, p := range added {
+	for _, p := range hosted {
 		p.shard.adopt(p)
 	}
 	parts := append(slices.Clone(t.Partitions()), added...)
@@ -1065,6 +1132,13 @@ const producerIDBlock = 1000
 func (e *Engine) AllocateProducerID() (int64, error) {
 	e.pidMu.Lock()
 	defer e.pidMu.Unlock()
+	if h := e.clusterHooks(); h != nil && h.AllocateProducerIDs != nil && e.nextPID >= e.pidLimit {
+		first, count, err := h.AllocateProducerIDs()
+		if err != nil {
+			return 0, err
+		}
+		e.nextPID, e.pidLimit = first, first+int64(count)
+	}
 	if e.nextPID >= e.pidLimit {
 		if err := e.beginAdmin(); err != nil {
 			return 0, err

@@ -58,6 +58,9 @@ type topicMeta struct {
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Internal   bool              `json:"internal,omitempty"`
+	// NotHosted lists the partitions whose log lives on other brokers
+	// (cluster mode); empty: every partition is hosted here.
+	NotHosted []int32 `json:"not_hosted,omitempty"`
 }
 
 type brokerMeta struct {

@@ -88,6 +88,9 @@ type Partition struct {
 	waiters []*Waiter
 
 	removed atomic.Bool
+	// notHosted: the partition's log lives on another broker (cluster
+	// mode); it has no log here and never gets one.
+	notHosted bool
 
 	// Counters for metrics.
 	BytesIn    atomic.Int64
@@ -107,6 +110,9 @@ func (p *Partition) String() string { return p.topic.Name + "-" + strconv.Itoa(i
 // Log returns the partition's log, or an error when the partition is
 // offline (its log could not be opened, or a write failed) or removed.
 func (p *Partition) Log() (*wal.Log, error) {
+	if p.notHosted {
+		return nil, fmt.Errorf("%w: %s is not hosted on this broker", kerr.NotLeaderForPartition, p)
+	}
 	if p.removed.Load() {
 		return nil, fmt.Errorf("%w: %s was deleted", kerr.UnknownTopicOrPartition, p)
 	}
@@ -150,9 +156,14 @@ func (p *Partition) LogStartOffset() int64 {
 // change, so always 0 (every stored batch carries it).
 func (p *Partition) LeaderEpoch() int32 { return 0 }
 
+// Hosted reports whether the partition's log lives on this broker (always,
+// but in cluster mode).
+func (p *Partition) Hosted() bool { return !p.notHosted }
+
 // remove takes the partition out of service: its shard closes the log and
-// moves the directory aside for deletion; waiting fetches are woken.
-func (p *Partition) remove() {
+// moves the directory aside for deletion (stray: renames it to
+// <dir>.<topic id>-stray and keeps it); waiting fetches are woken.
+func (p *Partition) remove(stray bool) {
 	p.removed.Store(true)
 	p.shard.Call(func() error {
 		p.shard.disown(p)
@@ -160,6 +171,12 @@ func (p *Partition) remove() {
 			return nil
 		}
 		err := p.log.Close()
+		if stray {
+			if rerr := os.Rename(p.dir, p.dir+"."+p.topic.ID.String()+straySuffix); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return err
+		}
 		gone := p.dir + "." + p.topic.ID.String() + deleteSuffix
 		if rerr := os.Rename(p.dir, gone); rerr != nil {
 			err = errors.Join(err, rerr)

@@ -38,6 +38,10 @@ func handleMetadata(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
+	if s.cfg.Cluster != nil {
+		s.clusterMetadata(r, req)
+		return frameDone
+	}
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	host, port := s.Advertised()
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.eng.NodeID(), Host: host, Port: port}}

@@ -21,7 +21,7 @@ import (
 func (s *Server) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 	var out []kmsg.ApiVersionsResponseApiKey
 	for _, h := range s.handlers {
-		if h != nil {
+		if h != nil && !h.clusterOnly {
 			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: h.key, MinVersion: h.advMin, MaxVersion: h.max})
 		}
 	}

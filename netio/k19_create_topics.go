@@ -31,6 +31,9 @@ func handleCreateTopics(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
+	if s.clusterAdmin(r, req) {
+		return frameDone
+	}
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
 	for _, rt := range req.Topics {

@@ -23,6 +23,9 @@ func handleDeleteTopics(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
+	if s.clusterAdmin(r, req) {
+		return frameDone
+	}
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
 		name *string

@@ -24,6 +24,9 @@ func handleAlterConfigs(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
+	if s.clusterAdmin(r, req) {
+		return frameDone
+	}
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range req.Resources {
 		res := kmsg.NewAlterConfigsResponseResource()

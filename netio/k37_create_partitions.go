@@ -22,6 +22,9 @@ func handleCreatePartitions(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
+	if s.clusterAdmin(r, req) {
+		return frameDone
+	}
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	for _, rt := range req.Topics {
 		tr := kmsg.NewCreatePartitionsResponseTopic()

@@ -28,6 +28,9 @@ func handleIncrementalAlterConfigs(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
+	if s.clusterAdmin(r, req) {
+		return frameDone
+	}
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()

@@ -24,6 +24,10 @@ func handleDescribeCluster(s *Server, r *request) frameOutcome {
 		r.respond(resp)
 		return frameDone
 	}
+	if s.cfg.Cluster != nil {
+		s.clusterDescribe(r, req)
+		return frameDone
+	}
 	host, port := s.Advertised()
 	resp.ClusterID = s.eng.ClusterID()
 	resp.ControllerID = s.eng.NodeID()

@@ -17,13 +17,16 @@ import (
 // apiHandler is one row of the Kafka API table: the versions served, the
 // versions advertised in ApiVersions, and the handler.
 type apiHandler struct {
-	key     int16
-	name    string
-	min     int16 // lowest version served
-	max     int16 // highest version served
-	advMin  int16 // lowest version advertised (Produce: 0, see its file)
-	async   bool  // run the handler on its own goroutine (it blocks on disk)
-	handler func(s *Server, r *request) frameOutcome
+	key    int16
+	name   string
+	min    int16 // lowest version served
+	max    int16 // highest version served
+	advMin int16 // lowest version advertised (Produce: 0, see its file)
+	async  bool  // run the handler on its own goroutine (it blocks on disk)
+	// clusterOnly rows are served in cluster mode only, and never
+	// advertised in ApiVersions (internal calls between brokers).
+	clusterOnly bool
+	handler     func(s *Server, r *request) frameOutcome
 }
 
 const maxAPIKey = 127
@@ -56,6 +59,14 @@ var apiTable = []apiHandler{
 	{key: 44, name: "IncrementalAlterConfigs", min: 0, max: 1, advMin: 0, async: true, handler: handleIncrementalAlterConfigs},
 	{key: 47, name: "OffsetDelete", min: 0, max: 0, advMin: 0, async: true, handler: handleOffsetDelete},
 	{key: 60, name: "DescribeCluster", min: 0, max: 2, advMin: 0, handler: handleDescribeCluster},
+}
+
+// clusterAPITable are the internal APIs of cluster mode (cluster.go):
+// served only there, never advertised in ApiVersions.
+var clusterAPITable = []apiHandler{
+	{key: 62, name: "BrokerRegistration", min: 0, max: 4, advMin: 0, async: true, clusterOnly: true, handler: handleClusterInternal},
+	{key: 63, name: "BrokerHeartbeat", min: 0, max: 1, advMin: 0, async: true, clusterOnly: true, handler: handleClusterInternal},
+	{key: 67, name: "AllocateProducerIds", min: 0, max: 0, advMin: 0, async: true, clusterOnly: true, handler: handleClusterInternal},
 }
 
 // request is one parsed Kafka request.

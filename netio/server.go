@@ -50,6 +50,8 @@ type Config struct {
 	Native bool
 	// Logger receives the listener's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Cluster is cluster mode (cluster.go); nil: a single broker.
+	Cluster Cluster
 	// Metrics are the instruments the server counts in; build them with
 	// metrics.New(APIs()...) so every API's are there before a request
 	// arrives. Default: a fresh set nobody reads.
@@ -71,9 +73,9 @@ func DefaultConfig() Config {
 // APIs lists the Kafka APIs the server counts requests of, for
 // metrics.New.
 func APIs() []metrics.API {
-	apis := make([]metrics.API, len(apiTable))
-	for i, h := range apiTable {
-		apis[i] = metrics.API{Key: h.key, Name: h.name}
+	apis := make([]metrics.API, 0, len(apiTable)+len(clusterAPITable))
+	for _, h := range append(apiTable[:len(apiTable):len(apiTable)], clusterAPITable...) {
+		apis = append(apis, metrics.API{Key: h.key, Name: h.name})
 	}
 	return apis
 }
@@ -137,6 +139,12 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	for i := range apiTable {
 		h := &apiTable[i]
 		s.handlers[h.key] = h
+	}
+	if cfg.Cluster != nil {
+		for i := range clusterAPITable {
+			h := &clusterAPITable[i]
+			s.handlers[h.key] = h
+		}
 	}
 	return s
 }

@@ -12,8 +12,10 @@ import (
 	"syscall"
 
 	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/quorum"
 	"github.com/ringlog/ringlog/ring"
 )
 
@@ -23,6 +25,13 @@ Examples:
   ringlog serve --kafka-addr 127.0.0.1:0 --native-addr 127.0.0.1:0 --http-addr 127.0.0.1:0   # free ports
   ringlog serve --topic-default retention.ms=3600000 --default-partitions 8
   ringlog serve --config ringlog.conf             # flags as "name = value" lines
+
+Cluster mode (preview: a Raft metadata quorum, replication factor 1), three
+nodes on one host:
+  ringlog serve --node-id 1 --data-dir d1 --kafka-addr 127.0.0.1:9092 --controller-addr 127.0.0.1:9192 \
+      --native-addr '' --http-addr '' --voters 1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194
+  (nodes 2 and 3 alike, with their own ids, directories and ports; every
+  node gets the same --voters)
 
 Once listening it prints one line:
   ringlog ready kafka=HOST:PORT native=HOST:PORT http=HOST:PORT
@@ -59,6 +68,8 @@ type serveFlags struct {
 	ioBackend           string
 	logLevel, logFormat string
 	topicDefaults       kvList
+	voters              string
+	controllerAddr      string
 }
 
 // serveFlagSet defines the serve flags on f. Every default is
@@ -77,7 +88,9 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Kafka.AdvertisedAddr, "advertised-kafka-addr", def.Kafka.AdvertisedAddr, "host:port given to clients in metadata (default: the bound address)")
 	fs.StringVar(&c.NativeAddr, "native-addr", def.NativeAddr, "native (MyKafka) protocol listener (port 0 picks a free port; empty: off)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", def.HTTPAddr, "HTTP listener for /metrics, /healthz and /debug/pprof (empty: off)")
-	fs.IntVar(&f.nodeID, "node-id", int(def.Engine.NodeID), "this broker's node id")
+	fs.IntVar(&f.nodeID, "node-id", int(def.Engine.NodeID), "this broker's node id (in cluster mode, its id in --voters)")
+	fs.StringVar(&f.voters, "voters", "", "cluster mode: every controller as `ID@HOST:PORT,...` (the same list on every node; each node is a broker and a controller); empty: a single broker, no Raft")
+	fs.StringVar(&f.controllerAddr, "controller-addr", "", "cluster mode: the metadata quorum (Raft) listener, host:port (default: this node's address in --voters)")
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.IntVar(&f.defaultPartitions, "default-partitions", int(def.Engine.DefaultPartitions), "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&e.Shards, "shards", def.Engine.Shards, "writer shards (0: one per CPU)")
@@ -122,6 +135,20 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, cli.Usagef("--%v", err)
 	}
+	if f.voters == "" {
+		if f.controllerAddr != "" {
+			return cfg, cli.Usagef("--controller-addr needs --voters (cluster mode)")
+		}
+		return cfg, nil
+	}
+	voters, err := quorum.ParseVoters(f.voters)
+	if err != nil {
+		return cfg, cli.Usagef("--voters: %v", err)
+	}
+	if _, ok := voters.Lookup(cfg.Engine.NodeID); !ok {
+		return cfg, cli.Usagef("--node-id %d is not in --voters %q: list every node, this one included", cfg.Engine.NodeID, f.voters)
+	}
+	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr}
 	return cfg, nil
 }
 
@@ -201,6 +228,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.Logger = logger
 	e := cfg.Engine
+	if cfg.Cluster != nil {
+		logger.Info("cluster mode", "node_id", cfg.Cluster.NodeID, "voters", cfg.Cluster.Voters.String(), "controller_addr", f.controllerAddr)
+	}
 	logger.Info("starting ringlog", "data_dir", e.DataDir, "kafka_addr", cfg.Kafka.Addr, "http_addr", cfg.HTTPAddr,
 		"io_backend", f.ioBackend, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "topic_defaults", e.TopicDefaults)
 	b, err := broker.New(cfg)
@@ -216,9 +246,19 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	logger.Info("listening", "kafka", b.KafkaAddr(), "native", nativeAddr, "http", httpAddr, "backend", b.Engine().BackendName())
 	fmt.Fprintf(stdout, "ringlog ready kafka=%s native=%s http=%s\n", b.KafkaAddr(), nativeAddr, httpAddr)
 
-	got := <-sig
-	signal.Stop(sig)
-	logger.Info("shutting down", "signal", got.String())
+	select {
+	case got := <-sig:
+		signal.Stop(sig)
+		logger.Info("shutting down", "signal", got.String())
+	case <-b.Failed():
+		signal.Stop(sig)
+		err := b.Cluster().Err()
+		logger.Error("stopping: cluster mode failed", "err", err)
+		if cerr := b.Close(); cerr != nil {
+			logger.Warn("close", "err", cerr)
+		}
+		return err
+	}
 	if err := b.Shutdown(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

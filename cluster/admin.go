@@ -1,0 +1,538 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/metadata"
+	"github.com/ringlog/ringlog/quorum"
+)
+
+// Admin answers an admin request (CreateTopics, DeleteTopics,
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs) or an internal
+// one (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds). The
+// controller proposes the change; any other broker forwards the request
+// to the controller and returns its answer, unless forwarded is set (the
+// request was itself forwarded): then, and when no controller is known or
+// reachable, the answer is NOT_CONTROLLER, which clients retry.
+func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response {
+	if !c.node.IsLeader() {
+		if forwarded {
+			return errorResponse(req, kerr.NotController, "this broker is not the controller")
+		}
+		leader := c.ControllerID()
+		if leader < 0 {
+			return errorResponse(req, kerr.NotController, "no controller is known (election under way)")
+		}
+		b, ok := c.Image().Broker(leader)
+		if !ok {
+			return errorResponse(req, kerr.NotController, fmt.Sprintf("the controller, broker %d, has not registered its address yet", leader))
+		}
+		resp, err := kwire.Call(ctx, b.KafkaAddr, req)
+		if err != nil {
+			return errorResponse(req, kerr.NotController, fmt.Sprintf("forwarding to the controller, broker %d: %v", leader, err))
+		}
+		return resp
+	}
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		return c.createTopics(ctx, r)
+	case *kmsg.DeleteTopicsRequest:
+		return c.deleteTopics(ctx, r)
+	case *kmsg.CreatePartitionsRequest:
+		return c.createPartitions(ctx, r)
+	case *kmsg.AlterConfigsRequest:
+		return c.alterConfigs(ctx, r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return c.incrementalAlterConfigs(ctx, r)
+	case *kmsg.BrokerRegistrationRequest:
+		return c.brokerRegistration(ctx, r)
+	case *kmsg.BrokerHeartbeatRequest:
+		return c.brokerHeartbeat(ctx, r)
+	case *kmsg.AllocateProducerIDsRequest:
+		return c.allocateProducerIDsAnswer(ctx, r)
+	}
+	return errorResponse(req, kerr.InvalidRequest, fmt.Sprintf("%s is not an admin request", kmsg.NameForKey(req.Key())))
+}
+
+// propose commits rec and returns the refusal or failure as an error.
+func (c *Cluster) propose(ctx context.Context, rec metadata.Record) (metadata.Result, error) {
+	res, err := c.node.Propose(ctx, rec)
+	if err == nil {
+		err = res.Err
+	}
+	if errors.Is(err, quorum.ErrUncertain) {
+		err = fmt.Errorf("%w: %w", kerr.RequestTimedOut, err)
+	}
+	return res, err
+}
+
+// check applies rec to img without committing it (ValidateOnly).
+func check(img *metadata.Image, rec metadata.Record) error {
+	_, res := img.Apply(img.Index()+1, rec)
+	return res.Err
+}
+
+// codeOf is err's Kafka code and message.
+func codeOf(err error) (int16, *string) {
+	if err == nil {
+		return 0, nil
+	}
+	var ke *kerr.Error
+	code := kerr.UnknownServerError.Code
+	if errors.As(err, &ke) {
+		code = ke.Code
+	}
+	m := err.Error()
+	if ke != nil {
+		m = strings.TrimPrefix(strings.TrimPrefix(m, ke.Error()), ": ")
+	}
+	return code, &m
+}
+
+// isOffsetsName reports whether name is, or collides with, the brokers'
+// own __consumer_offsets (kept locally on every broker, outside the image).
+func isOffsetsName(name string) bool {
+	return strings.ToLower(strings.ReplaceAll(name, ".", "_")) == engine.OffsetsTopic
+}
+
+// replicationUnavailable is the refusal of a replication factor above 1.
+func replicationUnavailable(rf int, live int) error {
+	if rf > live {
+		return fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, live)
+	}
+	return fmt.Errorf("%w: replication factor %d: data replication is not yet available in ringlog cluster mode; use 1", kerr.InvalidReplicationFactor, rf)
+}
+
+func (c *Cluster) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		tr := kmsg.NewCreateTopicsResponseTopic()
+		tr.Topic = rt.Topic
+		tr.NumPartitions, tr.ReplicationFactor = -1, -1
+		err := c.createTopic(ctx, &rt, req.ValidateOnly, seen[rt.Topic] > 1, &tr)
+		tr.ErrorCode, tr.ErrorMessage = codeOf(err)
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp
+}
+
+func (c *Cluster) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly, duplicate bool, tr *kmsg.CreateTopicsResponseTopic) error {
+	if duplicate {
+		return fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
+	}
+	if err := engine.ValidateTopicName(rt.Topic); err != nil {
+		return err
+	}
+	if isOffsetsName(rt.Topic) {
+		return fmt.Errorf("%w: %s is the brokers' internal topic", kerr.InvalidTopicException, rt.Topic)
+	}
+	configs := map[string]string{}
+	for _, cf := range rt.Configs {
+		if cf.Value == nil {
+			continue
+		}
+		if err := engine.ValidateTopicConfig(cf.Name, *cf.Value); err != nil {
+			return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
+		}
+		configs[cf.Name] = *cf.Value
+	}
+	img, err := c.node.ConsistentImage(ctx)
+	if err != nil {
+		return err
+	}
+	live := len(img.LiveBrokers())
+	var replicas [][]int32
+	if len(rt.ReplicaAssignment) > 0 {
+		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+			return fmt.Errorf("%w: give either a replica assignment or partition count and replication factor", kerr.InvalidRequest)
+		}
+		replicas = make([][]int32, len(rt.ReplicaAssignment))
+		for _, a := range rt.ReplicaAssignment {
+			if a.Partition < 0 || int(a.Partition) >= len(replicas) || replicas[a.Partition] != nil {
+				return fmt.Errorf("%w: the assignment must name partitions 0 to %d once each", kerr.InvalidReplicaAssignment, len(replicas)-1)
+			}
+			if len(a.Replicas) > 1 {
+				return replicationUnavailable(len(a.Replicas), live)
+			}
+			replicas[a.Partition] = a.Replicas
+		}
+	} else {
+		n, rf := int(rt.NumPartitions), int(rt.ReplicationFactor)
+		if n == -1 {
+			n = int(c.cfg.DefaultPartitions)
+		}
+		if rf == -1 {
+			rf = 1
+		}
+		if rf > 1 {
+			return replicationUnavailable(rf, live)
+		}
+		if replicas, err = metadata.PlaceReplicas(img, 0, n, rf); err != nil {
+			return err
+		}
+	}
+	rec := metadata.CreateTopic{Name: rt.Topic, ID: metadata.NewUUID(), Replicas: replicas, Configs: configs}
+	tr.NumPartitions, tr.ReplicationFactor = int32(len(replicas)), 1
+	if validateOnly {
+		return check(img, rec)
+	}
+	if _, err := c.propose(ctx, rec); err != nil {
+		return err
+	}
+	tr.TopicID = rec.ID
+	return nil
+}
+
+func (c *Cluster) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if req.Version >= 6 {
+		for _, t := range req.Topics {
+			targets = append(targets, target{t.Topic, t.TopicID})
+		}
+	} else {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{name: &n})
+		}
+	}
+	for _, tg := range targets {
+		tr := kmsg.NewDeleteTopicsResponseTopic()
+		tr.Topic, tr.TopicID = tg.name, tg.id
+		rec := metadata.DeleteTopic{ID: metadata.UUID(tg.id)}
+		var err error
+		img := c.Image()
+		switch {
+		case tg.name != nil && *tg.name != "":
+			rec.Name = *tg.name
+			if t := img.Topic(rec.Name); t != nil && tg.id == [16]byte{} {
+				tr.TopicID = t.ID
+			}
+		case tg.id != [16]byte{}:
+			if t := img.TopicByID(rec.ID); t != nil {
+				n := t.Name
+				tr.Topic = &n
+			}
+		default:
+			err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
+		}
+		if err == nil {
+			_, err = c.propose(ctx, rec)
+		}
+		tr.ErrorCode, tr.ErrorMessage = codeOf(err)
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp
+}
+
+func (c *Cluster) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, rt := range req.Topics {
+		tr := kmsg.NewCreatePartitionsResponseTopic()
+		tr.Topic = rt.Topic
+		err := c.createPartitionsOf(ctx, &rt, req.ValidateOnly)
+		tr.ErrorCode, tr.ErrorMessage = codeOf(err)
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp
+}
+
+func (c *Cluster) createPartitionsOf(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	img, err := c.node.ConsistentImage(ctx)
+	if err != nil {
+		return err
+	}
+	t := img.Topic(rt.Topic)
+	if t == nil {
+		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rt.Topic)
+	}
+	cur := len(t.Partitions)
+	if int(rt.Count) <= cur {
+		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, rt.Topic, cur)
+	}
+	var replicas [][]int32
+	if len(rt.Assignment) > 0 {
+		if len(rt.Assignment) != int(rt.Count)-cur {
+			return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(rt.Assignment), int(rt.Count)-cur)
+		}
+		for _, a := range rt.Assignment {
+			if len(a.Replicas) > 1 {
+				return replicationUnavailable(len(a.Replicas), len(img.LiveBrokers()))
+			}
+			replicas = append(replicas, a.Replicas)
+		}
+	} else if replicas, err = metadata.PlaceReplicas(img, cur, int(rt.Count)-cur, 1); err != nil {
+		return err
+	}
+	rec := metadata.CreatePartitions{Name: t.Name, ID: t.ID, Replicas: replicas}
+	if validateOnly {
+		return check(img, rec)
+	}
+	_, err = c.propose(ctx, rec)
+	return err
+}
+
+// configTarget turns a config resource into the record's type and name:
+// topics, and the cluster-wide broker default (broker resource with an
+// empty name). Per-broker settings are not replicated.
+func configTarget(typ kmsg.ConfigResourceType, name string) (metadata.ConfigResourceType, error) {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		return metadata.ConfigTopic, nil
+	case kmsg.ConfigResourceTypeBroker:
+		if name != "" {
+			return 0, fmt.Errorf("%w: per-broker configs are not available in cluster mode; alter the cluster-wide default (an empty broker name)", kerr.InvalidRequest)
+		}
+		return metadata.ConfigBroker, nil
+	}
+	return 0, fmt.Errorf("%w: config resource type %d is not supported", kerr.InvalidRequest, typ)
+}
+
+func validConfigOp(op metadata.ConfigOp) error {
+	if op.Delete {
+		if _, ok := engine.LookupTopicConfig(op.Key); !ok {
+			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Key)
+		}
+		return nil
+	}
+	if err := engine.ValidateTopicConfig(op.Key, op.Value); err != nil {
+		return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
+	}
+	return nil
+}
+
+func (c *Cluster) alterConfigsOf(ctx context.Context, typ kmsg.ConfigResourceType, name string, ops func(img *metadata.Image, t metadata.ConfigResourceType) ([]metadata.ConfigOp, error), validateOnly bool) error {
+	rt, err := configTarget(typ, name)
+	if err != nil {
+		return err
+	}
+	img, err := c.node.ConsistentImage(ctx)
+	if err != nil {
+		return err
+	}
+	list, err := ops(img, rt)
+	if err != nil {
+		return err
+	}
+	for _, op := range list {
+		if err := validConfigOp(op); err != nil {
+			return err
+		}
+	}
+	rec := metadata.AlterConfigs{Type: rt, Name: name, Ops: list}
+	if validateOnly {
+		return check(img, rec)
+	}
+	_, err = c.propose(ctx, rec)
+	return err
+}
+
+func (c *Cluster) alterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range req.Resources {
+		out := kmsg.NewAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+		// The legacy AlterConfigs replaces every override.
+		err := c.alterConfigsOf(ctx, rr.ResourceType, rr.ResourceName, func(img *metadata.Image, t metadata.ConfigResourceType) ([]metadata.ConfigOp, error) {
+			have := img.BrokerConfigs()
+			if t == metadata.ConfigTopic {
+				tp := img.Topic(rr.ResourceName)
+				if tp == nil {
+					return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rr.ResourceName)
+				}
+				have = tp.Configs
+			}
+			var ops []metadata.ConfigOp
+			given := map[string]bool{}
+			for _, cf := range rr.Configs {
+				if cf.Value == nil {
+					continue
+				}
+				given[cf.Name] = true
+				ops = append(ops, metadata.ConfigOp{Key: cf.Name, Value: *cf.Value})
+			}
+			for k := range have {
+				if !given[k] {
+					ops = append(ops, metadata.ConfigOp{Key: k, Delete: true})
+				}
+			}
+			return ops, nil
+		}, req.ValidateOnly)
+		out.ErrorCode, out.ErrorMessage = codeOf(err)
+		resp.Resources = append(resp.Resources, out)
+	}
+	return resp
+}
+
+func (c *Cluster) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range req.Resources {
+		out := kmsg.NewIncrementalAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+		err := c.alterConfigsOf(ctx, rr.ResourceType, rr.ResourceName, func(img *metadata.Image, t metadata.ConfigResourceType) ([]metadata.ConfigOp, error) {
+			if t == metadata.ConfigTopic && img.Topic(rr.ResourceName) == nil {
+				return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rr.ResourceName)
+			}
+			var ops []metadata.ConfigOp
+			for _, cf := range rr.Configs {
+				switch cf.Op {
+				case kmsg.IncrementalAlterConfigOpSet:
+					if cf.Value == nil {
+						return nil, fmt.Errorf("%w: SET %q without a value", kerr.InvalidConfig, cf.Name)
+					}
+					ops = append(ops, metadata.ConfigOp{Key: cf.Name, Value: *cf.Value})
+				case kmsg.IncrementalAlterConfigOpDelete:
+					ops = append(ops, metadata.ConfigOp{Key: cf.Name, Delete: true})
+				default:
+					return nil, fmt.Errorf("%w: %q: only SET and DELETE apply to single-valued configs", kerr.InvalidConfig, cf.Name)
+				}
+			}
+			return ops, nil
+		}, req.ValidateOnly)
+		out.ErrorCode, out.ErrorMessage = codeOf(err)
+		resp.Resources = append(resp.Resources, out)
+	}
+	return resp
+}
+
+func (c *Cluster) brokerRegistration(ctx context.Context, req *kmsg.BrokerRegistrationRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.BrokerRegistrationResponse)
+	resp.BrokerEpoch = -1
+	err := func() error {
+		if cid := c.Image().ClusterID(); req.ClusterID != "" && cid != "" && req.ClusterID != cid {
+			return fmt.Errorf("%w: broker %d belongs to cluster %s, this is %s", kerr.InconsistentClusterID, req.BrokerID, req.ClusterID, cid)
+		}
+		if len(req.Listeners) != 1 {
+			return fmt.Errorf("%w: want exactly one listener (the Kafka address), got %d", kerr.InvalidRegistration, len(req.Listeners))
+		}
+		l := req.Listeners[0]
+		rec := metadata.RegisterBroker{ID: req.BrokerID, Incarnation: req.IncarnationID,
+			KafkaAddr: net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))}
+		if v, ok := c.cfg.Voters.Lookup(req.BrokerID); ok {
+			rec.ControllerAddr = v.Addr
+		}
+		if req.Rack != nil {
+			rec.Rack = *req.Rack
+		}
+		res, err := c.propose(ctx, rec)
+		if err == nil {
+			resp.BrokerEpoch = res.BrokerEpoch
+		}
+		return err
+	}()
+	resp.ErrorCode, _ = codeOf(err)
+	return resp
+}
+
+func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
+	resp.IsFenced = true
+	var rec metadata.Record = metadata.UnfenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
+	if req.WantFence {
+		rec = metadata.FenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
+	}
+	_, err := c.propose(ctx, rec)
+	if err == nil {
+		resp.IsFenced = req.WantFence
+	}
+	resp.ErrorCode, _ = codeOf(err)
+	return resp
+}
+
+func (c *Cluster) allocateProducerIDsAnswer(ctx context.Context, req *kmsg.AllocateProducerIDsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+	res, err := c.propose(ctx, metadata.AllocateProducerIDs{Broker: req.BrokerID, BrokerEpoch: req.BrokerEpoch, Count: producerIDBlock})
+	if err == nil {
+		resp.ProducerIDStart, resp.ProducerIDLen = res.ProducerIDs.First, res.ProducerIDs.Count
+	}
+	resp.ErrorCode, _ = codeOf(err)
+	return resp
+}
+
+// errorResponse answers req with code (and msg, where the response has a
+// message) for every item it names.
+func errorResponse(req kmsg.Request, code *kerr.Error, msg string) kmsg.Response {
+	m := &msg
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, t := range r.Topics {
+			tr := kmsg.NewCreateTopicsResponseTopic()
+			tr.Topic, tr.ErrorCode, tr.ErrorMessage = t.Topic, code.Code, m
+			tr.NumPartitions, tr.ReplicationFactor = -1, -1
+			resp.Topics = append(resp.Topics, tr)
+		}
+		return resp
+	case *kmsg.DeleteTopicsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		if r.Version >= 6 {
+			for _, t := range r.Topics {
+				tr := kmsg.NewDeleteTopicsResponseTopic()
+				tr.Topic, tr.TopicID, tr.ErrorCode, tr.ErrorMessage = t.Topic, t.TopicID, code.Code, m
+				resp.Topics = append(resp.Topics, tr)
+			}
+		} else {
+			for _, n := range r.TopicNames {
+				tr := kmsg.NewDeleteTopicsResponseTopic()
+				tr.Topic, tr.ErrorCode, tr.ErrorMessage = &n, code.Code, m
+				resp.Topics = append(resp.Topics, tr)
+			}
+		}
+		return resp
+	case *kmsg.CreatePartitionsRequest:
+		resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		for _, t := range r.Topics {
+			tr := kmsg.NewCreatePartitionsResponseTopic()
+			tr.Topic, tr.ErrorCode, tr.ErrorMessage = t.Topic, code.Code, m
+			resp.Topics = append(resp.Topics, tr)
+		}
+		return resp
+	case *kmsg.AlterConfigsRequest:
+		resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
+		for _, rr := range r.Resources {
+			out := kmsg.NewAlterConfigsResponseResource()
+			out.ResourceType, out.ResourceName, out.ErrorCode, out.ErrorMessage = rr.ResourceType, rr.ResourceName, code.Code, m
+			resp.Resources = append(resp.Resources, out)
+		}
+		return resp
+	case *kmsg.IncrementalAlterConfigsRequest:
+		resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		for _, rr := range r.Resources {
+			out := kmsg.NewIncrementalAlterConfigsResponseResource()
+			out.ResourceType, out.ResourceName, out.ErrorCode, out.ErrorMessage = rr.ResourceType, rr.ResourceName, code.Code, m
+			resp.Resources = append(resp.Resources, out)
+		}
+		return resp
+	case *kmsg.BrokerRegistrationRequest:
+		resp := r.ResponseKind().(*kmsg.BrokerRegistrationResponse)
+		resp.ErrorCode, resp.BrokerEpoch = code.Code, -1
+		return resp
+	case *kmsg.BrokerHeartbeatRequest:
+		resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
+		resp.ErrorCode, resp.IsFenced = code.Code, true
+		return resp
+	case *kmsg.AllocateProducerIDsRequest:
+		resp := r.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+		resp.ErrorCode = code.Code
+		return resp
+	}
+	resp := req.ResponseKind()
+	return resp
+}

@@ -1,0 +1,538 @@
+// Package cluster wires a broker into the metadata quorum (cluster mode,
+// milestone M1 of ../shared/CLUSTER.md): it runs the broker's quorum.Node,
+// registers the broker with the controller, keeps the engine's topics in
+// step with the replicated image (the publisher), and answers the admin
+// requests the Kafka listener hands it, proposing them on the controller
+// or forwarding them to it.
+//
+// What M1 is: brokers agree on brokers, topics, partition placement,
+// configs and producer-id blocks through Raft; each partition has one
+// replica, its leader, and its data lives on that broker only. Replication
+// factors above 1 are refused (INVALID_REPLICATION_FACTOR) until data
+// replication lands; a broker that is down leaves its partitions
+// unavailable until it returns. There are no heartbeats or fencing of
+// dead brokers yet.
+//
+// # Startup
+//
+// Open starts the Raft node on <data-dir>/metadata and sets the engine's
+// cluster hooks; Start (once the Kafka listener is bound) begins the
+// broker's life in a goroutine: register (a fresh incarnation id, the
+// advertised Kafka address) with the controller, wait until the local
+// image includes the registration (so it holds everything committed
+// before it), reconcile the engine with the image, then ask to be
+// unfenced, and from then on reconcile after every new image.
+//
+// A node that cannot register because its handshakes with the other
+// voters fail (different --voters, or a data directory of another
+// cluster) stops with quorum's PeerMismatch error after
+// MismatchGrace: that is the startup error the operator sees.
+//
+// # Admin requests
+//
+// The controller (the Raft leader) validates an admin request against its
+// image (after a Raft barrier), places replicas (metadata.PlaceReplicas)
+// and proposes the record; the answer is the record's Result. Any other
+// broker forwards the request unchanged to the controller's Kafka address
+// (internal/kwire) and relays the answer; a request that arrives already
+// forwarded is answered NOT_CONTROLLER, so nothing travels in circles
+// while the controller changes. Registration, unfencing and producer-id
+// blocks travel the same way, as Kafka's BrokerRegistration,
+// BrokerHeartbeat and AllocateProducerIds requests.
+//
+// # Groups
+//
+// Each broker keeps its own __consumer_offsets (one local partition, not
+// in the image). The coordinator of group g is the voter at index
+// fnv32a(g) mod len(voters) of the voters sorted by id: fixed for the
+// cluster's life, so a group's offsets always live on the same broker.
+// That broker down means its groups are unavailable until it returns.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/metadata"
+	"github.com/ringlog/ringlog/quorum"
+)
+
+// MetadataDir is the quorum node's directory inside the data directory.
+const MetadataDir = "metadata"
+
+// Defaults.
+const (
+	// DefaultMismatchGrace is how long a node that has not registered
+	// keeps retrying while its handshakes with peers are refused, before
+	// it stops with the mismatch.
+	DefaultMismatchGrace = 5 * time.Second
+	// producerIDBlock is how many producer ids a broker takes at once.
+	producerIDBlock = 1000
+	retryBackoff    = 100 * time.Millisecond
+	// autoCreateWait bounds how long auto-creation waits for this
+	// broker's engine to have the new topic.
+	autoCreateWait = 10 * time.Second
+)
+
+// Config configures a broker's cluster mode.
+type Config struct {
+	// NodeID is this broker's id, one of Voters.
+	NodeID int32
+	// Voters is every controller (--voters); every broker is one.
+	Voters quorum.Voters
+	// ControllerAddr is where the Raft listener binds (--controller-addr);
+	// empty: this node's address in Voters.
+	ControllerAddr string
+	// DataDir is the broker's data directory; the quorum node lives in
+	// its MetadataDir.
+	DataDir string
+	// DefaultPartitions is the partition count of CreateTopics with -1
+	// and of auto-created topics.
+	DefaultPartitions int32
+	// MismatchGrace: see DefaultMismatchGrace (0: the default).
+	MismatchGrace time.Duration
+	// Raft timing (zero: quorum's defaults).
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// Logger receives the cluster's and Raft's logs.
+	Logger *slog.Logger
+}
+
+// Cluster is one broker's cluster mode.
+type Cluster struct {
+	cfg    Config
+	log    *slog.Logger
+	node   *quorum.Node
+	eng    *engine.Engine
+	voters []int32 // sorted
+
+	kafkaAddr string // advertised, set by Start
+	// last is the image the publisher reconciled last (run's goroutine
+	// only); nil before the first.
+	last *metadata.Image
+
+	mu        sync.Mutex
+	epoch     int64         // broker epoch; 0 until registered
+	published chan struct{} // closed and replaced after every reconcile
+	fatal     error
+
+	stop     chan struct{}
+	done     chan struct{} // closed when the cluster stopped (Close, or a fatal error)
+	doneOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// Open starts the quorum node and sets the engine's cluster hooks. The
+// broker then starts its listeners and calls Start.
+func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MismatchGrace <= 0 {
+		cfg.MismatchGrace = DefaultMismatchGrace
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if _, ok := cfg.Voters.Lookup(cfg.NodeID); !ok {
+		return nil, fmt.Errorf("cluster: --node-id %d is not in --voters %q (every broker is a controller: list them all, this one included)", cfg.NodeID, cfg.Voters)
+	}
+	node, err := quorum.Open(quorum.Config{
+		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, MetadataDir), Voters: cfg.Voters,
+		BindAddr: cfg.ControllerAddr, Logger: cfg.Logger,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "cluster"), node: node, eng: eng,
+		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	for _, v := range cfg.Voters {
+		c.voters = append(c.voters, v.ID)
+	}
+	eng.SetClusterHooks(engine.ClusterHooks{
+		AutoCreateTopic:     c.autoCreateTopic,
+		AllocateProducerIDs: c.allocateProducerIDs,
+		CoordinatorFor:      c.CoordinatorFor,
+	})
+	return c, nil
+}
+
+// Start begins registration and the publisher, advertising kafkaAddr
+// (host:port) to clients.
+func (c *Cluster) Start(kafkaAddr string) {
+	c.kafkaAddr = kafkaAddr
+	c.wg.Add(1)
+	go c.run()
+}
+
+// Done is closed once the cluster stopped: after Close, or on a fatal
+// error (Err).
+func (c *Cluster) Done() <-chan struct{} { return c.done }
+
+// Err is why the cluster stopped by itself, or nil.
+func (c *Cluster) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatal
+}
+
+func (c *Cluster) fail(err error) {
+	c.mu.Lock()
+	if c.fatal == nil {
+		c.fatal = err
+	}
+	c.mu.Unlock()
+	c.log.Error("cluster mode stopped", "err", err)
+	c.doneOnce.Do(func() { close(c.done) })
+}
+
+// Close stops the publisher and the quorum node. The engine is the
+// caller's to close afterwards.
+func (c *Cluster) Close() error {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	c.wg.Wait()
+	err := c.node.Shutdown()
+	c.doneOnce.Do(func() { close(c.done) })
+	return err
+}
+
+// Image is this broker's view of the cluster metadata.
+func (c *Cluster) Image() *metadata.Image { return c.node.Image() }
+
+// Node is the quorum node (tests, diagnostics).
+func (c *Cluster) Node() *quorum.Node { return c.node }
+
+// ControllerID is the Raft leader's id, -1 when none is known.
+func (c *Cluster) ControllerID() int32 {
+	id, _ := c.node.Leader()
+	return id
+}
+
+// CoordinatorFor is the broker coordinating group: fixed over the voters.
+func (c *Cluster) CoordinatorFor(group string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return c.voters[int(h.Sum32()%uint32(len(c.voters)))]
+}
+
+// BrokerEpoch is this broker's registration epoch, 0 before it registered.
+func (c *Cluster) BrokerEpoch() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// run is the broker's life in the cluster: register, catch up, reconcile,
+// unfence, then reconcile after every new image.
+func (c *Cluster) run() {
+	defer c.wg.Done()
+	sub := c.node.FSM().Subscribe()
+	defer sub.Close()
+	epoch, ok := c.register()
+	if !ok {
+		return
+	}
+	ctx, cancel := c.stopContext()
+	_, err := c.node.WaitIndex(ctx, uint64(epoch))
+	cancel()
+	if err != nil {
+		return // stopping
+	}
+	c.mu.Lock()
+	c.epoch = epoch
+	c.mu.Unlock()
+	c.log.Info("registered with the controller", "broker_epoch", epoch)
+	retry := !c.reconcile()
+	unfenced := false
+	for {
+		if !unfenced {
+			unfenced = c.unfence(epoch)
+		}
+		var tick <-chan time.Time
+		if retry || !unfenced {
+			tick = time.After(time.Second)
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-c.node.Done():
+			if err := c.node.Err(); err != nil {
+				c.fail(fmt.Errorf("cluster: the metadata quorum node stopped: %w", err))
+			}
+			return
+		case <-sub.C():
+		case <-tick:
+		}
+		retry = !c.reconcile()
+	}
+}
+
+// stopContext is a context cancelled by Close.
+func (c *Cluster) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// register registers this broker with a fresh incarnation id until the
+// controller accepts it; false when stopping. A node whose handshakes keep
+// being refused (PeerMismatch) for MismatchGrace stops with that error.
+func (c *Cluster) register() (int64, bool) {
+	inc := metadata.NewUUID()
+	host, port, err := splitHostPort(c.kafkaAddr)
+	if err != nil {
+		c.fail(fmt.Errorf("cluster: advertised kafka address %q: %w", c.kafkaAddr, err))
+		return 0, false
+	}
+	var mismatchSince time.Time
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if mm := c.node.PeerMismatch(); mm != nil && c.ControllerID() < 0 {
+			if mismatchSince.IsZero() {
+				mismatchSince = time.Now()
+			} else if time.Since(mismatchSince) > c.cfg.MismatchGrace {
+				c.fail(fmt.Errorf("cluster: the other controllers refuse this node, so it cannot join the metadata quorum: %w", mm))
+				return 0, false
+			}
+		} else {
+			mismatchSince = time.Time{}
+		}
+		req := kmsg.NewPtrBrokerRegistrationRequest()
+		req.Version = 0
+		req.BrokerID = c.cfg.NodeID
+		req.ClusterID = c.node.ClusterID()
+		req.IncarnationID = inc
+		l := kmsg.NewBrokerRegistrationRequestListener()
+		l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", host, uint16(port), 0
+		req.Listeners = append(req.Listeners, l)
+		sctx, stop := c.stopContext()
+		ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
+		resp := c.Admin(ctx, req, false).(*kmsg.BrokerRegistrationResponse)
+		cancel()
+		stop()
+		if resp.ErrorCode == 0 {
+			return resp.BrokerEpoch, true
+		}
+		err := kerr.ErrorForCode(resp.ErrorCode)
+		if errors.Is(err, kerr.InvalidRegistration) || errors.Is(err, kerr.InconsistentClusterID) {
+			c.fail(fmt.Errorf("cluster: the controller refused this broker's registration: %w", err))
+			return 0, false
+		}
+		if lastErr == nil || lastErr.Error() != err.Error() || attempt%50 == 0 {
+			c.log.Info("waiting to register with the controller", "err", err, "controller", c.ControllerID())
+		}
+		lastErr = err
+		select {
+		case <-c.stop:
+			return 0, false
+		case <-c.node.Done():
+			c.fail(fmt.Errorf("cluster: the metadata quorum node stopped: %w", errors.Join(c.node.Err(), quorum.ErrStopped)))
+			return 0, false
+		case <-time.After(retryBackoff):
+		}
+	}
+}
+
+// unfence asks the controller to unfence this broker (its logs are open
+// and its image caught up); it reports success.
+func (c *Cluster) unfence(epoch int64) bool {
+	if b, ok := c.Image().Broker(c.cfg.NodeID); ok && b.Epoch == epoch && !b.Fenced {
+		return true
+	}
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.Version = 0
+	req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, false
+	req.CurrentMetadataOffset = int64(c.Image().Index())
+	sctx, stop := c.stopContext()
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
+	defer cancel()
+	resp := c.Admin(ctx, req, false).(*kmsg.BrokerHeartbeatResponse)
+	if resp.ErrorCode != 0 || resp.IsFenced {
+		c.log.Info("not unfenced yet", "err", kerr.ErrorForCode(resp.ErrorCode))
+		return false
+	}
+	c.log.Info("unfenced: serving as a cluster member", "broker_epoch", epoch)
+	return true
+}
+
+// reconcile makes the engine's topics follow the image: a topic deleted
+// between the last reconciled image and this one is deleted; a local
+// topic no image it has seen knows (by id) becomes stray (its logs
+// renamed, never deleted); new topics and partitions are created (with
+// logs only for the partitions this broker holds); topic config
+// overrides and the cluster-wide broker defaults follow. It reports
+// whether everything succeeded.
+func (c *Cluster) reconcile() bool {
+	img := c.Image()
+	self := c.cfg.NodeID
+	ok := true
+	for _, t := range c.eng.Topics() {
+		if t.Internal {
+			continue
+		}
+		id := metadata.UUID(t.ID)
+		if it := img.TopicByID(id); it != nil && it.Name == t.Name {
+			continue
+		}
+		// Deleted through the quorum while this broker watched: delete.
+		// Unknown to every image it has seen (deleted while it was
+		// down, or from another cluster or mode): keep, renamed -stray.
+		var err error
+		if c.last != nil && c.last.TopicByID(id) != nil {
+			err = c.eng.DeleteTopic(t.Name)
+		} else {
+			err = c.eng.StrayTopic(t.Name)
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			c.log.Error("cannot remove a topic the cluster metadata does not have", "topic", t.Name, "err", err)
+			ok = false
+		}
+	}
+	for _, it := range img.Topics() {
+		var notHosted []int32
+		for i := range it.Partitions {
+			if metadata.RoleOf(&it.Partitions[i], self) == metadata.NotReplica {
+				notHosted = append(notHosted, int32(i))
+			}
+		}
+		et := c.eng.Topic(it.Name)
+		if et == nil {
+			_, err := c.eng.CreateTopic(engine.CreateTopicRequest{Name: it.Name, ID: engine.TopicID(it.ID),
+				Partitions: int32(len(it.Partitions)), ReplicationFactor: -1, Configs: maps.Clone(it.Configs), NotHosted: notHosted})
+			if err != nil {
+				c.log.Error("cannot create a topic of the cluster metadata", "topic", it.Name, "err", err)
+				ok = false
+			}
+			continue
+		}
+		if n := len(et.Partitions()); n < len(it.Partitions) {
+			if err := c.eng.AddPartitions(it.Name, int32(len(it.Partitions)), notHosted); err != nil {
+				c.log.Error("cannot add partitions of the cluster metadata", "topic", it.Name, "err", err)
+				ok = false
+			}
+		}
+		if have := et.Config().Overrides(); !maps.Equal(have, it.Configs) {
+			set := map[string]*string{}
+			for k, v := range it.Configs {
+				set[k] = &v
+			}
+			if err := c.eng.AlterTopicConfig(it.Name, set, true, false); err != nil {
+				c.log.Error("cannot apply a topic's configs from the cluster metadata", "topic", it.Name, "err", err)
+				ok = false
+			}
+		}
+	}
+	if want, have := img.BrokerConfigs(), c.eng.DynamicBrokerConfigs(); !maps.Equal(want, have) {
+		set := map[string]*string{}
+		for k := range have {
+			set[k] = nil
+		}
+		for k, v := range want {
+			set[k] = &v
+		}
+		if err := c.eng.AlterBrokerDefaults(set, false); err != nil {
+			c.log.Error("cannot apply the cluster-wide broker defaults", "err", err)
+			ok = false
+		}
+	}
+	c.last = img
+	c.mu.Lock()
+	close(c.published)
+	c.published = make(chan struct{})
+	c.mu.Unlock()
+	return ok
+}
+
+// autoCreateTopic creates name through the controller (the engine hook)
+// and waits until this broker's engine has it.
+func (c *Cluster) autoCreateTopic(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), autoCreateWait)
+	defer cancel()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 4
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	req.Topics = append(req.Topics, rt)
+	resp := c.Admin(ctx, req, false).(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) == 1 {
+		if code := resp.Topics[0].ErrorCode; code != 0 && code != kerr.TopicAlreadyExists.Code {
+			err := kerr.ErrorForCode(code)
+			if m := resp.Topics[0].ErrorMessage; m != nil {
+				return fmt.Errorf("%w: %s", err, *m)
+			}
+			return err
+		}
+	}
+	for {
+		c.mu.Lock()
+		ch := c.published
+		c.mu.Unlock()
+		if c.eng.Topic(name) != nil {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: topic %q was created but this broker has not caught up yet", kerr.LeaderNotAvailable, name)
+		}
+	}
+}
+
+// allocateProducerIDs takes a block of producer ids from the controller
+// (the engine hook).
+func (c *Cluster) allocateProducerIDs() (int64, int32, error) {
+	epoch := c.BrokerEpoch()
+	if epoch == 0 {
+		return 0, 0, fmt.Errorf("%w: this broker has not registered with the controller yet", kerr.CoordinatorNotAvailable)
+	}
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = c.cfg.NodeID, epoch
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp := c.Admin(ctx, req, false).(*kmsg.AllocateProducerIDsResponse)
+	if resp.ErrorCode != 0 {
+		err := kerr.ErrorForCode(resp.ErrorCode)
+		if errors.Is(err, kerr.NotController) {
+			// Retriable for an InitProducerId client.
+			err = fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
+		}
+		return 0, 0, fmt.Errorf("allocate producer ids: %w", err)
+	}
+	return resp.ProducerIDStart, resp.ProducerIDLen, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return host, port, nil
+}

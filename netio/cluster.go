@@ -1,0 +1,226 @@
+package netio
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/metadata"
+)
+
+// Cluster mode, as the Kafka handlers see it.
+//
+//   - Metadata, DescribeCluster and FindCoordinator answer from the
+//     replicated image (every unfenced broker at its advertised address,
+//     leaders, replicas and ISR, the Raft leader as controller).
+//   - Admin requests (CreateTopics, DeleteTopics, CreatePartitions,
+//     AlterConfigs, IncrementalAlterConfigs) and the internal ones
+//     (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds) go to
+//     Cluster.Admin: the controller proposes the change to the quorum,
+//     another broker forwards the request to the controller (KIP-590
+//     style), except a request that was itself forwarded (client id
+//     kwire.ForwardClientID), which gets NOT_CONTROLLER.
+//   - Produce and Fetch need nothing here: the engine knows every topic
+//     but has logs only for the partitions this broker leads; the others
+//     answer NOT_LEADER_OR_FOLLOWER.
+
+// Cluster is cluster mode's side of the Kafka listener (package cluster
+// implements it); Config.Cluster nil is a single broker.
+type Cluster interface {
+	// Image is this broker's view of the cluster metadata.
+	Image() *metadata.Image
+	// ControllerID is the controller's (Raft leader's) node id, -1 when
+	// none is known.
+	ControllerID() int32
+	// Admin answers an admin or internal request: proposed on the
+	// controller, forwarded to it elsewhere (unless forwarded is set:
+	// then NOT_CONTROLLER).
+	Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response
+	// CoordinatorFor is the broker that coordinates group.
+	CoordinatorFor(group string) int32
+}
+
+// clusterAdminTimeout bounds one admin request in cluster mode (a
+// forward, a proposal and its commit).
+const clusterAdminTimeout = 30 * time.Second
+
+// clusterAdmin answers an admin request through Cluster.Admin; it reports
+// whether it did (false: single node, the caller handles it).
+func (s *Server) clusterAdmin(r *request, req kmsg.Request) bool {
+	cl := s.cfg.Cluster
+	if cl == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	r.respond(cl.Admin(ctx, req, clientName(r) == kwire.ForwardClientID))
+	return true
+}
+
+// handleClusterInternal serves the internal APIs of cluster mode
+// (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds); they exist
+// only there, and are not advertised in ApiVersions.
+func handleClusterInternal(s *Server, r *request) frameOutcome {
+	req := kmsg.RequestForKey(r.key)
+	if err := r.decode(req); err != nil {
+		r.closeMalformed(err)
+		return frameDone
+	}
+	s.clusterAdmin(r, req)
+	return frameDone
+}
+
+// brokerHostPort splits a registered Kafka address.
+func brokerHostPort(addr string) (string, int32) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, 0
+	}
+	port, _ := strconv.Atoi(p)
+	return host, int32(port)
+}
+
+func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
+	cl := s.cfg.Cluster
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	resp.AuthorizedOperations = notAsked
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterOps
+	}
+	var out []kmsg.MetadataResponseTopic
+	all := req.Topics == nil || (r.version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range cl.Image().Topics() {
+			out = append(out, imageTopic(t, req))
+		}
+	} else {
+		autoOK := s.eng.AutoCreateTopics() && (r.version < 4 || req.AllowAutoTopicCreation)
+		for _, rt := range req.Topics {
+			img := cl.Image()
+			switch {
+			case rt.Topic == nil && r.version >= 10:
+				if t := img.TopicByID(metadata.UUID(rt.TopicID)); t != nil {
+					out = append(out, imageTopic(t, req))
+				} else {
+					out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.UnknownTopicID.Code, TopicID: rt.TopicID, AuthorizedOperations: notAsked})
+					r.failed = true
+				}
+				continue
+			case rt.Topic == nil:
+				out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.InvalidTopicException.Code, AuthorizedOperations: notAsked})
+				r.failed = true
+				continue
+			}
+			t := img.Topic(*rt.Topic)
+			var err error
+			if t == nil {
+				if verr := engine.ValidateTopicName(*rt.Topic); verr != nil {
+					err = verr
+				} else if autoOK {
+					// Through the controller; returns once this broker
+					// has the topic.
+					if _, err = s.eng.GetOrCreateTopic(*rt.Topic); err == nil {
+						if t = cl.Image().Topic(*rt.Topic); t == nil {
+							err = kerr.LeaderNotAvailable
+						}
+					}
+				} else {
+					err = kerr.UnknownTopicOrPartition
+				}
+			}
+			if err != nil {
+				code := errCode(err)
+				if errors.Is(err, kerr.TopicAlreadyExists) {
+					code = kerr.LeaderNotAvailable.Code
+				}
+				out = append(out, kmsg.MetadataResponseTopic{ErrorCode: code, Topic: rt.Topic, AuthorizedOperations: notAsked})
+				r.failed = true
+				continue
+			}
+			out = append(out, imageTopic(t, req))
+		}
+	}
+	// Brokers and controller after the topics: an auto-created topic's
+	// leader is then among the brokers listed. Fenced brokers (registered,
+	// not yet caught up) are left out, as Kafka does.
+	img := cl.Image()
+	for _, b := range img.LiveBrokers() {
+		host, port := brokerHostPort(b.KafkaAddr)
+		mb := kmsg.MetadataResponseBroker{NodeID: b.ID, Host: host, Port: port}
+		if b.Rack != "" {
+			rack := b.Rack
+			mb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	cid := img.ClusterID()
+	resp.ClusterID = &cid
+	resp.ControllerID = cl.ControllerID()
+	resp.Topics = out
+	r.respond(resp)
+}
+
+// imageTopic is one topic of the image as Metadata describes it.
+func imageTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+	name := t.Name
+	mt := kmsg.MetadataResponseTopic{Topic: &name, TopicID: t.ID, IsInternal: t.Internal, AuthorizedOperations: notAsked}
+	if req.IncludeTopicAuthorizedOperations {
+		mt.AuthorizedOperations = topicOps
+	}
+	for i, p := range t.Partitions {
+		mp := kmsg.MetadataResponseTopicPartition{Partition: int32(i), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: append([]int32(nil), p.Replicas...), ISR: append([]int32(nil), p.ISR...), OfflineReplicas: []int32{}}
+		if p.Leader == metadata.NoLeader {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+func (s *Server) clusterDescribe(r *request, req *kmsg.DescribeClusterRequest) {
+	cl := s.cfg.Cluster
+	img := cl.Image()
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.ClusterID = img.ClusterID()
+	resp.ControllerID = cl.ControllerID()
+	resp.EndpointType = 1
+	for _, b := range img.Brokers() {
+		if b.Fenced && !req.IncludeFencedBrokers {
+			continue
+		}
+		host, port := brokerHostPort(b.KafkaAddr)
+		db := kmsg.DescribeClusterResponseBroker{NodeID: b.ID, Host: host, Port: port, IsFenced: b.Fenced}
+		if b.Rack != "" {
+			rack := b.Rack
+			db.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, db)
+	}
+	resp.ClusterAuthorizedOperations = notAsked
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOps
+	}
+	r.respond(resp)
+}
+
+// clusterCoordinator is FindCoordinator's answer for a group in cluster
+// mode: the broker Cluster.CoordinatorFor names, at its registered
+// address.
+func (s *Server) clusterCoordinator(group string) (int32, string, int32, error) {
+	cl := s.cfg.Cluster
+	id := cl.CoordinatorFor(group)
+	b, ok := cl.Image().Broker(id)
+	if !ok {
+		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the coordinating broker "+strconv.Itoa(int(id))+" has not registered yet"))
+	}
+	host, port := brokerHostPort(b.KafkaAddr)
+	return id, host, port, nil
+}
