@@ -89,6 +89,10 @@ type Partition struct {
 
 	removed atomic.Bool
 
+	// recoveryCut is how many segment bytes the last unclean start's
+	// recovery removed (set once by Open's loader).
+	recoveryCut int64
+
 	// Counters for metrics.
 	BytesIn    atomic.Int64
 	RecordsIn  atomic.Int64

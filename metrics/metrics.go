@@ -95,6 +95,16 @@ func New(apis ...API) *Metrics {
 	return m
 }
 
+// SetBuildInfo exports ringlog_build_info{version,goversion,revision} 1,
+// the binary's identity (call it once).
+func (m *Metrics) SetBuildInfo(version, goVersion, revision string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ringlog_build_info", Help: "Always 1; the labels say which binary runs: its version, Go toolchain and source revision.",
+	}, []string{"version", "goversion", "revision"})
+	g.WithLabelValues(version, goVersion, revision).Set(1)
+	m.Registry.MustRegister(g)
+}
+
 // Request records one handled request.
 func (m *Metrics) Request(key int16, d time.Duration, failed bool) {
 	if m == nil || key < 0 || int(key) >= len(m.byKey) || m.byKey[key].requests == nil {

@@ -1,7 +1,8 @@
 package main
 
 // ringlog group list|describe: consumer groups over ListGroups,
-// DescribeGroups, OffsetFetch and ListOffsets.
+// DescribeGroups, OffsetFetch and ListOffsets. The administrative verbs
+// are in groupadmin.go.
 
 import (
 	"errors"
@@ -17,9 +18,12 @@ import (
 )
 
 func runGroup(args []string, stdout, stderr io.Writer) error {
-	return dispatch("group", "Lists and describes consumer groups.", []subcommand{
+	return dispatch("group", "Lists, describes and administers consumer groups.", []subcommand{
 		{"list", "list consumer groups", runGroupList},
 		{"describe", "show members, assignments, committed offsets and lag", runGroupDescribe},
+		{"reset-offsets", "move a group's committed offsets (earliest, latest, an offset, a time)", runGroupResetOffsets},
+		{"delete", "delete groups and their committed offsets", runGroupDelete},
+		{"delete-offsets", "delete a group's committed offsets of a topic", runGroupDeleteOffsets},
 	}, args, stdout, stderr)
 }
 

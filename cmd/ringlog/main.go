@@ -36,11 +36,12 @@ func commands() []command {
 	return []command{
 		{"serve", "run the broker", runServe},
 		{"topic", "create, list, describe, alter and delete topics", runTopic},
-		{"group", "list and describe consumer groups (members, offsets, lag)", runGroup},
+		{"group", "list, describe, reset and delete consumer groups", runGroup},
 		{"produce", "produce standard input lines to a topic", runProduce},
 		{"consume", "print records of a topic", runConsume},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
 		{"perf", "benchmark a Kafka-compatible broker; charts and flame graphs", runPerf},
+		{"version", "print the version, Go version and source revision", runVersion},
 	}
 }
 
@@ -56,14 +57,21 @@ func run(args []string, stdout, stderr io.Writer) exitCode {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return report(runVersion(args[1:], stdout, stderr), stderr)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			err := c.run(args[1:], stdout, stderr)
 			return report(err, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "ringlog: unknown command %q\n\n", args[0])
 	topUsage(stderr)
+	msg := fmt.Sprintf("ringlog: unknown command %q", args[0])
+	if s := closestCommand(args[0]); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	fmt.Fprintln(stderr, msg)
 	return exitUsage
 }
 
@@ -80,6 +88,21 @@ func report(err error, stderr io.Writer) exitCode {
 	return exitError
 }
 
+// closestCommand is the command nearest to name by edit distance, when
+// near enough to be a typo.
+func closestCommand(name string) string {
+	best, bestD := "", 0
+	for _, c := range commands() {
+		if d := editDistance(name, c.name); best == "" || d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	if bestD > max(2, len(name)/3) {
+		return ""
+	}
+	return best
+}
+
 var errHelp = errors.New("help requested")
 
 func topUsage(w io.Writer) {
@@ -87,5 +110,5 @@ func topUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'ringlog <command> --help' for a command's flags and examples.\n")
+	fmt.Fprintf(w, "\nRun 'ringlog <command> --help' for a command's flags and examples, 'ringlog --version' for the version.\n")
 }

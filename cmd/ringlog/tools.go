@@ -163,11 +163,8 @@ func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
-			}
-			return nil, usageError{err.Error()}
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		rest := fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -193,7 +190,7 @@ func dispatch(group, about string, subs []subcommand, args []string, stdout, std
 	usage := func() {
 		fmt.Fprintf(stderr, "Usage: ringlog %s <subcommand> [flags] [arguments]\n\n%s\n\nSubcommands:\n", group, about)
 		for _, s := range subs {
-			fmt.Fprintf(stderr, "  %-10s %s\n", s.name, s.summary)
+			fmt.Fprintf(stderr, "  %-14s %s\n", s.name, s.summary)
 		}
 		fmt.Fprintf(stderr, "\nRun 'ringlog %s <subcommand> --help' for its flags and examples.\n", group)
 	}

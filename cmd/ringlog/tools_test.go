@@ -485,7 +485,7 @@ func TestToolsUsage(t *testing.T) {
 		{[]string{"topic", "frob"}, `unknown subcommand "frob"`},
 		{[]string{"topic", "create", "--brokers", dead}, "give the name"},
 		{[]string{"topic", "create", "x", "--partitions", "0", "--brokers", dead}, "--partitions"},
-		{[]string{"topic", "create", "x", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"topic", "create", "x", "--bogus"}, "unknown flag --bogus"},
 		{[]string{"topic", "create", "x", "--config", "retention.ms"}, "want key=value"},
 		{[]string{"topic", "list", "extra", "--brokers", dead}, "takes no arguments"},
 		{[]string{"topic", "list", "--output", "yaml"}, "want text or json"},
