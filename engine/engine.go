@@ -247,9 +247,13 @@ func Open(cfg Config) (*Engine, error) {
 		e.logger.Warn("unclean shutdown: recovering", "dir", cfg.DataDir, "partitions", e.meta.partitionCount())
 	}
 	start := time.Now()
-	if err := e.loadTopics(clean); err != nil {
+	cut, err := e.loadTopics(clean)
+	if err != nil {
 		e.stopShards()
 		return nil, err
+	}
+	if startKind == "recovered" {
+		e.logTruncations(cut)
 	}
 	e.coord = newCoordinator(e, cfg.Groups)
 	if err := e.coord.start(); err != nil {
@@ -296,8 +300,9 @@ func removeDeletedDirs(dir string, logger *slog.Logger) {
 const deleteSuffix = "-delete"
 
 // loadTopics opens every partition of every topic in the metadata, in
-// parallel, and hands each log to its shard.
-func (e *Engine) loadTopics(clean bool) error {
+// parallel, and hands each log to its shard; it returns what recovery
+// truncated in each partition.
+func (e *Engine) loadTopics(clean bool) ([]truncation, error) {
 	type job struct {
 		t *Topic
 		p *Partition
@@ -336,10 +341,7 @@ func (e *Engine) loadTopics(clean bool) error {
 			cut = append(cut, truncation{j.p.String(), j.p.recoveryCut})
 		}
 	}
-	if !clean {
-		e.logTruncations(cut)
-	}
-	return nil
+	return cut, nil
 }
 
 // truncation is what recovery removed from one partition's log.
