@@ -79,7 +79,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("consume", consumeUsage, consumeExamples, stderr)
 	addConnFlags(fs, &cf, 0, "stop after this long in all (0: no limit); also how long to wait for the broker at start (30s when 0)")
 	addOutputFlag(fs, &out)
-	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group: when the group has no committed offset)")
+	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group this is already where partitions without a commit start; see --offset-reset)")
 	fs.Var(&offset, "offset", "start at offset `N` (of --partition, or of every partition)")
 	fs.StringVar(&group, "group", "", "consume as a member of consumer group `G`, committing what was printed")
 	fs.StringVar(&offsetReset, "offset-reset", "", "with --group: where a partition without a committed offset starts, `earliest` or latest (auto.offset.reset; default earliest)")
