@@ -23,9 +23,13 @@ FUZZ_TARGETS := \
 run: build
 	./bin/ringlog serve --data-dir ./data --kafka-addr 127.0.0.1:9092 --http-addr 127.0.0.1:9094
 
+# VERSION is what `ringlog version` and the ringlog_build_info metric say.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
+
 ## build: the broker binary, bin/ringlog
 build:
-	$(GO) build -o bin/ringlog ./cmd/ringlog
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ringlog ./cmd/ringlog
 
 ## build-perf: the benchmark harness, bin/ringlog-perf (a binary of its own: the
 ## broker does not link the load generator and the plotting stack)

@@ -26,8 +26,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -63,6 +66,22 @@ type Config struct {
 	// a member of the metadata quorum. Nil: a single broker, without
 	// Raft. The broker fills its DataDir, DefaultPartitions and Logger.
 	Cluster *cluster.Config
+	// Build describes the binary; it is exported as the metric
+	// ringlog_build_info. An empty GoVersion is runtime.Version().
+	Build BuildInfo
+}
+
+// BuildInfo describes the binary a broker runs.
+type BuildInfo struct {
+	// Version is the release or `git describe` version ("devel" when
+	// unknown).
+	Version string
+	// GoVersion is the Go toolchain that built the binary.
+	GoVersion string
+	// Revision is the VCS revision the binary was built from, if known.
+	Revision string
+	// Time is the revision's commit time (RFC 3339), if known.
+	Time string
 }
 
 // DefaultConfig is the broker that ships: what `ringlog serve` runs
@@ -130,11 +149,33 @@ func New(cfg Config) (*Broker, error) {
 		cfg.Logger = slog.Default()
 	}
 	b := &Broker{cfg: cfg, logger: cfg.Logger, metrics: metrics.New(netio.APIs()...)}
+	bi := cfg.Build
+	if bi.Version == "" {
+		bi.Version = "devel"
+	}
+	if bi.GoVersion == "" {
+		bi.GoVersion = runtime.Version()
+	}
+	b.metrics.SetBuildInfo(bi.Version, bi.GoVersion, bi.Revision)
+	// The listeners' addresses are checked before the data directory is
+	// touched: a busy port or a bad address fails in milliseconds rather
+	// than after a recovery, and leaves no fresh data directory behind.
+	// The HTTP listener is bound for good here; the Kafka and native ones
+	// (bound by the network library when they start) are bound and
+	// released, which catches every conflict but one that starts in
+	// between.
+	httpLn, err := checkListeners(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ecfg := cfg.Engine
 	ecfg.Logger = cfg.Logger
 	ecfg.ObserveSync = func(d time.Duration) { b.metrics.SyncSeconds.Observe(d.Seconds()) }
 	eng, err := engine.Open(ecfg)
 	if err != nil {
+		if httpLn != nil {
+			httpLn.Close()
+		}
 		return nil, err
 	}
 	b.eng = eng
@@ -142,6 +183,9 @@ func New(cfg Config) (*Broker, error) {
 
 	// closeEngine undoes what New started before the listeners.
 	closeEngine := func() {
+		if httpLn != nil {
+			httpLn.Close()
+		}
 		if b.cluster != nil {
 			b.cluster.Close()
 		}
@@ -154,7 +198,7 @@ func New(cfg Config) (*Broker, error) {
 		ccfg.DataDir, ccfg.DefaultPartitions, ccfg.Logger = cfg.Engine.DataDir, eng.DefaultPartitions(), cfg.Logger
 		cl, err := cluster.Open(ccfg, eng)
 		if err != nil {
-			eng.Close()
+			closeEngine()
 			return nil, err
 		}
 		b.cluster = cl
@@ -175,19 +219,10 @@ func New(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
-	if cfg.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			b.kafka.Stop(context.Background())
-			if b.native != nil {
-				b.native.Stop(context.Background())
-			}
-			closeEngine()
-			return nil, fmt.Errorf("http listener %s: %w", cfg.HTTPAddr, err)
-		}
-		b.httpLn = ln
+	if httpLn != nil {
+		b.httpLn = httpLn
 		b.http = &http.Server{Handler: httpMux(b.metrics, eng), ReadHeaderTimeout: 10 * time.Second}
-		go b.http.Serve(ln)
+		go b.http.Serve(httpLn)
 	}
 	if b.cluster != nil {
 		host, port := b.kafka.Advertised()
@@ -207,6 +242,72 @@ func (b *Broker) Failed() <-chan struct{} {
 		return nil
 	}
 	return b.cluster.Done()
+}
+
+// ListenError is a listener address that cannot be used: it does not
+// parse or resolve, or its port is taken.
+type ListenError struct {
+	// Setting is the listener's setting as `ringlog serve` spells it
+	// (kafka-addr, native-addr, http-addr).
+	Setting string
+	// Addr is the address as configured.
+	Addr string
+	// Err is what went wrong.
+	Err error
+}
+
+func (e *ListenError) Error() string {
+	msg := fmt.Sprintf("--%s %s: %v", e.Setting, e.Addr, e.Err)
+	if errors.Is(e.Err, syscall.EADDRINUSE) {
+		msg += " (another process listens on that port: stop it, or pick another port; port 0 picks a free one)"
+	}
+	return msg
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
+// checkListeners resolves every configured listener address and binds
+// it, before anything touches the data directory. The HTTP listener is
+// returned bound (nil when off); the Kafka and native probes are closed
+// again, and a fixed port shared by two listeners is refused.
+func checkListeners(cfg Config) (httpLn net.Listener, err error) {
+	type want struct{ setting, addr string }
+	wants := []want{{"kafka-addr", cfg.Kafka.Addr}}
+	if cfg.NativeAddr != "" {
+		wants = append(wants, want{"native-addr", cfg.NativeAddr})
+	}
+	if cfg.HTTPAddr != "" {
+		wants = append(wants, want{"http-addr", cfg.HTTPAddr})
+	}
+	var probes []net.Listener
+	defer func() {
+		for _, ln := range probes {
+			ln.Close()
+		}
+	}()
+	for _, w := range wants {
+		if _, _, err := net.SplitHostPort(w.addr); err != nil {
+			return nil, &ListenError{w.setting, w.addr, err}
+		}
+		ta, err := net.ResolveTCPAddr("tcp", w.addr)
+		if err != nil {
+			return nil, &ListenError{w.setting, w.addr, err}
+		}
+		ln, err := net.ListenTCP("tcp", ta)
+		if err != nil {
+			var se *os.SyscallError
+			if errors.As(err, &se) {
+				err = se.Err
+			}
+			return nil, &ListenError{w.setting, w.addr, err}
+		}
+		if w.setting == "http-addr" {
+			httpLn = ln
+			continue
+		}
+		probes = append(probes, ln)
+	}
+	return httpLn, nil
 }
 
 // KafkaAddr is the Kafka listener's bound address.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -528,25 +530,49 @@ type GroupLag struct {
 	Group     string
 	Topic     string
 	Partition int32
+	// Committed is the group's committed offset; -1 when it has none.
 	Committed int64
-	Lag       int64
+	// Lag is the high watermark minus Committed (at least 0) or, without
+	// a commit, minus the log start offset (every record in the log is
+	// still to be consumed); -1 when the partition is offline.
+	Lag int64
 }
 
-// Lags returns every group's committed offsets and lags.
+// Lags returns, for every group, the committed offset and lag of each
+// partition of each topic the group has a commit in or whose members are
+// subscribed to it. This is what `ringlog group describe` shows, so the
+// metrics and the tool agree.
 func (c *Coordinator) Lags() []GroupLag {
 	var out []GroupLag
 	for _, g := range c.Groups() {
+		topics := g.subscribedTopics()
 		g.mu.Lock()
-		for tp, o := range g.offsets {
-			lag := int64(-1)
-			if t := c.eng.Topic(tp.Topic); t != nil {
-				if p := t.Partition(tp.Partition); p != nil && p.HighWatermark() >= 0 {
-					lag = max(p.HighWatermark()-o.Offset, 0)
-				}
-			}
-			out = append(out, GroupLag{Group: g.ID, Topic: tp.Topic, Partition: tp.Partition, Committed: o.Offset, Lag: lag})
-		}
+		offsets := maps.Clone(g.offsets)
 		g.unlock()
+		for tp := range offsets {
+			topics[tp.Topic] = true
+		}
+		for _, name := range slices.Sorted(maps.Keys(topics)) {
+			t := c.eng.Topic(name)
+			if t == nil {
+				continue
+			}
+			for _, p := range t.Partitions() {
+				committed, lag := int64(-1), int64(-1)
+				o, ok := offsets[topicPartition{name, p.Index}]
+				if ok {
+					committed = o.Offset
+				}
+				if hw := p.HighWatermark(); hw >= 0 {
+					if ok {
+						lag = max(hw-o.Offset, 0)
+					} else {
+						lag = max(hw-p.LogStartOffset(), 0)
+					}
+				}
+				out = append(out, GroupLag{Group: g.ID, Topic: name, Partition: p.Index, Committed: committed, Lag: lag})
+			}
+		}
 	}
 	return out
 }

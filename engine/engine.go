@@ -17,6 +17,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -238,10 +239,22 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.backendName = e.shards[0].backend.Name()
 
+	startKind := "clean"
+	switch {
+	case !found:
+		startKind = "initialized"
+	case !clean:
+		startKind = "recovered"
+		e.logger.Warn("unclean shutdown: recovering", "dir", cfg.DataDir, "partitions", e.meta.partitionCount())
+	}
 	start := time.Now()
-	if err := e.loadTopics(clean); err != nil {
+	cut, err := e.loadTopics(clean)
+	if err != nil {
 		e.stopShards()
 		return nil, err
+	}
+	if startKind == "recovered" {
+		e.logTruncations(cut)
 	}
 	e.coord = newCoordinator(e, cfg.Groups)
 	if err := e.coord.start(); err != nil {
@@ -252,7 +265,7 @@ func Open(cfg Config) (*Engine, error) {
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)
 	ok = true
 	e.logger.Info("engine ready", "topics", len(e.topics), "shards", len(e.shards),
-		"backend", e.backendName, "clean_start", clean, "recovery", time.Since(start).Round(time.Millisecond))
+		"backend", e.backendName, "start", startKind, "recovery", time.Since(start).Round(time.Millisecond))
 	return e, nil
 }
 
@@ -292,8 +305,9 @@ const deleteSuffix = "-delete"
 const straySuffix = "-stray"
 
 // loadTopics opens every partition of every topic in the metadata, in
-// parallel, and hands each log to its shard.
-func (e *Engine) loadTopics(clean bool) error {
+// parallel, and hands each log to its shard; it returns what recovery
+// truncated in each partition.
+func (e *Engine) loadTopics(clean bool) ([]truncation, error) {
 	type job struct {
 		t *Topic
 		p *Partition
@@ -325,12 +339,73 @@ func (e *Engine) loadTopics(clean bool) error {
 	}
 	close(work)
 	wg.Wait()
+	var cut []truncation
 	for _, j := range jobs {
 		if j.p.log != nil {
 			j.p.shard.adopt(j.p)
 		}
+		if j.p.recoveryCut > 0 {
+			cut = append(cut, truncation{j.p.String(), j.p.recoveryCut})
+		}
 	}
-	return nil
+	return cut, nil
+}
+
+// truncation is what recovery removed from one partition's log.
+type truncation struct {
+	partition string
+	bytes     int64
+}
+
+// logTruncations summarises, after an unclean start, what recovery cut
+// from the logs (torn tails; with --repair-corrupt-logs, damaged bytes
+// moved aside): at WARN when anything was, the largest ten by name.
+func (e *Engine) logTruncations(cut []truncation) {
+	if len(cut) == 0 {
+		e.logger.Info("unclean shutdown: recovery truncated nothing")
+		return
+	}
+	var total int64
+	for _, c := range cut {
+		total += c.bytes
+	}
+	slices.SortFunc(cut, func(a, b truncation) int { return cmp.Compare(b.bytes, a.bytes) })
+	var parts []string
+	for i, c := range cut {
+		if i == 10 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(cut)-10))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s:%dB", c.partition, c.bytes))
+	}
+	e.logger.Warn("unclean shutdown: recovery truncated logs", "partitions", len(cut), "bytes", total, "truncated", strings.Join(parts, " "))
+}
+
+// partitionCount is the number of partitions of every topic.
+func (m *brokerMeta) partitionCount() int {
+	n := 0
+	for _, t := range m.Topics {
+		n += int(t.Partitions)
+	}
+	return n
+}
+
+// logFilesSize is the size of the segment files (*.log) in dir.
+func logFilesSize(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, de := range ents {
+		if !strings.HasSuffix(de.Name(), ".log") {
+			continue
+		}
+		if fi, err := de.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 func (e *Engine) newTopic(tm topicMeta, cfg *TopicConfig) *Topic {
@@ -398,7 +473,14 @@ func (e *Engine) baseWALOptions(p *Partition) wal.Options {
 func (e *Engine) openPartition(p *Partition, clean bool) {
 	opts := e.walOptions(p)
 	opts.Clean, opts.RepairCorruption = clean, e.cfg.RepairCorruptLogs
+	var before int64
+	if !clean {
+		before = logFilesSize(p.dir)
+	}
 	l, err := wal.Open(p.dir, opts)
+	if err == nil && !clean {
+		p.recoveryCut = max(before-l.Size(), 0)
+	}
 	if err != nil {
 		p.setOffline(err)
 		e.logger.Error("partition offline: its log cannot be opened", "partition", p.String(), "err", err)

@@ -92,6 +92,10 @@ type Partition struct {
 	// mode); it has no log here and never gets one.
 	notHosted bool
 
+	// recoveryCut is how many segment bytes the last unclean start's
+	// recovery removed (set once by Open's loader).
+	recoveryCut int64
+
 	// Counters for metrics.
 	BytesIn    atomic.Int64
 	RecordsIn  atomic.Int64

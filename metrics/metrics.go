@@ -95,6 +95,16 @@ func New(apis ...API) *Metrics {
 	return m
 }
 
+// SetBuildInfo exports ringlog_build_info{version,goversion,revision} 1,
+// the binary's identity (call it once).
+func (m *Metrics) SetBuildInfo(version, goVersion, revision string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ringlog_build_info", Help: "Always 1; the labels say which binary runs: its version, Go toolchain and source revision.",
+	}, []string{"version", "goversion", "revision"})
+	g.WithLabelValues(version, goVersion, revision).Set(1)
+	m.Registry.MustRegister(g)
+}
+
 // Request records one handled request.
 func (m *Metrics) Request(key int16, d time.Duration, failed bool) {
 	if m == nil || key < 0 || int(key) >= len(m.byKey) || m.byKey[key].requests == nil {
@@ -126,7 +136,7 @@ var (
 	descWritten    = prometheus.NewDesc("ringlog_engine_bytes_written_total", "Record batch bytes written by the writer shards.", nil, nil)
 	descSubmits    = prometheus.NewDesc("ringlog_engine_submissions_total", "I/O submissions by the writer shards (each one a group commit).", nil, nil)
 	descCommitted  = prometheus.NewDesc("ringlog_group_committed_offset", "A consumer group's committed offset.", []string{"group", "topic", "partition"}, nil)
-	descLag        = prometheus.NewDesc("ringlog_group_lag", "Records between a group's committed offset and the high watermark.", []string{"group", "topic", "partition"}, nil)
+	descLag        = prometheus.NewDesc("ringlog_group_lag", "Records a group has still to consume in a partition: the high watermark minus the committed offset or, without a commit, minus the log start offset. Every partition of every topic the group has a commit in or is subscribed to (as ringlog group describe).", []string{"group", "topic", "partition"}, nil)
 )
 
 type engineCollector struct{ e *engine.Engine }
@@ -162,7 +172,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	if co := c.e.Coordinator(); co != nil {
 		for _, l := range co.Lags() {
 			labels := []string{l.Group, l.Topic, strconv.Itoa(int(l.Partition))}
-			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(l.Committed), labels...)
+			if l.Committed >= 0 {
+				ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(l.Committed), labels...)
+			}
 			if l.Lag >= 0 {
 				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(l.Lag), labels...)
 			}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ringlog/ringlog/internal/cli"
@@ -35,9 +37,19 @@ nothing new arrived for --idle-timeout, --timeout passed, or SIGINT/SIGTERM.
 
 Where it starts: new records only (the default), --from-beginning, or
 --offset N. With --group G it consumes as a member of consumer group G: it
-starts at the group's committed offsets (or where --from-beginning says
-when the group has none) and commits each batch of records once printed,
-so the next consume with the same group goes on where this one stopped.
+starts each partition at the group's committed offset, and a partition
+the group has no commit for at --offset-reset (earliest by default, as a
+Kafka consumer with auto.offset.reset=earliest: nothing produced before
+the group's first run is skipped). It commits exactly the records it
+printed, once printed, so the next consume with the same group goes on
+where this one stopped: two bounded runs (--max-messages) of one group
+print every record once.
+
+A group consumer rides through a broker restart: it reconnects, rejoins
+the group and goes on from the committed offsets (records printed but not
+yet committed when the broker went away are printed again: at-least-once
+across a broker failure). If the broker is still unreachable when
+--idle-timeout passes, it exits 1.
 
 --format placeholders:
   %k key    %v value    %t topic    %p partition    %o offset
@@ -50,7 +62,8 @@ Examples:
   ringlog consume demo --from-beginning --idle-timeout 2s
   ringlog consume events --from-beginning --format '%k\t%v\n'
   ringlog consume events --partition 0 --offset 42 --max-messages 10 --format '%o %T %h %v\n'
-  ringlog consume events --group billing --from-beginning --idle-timeout 5s
+  ringlog consume events --group billing --idle-timeout 5s
+  ringlog consume events --group billing --offset-reset latest   # a new group skips the backlog
   ringlog consume events --from-beginning --output json --idle-timeout 1s | jq -r .value
 
 Exit status: 0 when it stopped as asked (count, idle, timeout or signal),
@@ -62,15 +75,16 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	var out outputFlag
 	var fromBeginning bool
 	var offset, partition optInt
-	var group, format string
+	var group, format, offsetReset string
 	var maxMessages int
 	var idle time.Duration
 	fs := cli.NewFlagSet("consume", consumeUsage, consumeExamples, stderr)
 	cf.Register(fs, 0, "stop after this long in all (0: no limit); also how long to wait for the broker at start (30s when 0)")
 	addOutputFlag(fs, &out)
-	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group: when the group has no committed offset)")
+	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group this is already where partitions without a commit start; see --offset-reset)")
 	fs.Var(&offset, "offset", "start at offset `N` (of --partition, or of every partition)")
 	fs.StringVar(&group, "group", "", "consume as a member of consumer group `G`, committing what was printed")
+	fs.StringVar(&offsetReset, "offset-reset", "", "with --group: where a partition without a committed offset starts, `earliest` or latest (auto.offset.reset; default earliest)")
 	fs.Var(&partition, "partition", "consume only partition `N`")
 	fs.IntVar(&maxMessages, "max-messages", 0, "stop after `N` records (0: no limit)")
 	fs.DurationVar(&idle, "idle-timeout", 0, "stop when no record arrived for this long (0: wait forever)")
@@ -100,6 +114,12 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		return cli.Usagef("--idle-timeout must not be negative")
 	case format != "" && out == "json":
 		return cli.Usagef("give --format or --output json, not both")
+	case offsetReset != "" && group == "":
+		return cli.Usagef("--offset-reset is for --group (where a partition without a commit starts); without a group use --from-beginning or --offset")
+	case offsetReset != "" && offsetReset != "earliest" && offsetReset != "latest":
+		return cli.Usagef("--offset-reset: want earliest or latest, got %q", offsetReset)
+	case offsetReset == "latest" && fromBeginning:
+		return cli.Usagef("give --from-beginning or --offset-reset latest, not both")
 	}
 	if format == "" {
 		format = `%v\n`
@@ -129,7 +149,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := kgo.NewOffset().AtEnd()
-	if fromBeginning {
+	if fromBeginning || (group != "" && offsetReset != "latest") {
 		start = kgo.NewOffset().AtStart()
 	}
 	var assigned atomic.Bool
@@ -138,7 +158,11 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	case group != "":
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(start),
 			kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
-			kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }))
+			kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }),
+			// Commits are ours (of what was printed); nothing is
+			// committed on the way out of a generation.
+			kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) {}),
+			kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) {}))
 	case partition.set || offset.set:
 		if offset.set {
 			start = kgo.NewOffset().At(offset.v)
@@ -191,6 +215,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	lastActivity := time.Now()
 	var buf []byte
 	var runErr error
+	var outage error // the last transient error since records last arrived
 poll:
 	for maxMessages == 0 || printed < maxMessages {
 		pctx, cancel := runCtx, context.CancelFunc(func() {})
@@ -214,6 +239,15 @@ poll:
 			if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, kgo.ErrClientClosed) {
 				continue
 			}
+			if group != "" && transient(fe.Err) && runCtx.Err() == nil {
+				// The client retries on its own (reconnects, rejoins the
+				// group); say so once per outage.
+				if outage == nil {
+					fmt.Fprintf(stderr, "ringlog: warning: %v; retrying\n", fe.Err)
+				}
+				outage = fe.Err
+				continue
+			}
 			runErr = fmt.Errorf("consuming %s[%d]: %w", fe.Topic, fe.Partition, cs.explain(fe.Err))
 			break poll
 		}
@@ -233,15 +267,25 @@ poll:
 		printed += len(recs)
 		if len(recs) > 0 {
 			lastActivity = time.Now()
+			if outage != nil {
+				fmt.Fprintf(stderr, "ringlog: reconnected; consuming again\n")
+				outage = nil
+			}
 			if group != "" {
 				// Committed after printing: a crash between the two
-				// prints records again rather than losing them.
+				// prints records again rather than losing them. Only
+				// these records are committed (the client may hold more
+				// fetched ones, which the next run reads).
 				cctx, cancel := context.WithTimeout(context.Background(), commitTimeout(cf.Timeout))
 				err := cs.cl.CommitRecords(cctx, recs...)
 				cancel()
-				if err != nil {
+				switch {
+				case err != nil && transient(err) && runCtx.Err() == nil:
+					fmt.Fprintf(stderr, "ringlog: warning: committing offsets of group %q: %v; the records since the last commit will be read again\n", group, err)
+					outage = err
+				case err != nil:
 					runErr = fmt.Errorf("committing offsets of group %q: %w", group, cs.explain(err))
-					break
+					break poll
 				}
 			}
 		}
@@ -252,6 +296,9 @@ poll:
 			break
 		}
 		if idle > 0 && assigned.Load() && time.Since(lastActivity) >= idle {
+			if outage != nil {
+				runErr = fmt.Errorf("nothing consumed for %v and the broker is still unreachable: %w", idle, cs.explain(outage))
+			}
 			break
 		}
 	}
@@ -273,6 +320,26 @@ poll:
 }
 
 var errTimeoutReached = errors.New("--timeout reached")
+
+// transient reports whether a group consumer's error is one the client
+// recovers from by itself: the broker went away (connection refused or
+// reset, EOF) or the group is moving (coordinator changes, rebalances,
+// a membership the restarted broker no longer knows).
+func transient(err error) bool {
+	var ne net.Error
+	var ke *kerr.Error
+	var eof *kgo.ErrFirstReadEOF
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.As(err, &eof), errors.As(err, &ne):
+		return true
+	case errors.As(err, &ke):
+		return ke.Retriable || errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.UnknownMemberID) ||
+			errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable)
+	}
+	return false
+}
 
 func commitTimeout(timeout time.Duration) time.Duration {
 	if timeout > 0 && timeout < 10*time.Second {

@@ -193,8 +193,8 @@ func TestKillNineKeepsAcknowledgedRecords(t *testing.T) {
 		acks.mu.Unlock()
 		inFlightTotal += inFlight
 		b = restartOn(t, dir, addr, "--default-partitions", "3")
-		if !strings.Contains(b.stderr.String(), "clean_start=false") {
-			t.Errorf("cycle %d: restart after SIGKILL did not log clean_start=false:\n%s", cycle, lastChars(b.stderr.String(), 3000))
+		if !strings.Contains(b.stderr.String(), "unclean shutdown: recovering") {
+			t.Errorf("cycle %d: restart after SIGKILL did not log 'unclean shutdown: recovering':\n%s", cycle, lastChars(b.stderr.String(), 3000))
 		}
 
 		// Let every record produced so far settle (retries of what the
@@ -553,8 +553,8 @@ func TestRestartRecoveryTornTail(t *testing.T) {
 	b.kill()
 	sizes := damage(true)
 	b = startServe(t, dir)
-	if !strings.Contains(b.stderr.String(), "clean_start=false") {
-		t.Errorf("restart after SIGKILL did not log clean_start=false")
+	if !strings.Contains(b.stderr.String(), "unclean shutdown: recovering") {
+		t.Errorf("restart after SIGKILL did not log 'unclean shutdown: recovering'")
 	}
 	if n := strings.Count(b.stderr.String(), "truncating torn tail"); n != parts {
 		t.Errorf("restart logged %d torn-tail truncations, want %d:\n%s", n, parts, lastChars(b.stderr.String(), 3000))
@@ -572,8 +572,8 @@ func TestRestartRecoveryTornTail(t *testing.T) {
 	}
 	sizes = damage(false)
 	b = startServe(t, dir)
-	if !strings.Contains(b.stderr.String(), "clean_start=true") {
-		t.Errorf("restart after SIGTERM did not log clean_start=true")
+	if !strings.Contains(b.stderr.String(), "start=clean") {
+		t.Errorf("restart after SIGTERM did not log start=clean")
 	}
 	checkCut("after clean shutdown", sizes, b)
 	produce(b.Kafka, 3, perPart/4)

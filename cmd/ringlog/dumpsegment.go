@@ -149,6 +149,29 @@ func printable(b []byte) string {
 	return "hex:" + hex.EncodeToString(b)
 }
 
+// magicPos is where a stored batch keeps its magic (format version) byte:
+// after base offset (8), length (4) and leader epoch (4).
+const magicPos = 16
+
+// notSegment says why a file whose first bytes are head cannot be a
+// segment, or "" when it may be one (a file of zeros, such as a
+// preallocated or torn one, is reported by the batch walk).
+func notSegment(f *os.File, head []byte, size int64) string {
+	if zero, err := allZero(f, 0, size); err == nil && zero {
+		return ""
+	}
+	if len(head) <= magicPos {
+		return ""
+	}
+	if m := int8(head[magicPos]); m != batch.Magic {
+		return fmt.Sprintf("its first batch would have magic (format version) %d, and every batch of a segment has magic %d", m, batch.Magic)
+	}
+	if l := batch.BatchLength(head); l < batch.HeaderSize-batch.LogOverhead {
+		return fmt.Sprintf("its first batch would be %d bytes long, less than a batch header", l)
+	}
+	return ""
+}
+
 // batchInfo is a batch found by a header walk, for checking indexes.
 type batchInfo struct {
 	base, maxTs int64
@@ -197,6 +220,15 @@ func (d *dumper) segment() error {
 		}
 		length := int64(batch.BatchLength(head[:]))
 		total := length + batch.LogOverhead
+		if pos == 0 {
+			if why := notSegment(f, head[:n], size); why != "" {
+				hint := ""
+				if !named {
+					hint = " (segment files are named <20-digit base offset>.log)"
+				}
+				return fmt.Errorf("not a segment file: %s%s", why, hint)
+			}
+		}
 		if length < batch.HeaderSize-batch.LogOverhead {
 			if zero, err := allZero(f, pos, size); err == nil && zero {
 				d.problem("torn write at position %d: the last %s of the file are zeros, not batches", pos, plural(int(left), "byte", "bytes"))

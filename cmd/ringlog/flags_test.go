@@ -43,7 +43,7 @@ func TestServeFlags(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unknown flag", []string{"--bogus"}, []string{"flag provided but not defined: -bogus"}},
+		{"unknown flag", []string{"--bogus"}, []string{"unknown flag --bogus"}},
 		{"io backend", []string{"--io-backend", "bogus"}, []string{"--io-backend", "bogus"}},
 		{"unknown topic default", []string{"--topic-default", "nope=1"}, []string{"-topic-default", `unknown topic config "nope"`}},
 		{"bad topic default value", []string{"--topic-default", "retention.ms=soon"}, []string{"retention.ms", "soon"}},

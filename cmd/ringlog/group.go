@@ -1,7 +1,8 @@
 package main
 
 // ringlog group list|describe: consumer groups over ListGroups,
-// DescribeGroups, OffsetFetch and ListOffsets.
+// DescribeGroups, OffsetFetch and ListOffsets. The administrative verbs
+// are in groupadmin.go.
 
 import (
 	"errors"
@@ -19,9 +20,12 @@ import (
 )
 
 func runGroup(args []string, stdout, stderr io.Writer) error {
-	return cli.Dispatch("ringlog", "group", "Lists and describes consumer groups.", []cli.Subcommand{
+	return cli.Dispatch("ringlog", "group", "Lists, describes and administers consumer groups.", []cli.Subcommand{
 		{Name: "list", Summary: "list consumer groups", Run: runGroupList},
 		{Name: "describe", Summary: "show members, assignments, committed offsets and lag", Run: runGroupDescribe},
+		{Name: "reset-offsets", Summary: "move a group's committed offsets (earliest, latest, an offset, a time)", Run: runGroupResetOffsets},
+		{Name: "delete", Summary: "delete groups and their committed offsets", Run: runGroupDelete},
+		{Name: "delete-offsets", Summary: "delete a group's committed offsets of a topic", Run: runGroupDeleteOffsets},
 	}, args, stdout, stderr)
 }
 
@@ -95,7 +99,11 @@ Usage: ringlog group describe GROUP... [flags]
 
 Shows each group's state, protocol, members (client id, host and assigned
 partitions) and, per partition, the committed offset, the log end offset
-and the lag (records not yet consumed by the group).
+and the lag (records not yet consumed by the group). Every partition of
+every topic the group has a commit in or subscribes to is listed; one
+without a commit ("-") lags by every record in its log (log end - log
+start), where a consumer with auto.offset.reset=earliest starts. The
+broker's ringlog_group_lag metric reports the same numbers.
 `
 
 const groupDescribeExamples = `
@@ -139,6 +147,10 @@ type groupDescribeJSON struct {
 	Members      []groupMemberJSON `json:"members"`
 	Offsets      []groupOffsetJSON `json:"offsets"`
 	TotalLag     int64             `json:"total_lag"`
+
+	// topics are those the group has a commit in, is assigned or its
+	// members subscribe to.
+	topics []string
 }
 
 func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
@@ -192,6 +204,9 @@ func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 		}
 		result = append(result, describedGroup(l))
 	}
+	if err := s.addUncommitted(result); err != nil {
+		return err
+	}
 	if out == "json" {
 		if err := writeJSON(stdout, result); err != nil {
 			return err
@@ -240,6 +255,9 @@ func describedGroup(l kadm.DescribedGroupLag) groupDescribeJSON {
 		g.Members = append(g.Members, groupMemberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID,
 			Host: m.ClientHost, Assigned: memberAssignment(m)})
 	}
+	for t := range l.Lag {
+		g.topics = append(g.topics, t)
+	}
 	for _, ml := range l.Lag.Sorted() {
 		o := groupOffsetJSON{Topic: ml.Topic, Partition: ml.Partition}
 		if ml.Commit.At >= 0 {
@@ -264,6 +282,75 @@ func describedGroup(l kadm.DescribedGroupLag) groupDescribeJSON {
 		g.Offsets = append(g.Offsets, o)
 	}
 	return g
+}
+
+// addUncommitted adds to each group the partitions of its topics (those
+// it has a commit in, is assigned or is subscribed to) that it has no
+// commit in and no member is assigned: their lag is every record in the
+// log (log end - log start), which is where a consumer starting with
+// auto.offset.reset=earliest would begin. The broker's ringlog_group_lag
+// metric covers the same partitions with the same lag.
+func (s *session) addUncommitted(groups []groupDescribeJSON) error {
+	var topics []string
+	for _, g := range groups {
+		for _, t := range g.topics {
+			if !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	starts, err := s.adm.ListStartOffsets(s.ctx, topics...)
+	if err != nil && !isShardErr(err) {
+		return s.explain(err)
+	}
+	ends, err := s.adm.ListEndOffsets(s.ctx, topics...)
+	if err != nil && !isShardErr(err) {
+		return s.explain(err)
+	}
+	for i := range groups {
+		g := &groups[i]
+		seen := map[string]bool{}
+		for _, o := range g.Offsets {
+			seen[o.Topic+"\x00"+strconv.Itoa(int(o.Partition))] = true
+		}
+		mine := map[string]bool{}
+		for _, t := range g.topics {
+			mine[t] = true
+		}
+		ends.Each(func(en kadm.ListedOffset) {
+			if !mine[en.Topic] || en.Partition < 0 || seen[en.Topic+"\x00"+strconv.Itoa(int(en.Partition))] {
+				return
+			}
+			o := groupOffsetJSON{Topic: en.Topic, Partition: en.Partition}
+			st, ok := starts.Lookup(en.Topic, en.Partition)
+			switch {
+			case en.Err != nil:
+				o.Error = en.Err.Error()
+			case !ok || st.Err != nil:
+				o.LogEnd = ptr(en.Offset)
+				o.Error = "log start offset unknown"
+			default:
+				o.LogStart, o.LogEnd, o.Lag = ptr(st.Offset), ptr(en.Offset), ptr(max(en.Offset-st.Offset, 0))
+				g.TotalLag += *o.Lag
+			}
+			g.Offsets = append(g.Offsets, o)
+		})
+		slices.SortFunc(g.Offsets, func(a, b groupOffsetJSON) int {
+			if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+				return c
+			}
+			return int(a.Partition - b.Partition)
+		})
+	}
+	return nil
+}
+
+func isShardErr(err error) bool {
+	var se *kadm.ShardErrors
+	return errors.As(err, &se) && !se.AllFailed
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -140,8 +140,8 @@ func TestGracefulShutdown(t *testing.T) {
 
 	// Restart on the same port: the producer delivers what it still holds.
 	b = restartOn(t, dir, addr, "--default-partitions", "2")
-	if !strings.Contains(b.stderr.String(), "clean_start=true") {
-		t.Errorf("restart after SIGTERM did not log clean_start=true:\n%s", lastChars(b.stderr.String(), 3000))
+	if !strings.Contains(b.stderr.String(), "start=clean") {
+		t.Errorf("restart after SIGTERM did not log start=clean:\n%s", lastChars(b.stderr.String(), 3000))
 	}
 	if _, err := os.Stat(filepath.Join(dir, cleanMarker)); err == nil {
 		t.Errorf("the clean-shutdown marker is still there while the broker runs")

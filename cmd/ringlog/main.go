@@ -22,11 +22,12 @@ func commands() []command {
 	return []command{
 		{"serve", "run the broker", runServe},
 		{"topic", "create, list, describe, alter and delete topics", runTopic},
-		{"group", "list and describe consumer groups (members, offsets, lag)", runGroup},
+		{"group", "list, describe, reset and delete consumer groups", runGroup},
 		{"produce", "produce standard input lines to a topic", runProduce},
 		{"consume", "print records of a topic", runConsume},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
 		{"perf", "moved to the ringlog-perf binary (benchmarks, charts, flame graphs)", runPerfMoved},
+		{"version", "print the version, Go version and source revision", runVersion},
 	}
 }
 
@@ -42,14 +43,31 @@ func run(args []string, stdout, stderr io.Writer) cli.ExitCode {
 		}
 		return cli.ExitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return cli.Report("ringlog", runVersion(args[1:], stdout, stderr), stderr)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return cli.Report("ringlog", c.run(args[1:], stdout, stderr), stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "ringlog: unknown command %q\n\n", args[0])
 	topUsage(stderr)
+	msg := fmt.Sprintf("ringlog: unknown command %q", args[0])
+	if s := closestCommand(args[0]); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	fmt.Fprintln(stderr, msg)
 	return cli.ExitUsage
+}
+
+// closestCommand is the command nearest to name by edit distance, when
+// near enough to be a typo.
+func closestCommand(name string) string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return cli.Closest(name, names)
 }
 
 func topUsage(w io.Writer) {
@@ -57,7 +75,7 @@ func topUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'ringlog <command> --help' for a command's flags and examples.\n")
+	fmt.Fprintf(w, "\nRun 'ringlog <command> --help' for a command's flags and examples, 'ringlog --version' for the version.\n")
 }
 
 // runPerfMoved tells whoever runs 'ringlog perf' where the benchmarks went.

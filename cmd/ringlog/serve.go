@@ -66,6 +66,7 @@ type serveFlags struct {
 	nodeID              int
 	defaultPartitions   int
 	ioBackend           string
+	ioBackendSource     string // where the backend choice came from: flag, config, env or default
 	logLevel, logFormat string
 	topicDefaults       kvList
 	voters              string
@@ -99,7 +100,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Kafka.MaxConnections, "max-connections", def.Kafka.MaxConnections, "client connections accepted at once")
 	fs.IntVar(&c.Kafka.MaxInflightPerConn, "max-inflight-per-conn", def.Kafka.MaxInflightPerConn, "unanswered requests per connection before the broker stops reading it")
 	fs.Int64Var(&c.Kafka.MaxPausedBytes, "max-paused-bytes", def.Kafka.MaxPausedBytes, "bytes, per listener, that clients may send to connections the broker is not reading (backpressure); the connection that would pass this, or send more than --max-request-bytes, is closed")
-	fs.StringVar(&f.ioBackend, "io-backend", string(def.Engine.Backend), "auto (hybrid), hybrid, io_uring or pwritev")
+	fs.StringVar(&f.ioBackend, "io-backend", string(def.Engine.Backend), "auto (hybrid), hybrid, io_uring or pwritev; without the flag, env "+ring.EnvBackend+" when set")
 	fs.Int64Var(&e.WritebackBytes, "writeback-bytes", def.Engine.WritebackBytes, "start the kernel's writeback of each partition's new data every this many bytes, so dirty page cache stays small and appends are not throttled in bursts (0: leave writeback to the kernel)")
 	fs.BoolVar(&e.WriteCaching, "write-caching", def.Engine.WriteCaching, "acknowledge acks=all from the page cache (no fdatasync) for every topic")
 	fs.BoolVar(&e.RepairCorruptLogs, "repair-corrupt-logs", def.Engine.RepairCorruptLogs, "at start, move damaged bytes in the middle of a log aside and keep every valid batch (default: keep such a partition offline)")
@@ -130,6 +131,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	var err error
 	if cfg.Engine.Backend, err = ring.ParseKind(f.ioBackend); err != nil {
+		if f.ioBackendSource == "env" {
+			return cfg, cli.Usagef("%s: %v", ring.EnvBackend, err)
+		}
 		return cfg, cli.Usagef("--io-backend: %v", err)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -150,6 +154,25 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr}
 	return cfg, nil
+}
+
+// resolveBackend decides which --io-backend wins: the flag on the command
+// line, then the config file, then the environment variable
+// RINGLOG_BACKEND, then the default. It records where the choice came
+// from in ioBackendSource.
+func (f *serveFlags) resolveBackend(fs *flag.FlagSet, fromCommandLine map[string]bool, env string) {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "io-backend" })
+	switch {
+	case fromCommandLine["io-backend"]:
+		f.ioBackendSource = "flag"
+	case set:
+		f.ioBackendSource = "config"
+	case env != "":
+		f.ioBackend, f.ioBackendSource = env, "env"
+	default:
+		f.ioBackendSource = "default"
+	}
 }
 
 // applyConfigFile sets every flag named in the file that was not given on
@@ -213,6 +236,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("serve takes no arguments, got %q", fs.Args())
 	}
+	fromCommandLine := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { fromCommandLine[fl.Name] = true })
 	if f.configFile != "" {
 		if err := applyConfigFile(fs, f.configFile); err != nil {
 			return err
@@ -222,17 +247,26 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	envBackend := strings.TrimSpace(os.Getenv(ring.EnvBackend))
+	f.resolveBackend(fs, fromCommandLine, envBackend)
 	cfg, err := f.config()
 	if err != nil {
 		return err
 	}
+	if envBackend != "" && f.ioBackendSource != "env" {
+		logger.Warn(ring.EnvBackend+" ignored: --io-backend was given", "env", envBackend, "io_backend", f.ioBackend, "from", f.ioBackendSource)
+	}
+	// The engine's ring.New lets the variable override the kind it is
+	// given; the choice made above is final, so the variable goes.
+	os.Unsetenv(ring.EnvBackend)
 	cfg.Logger = logger
+	cfg.Build = buildVersion()
 	e := cfg.Engine
 	if cfg.Cluster != nil {
 		logger.Info("cluster mode", "node_id", cfg.Cluster.NodeID, "voters", cfg.Cluster.Voters.String(), "controller_addr", f.controllerAddr)
 	}
-	logger.Info("starting ringlog", "data_dir", e.DataDir, "kafka_addr", cfg.Kafka.Addr, "http_addr", cfg.HTTPAddr,
-		"io_backend", f.ioBackend, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "topic_defaults", e.TopicDefaults)
+	logger.Info("starting ringlog", "version", cfg.Build.Version, "data_dir", e.DataDir, "kafka_addr", cfg.Kafka.Addr, "http_addr", cfg.HTTPAddr,
+		"io_backend", cfg.Engine.Backend, "io_backend_from", f.ioBackendSource, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "topic_defaults", e.TopicDefaults)
 	b, err := broker.New(cfg)
 	if err != nil {
 		return err
@@ -243,7 +277,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	// reads the line kills the process uncleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	logger.Info("listening", "kafka", b.KafkaAddr(), "native", nativeAddr, "http", httpAddr, "backend", b.Engine().BackendName())
+	logger.Info("listening", "kafka", b.KafkaAddr(), "native", nativeAddr, "http", httpAddr, "backend", b.Engine().BackendName(), "backend_from", f.ioBackendSource)
 	fmt.Fprintf(stdout, "ringlog ready kafka=%s native=%s http=%s\n", b.KafkaAddr(), nativeAddr, httpAddr)
 
 	select {

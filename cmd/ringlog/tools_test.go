@@ -485,7 +485,7 @@ func TestToolsUsage(t *testing.T) {
 		{[]string{"topic", "frob"}, `unknown subcommand "frob"`},
 		{[]string{"topic", "create", "--brokers", dead}, "give the name"},
 		{[]string{"topic", "create", "x", "--partitions", "0", "--brokers", dead}, "--partitions"},
-		{[]string{"topic", "create", "x", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"topic", "create", "x", "--bogus"}, "unknown flag --bogus"},
 		{[]string{"topic", "create", "x", "--config", "retention.ms"}, "want key=value"},
 		{[]string{"topic", "list", "extra", "--brokers", dead}, "takes no arguments"},
 		{[]string{"topic", "list", "--output", "yaml"}, "want text or json"},
@@ -495,6 +495,13 @@ func TestToolsUsage(t *testing.T) {
 		{[]string{"topic", "list", "--brokers", ""}, "--brokers is empty"},
 		{[]string{"group"}, "missing subcommand"},
 		{[]string{"group", "describe", "--brokers", dead}, "give one or more group names"},
+		{[]string{"group", "reset-offsets", "g", "--topic", "t", "--brokers", dead}, "give exactly one of --to-earliest"},
+		{[]string{"group", "reset-offsets", "g", "--to-latest", "--brokers", dead}, "give --topic"},
+		{[]string{"group", "reset-offsets", "g", "--topic", "t", "--to-datetime", "soon", "--brokers", dead}, "--to-datetime"},
+		{[]string{"group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest", "--brokers", dead}, "exactly one of"},
+		{[]string{"group", "delete", "--brokers", dead}, "give one or more group names"},
+		{[]string{"group", "delete-offsets", "g", "--brokers", dead}, "give --topic"},
+		{[]string{"consume", "t", "--group", "g", "--offset-reset", "middle", "--brokers", dead}, "want earliest or latest"},
 		{[]string{"produce", "--brokers", dead}, "give exactly one topic"},
 		{[]string{"produce", "t", "--acks", "2", "--brokers", dead}, "--acks"},
 		{[]string{"produce", "t", "--compression", "brotli", "--brokers", dead}, "--compression"},
@@ -515,7 +522,8 @@ func TestToolsUsage(t *testing.T) {
 		wantContains(t, "ringlog "+strings.Join(tc.args, " ")+": stderr", r.stderr, tc.want)
 	}
 	for _, cmd := range [][]string{{"topic", "create"}, {"topic", "list"}, {"topic", "describe"}, {"topic", "alter"},
-		{"topic", "delete"}, {"group", "list"}, {"group", "describe"}, {"produce"}, {"consume"}, {"dump-segment"}} {
+		{"topic", "delete"}, {"group", "list"}, {"group", "describe"}, {"group", "reset-offsets"}, {"group", "delete"},
+		{"group", "delete-offsets"}, {"produce"}, {"consume"}, {"dump-segment"}} {
 		r := tool(t, "", nil, append(cmd, "--help")...)
 		if r.code != 0 {
 			t.Errorf("ringlog %s --help: exit %d, want 0", strings.Join(cmd, " "), r.code)

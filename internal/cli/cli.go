@@ -71,16 +71,86 @@ func NewFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet
 	return fs
 }
 
-// ParseFlags parses args with fs the flag package's way (flags first),
-// turning -h into ErrHelp and any other failure into a UsageError.
+// ParseFlags parses args with fs the flag package's way (flags first).
+// --help prints the usage and returns ErrHelp; a bad flag prints the usage
+// once and returns a UsageError naming the flag and, when one is close
+// enough to be a typo, the flag that was probably meant.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ErrHelp
-		}
-		return UsageError{err.Error()}
+	out, usage := fs.Output(), fs.Usage
+	// The flag package prints its own error line and the usage on every
+	// failure; silence both and print the usage once below.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if err == nil {
+		return nil
 	}
-	return nil
+	if usage != nil {
+		usage()
+	} else {
+		fs.PrintDefaults()
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return ErrHelp
+	}
+	msg := strings.Replace(err.Error(), " -", " --", 1)
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		msg = "unknown flag --" + name
+		if s := closestFlag(fs, name); s != "" {
+			msg += " (did you mean --" + s + "?)"
+		}
+	}
+	return UsageError{fmt.Sprintf("%s: %s", fs.Name(), msg)}
+}
+
+// closestFlag is the flag of fs nearest to name, if near enough to be a
+// typo ("" otherwise).
+func closestFlag(fs *flag.FlagSet, name string) string {
+	name = strings.TrimLeft(name, "-")
+	if i := strings.IndexByte(name, '='); i >= 0 {
+		name = name[:i]
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return Closest(name, names)
+}
+
+// Closest is the candidate nearest to name by edit distance, when it is
+// near enough to be a typo of it; "" otherwise.
+func Closest(name string, candidates []string) string {
+	best, bestD := "", 0
+	for _, c := range candidates {
+		if d := editDistance(name, c); best == "" || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" || bestD > max(2, len(name)/3) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // ParseArgs parses flags placed anywhere among the arguments (the flag
@@ -123,7 +193,7 @@ func Dispatch(prog, group, about string, subs []Subcommand, args []string, stdou
 	usage := func() {
 		fmt.Fprintf(stderr, "Usage: %s <subcommand> [flags] [arguments]\n\n%s\n\nSubcommands:\n", cmd, about)
 		for _, s := range subs {
-			fmt.Fprintf(stderr, "  %-10s %s\n", s.Name, s.Summary)
+			fmt.Fprintf(stderr, "  %-14s %s\n", s.Name, s.Summary)
 		}
 		fmt.Fprintf(stderr, "\nRun '%s <subcommand> --help' for its flags and examples.\n", cmd)
 	}
