@@ -207,6 +207,9 @@ func (s *Shard) run(ready chan<- error) {
 	if fallback != "" && s.id == 0 {
 		s.eng.logger.Warn("io_uring unavailable; syncs run one by one", "reason", fallback)
 	}
+	if wrap := s.eng.cfg.WrapBackend; wrap != nil {
+		be = wrap(s.id, be)
+	}
 	s.backend = be
 	ready <- nil
 	tick := time.NewTicker(housekeepingTick)
