@@ -33,6 +33,9 @@ type Injector struct {
 	writes, syncs atomic.Int64 // operations run (not failed)
 	failed        atomic.Int64 // operations failed by the injector
 	rate          atomic.Int64 // write bandwidth in bytes/s; 0: unlimited
+
+	paceMu   sync.Mutex
+	nextFree time.Time // when the slowed "disk" is free for the next write
 }
 
 // New returns an injector with no fault armed.
@@ -77,8 +80,10 @@ func (in *Injector) Heal() {
 	in.mu.Unlock()
 }
 
-// SetWriteRate limits writes to bytesPerSec (each write sleeps for its
-// length at that rate before it runs); 0 removes the limit.
+// SetWriteRate limits writes, over all the backends the injector wrapped,
+// to bytesPerSec: one disk of that bandwidth, which writes one at a time
+// (each write waits for the ones before it, then for its own length at
+// that rate); 0 removes the limit.
 func (in *Injector) SetWriteRate(bytesPerSec int64) { in.rate.Store(bytesPerSec) }
 
 // Writes is the number of writes run successfully so far.
@@ -151,9 +156,7 @@ func (b *backend) Run(ops []ring.Op) error {
 
 func (b *backend) runOne(op *ring.Op) error {
 	if op.Kind == ring.OpWritev {
-		if r := b.in.rate.Load(); r > 0 {
-			time.Sleep(time.Duration(float64(op.Len()) / float64(r) * float64(time.Second)))
-		}
+		b.in.pace(op.Len())
 	}
 	errno, tear := b.in.decide(op.Kind)
 	if errno != 0 {
@@ -200,4 +203,23 @@ func firstBytes(bufs [][]byte, n int64) [][]byte {
 		n -= take
 	}
 	return out
+}
+
+// pace holds a write of n bytes for its turn on the slowed disk.
+func (in *Injector) pace(n int64) {
+	r := in.rate.Load()
+	if r <= 0 {
+		return
+	}
+	d := time.Duration(float64(n) / float64(r) * float64(time.Second))
+	in.paceMu.Lock()
+	now := time.Now()
+	start := in.nextFree
+	if start.Before(now) {
+		start = now
+	}
+	in.nextFree = start.Add(d)
+	done := in.nextFree
+	in.paceMu.Unlock()
+	time.Sleep(time.Until(done))
 }
