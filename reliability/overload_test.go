@@ -17,12 +17,13 @@ import (
 // Overload limits: small enough that the bound is tight, as any
 // operator's would be. The memory bound (README, "Memory") is
 //
-//	base + shards × shard-queue-bytes
-//	     + connections × max-request-bytes          (a paused frame each)
-//	     + 2.5 × max-paused-bytes                   (gnet's inbound buffers)
+//	base + connections × connMemoryBound
+//	     + 2 × ( shards × shard-queue-bytes
+//	           + connections × max-request-bytes    (a paused frame each)
+//	           + 2.5 × max-paused-bytes )           (gnet's inbound buffers)
 //
-// doubled for the Go heap's headroom between collections (GOGC=100),
-// per listener (the native one is off here).
+// the 2 being the Go heap's headroom between collections (GOGC=100); one
+// listener (the native one is off here).
 const (
 	ovlShards      = 2
 	ovlQueue       = 8 << 20
@@ -36,7 +37,7 @@ const (
 // ovlBound is the documented bound for these flags.
 func ovlBound(conns int) int64 {
 	live := int64(ovlShards*ovlQueue) + int64(conns)*ovlMaxRequest + ovlMaxPaused*5/2
-	return ovlBase + 2*live
+	return ovlBase + int64(conns)*connMemoryBound + 2*live
 }
 
 // phase is one timed stretch of producing.
