@@ -180,8 +180,11 @@ func envInt(t testing.TB, name string, def int) int {
 func result(t testing.TB, scenario, figure string) {
 	t.Helper()
 	status := "pass"
-	if t.Failed() {
+	switch {
+	case t.Failed():
 		status = "FAIL"
+	case t.Skipped():
+		status = "skipped"
 	}
 	fmt.Printf("RESULT %s | %s | %s\n", scenario, figure, status)
 }
