@@ -26,7 +26,11 @@ func TestDiskFull(t *testing.T) {
 	b := startBroker(t, func(c *broker.Config) { c.Engine.DataDir = dir; c.Engine.Shards = 2 })
 	ctx := testCtx(t, 2*time.Minute)
 	b.e2eCreate(ctx, "full", 2, nil)
+	b.e2eCreate(ctx, "other", 1, nil)
 	rc := b.e2eRaw()
+	if pr := rc.produceAcks("other", 0, -1, "kept"); pr.ErrorCode != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
 	value := string(make([]byte, 64<<10))
 	acked := map[int32][]int64{} // partition -> acked offsets
 	var firstErr [2]int16
@@ -64,11 +68,14 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("%d and %d records acknowledged in a %d MiB file system without an error", len(acked[0]), len(acked[1]), size>>20)
 	}
 	t.Logf("acknowledged %d + %d records of 64 KiB before the disk was full", len(acked[0]), len(acked[1]))
-	// Still up: metadata answers; a partition's acked records are readable
-	// while it is online.
+	// Still up: metadata answers, and the partition that did not fail
+	// serves its records from the full disk.
 	meta := rc.do(kmsg.NewPtrMetadataRequest(), 9).(*kmsg.MetadataResponse)
 	if len(meta.Topics) == 0 {
 		t.Fatal("no metadata on a full disk")
+	}
+	if fp := rc.rawFetch(12, "other", [16]byte{}, 0, 0); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("fetch from a healthy partition on a full disk: %v, %d bytes", kerr.ErrorForCode(fp.ErrorCode), len(fp.RecordBatches))
 	}
 	apiVersionsOKOn(t, rc)
 
