@@ -184,3 +184,26 @@ func TestDiskFaultFullDiskInjected(t *testing.T) {
 	stopUnclean(t, b)
 	checkRecovered(t, b, []string{"v0"})
 }
+
+// TestDiskFaultFlushIntervalSync: the fdatasync that flush.ms runs in the
+// background fails; the partition goes offline as after a failed append,
+// and no later produce to it is acknowledged.
+func TestDiskFaultFlushIntervalSync(t *testing.T) {
+	b, inj := faultBroker(t)
+	ms := "50"
+	b.e2eCreate(testCtx(t, 30*time.Second), "fl", 1, map[string]*string{"flush.ms": &ms})
+	rc := b.e2eRaw()
+	inj.FailSync(1, syscall.EIO)
+	if pr := rc.produceAcks("fl", 0, 1, "v0"); pr.ErrorCode != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	p := b.e2ePart("fl", 0)
+	e2eWaitFor(t, 10*time.Second, "the failed flush.ms sync to take fl-0 offline", func() bool { return p.Offline() != nil })
+	if pr := rc.produceAcks("fl", 0, 1, "after"); pr.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce after a failed background sync: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := rc.produceAcks("ok", 0, -1, "fine"); pr.ErrorCode != 0 {
+		t.Fatalf("produce to a healthy partition: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	stopUnclean(t, b)
+}
