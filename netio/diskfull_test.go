@@ -21,10 +21,10 @@ import (
 // restarts, every acknowledged record is there, in order.
 func TestDiskFull(t *testing.T) {
 	dir := t.TempDir()
-	const size = 64 << 20
+	const size = 32 << 20
 	testenv.MountTmpfs(t, dir, size, false)
 	b := startBroker(t, func(c *broker.Config) { c.Engine.DataDir = dir; c.Engine.Shards = 2 })
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := testCtx(t, 5*time.Minute)
 	b.e2eCreate(ctx, "full", 2, nil)
 	b.e2eCreate(ctx, "other", 1, nil)
 	rc := b.e2eRaw()
@@ -32,10 +32,10 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("produce: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
 	value := string(make([]byte, 64<<10))
-	acked := map[int32][]int64{} // partition -> acked offsets
+	acked := map[int32][]int64{} // partition -> acked batches' base offsets
 	var firstErr [2]int16
 	start := time.Now()
-	for i := 0; time.Since(start) < time.Minute; i++ {
+	for i := 0; time.Since(start) < 3*time.Minute; i++ {
 		p := int32(i % 2)
 		if firstErr[p] != 0 {
 			if firstErr[0] != 0 && firstErr[1] != 0 {
@@ -48,7 +48,8 @@ func TestDiskFull(t *testing.T) {
 			acks = 1
 		}
 		done := make(chan kmsg.ProduceResponseTopicPartition, 1)
-		go func() { done <- rc.produceAcks("full", p, acks, strconv.Itoa(i)+value) }()
+		// Four 64 KiB records a request.
+		go func() { done <- rc.produceAcks("full", p, acks, strconv.Itoa(i)+value, value, value, value) }()
 		var pr kmsg.ProduceResponseTopicPartition
 		select {
 		case pr = <-done:
@@ -67,7 +68,7 @@ func TestDiskFull(t *testing.T) {
 	if firstErr[0] == 0 || firstErr[1] == 0 {
 		t.Fatalf("%d and %d records acknowledged in a %d MiB file system without an error", len(acked[0]), len(acked[1]), size>>20)
 	}
-	t.Logf("acknowledged %d + %d records of 64 KiB before the disk was full", len(acked[0]), len(acked[1]))
+	t.Logf("acknowledged %d + %d batches of 4 × 64 KiB before the disk was full", len(acked[0]), len(acked[1]))
 	// Still up: metadata answers, and the partition that did not fail
 	// serves its records from the full disk.
 	meta := rc.do(kmsg.NewPtrMetadataRequest(), 9).(*kmsg.MetadataResponse)
