@@ -203,7 +203,10 @@ func TestOverload(t *testing.T) {
 	if slow.quantile(0.5) < 2*fast.quantile(0.5) {
 		t.Errorf("no backpressure delay: median latency %v overloaded, %v unthrottled", slow.quantile(0.5), fast.quantile(0.5))
 	}
-	if afterRate < fastRate/3 {
-		t.Errorf("throughput did not recover: %.1f MiB/s after, %.1f before", mib(afterRate), mib(fastRate))
+	// Recovered: well above the slowed disk's pace once the disk is fast
+	// again (the real disk's speed on a shared machine varies too much
+	// to ask for the first phase's rate exactly).
+	if afterRate < 2*diskRate {
+		t.Errorf("throughput did not recover: %.1f MiB/s after, %.1f before, %.1f while the disk was slowed", mib(afterRate), mib(fastRate), mib(slowRate))
 	}
 }
