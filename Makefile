@@ -17,7 +17,7 @@ FUZZ_TARGETS := \
 	./quorum:FuzzHello \
 	./internal/kwire:FuzzParseResponse
 
-.PHONY: run build build-perf test vet unit fuzz-short bench perf flamegraph
+.PHONY: run build build-perf test vet unit fuzz-short bench perf flamegraph reliability overload
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build
@@ -73,3 +73,13 @@ perf: build build-perf
 ## flamegraph: CPU and allocation flame graphs (SVG) of a fresh broker under an e2e load, into flamegraphs/
 flamegraph: build build-perf
 	./perf/with-broker.sh ./bin/ringlog ./perf/flamegraphs.sh flamegraphs
+
+## reliability: the long reliability scenarios (60 s overload, 10,000 idle + 500 slowloris
+## connections, disk faults...) as a table: scenario | figure | pass/FAIL. Needs root for the
+## tmpfs and open-file-limit scenarios (they skip without it).
+reliability:
+	./reliability/run.sh
+
+## overload: only the 60 s overload scenario
+overload:
+	RINGLOG_OVERLOAD_SECONDS=60 $(GO) test -count=1 -v -timeout 30m -run '^TestOverload$$' ./reliability

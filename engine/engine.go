@@ -86,6 +86,11 @@ type Config struct {
 	// CompactionInterval is how often the cleaner looks for compacted
 	// topics' partitions to clean (log.cleaner.backoff.ms). 0: 15 s.
 	CompactionInterval time.Duration
+	// WrapBackend, if set, wraps each writer shard's I/O backend (shard
+	// is its index). It is a seam for tests only (internal/faultring
+	// injects EIO, ENOSPC and slow writes through it); nothing that
+	// ships sets it.
+	WrapBackend func(shard int, b ring.Backend) ring.Backend
 }
 
 // DefaultConfig is the engine configuration that ships (package broker's

@@ -22,12 +22,18 @@ const dataDirLockFile = ".ringlog.lock"
 // another Engine of this process) holds the lock. The lock goes with the
 // returned file (closing it, or the process ending, releases it).
 func lockDataDir(dir string) (*os.File, error) {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("data directory %s is not a directory (it is a %s): remove or move it, or point --data-dir at a directory", dir, fileKind(fi.Mode()))
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+		return nil, fmt.Errorf("cannot create data directory %s: %w: create it (writable by this user), or point --data-dir at a writable directory", dir, err)
 	}
 	path := filepath.Join(dir, dataDirLockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("data directory %s is not writable (%w): the broker writes its logs there; mount it read-write or fix its owner and permissions, or point --data-dir at a writable directory", dir, err)
+		}
 		return nil, fmt.Errorf("data directory %s: %w", dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -45,4 +51,21 @@ func lockDataDir(dir string) (*os.File, error) {
 		f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
 	}
 	return f, nil
+}
+
+// fileKind names what a non-directory path is, for error messages.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "file"
 }

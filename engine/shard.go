@@ -207,6 +207,9 @@ func (s *Shard) run(ready chan<- error) {
 	if fallback != "" && s.id == 0 {
 		s.eng.logger.Warn("io_uring unavailable; syncs run one by one", "reason", fallback)
 	}
+	if wrap := s.eng.cfg.WrapBackend; wrap != nil {
+		be = wrap(s.id, be)
+	}
 	s.backend = be
 	ready <- nil
 	tick := time.NewTicker(housekeepingTick)
@@ -389,6 +392,9 @@ func (s *Shard) stage(req *AppendRequest) {
 	tk, err := s.batch.Append(l, req.Batches, sync)
 	if err != nil {
 		sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
+		if l.Err() != nil {
+			p.setOffline(err) // the log refuses appends until reopened
+		}
 		return
 	}
 	sa.ticket = tk
@@ -410,12 +416,19 @@ func (s *Shard) housekeeping() {
 		s.lastKeep = now
 	}
 	var b wal.Batch
+	type flush struct {
+		p  *Partition
+		tk wal.Ticket
+	}
+	var flushes []flush
 	for p := range s.parts {
 		if p.log == nil || p.Offline() != nil {
 			continue
 		}
 		if p.log.FlushDue(now) {
-			b.Sync(p.log)
+			if tk, err := b.Sync(p.log); err == nil {
+				flushes = append(flushes, flush{p, tk})
+			}
 		}
 		if retention {
 			if n, err := p.log.EnforceRetention(); err != nil {
@@ -429,6 +442,14 @@ func (s *Shard) housekeeping() {
 		if err := b.Submit(s.backend); err != nil {
 			s.eng.logger.Error("flush submission failed", "shard", s.id, "err", err)
 		}
+		// A failed flush.ms fdatasync takes the partition offline like a
+		// failed append: what it should have made durable may be gone.
+		for _, f := range flushes {
+			if err := f.tk.Err(); err != nil {
+				f.p.setOffline(err)
+			}
+		}
+		b.Reset()
 	}
 }
 

@@ -27,9 +27,14 @@ type Metrics struct {
 
 	Connections     prometheus.Gauge
 	ConnectionsOpen prometheus.Counter
-	SendfileBytes   prometheus.Counter
-	CopiedBytes     prometheus.Counter
-	SyncSeconds     prometheus.Histogram
+	// ConnectionsClosed counts connections the broker closed on its own
+	// initiative, by reason: "max_connections" (refused at accept),
+	// "idle" (--connections-max-idle), "request_timeout"
+	// (--request-read-timeout).
+	ConnectionsClosed *prometheus.CounterVec
+	SendfileBytes     prometheus.Counter
+	CopiedBytes       prometheus.Counter
+	SyncSeconds       prometheus.Histogram
 }
 
 type apiInstruments struct {
@@ -67,6 +72,12 @@ func New(apis ...API) *Metrics {
 	m.ConnectionsOpen = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlog_connections_opened_total", Help: "Client connections accepted.",
 	})
+	m.ConnectionsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ringlog_connections_closed_by_broker_total", Help: "Client connections the broker refused or closed itself, by reason (max_connections, idle, request_timeout).",
+	}, []string{"reason"})
+	for _, r := range []string{"max_connections", "idle", "request_timeout"} {
+		m.ConnectionsClosed.WithLabelValues(r)
+	}
 	m.SendfileBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlog_fetch_sendfile_bytes_total", Help: "Record bytes sent to consumers with sendfile, straight from segment files (zero-copy).",
 	})
@@ -77,7 +88,7 @@ func New(apis ...API) *Metrics {
 		Name: "ringlog_fsync_duration_seconds", Help: "Duration of writer-shard submissions that included fdatasync (group commit).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
-	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen,
+	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen, m.ConnectionsClosed,
 		m.SendfileBytes, m.CopiedBytes, m.SyncSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each API's instruments are resolved once, so the request path does

@@ -61,6 +61,13 @@ type conn struct {
 	nhdr   int
 	frame  []byte
 	filled int
+	// lastRead is when the event loop last saw bytes from the client, and
+	// frameStart when the first byte of the frame being assembled came
+	// (0: none is), in Unix nanoseconds: the reaper's clocks
+	// (IdleTimeout, RequestReadTimeout).
+	lastRead   atomic.Int64
+	frameStart atomic.Int64
+	reaped     atomic.Bool // the reaper closed it
 	// unread is what gnet held for this connection, unread, when the
 	// loop last left it paused: its share of srv.unread (event loop only).
 	unread int

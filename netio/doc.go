@@ -112,6 +112,14 @@
 //
 // # Closing
 //
+// Besides the client and write errors, the broker closes connections
+// itself: OnOpen refuses those past MaxConnections, and the listener's
+// reaper goroutine (reaper.go) closes, with gnet's goroutine-safe Close,
+// a connection idle longer than IdleTimeout (nothing received, nothing in
+// flight, not paused) or one whose frame started more than
+// RequestReadTimeout ago and is not whole (conn.lastRead and
+// conn.frameStart, stored by the event loop).
+//
 // OnClose (event loop) returns the frame being assembled to the pool,
 // drops the connection's unread count and closes conn.done, which ends a
 // parked fetch, and wakes the writer goroutine, which waits for an inline

@@ -31,8 +31,20 @@ type Config struct {
 	// than this before reading it. Default 100 MiB, as Kafka's
 	// socket.request.max.bytes.
 	MaxRequestBytes int
-	// MaxConnections refuses connections beyond this many. Default 10000.
+	// MaxConnections refuses connections beyond this many, per listener:
+	// the one over the limit is closed at accept, counted in
+	// ringlog_connections_closed_by_broker_total{reason="max_connections"}
+	// and logged (at most once a second, with the count refused since).
+	// Default 10000.
 	MaxConnections int
+	// IdleTimeout closes a connection that sent nothing and had nothing
+	// in flight for this long (Kafka's connections.max.idle.ms). Default
+	// 10 minutes.
+	IdleTimeout time.Duration
+	// RequestReadTimeout closes a connection whose request frame, once
+	// its first byte arrived, is not complete this much later (a slow or
+	// stalled sender: slowloris). Default 30 s.
+	RequestReadTimeout time.Duration
 	// MaxInflightPerConn stops reading a connection while this many of its
 	// requests are unanswered. Default 100.
 	MaxInflightPerConn int
@@ -65,6 +77,8 @@ func DefaultConfig() Config {
 	return Config{
 		MaxRequestBytes:    100 << 20,
 		MaxConnections:     10000,
+		IdleTimeout:        10 * time.Minute,
+		RequestReadTimeout: 30 * time.Second,
 		MaxInflightPerConn: 100,
 		MaxPausedBytes:     256 << 20,
 	}
@@ -105,7 +119,9 @@ type Server struct {
 	draining  atomic.Bool
 	drained   chan struct{} // closed by Drain: parked fetches answer at once
 	drainOnce sync.Once
-	live      sync.Map // *conn -> struct{}: open connections, for Drain
+	live      sync.Map // *conn -> struct{}: open connections, for Drain and the reaper
+	refusals  limitedWarn
+	reaped    limitedWarn
 	rr        sync.Map // topic -> *atomic.Uint32: native round-robin
 }
 
@@ -118,6 +134,12 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = def.MaxConnections
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = def.IdleTimeout
+	}
+	if cfg.RequestReadTimeout <= 0 {
+		cfg.RequestReadTimeout = def.RequestReadTimeout
 	}
 	if cfg.MaxInflightPerConn <= 0 {
 		cfg.MaxInflightPerConn = def.MaxInflightPerConn
@@ -179,6 +201,7 @@ func (s *Server) Start() error {
 	if err := <-s.booted; err != nil {
 		return fmt.Errorf("%s listener %s: %w", s.protoName(), s.cfg.Addr, err)
 	}
+	go s.reap()
 	return nil
 }
 
@@ -305,16 +328,24 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 
 // OnOpen accepts a connection unless the limit is reached.
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	if s.conns.Load() >= int64(s.cfg.MaxConnections) {
-		s.logger.Warn("refusing connection: max connections reached", "remote", gc.RemoteAddr(), "max", s.cfg.MaxConnections)
+	// Counted before anything is allocated, so that event loops
+	// accepting at once cannot overshoot the limit together.
+	if s.conns.Add(1) > int64(s.cfg.MaxConnections) {
+		s.conns.Add(-1)
+		s.metrics.ConnectionsClosed.WithLabelValues("max_connections").Inc()
+		if n, ok := s.refusals.allow(time.Now()); ok {
+			s.logger.Warn("refusing connections: max connections reached (--max-connections)",
+				"remote", gc.RemoteAddr(), "max", s.cfg.MaxConnections, "refused_since_last_log", n)
+		}
 		return nil, gnet.Close
 	}
 	c, err := newConn(s, gc, s.nextID.Add(1))
 	if err != nil {
+		s.conns.Add(-1)
 		s.logger.Warn("refusing connection", "remote", gc.RemoteAddr(), "err", err)
 		return nil, gnet.Close
 	}
-	s.conns.Add(1)
+	c.lastRead.Store(time.Now().UnixNano())
 	s.live.Store(c, struct{}{})
 	s.metrics.Connections.Inc()
 	s.metrics.ConnectionsOpen.Inc()
@@ -354,6 +385,8 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	if !ok || c == nil {
 		return gnet.Close
 	}
+	now := time.Now().UnixNano()
+	c.lastRead.Store(now)
 	for {
 		if s.draining.Load() || c.paused.Load() {
 			return s.holdUnread(c, gc)
@@ -374,6 +407,9 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		if c.frame == nil {
+			if c.nhdr == 0 {
+				c.frameStart.Store(now)
+			}
 			take := min(4-c.nhdr, avail)
 			b, err := gc.Next(take)
 			if err != nil {
@@ -402,6 +438,10 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		c.filled += copy(c.frame[c.filled:], b)
+		if c.filled == len(c.frame) {
+			// Whole: from now on waiting is the broker's doing.
+			c.frameStart.Store(0)
+		}
 	}
 }
 

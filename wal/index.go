@@ -2,6 +2,7 @@ package wal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -15,6 +16,14 @@ import (
 // and then publishes the new count; readers load the count and read only
 // entries below it, so they never see a half-written entry.
 //
+// The file is sparse: its pages get disk blocks when first written. On a
+// full disk a write through the mapping that needs a block cannot fail
+// with ENOSPC like write(2); the kernel sends SIGBUS and the process dies.
+// So blocks are reserved with fallocate before entries go into them
+// (reserve), in reserveChunk steps, and an entry that cannot get one is
+// not written (the indexes are sparse: a missing entry costs a longer
+// scan, never a wrong answer).
+//
 // The mapping keeps its capacity for the file's whole life: sealing a
 // segment only truncates the file (readers never touch bytes past the last
 // entry, so the pages past the new end are never faulted in), and the
@@ -24,7 +33,13 @@ type mmapFile struct {
 	data      []byte
 	entrySize int
 	entries   atomic.Int64
+	// reserved is how many bytes from the file's start have disk blocks
+	// reserved by reserve (owner only).
+	reserved int64
 }
+
+// reserveChunk is how much of an index file reserve allocates at a time.
+const reserveChunk = 64 << 10
 
 // open maps the file at path (creating it), with room for capacity bytes
 // of entries, and returns the file's size before it was extended.
@@ -73,9 +88,32 @@ func (m *mmapFile) full() bool {
 	return (m.entries.Load()+1)*int64(m.entrySize) > int64(len(m.data))
 }
 
+// reserve makes sure the next entry's bytes have disk blocks, so that
+// writing it through the mapping cannot fault; false: the disk is full,
+// do not write the entry.
+func (m *mmapFile) reserve() bool {
+	end := (m.entries.Load() + 1) * int64(m.entrySize)
+	if end <= m.reserved {
+		return true
+	}
+	upto := min((end+reserveChunk-1)/reserveChunk*reserveChunk, int64(len(m.data)))
+	if err := allocate(m.f, m.reserved, upto-m.reserved); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			// A file system without fallocate: nothing to do better.
+			m.reserved = int64(len(m.data))
+			return true
+		}
+		return false
+	}
+	m.reserved = upto
+	return true
+}
+
 // trim truncates the file to its valid entries (the mapping stays).
 func (m *mmapFile) trim() error {
-	return m.f.Truncate(m.entries.Load() * int64(m.entrySize))
+	n := m.entries.Load() * int64(m.entrySize)
+	m.reserved = min(m.reserved, n)
+	return m.f.Truncate(n)
 }
 
 // reset forgets every entry (for a rebuild) and zeroes the region.

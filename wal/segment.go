@@ -158,7 +158,7 @@ func (s *segment) indexBatch(base int64, pos int64, size int, maxTs int64, inter
 	if s.lastIndexed >= 0 && pos-s.lastIndexed < int64(interval) {
 		return
 	}
-	if s.idx.full() {
+	if s.idx.full() || !s.idx.reserve() {
 		return
 	}
 	s.idx.append(s.relOffset(base), uint32(pos))
@@ -174,6 +174,9 @@ func (s *segment) maybeTimeEntry() {
 		return
 	}
 	if last, _, ok := s.tidx.last(); ok && mt <= last {
+		return
+	}
+	if !s.tidx.reserve() {
 		return
 	}
 	s.tidx.append(mt, s.relOffset(s.maxTsOffset))

@@ -98,6 +98,8 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&e.ShardQueueBytes, "shard-queue-bytes", def.Engine.ShardQueueBytes, "bytes of produce requests queued per writer shard before the broker stops reading from the connections that feed it")
 	fs.IntVar(&c.Kafka.MaxRequestBytes, "max-request-bytes", def.Kafka.MaxRequestBytes, "largest request frame accepted; larger ones close the connection before being read")
 	fs.IntVar(&c.Kafka.MaxConnections, "max-connections", def.Kafka.MaxConnections, "client connections accepted at once")
+	fs.DurationVar(&c.Kafka.IdleTimeout, "connections-max-idle", def.Kafka.IdleTimeout, "close a connection that sent nothing and awaits no response for this long (connections.max.idle.ms)")
+	fs.DurationVar(&c.Kafka.RequestReadTimeout, "request-read-timeout", def.Kafka.RequestReadTimeout, "close a connection whose request frame, once started, is not complete within this (slow senders)")
 	fs.IntVar(&c.Kafka.MaxInflightPerConn, "max-inflight-per-conn", def.Kafka.MaxInflightPerConn, "unanswered requests per connection before the broker stops reading it")
 	fs.Int64Var(&c.Kafka.MaxPausedBytes, "max-paused-bytes", def.Kafka.MaxPausedBytes, "bytes, per listener, that clients may send to connections the broker is not reading (backpressure); the connection that would pass this, or send more than --max-request-bytes, is closed")
 	fs.StringVar(&f.ioBackend, "io-backend", string(def.Engine.Backend), "auto (hybrid), hybrid, io_uring or pwritev; without the flag, env "+ring.EnvBackend+" when set")

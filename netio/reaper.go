@@ -1,0 +1,87 @@
+package netio
+
+import (
+	"sync"
+	"time"
+)
+
+// reap is the listener's reaper goroutine (started by Start, ended when
+// the listener stops): every tick it closes the connections that have
+// been idle longer than IdleTimeout, or that started a request frame and
+// did not finish it within RequestReadTimeout. gnet's Conn.Close is safe
+// from any goroutine; OnClose then runs on the connection's event loop as
+// for any other close.
+func (s *Server) reap() {
+	tick := time.NewTicker(reapInterval(s.cfg.IdleTimeout, s.cfg.RequestReadTimeout))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopped:
+			return
+		case t := <-tick.C:
+			s.reapOnce(t)
+		}
+	}
+}
+
+// reapInterval checks often enough that a connection lives at most about
+// a quarter past its timeout, and at most once every 10 ms, at least once
+// a second.
+func reapInterval(idle, request time.Duration) time.Duration {
+	return min(max(min(idle, request)/4, 10*time.Millisecond), time.Second)
+}
+
+func (s *Server) reapOnce(now time.Time) {
+	ns := now.UnixNano()
+	idle, slow := int64(s.cfg.IdleTimeout), int64(s.cfg.RequestReadTimeout)
+	s.live.Range(func(k, _ any) bool {
+		c := k.(*conn)
+		reason, limit := "", time.Duration(0)
+		if start := c.frameStart.Load(); start != 0 && ns-start > slow {
+			reason, limit = "request_timeout", s.cfg.RequestReadTimeout
+		} else if start == 0 && c.inflight.Load() == 0 && !c.paused.Load() && ns-c.lastRead.Load() > idle {
+			reason, limit = "idle", s.cfg.IdleTimeout
+		}
+		if reason == "" {
+			return true
+		}
+		// Closed once: the entry leaves live in OnClose, a tick or more
+		// later.
+		if !c.reaped.CompareAndSwap(false, true) {
+			return true
+		}
+		s.metrics.ConnectionsClosed.WithLabelValues(reason).Inc()
+		if n, ok := s.reaped.allow(now); ok {
+			msg := "closing idle connection (--connections-max-idle)"
+			if reason == "request_timeout" {
+				msg = "closing connection: request not received in time (--request-read-timeout)"
+			}
+			s.logger.Warn(msg, "remote", c.remote, "timeout", limit, "closed_since_last_log", n)
+		}
+		c.gc.Close()
+		return true
+	})
+}
+
+// limitedWarn lets one log line through per second and counts what it
+// held back, so a flood (a connection storm past the limit, a thousand
+// slow clients) costs a line a second, not a line an event.
+type limitedWarn struct {
+	mu      sync.Mutex
+	last    time.Time
+	pending int
+}
+
+// allow counts one event and reports whether to log it now, with how many
+// events (this one included) happened since the last line.
+func (l *limitedWarn) allow(now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending++
+	if !l.last.IsZero() && now.Sub(l.last) < time.Second {
+		return 0, false
+	}
+	n := l.pending
+	l.last, l.pending = now, 0
+	return n, true
+}
