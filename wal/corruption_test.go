@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
@@ -42,6 +43,8 @@ func TestCorruptionMatrix(t *testing.T) {
 		damage func(t *testing.T, dir string, segBases []int64)
 		want   outcome
 		after  func(t *testing.T, dir string, segBases []int64, l *Log)
+		// logsAfter is a substring of the log once after has run.
+		logsAfter string
 	}{
 		{
 			name: "flip a byte mid sealed segment, recovery point lost",
@@ -158,6 +161,48 @@ func TestCorruptionMatrix(t *testing.T) {
 			after: indexRebuilt(1),
 		},
 		{
+			name: "offset index entry names the wrong batch", clean: true,
+			damage: func(t *testing.T, dir string, b []int64) {
+				// Move entry 1 to the batch after the one it names: the
+				// entries still increase and stay inside the log, so the
+				// checks at open pass.
+				logBytes, err := os.ReadFile(filepath.Join(dir, segmentName(b[1], logSuffix)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(dir, segmentName(b[1], indexSuffix))
+				idx, err := os.ReadFile(p)
+				if err != nil || len(idx) < 3*offsetEntrySize {
+					t.Fatalf("index of %d bytes: %v", len(idx), err)
+				}
+				pos := int(binary.BigEndian.Uint32(idx[offsetEntrySize+4:]))
+				next := pos + int(batch.BatchLength(logBytes[pos:])) + batch.LogOverhead
+				if next >= int(binary.BigEndian.Uint32(idx[2*offsetEntrySize+4:])) {
+					t.Fatal("no batch between index entries 1 and 2")
+				}
+				binary.BigEndian.PutUint32(idx[offsetEntrySize+4:], uint32(next))
+				if err := os.WriteFile(p, idx, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: outcome{served: all(total)},
+			after: func(t *testing.T, dir string, b []int64, l *Log) {
+				for off := int64(0); off < total; off++ {
+					buf, err := l.ReadBytes(nil, off, 1, l.EndOffset())
+					if err != nil || len(buf) == 0 {
+						t.Fatalf("read %d: %d bytes, %v", off, len(buf), err)
+					}
+					if h, err := batch.CheckStored(buf[:batch.BatchLength(buf)+batch.LogOverhead]); err != nil || h.BaseOffset != off {
+						t.Fatalf("read %d returned batch %d: %v", off, h.BaseOffset, err)
+					}
+				}
+				if _, err := os.Stat(filepath.Join(dir, segmentName(b[1], indexSuffix))); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the wrong index was not removed for a rebuild: %v", err)
+				}
+			},
+			logsAfter: "offset index disagrees with the log",
+		},
+		{
 			name: "delete the time index", clean: true,
 			damage: func(t *testing.T, dir string, b []int64) {
 				if err := os.Remove(filepath.Join(dir, segmentName(b[1], timeIndexSuffix))); err != nil {
@@ -241,6 +286,9 @@ func TestCorruptionMatrix(t *testing.T) {
 			}
 			if tc.after != nil {
 				tc.after(t, dir, bases, l)
+			}
+			if !strings.Contains(logBuf.String(), tc.logsAfter) {
+				t.Fatalf("log lacks %q:\n%s", tc.logsAfter, logBuf.String())
 			}
 			end := l.EndOffset()
 			if res, err := l.Append(backend, [][]byte{makeBatch(t, 99, 1, 3, 5)}, false); err != nil || res[0].BaseOffset != end {

@@ -276,14 +276,14 @@ func (s *segment) seek(rel uint32, limit int64, hdr *[batch.HeaderSize]byte) (in
 		return 0, unread
 	}
 	erel, pos := s.idx.lookupEntry(rel)
-	if pos == 0 {
+	if pos == 0 || pos >= limit {
+		// The segment's start, or an entry the writer published just
+		// before the size that makes its batch readable.
 		return 0, unread
 	}
-	if pos < limit {
-		h, err := s.readHeader(pos, hdr)
-		if err == nil && h.Magic == batch.Magic && h.BaseOffset == s.base+int64(erel) {
-			return pos, h
-		}
+	h, err := s.readHeader(pos, hdr)
+	if err == nil && h.Magic == batch.Magic && h.BaseOffset == s.base+int64(erel) {
+		return pos, h
 	}
 	s.distrustIndex(fmt.Sprintf("entry (+%d, byte %d) does not name the batch there", erel, pos))
 	return 0, unread
