@@ -295,7 +295,10 @@ func (s *segment) distrustIndex(why string) {
 	if s.idxBad.Swap(true) {
 		return
 	}
-	err := os.Remove(s.path(indexSuffix))
+	var err error
+	if !s.deleted.Load() { // a deleted segment's name may be a new segment's
+		err = os.Remove(s.path(indexSuffix))
+	}
 	s.logger.Error("offset index disagrees with the log; reads walk the segment and the next start rebuilds the index",
 		"segment", s.path(logSuffix), "reason", why, "remove_err", err)
 }
