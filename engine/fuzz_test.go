@@ -186,3 +186,16 @@ func (frozenScheduler) AfterFunc(time.Duration, func()) Timer { return frozenTim
 type frozenTimer struct{}
 
 func (frozenTimer) Stop() bool { return true }
+
+// TestParseTopicIDLength: a hex id longer than 16 bytes is an error, not
+// a write past the id (found by FuzzDecodeMeta in the metadata file).
+func TestParseTopicIDLength(t *testing.T) {
+	for _, s := range []string{"0000000000000000000000000000000000", "00", "0102030405060708090a0b0c0d0e0f1"} {
+		if _, err := ParseTopicID(s); err == nil {
+			t.Fatalf("ParseTopicID(%q) accepted", s)
+		}
+	}
+	if id, err := ParseTopicID("0102030405060708090a0b0c0d0e0f10"); err != nil || id[15] != 0x10 {
+		t.Fatalf("a good id: %v %v", id, err)
+	}
+}

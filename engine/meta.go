@@ -35,9 +35,12 @@ func (id TopicID) MarshalText() ([]byte, error) { return []byte(hex.EncodeToStri
 
 // UnmarshalText decodes a hex id.
 func (id *TopicID) UnmarshalText(b []byte) error {
-	n, err := hex.Decode(id[:], b)
-	if err != nil || n != 16 {
-		return fmt.Errorf("bad topic id %q", b)
+	// hex.Decode writes len(b)/2 bytes: check the length first.
+	if hex.DecodedLen(len(b)) != len(id) {
+		return fmt.Errorf("bad topic id %q: want %d hex digits", b, 2*len(id))
+	}
+	if _, err := hex.Decode(id[:], b); err != nil {
+		return fmt.Errorf("bad topic id %q: %w", b, err)
 	}
 	return nil
 }
