@@ -64,7 +64,9 @@ fuzz-long:
 		after=$$(ls $$pkg/testdata/fuzz/$$name 2>/dev/null | wc -l); \
 		last=$$(grep 'fuzz: elapsed' $$out/$$name.log | tail -1); \
 		execs=$$(echo "$$last" | sed -n 's/.*execs: \([0-9]*\).*/\1/p'); \
-		secs=$$(echo "$$last" | sed -n 's/.*elapsed: \([0-9]*\)s.*/\1/p'); \
+		secs=$$(echo "$$last" | sed -n 's/.*elapsed: \([0-9hms]*\),.*/\1/p' | \
+			awk '{ s = 0; n = 0; for (i = 1; i <= length($$0); i++) { c = substr($$0, i, 1); \
+				if (c ~ /[0-9]/) n = n * 10 + c; else { s += n * (c == "h" ? 3600 : c == "m" ? 60 : 1); n = 0 } } print s }'); \
 		newi=$$(echo "$$last" | sed -n 's/.*new interesting: \([0-9]*\).*/\1/p'); \
 		printf '%s %s %s %s %s\n' "$$t" "$${execs:-0}" "$$(( $${execs:-0} / ($${secs:-0} > 0 ? $${secs:-0} : 1) ))" "$${newi:-0}" "$$(( after - before ))" >> $$out/table; \
 		grep -A12 -- '--- FAIL' $$out/$$name.log || true; \
