@@ -1,15 +1,25 @@
 # ringlog — the two commands a person needs are `make run` and `make test`.
 
 GO       ?= go
-FUZZTIME ?= 8s
-# package:FuzzTarget pairs run briefly by `make test`; every decoder of
-# network or disk bytes has one.
+FUZZTIME ?= 4s
+# The fuzzer minimizes every new input for up to 60 s by default, which
+# stalls targets whose executions take a millisecond (wal:FuzzRecover);
+# a bounded number of minimization runs keeps it fuzzing.
+FUZZMINIMIZE ?= 200x
+# package:FuzzTarget pairs run briefly by `make test` and for FUZZTIME each
+# by `make fuzz-long`; every decoder of network or disk bytes has one.
 FUZZ_TARGETS := \
 	./wal/batch:FuzzValidate \
 	./wal/batch:FuzzDecompress \
 	./wal:FuzzRecover \
 	./wal:FuzzReplicaModel \
 	./wal:FuzzEpochCheckpoint \
+	./wal:FuzzLoadIndexes \
+	./engine:FuzzDecodeMeta \
+	./engine:FuzzProducerSnapshot \
+	./engine:FuzzCoordinatorApply \
+	./client:FuzzDecodeRecords \
+	./client:FuzzResponses \
 	./netio:FuzzKafkaFrame \
 	./netio:FuzzNativeFrame \
 	./metadata:FuzzDecodeRecord \
@@ -17,7 +27,7 @@ FUZZ_TARGETS := \
 	./quorum:FuzzHello \
 	./internal/kwire:FuzzParseResponse
 
-.PHONY: run build build-perf test vet unit fuzz-short bench perf flamegraph reliability overload
+.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build
@@ -57,8 +67,32 @@ fuzz-short:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg || exit 1; \
 	done
+
+## fuzz-long: every fuzz target for FUZZTIME (default 10m) each, then a table
+## target -> execs -> execs/s -> new interesting -> crashers (inputs in testdata/fuzz/)
+fuzz-long: FUZZTIME = 10m
+fuzz-long:
+	@out=$$(mktemp -d); failed=0; \
+	for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		before=$$(ls $$pkg/testdata/fuzz/$$name 2>/dev/null | wc -l); \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg > $$out/$$name.log 2>&1 || failed=1; \
+		after=$$(ls $$pkg/testdata/fuzz/$$name 2>/dev/null | wc -l); \
+		last=$$(grep 'fuzz: elapsed' $$out/$$name.log | tail -1); \
+		execs=$$(echo "$$last" | sed -n 's/.*execs: \([0-9]*\).*/\1/p'); \
+		secs=$$(echo "$$last" | sed -n 's/.*elapsed: \([0-9hms]*\),.*/\1/p' | \
+			awk '{ s = 0; n = 0; for (i = 1; i <= length($$0); i++) { c = substr($$0, i, 1); \
+				if (c ~ /[0-9]/) n = n * 10 + c; else { s += n * (c == "h" ? 3600 : c == "m" ? 60 : 1); n = 0 } } print s }'); \
+		newi=$$(echo "$$last" | sed -n 's/.*new interesting: \([0-9]*\).*/\1/p'); \
+		printf '%s %s %s %s %s\n' "$$t" "$${execs:-0}" "$$(( $${execs:-0} / ($${secs:-0} > 0 ? $${secs:-0} : 1) ))" "$${newi:-0}" "$$(( after - before ))" >> $$out/table; \
+		grep -A12 -- '--- FAIL' $$out/$$name.log || true; \
+	done; \
+	echo; printf '%-34s %12s %9s %16s %9s\n' target execs execs/s 'new interesting' crashers; \
+	while read t e r n c; do printf '%-34s %12s %9s %16s %9s\n' $$t $$e $$r $$n $$c; done < $$out/table; \
+	rm -rf $$out; exit $$failed
 
 ## bench: the hot-path benchmarks (compare ratios within one run)
 bench:

@@ -92,6 +92,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -200,10 +201,15 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ringlog: dial %s: %w", addr, err)
 	}
+	return newConn(nc), nil
+}
+
+// newConn starts a Conn over an established connection.
+func newConn(nc net.Conn) *Conn {
 	c := &Conn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), br: bufio.NewReaderSize(nc, 64<<10),
 		pending: make(chan *call, 1024), closed: make(chan struct{})}
 	go c.readLoop()
-	return c, nil
+	return c
 }
 
 // Close closes the connection; calls in flight fail.
@@ -238,8 +244,7 @@ func (c *Conn) readLoop() {
 			case hdr[4] != cl.key:
 				err = fmt.Errorf("ringlog: response api key %d for request %d", hdr[4], cl.key)
 			default:
-				cl.resp = make([]byte, n-1)
-				_, err = io.ReadFull(c.br, cl.resp)
+				cl.resp, err = readFull(c.br, int(n-1))
 			}
 		}
 		if err != nil {
@@ -259,6 +264,24 @@ func (c *Conn) readLoop() {
 		}
 		close(cl.done)
 	}
+}
+
+// readFull reads n bytes, growing the buffer as they arrive (doubling
+// from at most 64 KiB), so that a damaged or hostile length prefix costs
+// memory only for the bytes the peer really sent, not MaxFrame up front.
+func readFull(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, min(n, 64<<10))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(n-len(b), cap(b)))
+		}
+		k, err := io.ReadFull(r, b[len(b):min(cap(b), n)])
+		b = b[:len(b)+k]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // roundTrip sends one request and waits for its answer.

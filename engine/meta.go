@@ -35,9 +35,12 @@ func (id TopicID) MarshalText() ([]byte, error) { return []byte(hex.EncodeToStri
 
 // UnmarshalText decodes a hex id.
 func (id *TopicID) UnmarshalText(b []byte) error {
-	n, err := hex.Decode(id[:], b)
-	if err != nil || n != 16 {
-		return fmt.Errorf("bad topic id %q", b)
+	// hex.Decode writes len(b)/2 bytes: check the length first.
+	if hex.DecodedLen(len(b)) != len(id) {
+		return fmt.Errorf("bad topic id %q: want %d hex digits", b, 2*len(id))
+	}
+	if _, err := hex.Decode(id[:], b); err != nil {
+		return fmt.Errorf("bad topic id %q: %w", b, err)
 	}
 	return nil
 }
@@ -87,11 +90,48 @@ func loadMeta(dir string) (*brokerMeta, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", metaFile, err)
 	}
+	m, err := decodeMeta(b)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w (the file is the broker's topic registry; restore it from a backup)", filepath.Join(dir, metaFile), err)
+	}
+	return m, true, nil
+}
+
+// decodeMeta parses the metadata file and checks what the broker builds
+// on it: topic names become directory names and partition counts become
+// allocations, so a damaged file must not reach either.
+func decodeMeta(b []byte) (*brokerMeta, error) {
 	var m brokerMeta
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, false, fmt.Errorf("parse %s: %w (the file is the broker's topic registry; restore it from a backup)", filepath.Join(dir, metaFile), err)
+		return nil, fmt.Errorf("parse: %w", err)
 	}
-	return &m, true, nil
+	if m.Version != 1 {
+		return nil, fmt.Errorf("unknown version %d", m.Version)
+	}
+	if m.ClusterID == "" {
+		return nil, errors.New("no cluster id")
+	}
+	if m.NextProducerID < 0 {
+		return nil, fmt.Errorf("negative next producer id %d", m.NextProducerID)
+	}
+	names := make(map[string]bool, len(m.Topics))
+	ids := make(map[TopicID]bool, len(m.Topics))
+	for _, t := range m.Topics {
+		if err := ValidateTopicName(t.Name); err != nil {
+			return nil, err
+		}
+		if t.Partitions <= 0 || t.Partitions > MaxPartitions {
+			return nil, fmt.Errorf("topic %q has %d partitions, want 1 to %d", t.Name, t.Partitions, MaxPartitions)
+		}
+		if t.ID == (TopicID{}) {
+			return nil, fmt.Errorf("topic %q has no id", t.Name)
+		}
+		if names[t.Name] || ids[t.ID] {
+			return nil, fmt.Errorf("topic %q (id %s) is listed twice", t.Name, t.ID)
+		}
+		names[t.Name], ids[t.ID] = true, true
+	}
+	return &m, nil
 }
 
 func saveMeta(dir string, m *brokerMeta) error {

@@ -118,14 +118,43 @@ type producerSnapshot struct {
 	Producers map[int64]*producerState `json:"producers"`
 }
 
+// decodeProducerSnapshot parses a producer-state snapshot and checks that
+// it is one the broker could have written: every producer with at most
+// producerWindow batches, in offset order, below the snapshot's offset.
+func decodeProducerSnapshot(b []byte) (producerSnapshot, error) {
+	var snap producerSnapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return producerSnapshot{}, fmt.Errorf("parse: %w", err)
+	}
+	if snap.Offset < 0 {
+		return producerSnapshot{}, fmt.Errorf("negative offset %d", snap.Offset)
+	}
+	for pid, st := range snap.Producers {
+		if st == nil || len(st.Batches) > producerWindow {
+			return producerSnapshot{}, fmt.Errorf("producer %d: bad state %+v", pid, st)
+		}
+		prev := int64(-1)
+		for _, e := range st.Batches {
+			if e.FirstOffset <= prev || e.LastOffset < e.FirstOffset || e.LastOffset >= snap.Offset {
+				return producerSnapshot{}, fmt.Errorf("producer %d: batch at offsets %d..%d out of order or past %d", pid, e.FirstOffset, e.LastOffset, snap.Offset)
+			}
+			prev = e.LastOffset
+		}
+	}
+	return snap, nil
+}
+
 // loadProducerState rebuilds the state from the snapshot (if it still
 // fits the log) and the batch headers after it.
 func (p *Partition) loadProducerState() error {
 	from := p.log.StartOffset()
 	path := filepath.Join(p.dir, producerSnapshotFile)
 	if b, err := os.ReadFile(path); err == nil {
-		var snap producerSnapshot
-		if json.Unmarshal(b, &snap) == nil && snap.Offset <= p.log.EndOffset() && snap.Offset >= p.log.StartOffset() {
+		snap, err := decodeProducerSnapshot(b)
+		switch {
+		case err != nil:
+			p.topic.eng.logger.Warn("ignoring unreadable producer-state snapshot; rebuilding it from the log", "partition", p.String(), "file", path, "err", err)
+		case snap.Offset <= p.log.EndOffset() && snap.Offset >= p.log.StartOffset():
 			if snap.Producers != nil {
 				p.producers = snap.Producers
 			}

@@ -535,9 +535,9 @@ func (l *Log) lastBatchBefore(off int64) (batch.Header, bool, error) {
 		var hdr [batch.HeaderSize]byte
 		pos := int64(0)
 		if off <= s.end.Load() {
-			pos = s.idx.lookup(s.relOffset(off - 1))
-		} else if _, p, ok := s.idx.last(); ok {
-			pos = int64(p)
+			pos, _ = s.seek(s.relOffset(off-1), size, &hdr)
+		} else if r, _, ok := s.idx.last(); ok {
+			pos, _ = s.seek(r, size, &hdr)
 		}
 		var last batch.Header
 		found := false

@@ -175,22 +175,24 @@ func (x *offsetIndex) append(rel, pos uint32) {
 	x.entries.Store(n + 1)
 }
 
-// lookup returns the position of the last entry whose relative offset is at
-// most rel, or 0 (the segment start) when there is none.
-func (x *offsetIndex) lookup(rel uint32) int64 {
+// lookupEntry returns the last entry whose relative offset is at most rel,
+// as (relative offset, position), or (0, 0) (the segment start) when there
+// is none.
+func (x *offsetIndex) lookupEntry(rel uint32) (uint32, int64) {
 	lo, hi := int64(0), x.entries.Load()-1
-	best := int64(0)
+	var bestRel uint32
+	bestPos := int64(0)
 	for lo <= hi {
 		mid := (lo + hi) / 2
 		r, p := x.entry(mid)
 		if r <= rel {
-			best = int64(p)
+			bestRel, bestPos = r, int64(p)
 			lo = mid + 1
 		} else {
 			hi = mid - 1
 		}
 	}
-	return best
+	return bestRel, bestPos
 }
 
 // countRelBelow is the number of entries whose relative offset is below

@@ -132,17 +132,27 @@ func readSegment(c *Chunk, s *segment, offset int64, budget *int64, upTo int64, 
 		// Skip ahead with the index by position, then walk headers.
 		var hdr [batch.HeaderSize]byte
 		limit := pos + *budget
-		if segEnd <= upTo {
+		skipped := false
+		if segEnd <= upTo && !s.idxBad.Load() {
 			if rel, p := s.idx.lookupPos(limit); p > pos {
-				endPos, nextOff = p, s.base+int64(rel)
+				endPos, nextOff, skipped = p, s.base+int64(rel), true
 			}
 		}
 		for endPos < size {
 			var bh batch.Header
 			if endPos == pos {
 				bh = h
-			} else if bh, err = s.readHeader(endPos, &hdr); err != nil {
+			} else if bh, err = s.readHeader(endPos, &hdr); err != nil && !skipped {
 				return true, err
+			}
+			if skipped {
+				// The entry skipped to must name the batch found there.
+				skipped = false
+				if err != nil || bh.Magic != batch.Magic || bh.BaseOffset != nextOff {
+					s.distrustIndex(fmt.Sprintf("entry (+%d, byte %d) does not name the batch there", nextOff-s.base, endPos))
+					endPos, nextOff = pos, h.BaseOffset
+					continue
+				}
 			}
 			if bh.BaseOffset >= upTo {
 				break
@@ -267,8 +277,8 @@ func (l *Log) OffsetForTime(ts int64) (TimestampOffset, bool, error) {
 	size := s.size.Load()
 	end := l.end.Load()
 	rel := s.tidx.lookup(ts)
-	pos := s.idx.lookup(rel)
 	var hdr [batch.HeaderSize]byte
+	pos, _ := s.seek(rel, size, &hdr)
 	var buf, scratch []byte
 	for pos < size {
 		h, err := s.readHeader(pos, &hdr)

@@ -188,6 +188,11 @@ func (l *Log) loadSegment(s *segment, nextBase int64, laterData bool) error {
 		why = "time index size is not a whole number of entries"
 	case s.idxOnDisk == 0 && size > 0:
 		why = "offset index is missing or empty"
+	case s.tidxOnDisk == 0 && size > 0:
+		// A closed segment with data has at least its seal entry; without
+		// one, its largest timestamp (retention by time, lookups by time)
+		// would come from the tail batches only.
+		why = "time index is missing or empty"
 	}
 	if why == "" {
 		s.idx.entries.Store(s.idxOnDisk / offsetEntrySize)

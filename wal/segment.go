@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -58,6 +59,11 @@ type segment struct {
 
 	refs    atomic.Int32
 	deleted atomic.Bool
+
+	// idxBad is set once a lookup found the offset index disagreeing with
+	// the log: from then on lookups walk the log from its start.
+	idxBad atomic.Bool
+	logger *slog.Logger
 }
 
 func (s *segment) path(suffix string) string {
@@ -67,7 +73,7 @@ func (s *segment) path(suffix string) string {
 // openSegment opens (creating if needed) the three files of the segment at
 // base. It does not validate anything; recovery does that.
 func openSegment(dir string, base int64, opts *Options, create bool) (*segment, error) {
-	s := &segment{dir: dir, base: base, lastIndexed: -1, maxTsOffset: -1, firstAppendMs: -1}
+	s := &segment{dir: dir, base: base, lastIndexed: -1, maxTsOffset: -1, firstAppendMs: -1, logger: opts.Logger}
 	s.maxTs.Store(-1)
 	s.refs.Store(1)
 	flags := os.O_RDWR
@@ -241,9 +247,14 @@ func (s *segment) readHeader(pos int64, hdr *[batch.HeaderSize]byte) (batch.Head
 // readable size.
 func (s *segment) findBatch(off int64, limit int64) (int64, batch.Header, error) {
 	var hdr [batch.HeaderSize]byte
-	pos := s.idx.lookup(s.relOffset(max(off, s.base)))
+	pos, h := s.seek(s.relOffset(max(off, s.base)), limit, &hdr)
+	have := h.BaseOffset >= 0 // seek read the header at pos
 	for pos < limit {
-		h, err := s.readHeader(pos, &hdr)
+		var err error
+		if !have {
+			h, err = s.readHeader(pos, &hdr)
+		}
+		have = false
 		if err != nil {
 			return 0, h, err
 		}
@@ -253,4 +264,44 @@ func (s *segment) findBatch(off int64, limit int64) (int64, batch.Header, error)
 		pos += int64(h.Size())
 	}
 	return limit, batch.Header{}, io.EOF
+}
+
+// seek returns where to walk batch headers from to reach relative offset
+// rel: the position of the last offset-index entry at or before rel, after
+// checking that a batch starting at that entry's offset is there, with its
+// header. When the index disagrees with the log (a damaged index that
+// passed the checks at open), the segment stops trusting it, says so, and
+// seek returns the segment's start with a header whose BaseOffset is -1
+// (not read yet).
+func (s *segment) seek(rel uint32, limit int64, hdr *[batch.HeaderSize]byte) (int64, batch.Header) {
+	unread := batch.Header{BaseOffset: -1}
+	if s.idxBad.Load() {
+		return 0, unread
+	}
+	erel, pos := s.idx.lookupEntry(rel)
+	if pos == 0 || pos >= limit {
+		// The segment's start, or an entry the writer published just
+		// before the size that makes its batch readable.
+		return 0, unread
+	}
+	h, err := s.readHeader(pos, hdr)
+	if err == nil && h.Magic == batch.Magic && h.BaseOffset == s.base+int64(erel) {
+		return pos, h
+	}
+	s.distrustIndex(fmt.Sprintf("entry (+%d, byte %d) does not name the batch there", erel, pos))
+	return 0, unread
+}
+
+// distrustIndex makes lookups walk the log instead of using the offset
+// index, and removes the index file so that the next open rebuilds it.
+func (s *segment) distrustIndex(why string) {
+	if s.idxBad.Swap(true) {
+		return
+	}
+	var err error
+	if !s.deleted.Load() { // a deleted segment's name may be a new segment's
+		err = os.Remove(s.path(indexSuffix))
+	}
+	s.logger.Error("offset index disagrees with the log; reads walk the segment and the next start rebuilds the index",
+		"segment", s.path(logSuffix), "reason", why, "remove_err", err)
 }
