@@ -241,13 +241,12 @@ func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
 		files = append(files, p)
 		return nil
 	}
-	logX := len(parts) > 1 && parts[0] > 0
 	if err := save("throughput_vs_partitions.svg", Chart{Title: "Produce throughput vs partitions (" + desc + ")",
-		XLabel: "partitions", YLabel: "MB/s (MiB/s)", LogX: logX, XTicks: parts, Series: mb}); err != nil {
+		XLabel: "partitions", YLabel: "MB/s", Categories: parts, Series: mb}); err != nil {
 		return files, err
 	}
 	if err := save("records_vs_partitions.svg", Chart{Title: "Produce records/s vs partitions (" + desc + ")",
-		XLabel: "partitions", YLabel: "records/s", LogX: logX, XTicks: parts, Series: recs}); err != nil {
+		XLabel: "partitions", YLabel: "records/s", Categories: parts, Series: recs}); err != nil {
 		return files, err
 	}
 	if len(prods) > 1 {
@@ -267,7 +266,7 @@ func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
 			ticks = append(ticks, float64(np))
 		}
 		if err := save("throughput_vs_producers.svg", Chart{Title: "Produce throughput vs producers (" + desc + ")",
-			XLabel: "producers", YLabel: "MB/s (MiB/s)", XTicks: ticks, Series: ss}); err != nil {
+			XLabel: "producers", YLabel: "MB/s", Categories: ticks, Series: ss}); err != nil {
 			return files, err
 		}
 	}

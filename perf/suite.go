@@ -639,18 +639,21 @@ func (sr *SuiteResult) charts(dir string, fail func(string, error)) []string {
 					s2.X, s2.Y = append(s2.X, float64(r.Config.Partitions)), append(s2.Y, r.RecordsPerSec)
 				}
 			}
-			if sr.Many != nil && size == sr.Many.Config.RecordSize && acks == sr.Many.Config.Acks {
-				s1.X, s1.Y = append(s1.X, float64(sr.Many.Config.Partitions)), append(s1.Y, sr.Many.MBPerSec)
-				s2.X, s2.Y = append(s2.X, float64(sr.Many.Config.Partitions)), append(s2.Y, sr.Many.RecordsPerSec)
-			}
 			mb, recs = append(mb, s1), append(recs, s2)
 		}
 	}
-	refs := fmt.Sprintf(" (loopback TCP %.0f MB/s, O_DIRECT %.0f MB/s)", sr.TCP.MBPerSec, sr.ODirect.MBPerSec)
+	if m := sr.Many; m != nil {
+		// A point of its own, not the sweep's continuation: no line joins
+		// it to the sweep's last point.
+		name := fmt.Sprintf("%s acks=%s, %d partitions", sizeName(m.Config.RecordSize), m.Config.Acks, m.Config.Partitions)
+		mb = append(mb, Series{Name: name, X: []float64{float64(m.Config.Partitions)}, Y: []float64{m.MBPerSec}, PointsOnly: true})
+		recs = append(recs, Series{Name: name, X: []float64{float64(m.Config.Partitions)}, Y: []float64{m.RecordsPerSec}, PointsOnly: true})
+	}
+	refs := fmt.Sprintf("\n(references: loopback TCP %.0f MB/s, O_DIRECT %.0f MB/s)", sr.TCP.MBPerSec, sr.ODirect.MBPerSec)
 	save("throughput_vs_partitions.svg", Chart{Title: "Produce throughput vs partitions, max rate, 1 producer" + refs,
-		XLabel: "partitions (log)", YLabel: "MB/s (MiB/s)", LogX: true, XTicks: parts, Series: mb})
+		XLabel: "partitions", YLabel: "MB/s", Categories: parts, Series: mb})
 	save("records_vs_partitions.svg", Chart{Title: "Produce records/s vs partitions, max rate, 1 producer",
-		XLabel: "partitions (log)", YLabel: "records/s", LogX: true, XTicks: parts, Series: recs})
+		XLabel: "partitions", YLabel: "records/s", Categories: parts, Series: recs})
 	if len(sr.ProdRuns) > 1 {
 		s := Series{Name: fmt.Sprintf("%s acks=1 %d partitions", sizeName(sr.Config.RefSize), sr.Config.RefPartitions)}
 		var ticks []float64
@@ -659,7 +662,7 @@ func (sr *SuiteResult) charts(dir string, fail func(string, error)) []string {
 			ticks = append(ticks, float64(r.Config.Producers))
 		}
 		save("throughput_vs_producers.svg", Chart{Title: "Produce throughput vs producer clients", XLabel: "producers",
-			YLabel: "MB/s (MiB/s)", XTicks: ticks, Series: []Series{s}})
+			YLabel: "MB/s", Categories: ticks, Series: []Series{s}})
 	}
 	var curve []*Result
 	for _, r := range sr.Latency {

@@ -384,7 +384,7 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&sc.ManyPartitions, "many-partitions", sc.ManyPartitions, "partitions of the large-topic point (0: skip)")
 	fs.DurationVar((*time.Duration)(&sc.ManyWarmup), "many-warmup", sc.ManyWarmup.D(), "warm-up of the large-topic point")
 	fs.BoolVar(&sc.NoSettle, "no-settle", false, "do not sync(2) and wait for dirty page-cache data to drain before each step")
-	fs.Var((*rateFlag)(&sc.LowRate), "low-rate", "records/s of the low-rate latency target (default 10000)")
+	fs.Var((*rateFlag)(&sc.LowRate), "low-rate", "records/s of the low-rate latency target")
 	fs.Var((*floatList)(&sc.LoadFractions), "load", "fractions of the max for the latency-vs-load curve")
 	fs.IntVar(&sc.LatencyProcs, "latency-procs", sc.LatencyProcs, "GOMAXPROCS of the load generator in latency runs at up to half of the max (0: all CPUs)")
 	fs.StringVar(&sc.Note, "note", "", "free text added to the environment in every result")

@@ -26,6 +26,13 @@ func TestPerfCommandLine(t *testing.T) {
 		if code != cli.ExitOK || !strings.Contains(stderr, "Usage: ringlog-perf "+sub) || !strings.Contains(stderr, "Examples:") {
 			t.Errorf("%s --help: exit %d\n%s", sub, code, stderr)
 		}
+		// A default spelt in the description and printed again by the
+		// flag package reads "(default 10000) (default 10000)".
+		for _, line := range strings.Split(stderr, "\n") {
+			if strings.Count(line, "(default ") > 1 {
+				t.Errorf("%s --help prints a default twice: %q", sub, line)
+			}
+		}
 	}
 	if code, _, stderr := runIn(); code != cli.ExitUsage || !strings.Contains(stderr, "flamegraph") {
 		t.Errorf("no subcommand: exit %d\n%s", code, stderr)
