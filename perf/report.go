@@ -270,7 +270,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	if backend == "" {
 		backend = "(not reported)"
 	}
-	p("| broker | io.backend %s, %d broker(s), at %s; Kafka API level guessed from ApiVersions: %s |\n", backend, e.BrokerCount, strings.Join(sc.Brokers, ","), orUnknown(e.BrokerVersion))
+	p("| broker | io.backend %s, %d broker(s), at %s; highest API versions served (ApiVersions): %s |\n", backend, e.BrokerCount, strings.Join(sc.Brokers, ","), orUnknown(e.BrokerAPIs))
 	p("\n**Hardware caveat.** The broker and the load generator ran on the same %d vCPUs "+
 		"of one shared VM and talked over loopback; every producer, consumer and broker goroutine competes "+
 		"for those cores, so absolute numbers are a floor for what the broker does on its own cores. "+

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -57,6 +58,11 @@ func checkJSON(t *testing.T, res *Result, wantLatency ...string) map[string]any 
 		if v, ok := env[k]; !ok || v == "" || v == float64(0) {
 			t.Errorf("env.%s missing or empty: %v", k, env)
 		}
+	}
+	// The broker's real protocol level, not a Kafka release guessed from
+	// the whole ApiVersions answer ("between v0.9.0 and v0.10.0").
+	if !regexp.MustCompile(`^Produce v([3-9]|1[0-9]), Fetch v([4-9]|1[0-9]),`).MatchString(res.Env.BrokerAPIs) {
+		t.Errorf("broker API versions %q, want Produce v3+ and Fetch v4+ first", res.Env.BrokerAPIs)
 	}
 	if res.Env.BrokerBackend != "hybrid" && res.Env.BrokerBackend != "pwritev" && res.Env.BrokerBackend != "io_uring" {
 		t.Errorf("broker backend %q", res.Env.BrokerBackend)
