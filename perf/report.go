@@ -300,6 +300,9 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		if t.AtMost {
 			cmp = "≤"
 		}
+		if t.Note != "" {
+			meas += " — " + t.Note
+		}
 		p("| %s | %s | %s (need %s %g) | %s |\n", t.Name, t.Goal, meas, cmp, t.Limit, res)
 	}
 	p("\n## Physical references\n\n| reference | MB/s | how |\n|---|---|---|\n")
