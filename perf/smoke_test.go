@@ -110,7 +110,8 @@ func TestSmoke(t *testing.T) {
 		if res.Acked != res.Sent {
 			t.Errorf("acked %d of %d", res.Acked, res.Sent)
 		}
-		if !strings.Contains(out.String(), "records sent,") || !strings.Contains(out.String(), "MB/sec") {
+		if !strings.Contains(out.String(), "records sent,") || !strings.Contains(out.String(), "MB/sec") ||
+			!regexp.MustCompile(`max latency\. \[\d+s of \d+s, \d+s left\]`).MatchString(out.String()) {
 			t.Errorf("no progress line:\n%s", out.String())
 		}
 	})
@@ -226,7 +227,16 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("chart %s: %d bytes, %v", name, len(b), err)
 			}
 		}
-		if !strings.Contains(out.String(), "[ 3/3") {
+		md, err := os.ReadFile(filepath.Join(res.Dir, "summary.md"))
+		if err != nil {
+			t.Fatalf("scale wrote no summary.md: %v", err)
+		}
+		for _, want := range []string{"# ringlog-perf scale", "| 1 | 4 |", "## End-to-end latency", "![latency_vs_load](latency_vs_load.svg)", "Produce v"} {
+			if !strings.Contains(string(md), want) {
+				t.Errorf("summary.md lacks %q:\n%s", want, md)
+			}
+		}
+		if !strings.Contains(out.String(), "[ 3/3") || !strings.Contains(out.String(), "left; throughput 1/2, ~") {
 			t.Errorf("progress:\n%s", out.String())
 		}
 	})

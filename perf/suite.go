@@ -202,19 +202,40 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	base.ReportEvery = 0
 	base.Producers, base.Consumers, base.Keys.Kind = 1, 1, "none"
 
-	steps := 2 + len(sc.Sizes)*len(sc.Acks)*len(sc.Partitions) + max(len(sc.Producers)-1, 0) + 2 + 1 + 2 + 2 + len(sc.LoadFractions)
-	step := 0
-	began := time.Now()
+	// The phases and their steps (one progress line each).
+	moreProducers := 0
+	for _, np := range sc.Producers {
+		if np != 1 {
+			moreProducers++
+		}
+	}
+	manySteps := 0
+	if sc.ManyPartitions > 0 {
+		manySteps = 1
+	}
+	phaseSteps := map[string]int{
+		"references": 2,
+		"sweep":      len(sc.Sizes) * len(sc.Acks) * len(sc.Partitions),
+		"producers":  moreProducers + 2,
+		"consume":    4,
+		"latency":    2 + len(sc.LoadFractions),
+		"many":       manySteps,
+	}
+	steps := 0
+	for _, n := range phaseSteps {
+		steps += n
+	}
+	clock := newStepClock(steps, time.Now)
+	phase := func(name string) { clock.startPhase(name, phaseSteps[name]) }
 	say := func(format string, args ...any) {
-		step++
+		pos := clock.step()
 		defer func() {
 			if !sc.NoSettle {
 				settle(ctx)
 			}
 		}()
 		if progress != nil {
-			el := time.Since(began).Round(time.Second)
-			fmt.Fprintf(progress, "perf [%2d/%d %5s] %s\n", step, steps, el, fmt.Sprintf(format, args...))
+			fmt.Fprintf(progress, "perf %s %s\n", pos, fmt.Sprintf(format, args...))
 		}
 	}
 	fail := func(what string, err error) {
@@ -226,6 +247,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	}
 
 	// 1. The physical references, with the broker idle.
+	phase("references")
 	if !sc.NoSettle {
 		settle(ctx)
 	}
@@ -269,6 +291,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	}
 
 	// 2. The sweep: sizes x acks x partitions at max rate.
+	phase("sweep")
 	var keptTopic string
 	for _, size := range sc.Sizes {
 		for _, acks := range sc.Acks {
@@ -295,6 +318,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	refOne := sr.find(sc.RefSize, "1", sc.RefPartitions, 1)
 
 	// 3. More producers at the reference point.
+	phase("producers")
 	if refOne != nil {
 		sr.ProdRuns = append(sr.ProdRuns, refOne)
 	}
@@ -336,9 +360,10 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	}
 
 	// 4. Consume the reference point's topic from offset 0.
+	phase("consume")
 	for _, nc := range []int{1, 2} {
 		if keptTopic == "" {
-			step++
+			clock.skip(1)
 			continue
 		}
 		c := base
@@ -389,6 +414,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	}
 
 	// 5. End-to-end latency at fixed rates.
+	phase("latency")
 	lat := func(acks string, rate float64, label string) *Result {
 		c := base
 		c.Mode = ModeE2E
@@ -424,9 +450,10 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 			}
 		}
 	} else {
-		step += len(sc.LoadFractions)
+		clock.skip(len(sc.LoadFractions))
 	}
 
+	phase("many")
 	// 6. Many partitions, last: a thousand partitions' files stay in the
 	// page cache and would disturb the steps after it.
 	if sc.ManyPartitions > 0 {
@@ -443,8 +470,6 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 			say("%s: %.0f records/s, %.1f MB/s after a %s warm-up (half that rate reached after %ds)%s", c.Label, r.RecordsPerSec, r.MBPerSec,
 				c.Warmup.D(), r.SecondsToReach(0.5), latNote("ack", r.ProduceLatency))
 		}
-	} else {
-		step++
 	}
 
 	if sr.Env.Host == "" {
@@ -453,7 +478,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	sr.Env.Note = sc.Note
 	sr.Targets = sr.targets()
 	sr.Charts = sr.charts(dir, fail)
-	sr.Elapsed = Duration(time.Since(began).Round(time.Second))
+	sr.Elapsed = Duration(time.Since(clock.began).Round(time.Second))
 	if err := writeJSONFile(filepath.Join(dir, "targets.json"), sr.Targets); err != nil {
 		return sr, err
 	}
