@@ -444,7 +444,9 @@ Reads a pprof profile (from a URL such as a broker's
 http://HOST:PORT/debug/pprof/profile?seconds=30 or /debug/pprof/allocs, or
 from a file) and draws it as a flame graph SVG: the root at the bottom,
 callees above their callers, widths proportional to the sample value. It
-also prints the top functions by flat and cumulative share.
+also prints the top functions by flat and cumulative share. A profile
+without samples (a process idle while profiled) is an error: nothing is
+written and the exit status is 1.
 `
 
 const perfFlamegraphExamples = `
@@ -505,6 +507,9 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 	if err := flame.Write(f, p, flame.Options{Title: title, SampleType: sample, Format: format}); err != nil {
 		f.Close()
 		os.Remove(out)
+		if errors.Is(err, flame.ErrNoSamples) {
+			return fmt.Errorf("%s: %w: the process was idle while profiled; profile it under load (e.g. run ringlog-perf produce meanwhile); no %s written", src, err, out)
+		}
 		return err
 	}
 	if err := f.Close(); err != nil {

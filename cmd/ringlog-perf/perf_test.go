@@ -82,6 +82,21 @@ func TestPerfCommandLine(t *testing.T) {
 	}
 	f.Close()
 	out := filepath.Join(dir, "cpu.svg")
+	// An idle process's profile: no samples, no empty picture, exit 1.
+	idle := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}}
+	ipf := filepath.Join(dir, "idle.pb.gz")
+	fi, _ := os.Create(ipf)
+	if err := idle.Write(fi); err != nil {
+		t.Fatal(err)
+	}
+	fi.Close()
+	iout := filepath.Join(dir, "idle.svg")
+	if code, _, stderr := runIn("flamegraph", "--pprof", ipf, "--out", iout); code != cli.ExitError || !strings.Contains(stderr, "no samples") {
+		t.Errorf("flamegraph of an idle profile: exit %d, want 1 saying no samples\n%s", code, stderr)
+	}
+	if _, err := os.Stat(iout); err == nil {
+		t.Errorf("flamegraph of an idle profile left %s behind", iout)
+	}
 	code, stdout, stderr := runIn("flamegraph", "--pprof", pf, "--out", out, "--top", "3")
 	if code != cli.ExitOK || !strings.Contains(stdout, "100.00% flat") || !strings.Contains(stdout, "main.hot") {
 		t.Fatalf("flamegraph: exit %d\n%s%s", code, stdout, stderr)
