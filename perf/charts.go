@@ -260,7 +260,7 @@ func tickLabel(v, step, top float64) string {
 		dec++
 	}
 	if math.Abs(v) < step/2 {
-		v = 0
+		return "0"
 	}
 	return strconv.FormatFloat(v, 'f', dec, 64) + suffix
 }

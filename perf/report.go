@@ -284,6 +284,9 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	sc := sr.Config
 	p("# ringlog-perf: %s\n\n", filepath.Base(sr.Dir))
 	p("Measured %s on `%s` in %s.\n\n", sr.Started.Format("2006-01-02 15:04 UTC"), e.Host, sr.Elapsed.D())
+	if sr.Redrawn {
+		p("Charts, targets and this summary were drawn again from `results.jsonl` by `ringlog-perf report` (the total time above is estimated from the runs' start times; facts the runs did not record read \"unknown\").\n\n")
+	}
 	p("| | |\n|---|---|\n")
 	p("| CPU | %s, %d logical CPUs (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
 	p("| kernel | %s (%s/%s) |\n", e.Kernel, e.OS, e.Arch)

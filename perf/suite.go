@@ -160,7 +160,10 @@ type SuiteResult struct {
 	Targets    []Target  `json:"targets"`
 	Charts     []string  `json:"charts"`
 	Failures   []string  `json:"failures,omitempty"`
-	refPoint   map[string]*Result
+	// Redrawn: the report was drawn again from results.jsonl
+	// (ReadSuite), Elapsed estimated from the runs' start times.
+	Redrawn  bool `json:"redrawn,omitempty"`
+	refPoint map[string]*Result
 }
 
 // refLine is a reference measurement in results.jsonl.
@@ -476,21 +479,8 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 		sr.Env = env
 	}
 	sr.Env.Note = sc.Note
-	sr.Targets = sr.targets()
-	sr.Charts = sr.charts(dir, fail)
 	sr.Elapsed = Duration(time.Since(clock.began).Round(time.Second))
-	if err := writeJSONFile(filepath.Join(dir, "targets.json"), sr.Targets); err != nil {
-		return sr, err
-	}
-	f, err := os.Create(filepath.Join(dir, "summary.md"))
-	if err != nil {
-		return sr, err
-	}
-	defer f.Close()
-	if err := WriteSummary(f, sr); err != nil {
-		return sr, err
-	}
-	return sr, f.Close()
+	return sr, sr.WriteReport(dir, fail)
 }
 
 func lagNote(l *Latency) string {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -433,6 +434,60 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(res.Failures) > 0 {
 		return fmt.Errorf("%d step(s) failed (see %s/summary.md)", len(res.Failures), res.Dir)
+	}
+	return nil
+}
+
+const perfReportUsage = `
+Usage: ringlog-perf report --from DIR/results.jsonl [--dir DIR]
+
+Reads the results.jsonl a suite wrote and draws its charts, judges its
+targets and writes targets.json and summary.md again, with this binary's
+report code, without measuring anything: for a result set measured
+before the charts or the summary changed. The files go next to the JSONL
+unless --dir names another folder.
+`
+
+const perfReportExamples = `
+Examples:
+  ringlog-perf report --from perf/results/20261130-1135-vm/results.jsonl
+  ringlog-perf report --from results.jsonl --dir /tmp/redrawn
+
+Exit status: 0 done, 1 the file is unreadable or a chart failed, 2 usage.
+`
+
+func runPerfReport(args []string, stdout, stderr io.Writer) error {
+	var from, dir string
+	fs := cli.NewFlagSet("report", perfReportUsage, perfReportExamples, stderr)
+	fs.StringVar(&from, "from", "", "the suite's results.jsonl")
+	fs.StringVar(&dir, "dir", "", "folder to write into (default: the JSONL's)")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return cli.Usagef("report takes no arguments, got %q", rest)
+	}
+	if from == "" {
+		return cli.Usagef("report: give --from DIR/results.jsonl")
+	}
+	sr, err := perf.ReadSuite(from)
+	if err != nil {
+		return err
+	}
+	if dir == "" {
+		dir = filepath.Dir(from)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	sr.Dir = dir
+	var fails []string
+	if err := sr.WriteReport(dir, func(what string, err error) { fails = append(fails, fmt.Sprintf("%s: %v", what, err)) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and summary.md, targets.json into %s\n", strings.Join(sr.Charts, ", "), dir)
+	if len(fails) > 0 {
+		return fmt.Errorf("%s", strings.Join(fails, "; "))
 	}
 	return nil
 }

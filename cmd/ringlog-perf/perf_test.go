@@ -21,7 +21,7 @@ func TestPerfCommandLine(t *testing.T) {
 		code := run(args, &out, &errb)
 		return code, out.String(), errb.String()
 	}
-	for _, sub := range []string{"produce", "consume", "e2e", "scale", "suite", "flamegraph"} {
+	for _, sub := range []string{"produce", "consume", "e2e", "scale", "suite", "report", "flamegraph"} {
 		code, _, stderr := runIn(sub, "--help")
 		if code != cli.ExitOK || !strings.Contains(stderr, "Usage: ringlog-perf "+sub) || !strings.Contains(stderr, "Examples:") {
 			t.Errorf("%s --help: exit %d\n%s", sub, code, stderr)
@@ -49,6 +49,7 @@ func TestPerfCommandLine(t *testing.T) {
 		{"scale", "--topic", "t"},
 		{"suite", "--warmup", "1m"},
 		{"flamegraph", "--out", "x.svg"},
+		{"report"},
 		{"produce", "--brokers", ""},
 	}
 	for _, args := range usage {
