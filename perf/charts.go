@@ -3,68 +3,122 @@ package perf
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// Series is one line of a chart.
+// Series is one set of points of a chart.
 type Series struct {
 	// Name is the legend entry; X and Y the points (same length).
 	Name string
 	X, Y []float64
+	// PointsOnly draws markers without a joining line: for a point that
+	// is not part of a sweep (e.g. a lone large-topic run), where a line
+	// would suggest measurements between it and its neighbours.
+	PointsOnly bool
 }
 
-// Chart describes a line chart.
+// Chart describes a chart of measured points.
 type Chart struct {
-	// Title and the axis labels.
+	// Title and the axis labels (the unit belongs in YLabel, once).
 	Title, XLabel, YLabel string
-	// LogX and LogY put an axis on a log scale (values must be > 0).
-	LogX, LogY bool
-	// XTicks, when set, are the only ticks of the X axis (e.g. the
-	// partition counts of a sweep).
-	XTicks []float64
-	// Series are the lines, each drawn with points.
+	// LogY puts the Y axis on a log scale (values must be > 0).
+	LogY bool
+	// Categories, when set, makes the X axis categorical: exactly these
+	// measured X values, evenly spaced in increasing order, each with its
+	// own tick and nothing in between, so that a sweep over 1..64 and a
+	// point at 1000 neither squeeze together nor need a log scale. Points
+	// whose X is not a category are dropped.
+	Categories []float64
+	// Series are drawn with markers; unless PointsOnly, a series' points
+	// are joined by a line.
 	Series []Series
 }
+
+// Chart canvas size.
+const (
+	chartWidth  = 8 * vg.Inch
+	chartHeight = 5 * vg.Inch
+	chartMargin = 12 * vg.Millimeter / 2
+)
 
 // Save draws the chart with gonum/plot to path; the extension (.svg,
 // .png, .pdf) picks the format.
 func (c Chart) Save(path string) error {
+	p, err := c.plot()
+	if err != nil {
+		return err
+	}
+	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	cw, err := draw.NewFormattedCanvas(chartWidth, chartHeight, format)
+	if err != nil {
+		return fmt.Errorf("chart %q: %w", c.Title, err)
+	}
+	// gonum lays text out to the canvas' very edge with its own font
+	// metrics; a viewer substituting a wider font (DejaVu for Liberation)
+	// would cut it off. A blank margin all round keeps it whole.
+	p.Draw(draw.Crop(draw.New(cw), chartMargin, -chartMargin, chartMargin, -chartMargin))
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("chart %q: %w", c.Title, err)
+	}
+	if _, err := cw.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("chart %q: writing %s: %w", c.Title, path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("chart %q: writing %s: %w", c.Title, path, err)
+	}
+	return nil
+}
+
+// plot builds the gonum plot of the chart.
+func (c Chart) plot() (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = c.Title
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
+	// The title is centred over the canvas and never wrapped by gonum: a
+	// long one is cut off at both edges, so wrap it here, to 3/5 of the
+	// width by gonum's metrics (a substituted font is up to a third wider).
+	p.Title.Text = wrapText(c.Title, func(s string) vg.Length { return p.Title.TextStyle.Width(s) }, (chartWidth-2*chartMargin)*3/5)
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
-	if c.LogX {
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	cats := append([]float64(nil), c.Categories...)
+	sort.Float64s(cats)
+	index := map[float64]int{}
+	for i, x := range cats {
+		index[x] = i
 	}
 	if c.LogY {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	} else {
+		p.Y.Tick.Marker = plainTicks{}
 	}
-	if len(c.XTicks) > 0 {
-		ticks := make(plot.ConstantTicks, len(c.XTicks))
-		for i, x := range c.XTicks {
-			ticks[i] = plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'g', -1, 64)}
-		}
-		p.X.Tick.Marker = ticks
-	}
-	var args []any
 	points := 0
-	for _, s := range c.Series {
+	for si, s := range c.Series {
 		xys := make(plotter.XYs, 0, len(s.X))
 		for i := range s.X {
 			x, y := s.X[i], s.Y[i]
-			if (c.LogX && x <= 0) || (c.LogY && y <= 0) || math.IsNaN(y) || math.IsInf(y, 0) {
+			if (c.LogY && y <= 0) || math.IsNaN(y) || math.IsInf(y, 0) || math.IsNaN(x) || math.IsInf(x, 0) {
 				continue
+			}
+			if len(cats) > 0 {
+				ci, ok := index[x]
+				if !ok {
+					continue
+				}
+				x = float64(ci)
 			}
 			xys = append(xys, plotter.XY{X: x, Y: y})
 		}
@@ -72,14 +126,48 @@ func (c Chart) Save(path string) error {
 			continue
 		}
 		sort.Slice(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
-		args = append(args, s.Name, xys)
 		points += len(xys)
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, fmt.Errorf("chart %q: %w", c.Title, err)
+		}
+		sc.GlyphStyle.Color = plotutil.Color(si)
+		sc.GlyphStyle.Shape = plotutil.Shape(si)
+		sc.GlyphStyle.Radius = vg.Points(3)
+		if s.PointsOnly || len(xys) == 1 {
+			p.Add(sc)
+			p.Legend.Add(s.Name, sc)
+			continue
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, fmt.Errorf("chart %q: %w", c.Title, err)
+		}
+		l.LineStyle.Color = plotutil.Color(si)
+		l.LineStyle.Dashes = plotutil.Dashes(si)
+		p.Add(l, sc)
+		p.Legend.Add(s.Name, l, sc)
 	}
 	if points == 0 {
-		return fmt.Errorf("chart %q: no data to draw", c.Title)
+		return nil, fmt.Errorf("chart %q: no data to draw", c.Title)
 	}
-	if err := plotutil.AddLinePoints(p, args...); err != nil {
-		return err
+	if len(cats) > 0 {
+		ticks := make(plot.ConstantTicks, len(cats))
+		for i, x := range cats {
+			ticks[i] = plot.Tick{Value: float64(i), Label: strconv.FormatFloat(x, 'g', -1, 64)}
+		}
+		p.X.Tick.Marker = ticks
+		// Half a slot of room on either side: the first and last tick
+		// labels stay inside the canvas, the markers off the frame.
+		p.X.Min, p.X.Max = -0.5, float64(len(cats))-0.5
+	} else {
+		p.X.Tick.Marker = plainTicks{}
+		// Room for the markers and the last tick label.
+		pad := (p.X.Max - p.X.Min) * 0.05
+		if pad == 0 {
+			pad = 1
+		}
+		p.X.Min, p.X.Max = p.X.Min-pad, p.X.Max+pad
 	}
 	// Headroom above the data for the legend (top left).
 	if c.LogY {
@@ -91,7 +179,88 @@ func (c Chart) Save(path string) error {
 		p.Y.Max *= 4
 	} else {
 		p.Y.Min = 0
-		p.Y.Max *= 1.3
+		if p.Y.Max <= 0 {
+			p.Y.Max = 1
+		}
+		// About 6% of the height per legend entry.
+		p.Y.Max *= 1.15 + 0.07*float64(len(c.Series))
 	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	return p, nil
+}
+
+// wrapText breaks s at spaces into lines no wider than max by width,
+// keeping the line breaks s has.
+func wrapText(s string, width func(string) vg.Length, max vg.Length) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(strings.ReplaceAll(s, "\n", " \n ")) {
+		if w == "\n" {
+			lines = append(lines, line)
+			line = ""
+			continue
+		}
+		if line != "" && width(line+" "+w) > max {
+			lines = append(lines, line)
+			line = w
+			continue
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
+// plainTicks are gonum's default ticks with labels a reader expects:
+// no trailing zeros ("500", not "500.00"), thousands as k and millions
+// as M.
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	var major []float64
+	for _, t := range ts {
+		if t.Label != "" {
+			major = append(major, t.Value)
+		}
+	}
+	step := 0.0
+	if len(major) > 1 {
+		step = major[1] - major[0]
+	}
+	top := math.Max(math.Abs(min), math.Abs(max))
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = tickLabel(ts[i].Value, step, top)
+		}
+	}
+	return ts
+}
+
+// tickLabel formats v for an axis whose major ticks are step apart and
+// whose largest magnitude is top.
+func tickLabel(v, step, top float64) string {
+	div, suffix := 1.0, ""
+	switch {
+	case top >= 1e6:
+		div, suffix = 1e6, "M"
+	case top >= 1e4:
+		div, suffix = 1e3, "k"
+	}
+	v, step = v/div, step/div
+	// As many decimals as the step needs (0.25 apart: 2), no more.
+	dec := 0
+	for step > 0 && dec < 6 {
+		scaled := step * math.Pow10(dec)
+		if math.Abs(scaled-math.Round(scaled)) < 1e-9*math.Max(1, scaled) {
+			break
+		}
+		dec++
+	}
+	if math.Abs(v) < step/2 {
+		return "0"
+	}
+	return strconv.FormatFloat(v, 'f', dec, 64) + suffix
 }

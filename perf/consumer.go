@@ -288,7 +288,7 @@ func RunConsume(ctx context.Context, c Config, progress io.Writer) (*Result, err
 	measureFrom := start.Add(c.Warmup.D())
 	cpu0 := sampleCPU(c.BrokerPID)
 	g.start(ctx, start, measureFrom, time.Time{}, c.Records)
-	rep := startReporter(progress, c.ReportEvery.D(), func(d time.Duration, w window) string { return consumeLine(w, d) }, g.takeWindow)
+	rep := startReporter(progress, c.ReportEvery.D(), plannedLength(c), func(d time.Duration, w window) string { return consumeLine(w, d) }, g.takeWindow)
 	g.wait(c.Duration.D())
 	rep.stop()
 	t := g.totals()

@@ -54,7 +54,7 @@ func RunE2E(ctx context.Context, c Config, progress io.Writer) (*Result, error) 
 	cpu0 := sampleCPU(c.BrokerPID)
 	cg.start(ctx, start, measureFrom, measureTo, 0)
 	pg.start(ctx, start, measureFrom, end, c.Records)
-	rep := startReporter(progress, c.ReportEvery.D(), func(d time.Duration, w window) string { return consumeLine(w, d) }, cg.takeWindow)
+	rep := startReporter(progress, c.ReportEvery.D(), plannedLength(c), func(d time.Duration, w window) string { return consumeLine(w, d) }, cg.takeWindow)
 	ferr := pg.finish(ctx)
 	// Wait for the consumers to see every acknowledged record.
 	pt := pg.totals()

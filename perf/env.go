@@ -3,6 +3,7 @@ package perf
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"sort"
@@ -25,11 +26,13 @@ type Env struct {
 	OS         string `json:"os"`
 	Arch       string `json:"arch"`
 	GoVersion  string `json:"go_version"`
-	// Broker facts, read over the Kafka protocol. BrokerVersion is
-	// franz-go's guess of the Kafka release whose API versions the
-	// broker's ApiVersions answer matches (for a non-Kafka broker such as
-	// ringlog only a hint at its protocol level).
-	BrokerVersion string `json:"broker_version_guess,omitempty"`
+	// Broker facts, read over the Kafka protocol. BrokerAPIs lists the
+	// highest version the broker serves of the requests that say what it
+	// speaks ("Produce v12, Fetch v16, ..."), from its ApiVersions
+	// answer. (A Kafka release guessed from the whole answer, as
+	// kversion does, compares every API Kafka has: a broker serving a
+	// subset, as ringlog does, comes out as an ancient release.)
+	BrokerAPIs string `json:"broker_api_versions,omitempty"`
 	// BrokerBackend is the read-only broker config "io.backend"
 	// (ringlog's I/O backend); BrokerCount the brokers in metadata.
 	BrokerBackend string `json:"broker_backend,omitempty"`
@@ -85,7 +88,7 @@ func cpuModel() string {
 }
 
 // BrokerEnv adds to env what the cluster says about itself: the number of
-// brokers, a version guess from ApiVersions, and the I/O backend from the
+// brokers, the versions of the key APIs from ApiVersions, and the I/O backend from the
 // read-only broker config "io.backend" (ringlog only; other brokers leave
 // it empty).
 func BrokerEnv(ctx context.Context, adm *kadm.Client, env Env) Env {
@@ -100,7 +103,7 @@ func BrokerEnv(ctx context.Context, adm *kadm.Client, env Env) Env {
 	if vs, err := adm.ApiVersions(ctx); err == nil {
 		for _, v := range vs.Sorted() {
 			if v.Err == nil {
-				env.BrokerVersion = v.VersionGuess()
+				env.BrokerAPIs = apiLevel(v.KeyMaxVersion)
 				break
 			}
 		}
@@ -118,4 +121,28 @@ func BrokerEnv(ctx context.Context, adm *kadm.Client, env Env) Env {
 		}
 	}
 	return env
+}
+
+// keyAPIs are the requests whose versions tell what a broker speaks to a
+// producer and a consumer (Kafka API keys).
+var keyAPIs = []struct {
+	key  int16
+	name string
+}{
+	{0, "Produce"}, {1, "Fetch"}, {2, "ListOffsets"}, {3, "Metadata"},
+	{8, "OffsetCommit"}, {11, "JoinGroup"}, {18, "ApiVersions"},
+}
+
+// apiLevel lists the highest version of each key API that maxOf reports
+// ("Produce v12, Fetch v16, ..."; "-" for one the broker lacks).
+func apiLevel(maxOf func(key int16) (int16, bool)) string {
+	parts := make([]string, len(keyAPIs))
+	for i, a := range keyAPIs {
+		if v, ok := maxOf(a.key); ok {
+			parts[i] = fmt.Sprintf("%s v%d", a.name, v)
+		} else {
+			parts[i] = a.name + " -"
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -386,7 +386,7 @@ func RunProduce(ctx context.Context, c Config, progress io.Writer) (*Result, err
 	end := start.Add(c.Duration.D())
 	cpu0 := sampleCPU(c.BrokerPID)
 	g.start(ctx, start, measureFrom, end, c.Records)
-	rep := startReporter(progress, c.ReportEvery.D(), func(elapsed time.Duration, w window) string {
+	rep := startReporter(progress, c.ReportEvery.D(), plannedLength(c), func(elapsed time.Duration, w window) string {
 		return produceLine(w, elapsed)
 	}, g.takeWindow)
 	ferr := g.finish(ctx)

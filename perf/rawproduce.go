@@ -85,7 +85,7 @@ func RunRawProduce(ctx context.Context, c Config, progress io.Writer) (*Result, 
 			}()
 		}
 	}
-	rep := startReporter(progress, c.ReportEvery.D(), func(elapsed time.Duration, w window) string {
+	rep := startReporter(progress, c.ReportEvery.D(), plannedLength(c), func(elapsed time.Duration, w window) string {
 		return produceLine(w, elapsed)
 	}, st.takeWindow)
 	wg.Wait()

@@ -165,8 +165,10 @@ type reporter struct {
 }
 
 // startReporter calls take every interval and prints line's text for the
-// window to w. A nil w or a zero interval prints nothing.
-func startReporter(w io.Writer, every time.Duration, line func(time.Duration, window) string, take func() window) *reporter {
+// window to w, followed by the time elapsed and left of a run planned to
+// last total (0: unknown, e.g. bounded by a record count). A nil w or a
+// zero interval prints nothing.
+func startReporter(w io.Writer, every, total time.Duration, line func(time.Duration, window) string, take func() window) *reporter {
 	r := &reporter{done: make(chan struct{})}
 	if w == nil || every <= 0 {
 		return r
@@ -176,19 +178,39 @@ func startReporter(w io.Writer, every time.Duration, line func(time.Duration, wi
 		defer r.wg.Done()
 		t := time.NewTicker(every)
 		defer t.Stop()
-		last := time.Now()
+		began := time.Now()
+		last := began
 		for {
 			select {
 			case <-r.done:
 				return
 			case now := <-t.C:
 				win := take()
-				fmt.Fprintln(w, line(now.Sub(last), win))
+				fmt.Fprintln(w, line(now.Sub(last), win)+" "+timeLeft(now.Sub(began), total))
 				last = now
 			}
 		}
 	}()
 	return r
+}
+
+// timeLeft is "[elapsed of total, left]" for a run planned to last total,
+// "[elapsed]" when its length is unknown (0).
+func timeLeft(elapsed, total time.Duration) string {
+	el := elapsed.Round(time.Second)
+	if total <= 0 {
+		return fmt.Sprintf("[%s elapsed]", el)
+	}
+	return fmt.Sprintf("[%s of %s, %s left]", el, total.Round(time.Second), max(total-elapsed, 0).Round(time.Second))
+}
+
+// plannedLength is how long a run of c lasts: its duration, or unknown
+// (0) when a record count ends it.
+func plannedLength(c Config) time.Duration {
+	if c.Records > 0 {
+		return 0
+	}
+	return c.Duration.D()
 }
 
 func (r *reporter) stop() {
@@ -262,6 +284,9 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	sc := sr.Config
 	p("# ringlog-perf: %s\n\n", filepath.Base(sr.Dir))
 	p("Measured %s on `%s` in %s.\n\n", sr.Started.Format("2006-01-02 15:04 UTC"), e.Host, sr.Elapsed.D())
+	if sr.Redrawn {
+		p("Charts, targets and this summary were drawn again from `results.jsonl` by `ringlog-perf report` (the total time above is estimated from the runs' start times; facts the runs did not record read \"unknown\").\n\n")
+	}
 	p("| | |\n|---|---|\n")
 	p("| CPU | %s, %d logical CPUs (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
 	p("| kernel | %s (%s/%s) |\n", e.Kernel, e.OS, e.Arch)
@@ -270,7 +295,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	if backend == "" {
 		backend = "(not reported)"
 	}
-	p("| broker | io.backend %s, %d broker(s), at %s; Kafka API level guessed from ApiVersions: %s |\n", backend, e.BrokerCount, strings.Join(sc.Brokers, ","), orUnknown(e.BrokerVersion))
+	p("| broker | io.backend %s, %d broker(s), at %s; highest API versions served (ApiVersions): %s |\n", backend, e.BrokerCount, strings.Join(sc.Brokers, ","), orUnknown(e.BrokerAPIs))
 	p("\n**Hardware caveat.** The broker and the load generator ran on the same %d vCPUs "+
 		"of one shared VM and talked over loopback; every producer, consumer and broker goroutine competes "+
 		"for those cores, so absolute numbers are a floor for what the broker does on its own cores. "+
@@ -299,6 +324,9 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		cmp := "≥"
 		if t.AtMost {
 			cmp = "≤"
+		}
+		if t.Note != "" {
+			meas += " — " + t.Note
 		}
 		p("| %s | %s | %s (need %s %g) | %s |\n", t.Name, t.Goal, meas, cmp, t.Limit, res)
 	}

@@ -34,7 +34,13 @@ type ScaleConfig struct {
 
 // ScaleResult is a sweep's outcome.
 type ScaleResult struct {
-	// Dir holds results.jsonl and the charts.
+	// Config is the sweep, Env where it ran (from its first point),
+	// Started and Elapsed its time.
+	Config  ScaleConfig `json:"config"`
+	Env     Env         `json:"env"`
+	Started time.Time   `json:"started"`
+	Elapsed Duration    `json:"elapsed"`
+	// Dir holds results.jsonl, the charts and summary.md.
 	Dir string `json:"dir"`
 	// Throughput are the max-rate points, Latency the fixed-rate e2e
 	// runs, Charts the chart files written.
@@ -137,15 +143,13 @@ func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (*ScaleRe
 		return nil, err
 	}
 	defer out.close()
-	res := &ScaleResult{Dir: dir}
-	steps := len(sc.Partitions)*len(sc.Producers) + len(sc.LoadFractions)
-	step := 0
-	began := time.Now()
+	res := &ScaleResult{Config: sc, Dir: dir, Started: time.Now().UTC()}
+	clock := newStepClock(len(sc.Partitions)*len(sc.Producers)+len(sc.LoadFractions), time.Now)
+	clock.startPhase("throughput", len(sc.Partitions)*len(sc.Producers))
 	line := func(format string, args ...any) {
+		pos := clock.step()
 		if progress != nil {
-			step++
-			el := time.Since(began).Round(time.Second)
-			fmt.Fprintf(progress, "[%2d/%d %s] %s\n", step, steps, el, fmt.Sprintf(format, args...))
+			fmt.Fprintf(progress, "%s %s\n", pos, fmt.Sprintf(format, args...))
 		}
 	}
 	for _, np := range sc.Producers {
@@ -165,6 +169,7 @@ func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (*ScaleRe
 		}
 	}
 	if len(sc.LoadFractions) > 0 {
+		clock.startPhase("latency", len(sc.LoadFractions))
 		best := res.Throughput[0]
 		for _, r := range res.Throughput {
 			if r.RecordsPerSec > best.RecordsPerSec {
@@ -190,7 +195,69 @@ func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (*ScaleRe
 	}
 	charts, err := scaleCharts(dir, base, res.Throughput, res.Latency)
 	res.Charts = charts
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	res.Elapsed = Duration(time.Since(clock.began).Round(time.Second))
+	if len(res.Throughput) > 0 {
+		res.Env = res.Throughput[0].Env
+	}
+	f, err := os.Create(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	if err := WriteScaleSummary(f, res); err != nil {
+		return res, fmt.Errorf("writing %s: %w", f.Name(), err)
+	}
+	return res, f.Close()
+}
+
+// WriteScaleSummary writes a sweep's markdown summary: environment, the
+// throughput and latency tables, and the charts.
+func WriteScaleSummary(w io.Writer, res *ScaleResult) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	e, base := res.Env, res.Config.Base
+	p("# ringlog-perf scale: %s\n\n", filepath.Base(res.Dir))
+	p("Measured %s on `%s` in %s against %s.\n\n", res.Started.Format("2006-01-02 15:04 UTC"), orUnknown(e.Host), res.Elapsed.D(), strings.Join(base.Brokers, ","))
+	p("| | |\n|---|---|\n")
+	p("| CPU | %s, %d logical CPUs (GOMAXPROCS %d) |\n", orUnknown(e.CPUModel), e.Cores, e.GOMAXPROCS)
+	p("| kernel | %s (%s/%s) |\n", orUnknown(e.Kernel), e.OS, e.Arch)
+	p("| Go | %s |\n", orUnknown(e.GoVersion))
+	p("| broker | io.backend %s, %d broker(s); highest API versions served (ApiVersions): %s |\n", orUnknown(e.BrokerBackend), e.BrokerCount, orUnknown(e.BrokerAPIs))
+	p("| records | %s, acks=%s, linger %s, compression %s |\n", sizeName(base.RecordSize), base.Acks, base.Linger.D(), base.Compression)
+	p("\n## Throughput (max rate, %s measured after %s warm-up)\n\n", (base.Duration - base.Warmup).D(), base.Warmup.D())
+	p("| producers | partitions | records/s | MB/s | ack p50 ms | ack p99 ms | ack max ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Throughput {
+		l := r.ProduceLatency
+		if l == nil {
+			l = &Latency{}
+		}
+		p("| %d | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %s |\n", r.Config.Producers, r.Config.Partitions, r.RecordsPerSec, r.MBPerSec, l.P50, l.P99, l.Max, cpuCell(r))
+	}
+	p("\nMB = 2^20 bytes, as in Kafka's tools. Ack latency of max-rate runs is closed-loop (from the send call, with the client's buffer full) and mostly shows queueing.\n")
+	if len(res.Latency) > 0 {
+		p("\n## End-to-end latency at fractions of the best throughput\n\n")
+		p("| offered records/s | achieved records/s | e2e p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|\n")
+		for _, r := range res.Latency {
+			l := r.E2ELatency
+			if l == nil {
+				l = &Latency{}
+			}
+			p("| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", r.OfferedRate, r.RecordsPerSec, l.P50, l.P99, l.P999, l.P9999, l.Max, cpuCell(r))
+		}
+	}
+	if len(res.Charts) > 0 {
+		p("\n## Charts\n\n")
+		for _, c := range res.Charts {
+			name := filepath.Base(c)
+			p("![%s](%s)\n\n", strings.TrimSuffix(name, ".svg"), name)
+		}
+	}
+	p("`results.jsonl`: one JSON line per run (configuration, environment, throughput, latency percentiles).\n")
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func latNote(name string, l *Latency) string {
@@ -241,13 +308,12 @@ func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
 		files = append(files, p)
 		return nil
 	}
-	logX := len(parts) > 1 && parts[0] > 0
 	if err := save("throughput_vs_partitions.svg", Chart{Title: "Produce throughput vs partitions (" + desc + ")",
-		XLabel: "partitions", YLabel: "MB/s (MiB/s)", LogX: logX, XTicks: parts, Series: mb}); err != nil {
+		XLabel: "partitions", YLabel: "MB/s", Categories: parts, Series: mb}); err != nil {
 		return files, err
 	}
 	if err := save("records_vs_partitions.svg", Chart{Title: "Produce records/s vs partitions (" + desc + ")",
-		XLabel: "partitions", YLabel: "records/s", LogX: logX, XTicks: parts, Series: recs}); err != nil {
+		XLabel: "partitions", YLabel: "records/s", Categories: parts, Series: recs}); err != nil {
 		return files, err
 	}
 	if len(prods) > 1 {
@@ -267,7 +333,7 @@ func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
 			ticks = append(ticks, float64(np))
 		}
 		if err := save("throughput_vs_producers.svg", Chart{Title: "Produce throughput vs producers (" + desc + ")",
-			XLabel: "producers", YLabel: "MB/s (MiB/s)", XTicks: ticks, Series: ss}); err != nil {
+			XLabel: "producers", YLabel: "MB/s", Categories: ticks, Series: ss}); err != nil {
 			return files, err
 		}
 	}

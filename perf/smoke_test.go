@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -58,6 +59,11 @@ func checkJSON(t *testing.T, res *Result, wantLatency ...string) map[string]any 
 			t.Errorf("env.%s missing or empty: %v", k, env)
 		}
 	}
+	// The broker's real protocol level, not a Kafka release guessed from
+	// the whole ApiVersions answer ("between v0.9.0 and v0.10.0").
+	if !regexp.MustCompile(`^Produce v([3-9]|1[0-9]), Fetch v([4-9]|1[0-9]),`).MatchString(res.Env.BrokerAPIs) {
+		t.Errorf("broker API versions %q, want Produce v3+ and Fetch v4+ first", res.Env.BrokerAPIs)
+	}
 	if res.Env.BrokerBackend != "hybrid" && res.Env.BrokerBackend != "pwritev" && res.Env.BrokerBackend != "io_uring" {
 		t.Errorf("broker backend %q", res.Env.BrokerBackend)
 	}
@@ -104,7 +110,8 @@ func TestSmoke(t *testing.T) {
 		if res.Acked != res.Sent {
 			t.Errorf("acked %d of %d", res.Acked, res.Sent)
 		}
-		if !strings.Contains(out.String(), "records sent,") || !strings.Contains(out.String(), "MB/sec") {
+		if !strings.Contains(out.String(), "records sent,") || !strings.Contains(out.String(), "MB/sec") ||
+			!regexp.MustCompile(`max latency\. \[\d+s of \d+s, \d+s left\]`).MatchString(out.String()) {
 			t.Errorf("no progress line:\n%s", out.String())
 		}
 	})
@@ -220,7 +227,16 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("chart %s: %d bytes, %v", name, len(b), err)
 			}
 		}
-		if !strings.Contains(out.String(), "[ 3/3") {
+		md, err := os.ReadFile(filepath.Join(res.Dir, "summary.md"))
+		if err != nil {
+			t.Fatalf("scale wrote no summary.md: %v", err)
+		}
+		for _, want := range []string{"# ringlog-perf scale", "| 1 | 4 |", "## End-to-end latency", "![latency_vs_load](latency_vs_load.svg)", "Produce v"} {
+			if !strings.Contains(string(md), want) {
+				t.Errorf("summary.md lacks %q:\n%s", want, md)
+			}
+		}
+		if !strings.Contains(out.String(), "[ 3/3") || !strings.Contains(out.String(), "left; throughput 1/2, ~") {
 			t.Errorf("progress:\n%s", out.String())
 		}
 	})

@@ -103,6 +103,19 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 			t.Errorf("summary lacks %q", s)
 		}
 	}
+	if strings.Contains(md, "noise") {
+		t.Errorf("acks=all below acks=1 called noise")
+	}
+	// acks=all ahead of acks=1: met, but said to be noise.
+	sr.find(1024, "all", 16, 1).MBPerSec = 500
+	sr.Targets = sr.targets()
+	buf.Reset()
+	if err := WriteSummary(&buf, sr); err != nil {
+		t.Fatal(err)
+	}
+	if tg := sr.Targets[1]; !tg.Met || !strings.Contains(buf.String(), "the 11% it is ahead is run-to-run noise") {
+		t.Errorf("acks=all 500 vs acks=1 450: met %v, summary:\n%s", tg.Met, buf.String())
+	}
 	// A missing measurement is a miss that says why.
 	sr.Many = nil
 	ts := sr.targets()

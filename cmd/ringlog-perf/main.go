@@ -32,6 +32,7 @@ func run(args []string, stdout, stderr io.Writer) cli.ExitCode {
 		{Name: "e2e", Summary: "end-to-end latency (send → consume) at a fixed rate", Run: runPerfE2E},
 		{Name: "scale", Summary: "sweep partitions and producers; charts and JSONL", Run: runPerfScale},
 		{Name: "suite", Summary: "the standard matrix of 'make perf' with targets and a summary", Run: runPerfSuite},
+		{Name: "report", Summary: "draw a suite's charts, targets and summary again from its results.jsonl", Run: runPerfReport},
 		{Name: "flamegraph", Summary: "render a pprof profile (URL or file) as a flame graph SVG", Run: runPerfFlamegraph},
 	}, args, stdout, stderr), stderr)
 }

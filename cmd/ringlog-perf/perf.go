@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -384,7 +385,7 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&sc.ManyPartitions, "many-partitions", sc.ManyPartitions, "partitions of the large-topic point (0: skip)")
 	fs.DurationVar((*time.Duration)(&sc.ManyWarmup), "many-warmup", sc.ManyWarmup.D(), "warm-up of the large-topic point")
 	fs.BoolVar(&sc.NoSettle, "no-settle", false, "do not sync(2) and wait for dirty page-cache data to drain before each step")
-	fs.Var((*rateFlag)(&sc.LowRate), "low-rate", "records/s of the low-rate latency target (default 10000)")
+	fs.Var((*rateFlag)(&sc.LowRate), "low-rate", "records/s of the low-rate latency target")
 	fs.Var((*floatList)(&sc.LoadFractions), "load", "fractions of the max for the latency-vs-load curve")
 	fs.IntVar(&sc.LatencyProcs, "latency-procs", sc.LatencyProcs, "GOMAXPROCS of the load generator in latency runs at up to half of the max (0: all CPUs)")
 	fs.StringVar(&sc.Note, "note", "", "free text added to the environment in every result")
@@ -437,6 +438,60 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+const perfReportUsage = `
+Usage: ringlog-perf report --from DIR/results.jsonl [--dir DIR]
+
+Reads the results.jsonl a suite wrote and draws its charts, judges its
+targets and writes targets.json and summary.md again, with this binary's
+report code, without measuring anything: for a result set measured
+before the charts or the summary changed. The files go next to the JSONL
+unless --dir names another folder.
+`
+
+const perfReportExamples = `
+Examples:
+  ringlog-perf report --from perf/results/20261130-1135-vm/results.jsonl
+  ringlog-perf report --from results.jsonl --dir /tmp/redrawn
+
+Exit status: 0 done, 1 the file is unreadable or a chart failed, 2 usage.
+`
+
+func runPerfReport(args []string, stdout, stderr io.Writer) error {
+	var from, dir string
+	fs := cli.NewFlagSet("report", perfReportUsage, perfReportExamples, stderr)
+	fs.StringVar(&from, "from", "", "the suite's results.jsonl")
+	fs.StringVar(&dir, "dir", "", "folder to write into (default: the JSONL's)")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return cli.Usagef("report takes no arguments, got %q", rest)
+	}
+	if from == "" {
+		return cli.Usagef("report: give --from DIR/results.jsonl")
+	}
+	sr, err := perf.ReadSuite(from)
+	if err != nil {
+		return err
+	}
+	if dir == "" {
+		dir = filepath.Dir(from)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	sr.Dir = dir
+	var fails []string
+	if err := sr.WriteReport(dir, func(what string, err error) { fails = append(fails, fmt.Sprintf("%s: %v", what, err)) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and summary.md, targets.json into %s\n", strings.Join(sr.Charts, ", "), dir)
+	if len(fails) > 0 {
+		return fmt.Errorf("%s", strings.Join(fails, "; "))
+	}
+	return nil
+}
+
 const perfFlamegraphUsage = `
 Usage: ringlog-perf flamegraph --pprof URL|FILE --out FILE.svg [flags]
 
@@ -444,7 +499,9 @@ Reads a pprof profile (from a URL such as a broker's
 http://HOST:PORT/debug/pprof/profile?seconds=30 or /debug/pprof/allocs, or
 from a file) and draws it as a flame graph SVG: the root at the bottom,
 callees above their callers, widths proportional to the sample value. It
-also prints the top functions by flat and cumulative share.
+also prints the top functions by flat and cumulative share. A profile
+without samples (a process idle while profiled) is an error: nothing is
+written and the exit status is 1.
 `
 
 const perfFlamegraphExamples = `
@@ -505,6 +562,9 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 	if err := flame.Write(f, p, flame.Options{Title: title, SampleType: sample, Format: format}); err != nil {
 		f.Close()
 		os.Remove(out)
+		if errors.Is(err, flame.ErrNoSamples) {
+			return fmt.Errorf("%s: %w: the process was idle while profiled; profile it under load (e.g. run ringlog-perf produce meanwhile); no %s written", src, err, out)
+		}
 		return err
 	}
 	if err := f.Close(); err != nil {

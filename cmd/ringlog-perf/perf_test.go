@@ -21,10 +21,17 @@ func TestPerfCommandLine(t *testing.T) {
 		code := run(args, &out, &errb)
 		return code, out.String(), errb.String()
 	}
-	for _, sub := range []string{"produce", "consume", "e2e", "scale", "suite", "flamegraph"} {
+	for _, sub := range []string{"produce", "consume", "e2e", "scale", "suite", "report", "flamegraph"} {
 		code, _, stderr := runIn(sub, "--help")
 		if code != cli.ExitOK || !strings.Contains(stderr, "Usage: ringlog-perf "+sub) || !strings.Contains(stderr, "Examples:") {
 			t.Errorf("%s --help: exit %d\n%s", sub, code, stderr)
+		}
+		// A default spelt in the description and printed again by the
+		// flag package reads "(default 10000) (default 10000)".
+		for _, line := range strings.Split(stderr, "\n") {
+			if strings.Count(line, "(default ") > 1 {
+				t.Errorf("%s --help prints a default twice: %q", sub, line)
+			}
 		}
 	}
 	if code, _, stderr := runIn(); code != cli.ExitUsage || !strings.Contains(stderr, "flamegraph") {
@@ -42,6 +49,7 @@ func TestPerfCommandLine(t *testing.T) {
 		{"scale", "--topic", "t"},
 		{"suite", "--warmup", "1m"},
 		{"flamegraph", "--out", "x.svg"},
+		{"report"},
 		{"produce", "--brokers", ""},
 	}
 	for _, args := range usage {
@@ -75,6 +83,21 @@ func TestPerfCommandLine(t *testing.T) {
 	}
 	f.Close()
 	out := filepath.Join(dir, "cpu.svg")
+	// An idle process's profile: no samples, no empty picture, exit 1.
+	idle := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}}
+	ipf := filepath.Join(dir, "idle.pb.gz")
+	fi, _ := os.Create(ipf)
+	if err := idle.Write(fi); err != nil {
+		t.Fatal(err)
+	}
+	fi.Close()
+	iout := filepath.Join(dir, "idle.svg")
+	if code, _, stderr := runIn("flamegraph", "--pprof", ipf, "--out", iout); code != cli.ExitError || !strings.Contains(stderr, "no samples") {
+		t.Errorf("flamegraph of an idle profile: exit %d, want 1 saying no samples\n%s", code, stderr)
+	}
+	if _, err := os.Stat(iout); err == nil {
+		t.Errorf("flamegraph of an idle profile left %s behind", iout)
+	}
 	code, stdout, stderr := runIn("flamegraph", "--pprof", pf, "--out", out, "--top", "3")
 	if code != cli.ExitOK || !strings.Contains(stdout, "100.00% flat") || !strings.Contains(stdout, "main.hot") {
 		t.Fatalf("flamegraph: exit %d\n%s%s", code, stdout, stderr)

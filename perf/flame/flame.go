@@ -5,6 +5,7 @@
 package flame
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"image/color"
@@ -284,6 +285,11 @@ func fit(face font.Face, s string, w vg.Length) string {
 	return string(r[:lo]) + ".."
 }
 
+// ErrNoSamples is Write's error for a profile without a sample of the
+// type to draw: a CPU profile of an idle process. A flame graph of it
+// would be an empty picture.
+var ErrNoSamples = errors.New("the profile holds no samples")
+
 // Write draws the profile's samples as a flame graph (root at the
 // bottom, callees above their callers, widths proportional to the value)
 // with the vg drawing API onto an SVG (or PNG) canvas and writes it to w.
@@ -294,6 +300,9 @@ func Write(w io.Writer, p *profile.Profile, o Options) error {
 	}
 	idx, _ := sampleIndex(p, o.SampleType)
 	st := p.SampleType[idx]
+	if root.Value == 0 {
+		return fmt.Errorf("%w of type %s", ErrNoSamples, st.Type)
+	}
 	if o.Width <= 0 {
 		o.Width = 1400
 	}
