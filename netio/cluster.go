@@ -221,6 +221,12 @@ func (s *Server) clusterCoordinator(group string) (int32, string, int32, error) 
 	if !ok {
 		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the coordinating broker "+strconv.Itoa(int(id))+" has not registered yet"))
 	}
+	// A fenced broker (registered, not yet serving: e.g. just restarted)
+	// is not in Metadata's broker list, and clients refuse a coordinator
+	// they cannot find there: retriable until it is unfenced.
+	if b.Fenced {
+		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the coordinating broker "+strconv.Itoa(int(id))+" is fenced (starting up)"))
+	}
 	host, port := brokerHostPort(b.KafkaAddr)
 	return id, host, port, nil
 }
