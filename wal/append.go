@@ -348,9 +348,15 @@ func (l *Log) fail(st *Stage, err error) {
 // Append is the one-log convenience: stage batches, submit them with
 // backend, and return the results.
 func (l *Log) Append(backend ring.Backend, batches [][]byte, sync bool) ([]Appended, error) {
+	return submitOne(backend, func(b *Batch) (Ticket, error) { return b.Append(l, batches, sync) })
+}
+
+// submitOne stages one log's appends with stage in a batch of their own,
+// submits it with backend and returns the results.
+func submitOne(backend ring.Backend, stage func(*Batch) (Ticket, error)) ([]Appended, error) {
 	var b Batch
 	defer b.Reset()
-	tk, err := b.Append(l, batches, sync)
+	tk, err := stage(&b)
 	if err != nil {
 		return nil, err
 	}

@@ -533,19 +533,23 @@ func (l *Log) lastBatchBefore(off int64) (batch.Header, bool, error) {
 			continue
 		}
 		var hdr [batch.HeaderSize]byte
-		pos := int64(0)
+		pos, h := int64(0), batch.Header{BaseOffset: -1}
 		if off <= s.end.Load() {
-			pos, _ = s.seek(s.relOffset(off-1), size, &hdr)
+			pos, h = s.seek(s.relOffset(off-1), size, &hdr)
 		} else if r, _, ok := s.idx.last(); ok {
-			pos, _ = s.seek(r, size, &hdr)
+			pos, h = s.seek(r, size, &hdr)
 		}
+		have := h.BaseOffset >= 0 // seek read the header at pos
 		var last batch.Header
 		found := false
 		for pos < size {
-			h, err := s.readHeader(pos, &hdr)
-			if err != nil {
-				return h, false, err
+			if !have {
+				var err error
+				if h, err = s.readHeader(pos, &hdr); err != nil {
+					return h, false, err
+				}
 			}
+			have = false
 			if h.BaseOffset >= off {
 				break
 			}

@@ -278,13 +278,17 @@ func (l *Log) OffsetForTime(ts int64) (TimestampOffset, bool, error) {
 	end := l.end.Load()
 	rel := s.tidx.lookup(ts)
 	var hdr [batch.HeaderSize]byte
-	pos, _ := s.seek(rel, size, &hdr)
+	pos, h := s.seek(rel, size, &hdr)
+	have := h.BaseOffset >= 0 // seek read the header at pos
 	var buf, scratch []byte
 	for pos < size {
-		h, err := s.readHeader(pos, &hdr)
-		if err != nil {
-			return TimestampOffset{}, false, err
+		if !have {
+			var err error
+			if h, err = s.readHeader(pos, &hdr); err != nil {
+				return TimestampOffset{}, false, err
+			}
 		}
+		have = false
 		if h.BaseOffset >= end {
 			break
 		}

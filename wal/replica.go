@@ -110,16 +110,7 @@ func (b *Batch) AppendReplica(l *Log, batches [][]byte, sync bool) (Ticket, erro
 // AppendReplica is the one-log convenience: stage batches with
 // Batch.AppendReplica, submit them with backend, return the results.
 func (l *Log) AppendReplica(backend ring.Backend, batches [][]byte, sync bool) ([]Appended, error) {
-	var b Batch
-	defer b.Reset()
-	tk, err := b.AppendReplica(l, batches, sync)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.Submit(backend); err != nil {
-		return nil, err
-	}
-	return slices.Clone(tk.Results()), tk.Err()
+	return submitOne(backend, func(b *Batch) (Ticket, error) { return b.AppendReplica(l, batches, sync) })
 }
 
 // The pending-truncation marker is the commit point of TruncateTo and
