@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // TestCorruptMetadataFile: a damaged ringlog-meta.json is refused at start
@@ -65,28 +65,10 @@ func TestCorruptProducerState(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"offset":5,"producers":{"7":{"epoch":0,"batches":[{"first_offset":9,"last_offset":2}]}}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logBuf lockedBuffer
+	var logBuf testenv.SyncBuffer
 	e = openEngine(t, dir, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logBuf, nil)) })
 	if !strings.Contains(logBuf.String(), "ignoring unreadable producer-state snapshot") {
 		t.Fatalf("damaged snapshot not logged:\n%s", logBuf.String())
 	}
 	retry(t, e.Topic("durable").Partition(0), first, idem(t, pid, 0, 0, 3))
-}
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

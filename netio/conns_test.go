@@ -6,12 +6,10 @@ package netio_test
 // does not complete in time (slowloris).
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,26 +17,9 @@ import (
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/brokertest"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/netio"
 )
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes (a log sink).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // withLogTo sends the broker's logs (warnings and up) to w.
 func withLogTo(w io.Writer) brokertest.Option {
@@ -76,7 +57,7 @@ func dialAPIVersions(b *testBroker) *e2eConn {
 }
 
 func TestMaxConnectionsEnforced(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	b := startBroker(t, withLogTo(&logs), withServer(func(c *netio.Config) { c.MaxConnections = 3 }))
 	var held []*e2eConn
 	for range 3 {

@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -252,7 +252,7 @@ func TestCorruptionMatrix(t *testing.T) {
 				t.Fatalf("segments %v (%v), want %d", bases, err, segs)
 			}
 			tc.damage(t, dir, bases)
-			var logBuf syncBuffer
+			var logBuf testenv.SyncBuffer
 			opts.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
 			opts.Clean, opts.RepairCorruption = tc.clean, tc.repair
 			l, err = Open(dir, opts)
@@ -352,22 +352,4 @@ func slicesEqual(a, b []int64) bool {
 		}
 	}
 	return true
-}
-
-// syncBuffer is a log sink safe for the log's background goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

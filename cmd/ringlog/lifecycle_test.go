@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // cleanMarker is the file engine.Close leaves in a data directory it
@@ -283,7 +285,7 @@ func TestSignalRightAfterReady(t *testing.T) {
 		w := &readyWatcher{ready: make(chan string, 1)}
 		sig := []syscall.Signal{syscall.SIGTERM, syscall.SIGINT}[i%2]
 		w.onReady = func() { cmd.Process.Signal(sig) }
-		var stderr syncBuffer
+		var stderr testenv.SyncBuffer
 		cmd = exec.Command(ringlogBinary(t), serveArgs(t, dir)...)
 		cmd.Stdout, cmd.Stderr = w, &stderr
 		if err := cmd.Start(); err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // TestVersion: `ringlog version` (text and JSON) and `--version` name the
@@ -295,7 +296,7 @@ func TestConsumeGroupBoundedRuns(t *testing.T) {
 }
 
 // lineCounter collects a child's stdout lines.
-type lineCounter struct{ syncBuffer }
+type lineCounter struct{ testenv.SyncBuffer }
 
 func (l *lineCounter) lines() []string { return strings.Fields(l.String()) }
 
@@ -318,7 +319,7 @@ func TestConsumeGroupRidesBrokerRestart(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ringlogBinary(t), "consume", "ride", "--group", "rider", "--idle-timeout", "15s",
 		"--format", `%p:%o\n`, "--brokers", b.Kafka)
-	out, errOut := &lineCounter{}, &syncBuffer{}
+	out, errOut := &lineCounter{}, &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 const ringlogPkg = "github.com/ringlog/ringlog/cmd/ringlog"
@@ -92,24 +94,6 @@ func ringlogBinary(t testing.TB) string {
 	return binPath
 }
 
-// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // readyWatcher reads stdout and reports the first ready line.
 type readyWatcher struct {
 	mu    sync.Mutex
@@ -148,7 +132,7 @@ type serveProc struct {
 	HTTP    string
 	cmd     *exec.Cmd
 	stdout  *readyWatcher
-	stderr  *syncBuffer
+	stderr  *testenv.SyncBuffer
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // cmd.Wait's result, valid after done
 }
@@ -173,7 +157,7 @@ func tryStartServe(t testing.TB, dataDir string, extraFlags ...string) (*servePr
 	t.Helper()
 	args := serveArgs(t, dataDir, append([]string{"--retention-check-interval", "1h"}, extraFlags...)...)
 	b := &serveProc{
-		stdout: &readyWatcher{ready: make(chan string, 1)}, stderr: &syncBuffer{}, done: make(chan struct{})}
+		stdout: &readyWatcher{ready: make(chan string, 1)}, stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	b.cmd = exec.Command(ringlogBinary(t), args...)
 	b.cmd.Stdout = b.stdout
 	b.cmd.Stderr = b.stderr

@@ -6,8 +6,10 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 )
 
@@ -40,4 +42,26 @@ func Missing(t testing.TB, flag, format string, args ...any) {
 		return
 	}
 	t.Skip(msg)
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers: a
+// log sink for a broker's goroutines, or a child process's output copied
+// while the test reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
