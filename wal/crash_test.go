@@ -121,32 +121,13 @@ func TestCrashRecovery(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	be := newBackend(t, ring.KindPortable)
 	for cycle := 0; cycle < cycles; cycle++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envCrashDir+"="+dir, fmt.Sprintf("%s=%d", envCrashSeed, rng.Uint64()))
+		env := []string{envCrashDir + "=" + dir, fmt.Sprintf("%s=%d", envCrashSeed, rng.Uint64())}
 		if cycle%2 == 1 {
-			cmd.Env = append(cmd.Env, ring.EnvBackend+"=pwritev")
+			env = append(env, ring.EnvBackend+"=pwritev")
 		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		time.Sleep(time.Duration(30+rng.IntN(120)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
+		lines := killChildAfter(t, "TestCrashChild", env, time.Duration(30+rng.IntN(120))*time.Millisecond)
 		n := 0
-		for line := range lines {
+		for _, line := range lines {
 			var li int
 			var a crashAck
 			if _, err := fmt.Sscanf(line, "ack %d %d %d %d", &li, &a.base, &a.last, &a.crc); err != nil {
@@ -154,10 +135,6 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			acked[li][a.base] = a
 			n++
-		}
-		werr := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("cycle %d: child exited on its own (%v): %s", cycle, werr, stderr.String())
 		}
 		verifyCrashedLogs(t, dir, acked, be, cycle)
 	}
@@ -203,4 +180,40 @@ func verifyCrashedLogs(t *testing.T, dir string, acked []map[int64]crashAck, be 
 		// Close without the clean flag: the next child opens uncleanly.
 		l.Close()
 	}
+}
+
+// killChildAfter runs this test binary's test function test as a child
+// process (env added to this process's environment), kills it with
+// SIGKILL after d, and returns the lines it printed on stdout until then.
+// A child that exits on its own before the kill fails t.
+func killChildAfter(t *testing.T, test string, env []string, d time.Duration) []string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+	}()
+	time.Sleep(d)
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-read
+	werr := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("%s: child exited on its own (%v): %s", test, werr, stderr.String())
+	}
+	return lines
 }

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -285,31 +283,12 @@ func TestTruncateCrashRecovery(t *testing.T) {
 	start := int64(0)    // and its start
 	truncs, resets, interrupted := 0, 0, 0
 	for cycle := 0; cycle < cycles; cycle++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTruncateCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envTruncDir+"="+dir, fmt.Sprintf("%s=%d", envTruncSeed, rng.Uint64()))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		time.Sleep(time.Duration(40+rng.IntN(160)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
+		env := []string{envTruncDir + "=" + dir, fmt.Sprintf("%s=%d", envTruncSeed, rng.Uint64())}
+		lines := killChildAfter(t, "TestTruncateCrashChild", env, time.Duration(40+rng.IntN(160))*time.Millisecond)
 		pending := false // truncation or reset announced but not finished
 		var before []crashAck
 		beforeStart := start
-		for line := range lines {
+		for _, line := range lines {
 			var a crashAck
 			var off int64
 			switch {
@@ -332,10 +311,6 @@ func TestTruncateCrashRecovery(t *testing.T) {
 				pending = false
 				truncs++
 			}
-		}
-		werr := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("cycle %d: child exited on its own (%v): %s", cycle, werr, stderr.String())
 		}
 		o := truncCrashOptions()
 		o.Logger = testLogger(t)
