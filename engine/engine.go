@@ -918,29 +918,25 @@ func (e *Engine) GetOrCreateTopic(name string) (*Topic, error) {
 	}
 }
 
-// beginTopicAdmin registers an admin operation on the topic named name
-// (see beginAdmin) and returns the topic.
-func (e *Engine) beginTopicAdmin(name string) (*Topic, error) {
+// topicAdmin starts an admin change of the topic named name: it
+// registers the operation (so Close waits for it), takes the topic's admin
+// lock (one change of a topic at a time) and checks that the topic is
+// still the registered one of its name. done releases both.
+func (e *Engine) topicAdmin(name string) (t *Topic, done func(), err error) {
 	if err := e.beginAdmin(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	t := e.Topic(name)
-	if t == nil {
+	if t = e.Topic(name); t == nil {
 		e.admin.Done()
-		return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
+		return nil, nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
 	}
-	return t, nil
-}
-
-// lockTopicAdmin takes t's admin lock (one change of a topic at a time)
-// and checks that t is still the registered topic of its name.
-func (e *Engine) lockTopicAdmin(t *Topic) error {
 	t.adminMu.Lock()
-	if e.Topic(t.Name) != t {
+	if e.Topic(name) != t {
 		t.adminMu.Unlock()
-		return fmt.Errorf("%w: topic %q was deleted", kerr.UnknownTopicOrPartition, t.Name)
+		e.admin.Done()
+		return nil, nil, fmt.Errorf("%w: topic %q was deleted", kerr.UnknownTopicOrPartition, name)
 	}
-	return nil
+	return t, func() { t.adminMu.Unlock(); e.admin.Done() }, nil
 }
 
 // DeleteTopic removes a topic and its data. The metadata file no longer
@@ -960,18 +956,14 @@ func (e *Engine) StrayTopic(name string) error {
 }
 
 func (e *Engine) removeTopic(name string, stray bool) error {
-	t, err := e.beginTopicAdmin(name)
+	t, done, err := e.topicAdmin(name)
 	if err != nil {
 		return err
 	}
-	defer e.admin.Done()
+	defer done()
 	if t.Internal {
 		return fmt.Errorf("%w: %s is internal", kerr.InvalidTopicException, name)
 	}
-	if err := e.lockTopicAdmin(t); err != nil {
-		return err
-	}
-	defer t.adminMu.Unlock()
 
 	e.metaMu.Lock()
 	next := e.meta.clone()
@@ -1019,15 +1011,11 @@ func (e *Engine) AddPartitions(name string, total int32, notHosted []int32) erro
 }
 
 func (e *Engine) addPartitions(name string, total int32, validateOnly bool, notHosted []int32) error {
-	t, err := e.beginTopicAdmin(name)
+	t, done, err := e.topicAdmin(name)
 	if err != nil {
 		return err
 	}
-	defer e.admin.Done()
-	if err := e.lockTopicAdmin(t); err != nil {
-		return err
-	}
-	defer t.adminMu.Unlock()
+	defer done()
 	cur := int32(len(t.Partitions()))
 	if total <= cur {
 		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, cur)
@@ -1097,15 +1085,11 @@ func (e *Engine) AlterTopicConfig(name string, set map[string]*string, replace, 
 			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, k)
 		}
 	}
-	t, err := e.beginTopicAdmin(name)
+	t, done, err := e.topicAdmin(name)
 	if err != nil {
 		return err
 	}
-	defer e.admin.Done()
-	if err := e.lockTopicAdmin(t); err != nil {
-		return err
-	}
-	defer t.adminMu.Unlock()
+	defer done()
 	overrides := t.Config().Overrides()
 	if replace {
 		overrides = map[string]string{}
