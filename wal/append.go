@@ -188,17 +188,30 @@ func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
 			batch.SetLogAppendTime(data, now)
 			res.AppendTime, maxTs = now, now
 		}
-		st.metas = append(st.metas, stagedBatch{seg: s, data: data, pos: s.wpos, base: l.next, next: last + 1, maxTs: maxTs})
-		st.Results = append(st.Results, res)
-		st.records += int64(h.LastOffsetDelta) + 1
-		s.wpos += int64(len(data))
-		l.next = last + 1
-		s.wnext = l.next
+		st.push(l, s, data, res, maxTs, int64(h.LastOffsetDelta)+1)
 	}
+	st.syncIfFlushDue(l)
+	return tk, nil
+}
+
+// push stages data (holding records records, res its result) at s's write
+// position, the end of l: the segment's write position and l's next
+// offset move past it.
+func (st *Stage) push(l *Log, s *segment, data []byte, res Appended, maxTs, records int64) {
+	st.metas = append(st.metas, stagedBatch{seg: s, data: data, pos: s.wpos, base: res.BaseOffset, next: res.LastOffset + 1, maxTs: maxTs})
+	st.Results = append(st.Results, res)
+	st.records += records
+	s.wpos += int64(len(data))
+	l.next = res.LastOffset + 1
+	s.wnext = l.next
+}
+
+// syncIfFlushDue asks for an fdatasync when the records staged reach the
+// log's flush.messages.
+func (st *Stage) syncIfFlushDue(l *Log) {
 	if !st.sync && l.opts.FlushMessages > 0 && l.unflushed+st.records >= l.opts.FlushMessages {
 		st.sync = true
 	}
-	return tk, nil
 }
 
 // Sync stages an fdatasync of l's active segment with nothing to write (the

@@ -94,16 +94,9 @@ func (b *Batch) AppendReplica(l *Log, batches [][]byte, sync bool) (Ticket, erro
 		if s.firstAppendMs < 0 {
 			s.firstAppendMs = l.opts.Now().UnixMilli()
 		}
-		st.metas = append(st.metas, stagedBatch{seg: s, data: data, pos: s.wpos, base: h.BaseOffset, next: last + 1, maxTs: h.MaxTimestamp})
-		st.Results = append(st.Results, Appended{BaseOffset: h.BaseOffset, LastOffset: last, AppendTime: -1})
-		st.records += int64(h.LastOffsetDelta) + 1
-		s.wpos += int64(len(data))
-		l.next = last + 1
-		s.wnext = l.next
+		st.push(l, s, data, Appended{BaseOffset: h.BaseOffset, LastOffset: last, AppendTime: -1}, h.MaxTimestamp, int64(h.LastOffsetDelta)+1)
 	}
-	if !st.sync && l.opts.FlushMessages > 0 && l.unflushed+st.records >= l.opts.FlushMessages {
-		st.sync = true
-	}
+	st.syncIfFlushDue(l)
 	return tk, nil
 }
 
