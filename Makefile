@@ -27,7 +27,7 @@ FUZZ_TARGETS := \
 	./quorum:FuzzHello \
 	./internal/kwire:FuzzParseResponse
 
-.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload
+.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build
@@ -117,3 +117,11 @@ reliability:
 ## overload: only the 60 s overload scenario
 overload:
 	RINGLOG_OVERLOAD_SECONDS=60 $(GO) test -count=1 -v -timeout 30m -run '^TestOverload$$' ./reliability
+
+## chaos: TestReplicationChaos for CYCLES (default 100) random faults (leader and node kills,
+## pauses past the session timeout, whole-cluster kills) on a non-race binary, bin/ringlog-chaos;
+## per-fault count and failover median/p99 in chaos-report.txt
+chaos: CYCLES ?= 100
+chaos:
+	$(GO) build -o bin/ringlog-chaos ./cmd/ringlog
+	RINGLOG_TEST_BINARY=$(abspath bin/ringlog-chaos) RINGLOG_CHAOS_CYCLES=$(CYCLES) RINGLOG_CHAOS_REPORT=$(abspath chaos-report.txt) $(GO) test -count=1 -timeout 0 -run '^TestReplicationChaos$$' -v ./cmd/ringlog

@@ -170,6 +170,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	ecfg := cfg.Engine
 	ecfg.Logger = cfg.Logger
+	ecfg.Replicated = cfg.Cluster != nil
 	ecfg.ObserveSync = func(d time.Duration) { b.metrics.SyncSeconds.Observe(d.Seconds()) }
 	eng, err := engine.Open(ecfg)
 	if err != nil {
@@ -203,6 +204,7 @@ func New(cfg Config) (*Broker, error) {
 		}
 		b.cluster = cl
 		scfg.Cluster = cl
+		b.metrics.RegisterController(cl.Node().IsLeader)
 	}
 	b.kafka = netio.NewServer(eng, scfg)
 	if err := b.kafka.Start(); err != nil {

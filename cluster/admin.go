@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,6 +61,8 @@ func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) k
 		return c.brokerHeartbeat(ctx, r)
 	case *kmsg.AllocateProducerIDsRequest:
 		return c.allocateProducerIDsAnswer(ctx, r)
+	case *kmsg.AlterPartitionRequest:
+		return c.alterPartition(ctx, r)
 	}
 	return errorResponse(req, kerr.InvalidRequest, fmt.Sprintf("%s is not an admin request", kmsg.NameForKey(req.Key())))
 }
@@ -105,12 +108,16 @@ func isOffsetsName(name string) bool {
 	return strings.ToLower(strings.ReplaceAll(name, ".", "_")) == engine.OffsetsTopic
 }
 
-// replicationUnavailable is the refusal of a replication factor above 1.
-func replicationUnavailable(rf int, live int) error {
+// checkReplicationFactor refuses a replication factor the live brokers
+// cannot hold.
+func checkReplicationFactor(rf int, live int) error {
+	if rf < 1 {
+		return fmt.Errorf("%w: replication factor %d: it must be at least 1", kerr.InvalidReplicationFactor, rf)
+	}
 	if rf > live {
 		return fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, live)
 	}
-	return fmt.Errorf("%w: replication factor %d: data replication is not yet available in ringlog cluster mode; use 1", kerr.InvalidReplicationFactor, rf)
+	return nil
 }
 
 func (c *Cluster) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
@@ -165,8 +172,11 @@ func (c *Cluster) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestT
 			if a.Partition < 0 || int(a.Partition) >= len(replicas) || replicas[a.Partition] != nil {
 				return fmt.Errorf("%w: the assignment must name partitions 0 to %d once each", kerr.InvalidReplicaAssignment, len(replicas)-1)
 			}
-			if len(a.Replicas) > 1 {
-				return replicationUnavailable(len(a.Replicas), live)
+			if err := checkReplicationFactor(len(a.Replicas), live); err != nil {
+				return err
+			}
+			if len(replicas) > 0 && replicas[0] != nil && len(replicas[0]) != len(a.Replicas) {
+				return fmt.Errorf("%w: every partition needs the same number of replicas", kerr.InvalidReplicaAssignment)
 			}
 			replicas[a.Partition] = a.Replicas
 		}
@@ -176,17 +186,17 @@ func (c *Cluster) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestT
 			n = int(c.cfg.DefaultPartitions)
 		}
 		if rf == -1 {
-			rf = 1
+			rf = int(c.cfg.DefaultReplicationFactor)
 		}
-		if rf > 1 {
-			return replicationUnavailable(rf, live)
+		if err := checkReplicationFactor(rf, live); err != nil {
+			return err
 		}
 		if replicas, err = metadata.PlaceReplicas(img, 0, n, rf); err != nil {
 			return err
 		}
 	}
 	rec := metadata.CreateTopic{Name: rt.Topic, ID: metadata.NewUUID(), Replicas: replicas, Configs: configs}
-	tr.NumPartitions, tr.ReplicationFactor = int32(len(replicas)), 1
+	tr.NumPartitions, tr.ReplicationFactor = int32(len(replicas)), int16(len(replicas[0]))
 	if validateOnly {
 		return check(img, rec)
 	}
@@ -273,12 +283,12 @@ func (c *Cluster) createPartitionsOf(ctx context.Context, rt *kmsg.CreatePartiti
 			return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(rt.Assignment), int(rt.Count)-cur)
 		}
 		for _, a := range rt.Assignment {
-			if len(a.Replicas) > 1 {
-				return replicationUnavailable(len(a.Replicas), len(img.LiveBrokers()))
+			if err := checkReplicationFactor(len(a.Replicas), len(img.LiveBrokers())); err != nil {
+				return err
 			}
 			replicas = append(replicas, a.Replicas)
 		}
-	} else if replicas, err = metadata.PlaceReplicas(img, cur, int(rt.Count)-cur, 1); err != nil {
+	} else if replicas, err = metadata.PlaceReplicas(img, cur, int(rt.Count)-cur, len(t.Partitions[0].Replicas)); err != nil {
 		return err
 	}
 	rec := metadata.CreatePartitions{Name: t.Name, ID: t.ID, Replicas: replicas}
@@ -441,17 +451,39 @@ func (c *Cluster) brokerRegistration(ctx context.Context, req *kmsg.BrokerRegist
 	return resp
 }
 
+// brokerHeartbeat keeps a broker's session alive (the controller fences
+// it after SessionTimeout without one) and changes its fencing when it
+// asks: WantFence false unfences a fenced broker whose metadata has caught
+// up with its registration; WantFence true fences it. A heartbeat that
+// changes nothing proposes nothing.
 func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
 	resp.IsFenced = true
-	var rec metadata.Record = metadata.UnfenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
-	if req.WantFence {
-		rec = metadata.FenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
-	}
-	_, err := c.propose(ctx, rec)
-	if err == nil {
+	err := func() error {
+		b, ok := c.Image().Broker(req.BrokerID)
+		if !ok {
+			return fmt.Errorf("%w: broker %d is not registered", kerr.BrokerIDNotRegistered, req.BrokerID)
+		}
+		if b.Epoch != req.BrokerEpoch {
+			return fmt.Errorf("%w: broker %d is registered with epoch %d, not %d", kerr.StaleBrokerEpoch, req.BrokerID, b.Epoch, req.BrokerEpoch)
+		}
+		c.ctrl.heard(req.BrokerID, time.Now())
+		var rec metadata.Record
+		switch {
+		case req.WantFence && !b.Fenced:
+			rec = metadata.FenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
+		case !req.WantFence && b.Fenced && req.CurrentMetadataOffset >= req.BrokerEpoch:
+			rec = metadata.UnfenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
+		default:
+			resp.IsFenced = b.Fenced
+			return nil
+		}
+		if _, err := c.propose(ctx, rec); err != nil {
+			return err
+		}
 		resp.IsFenced = req.WantFence
-	}
+		return nil
+	}()
 	resp.ErrorCode, _ = codeOf(err)
 	return resp
 }
@@ -530,6 +562,10 @@ func errorResponse(req kmsg.Request, code *kerr.Error, msg string) kmsg.Response
 		return resp
 	case *kmsg.AllocateProducerIDsRequest:
 		resp := r.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+		resp.ErrorCode = code.Code
+		return resp
+	case *kmsg.AlterPartitionRequest:
+		resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
 		resp.ErrorCode = code.Code
 		return resp
 	}

@@ -58,6 +58,7 @@ import (
 	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -85,6 +86,18 @@ const (
 	// autoCreateWait bounds how long auto-creation waits for this
 	// broker's engine to have the new topic.
 	autoCreateWait = 10 * time.Second
+	// DefaultSessionTimeout is broker.session.timeout: the controller
+	// fences a broker it has not heard from for this long and moves its
+	// partitions' leadership to other in-sync replicas.
+	DefaultSessionTimeout = 3 * time.Second
+	// DefaultHeartbeatInterval is how often a broker heartbeats the
+	// controller.
+	DefaultHeartbeatInterval = 500 * time.Millisecond
+	// DefaultReplicaLagMax is replica.lag.time.max.ms: a follower not
+	// caught up for this long leaves the ISR.
+	DefaultReplicaLagMax = 10 * time.Second
+	// isrTick is how often leaders look for ISR changes to ask for.
+	isrTick = 250 * time.Millisecond
 )
 
 // Config configures a broker's cluster mode.
@@ -102,6 +115,13 @@ type Config struct {
 	// DefaultPartitions is the partition count of CreateTopics with -1
 	// and of auto-created topics.
 	DefaultPartitions int32
+	// DefaultReplicationFactor is the replication factor of CreateTopics
+	// with -1 and of auto-created topics (default.replication.factor): 0
+	// means min(3, voters).
+	DefaultReplicationFactor int16
+	// SessionTimeout, HeartbeatInterval, ReplicaLagMax: see their
+	// Default constants (0: the default).
+	SessionTimeout, HeartbeatInterval, ReplicaLagMax time.Duration
 	// MismatchGrace: see DefaultMismatchGrace (0: the default).
 	MismatchGrace time.Duration
 	// Raft timing (zero: quorum's defaults).
@@ -122,6 +142,9 @@ type Cluster struct {
 	// last is the image the publisher reconciled last (run's goroutine
 	// only); nil before the first.
 	last *metadata.Image
+
+	ctrl  controller // the controller's state (while this node leads Raft)
+	fetch fetchers   // replica fetchers of the partitions this broker follows
 
 	mu        sync.Mutex
 	epoch     int64         // broker epoch; 0 until registered
@@ -146,6 +169,18 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}
+	if cfg.DefaultReplicationFactor <= 0 {
+		cfg.DefaultReplicationFactor = int16(min(3, len(cfg.Voters)))
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.ReplicaLagMax <= 0 {
+		cfg.ReplicaLagMax = DefaultReplicaLagMax
+	}
 	if _, ok := cfg.Voters.Lookup(cfg.NodeID); !ok {
 		return nil, fmt.Errorf("cluster: --node-id %d is not in --voters %q (every broker is a controller: list them all, this one included)", cfg.NodeID, cfg.Voters)
 	}
@@ -159,6 +194,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "cluster"), node: node, eng: eng,
 		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	c.fetch.c = c
 	for _, v := range cfg.Voters {
 		c.voters = append(c.voters, v.ID)
 	}
@@ -174,8 +210,10 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 // (host:port) to clients.
 func (c *Cluster) Start(kafkaAddr string) {
 	c.kafkaAddr = kafkaAddr
-	c.wg.Add(1)
+	c.wg.Add(3)
 	go c.run()
+	go c.controlLoop()
+	go c.isrLoop()
 }
 
 // Done is closed once the cluster stopped: after Close, or on a fatal
@@ -208,6 +246,7 @@ func (c *Cluster) Close() error {
 		close(c.stop)
 	}
 	c.wg.Wait()
+	c.fetch.close()
 	err := c.node.Shutdown()
 	c.doneOnce.Do(func() { close(c.done) })
 	return err
@@ -260,13 +299,13 @@ func (c *Cluster) run() {
 	c.mu.Unlock()
 	c.log.Info("registered with the controller", "broker_epoch", epoch)
 	retry := !c.reconcile()
-	unfenced := false
+	// Heartbeats start once the engine follows the image: the first one
+	// asks to be unfenced.
+	c.wg.Add(1)
+	go c.heartbeatLoop(epoch)
 	for {
-		if !unfenced {
-			unfenced = c.unfence(epoch)
-		}
 		var tick <-chan time.Time
-		if retry || !unfenced {
+		if retry {
 			tick = time.After(time.Second)
 		}
 		select {
@@ -356,27 +395,147 @@ func (c *Cluster) register() (int64, bool) {
 	}
 }
 
-// unfence asks the controller to unfence this broker (its logs are open
-// and its image caught up); it reports success.
-func (c *Cluster) unfence(epoch int64) bool {
-	if b, ok := c.Image().Broker(c.cfg.NodeID); ok && b.Epoch == epoch && !b.Fenced {
-		return true
+// heartbeatLoop keeps this broker's session with the controller alive,
+// every HeartbeatInterval; the first heartbeats unfence it (the
+// controller does so once the broker's metadata has caught up with its
+// registration).
+func (c *Cluster) heartbeatLoop(epoch int64) {
+	defer c.wg.Done()
+	fenced := true
+	var lastErr string
+	tick := time.NewTicker(c.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		req := kmsg.NewPtrBrokerHeartbeatRequest()
+		req.Version = 0
+		req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, false
+		req.CurrentMetadataOffset = int64(c.Image().Index())
+		sctx, stop := c.stopContext()
+		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
+		resp := c.Admin(ctx, req, false).(*kmsg.BrokerHeartbeatResponse)
+		cancel()
+		stop()
+		switch {
+		case resp.ErrorCode != 0:
+			if err := kerr.ErrorForCode(resp.ErrorCode).Error(); err != lastErr {
+				c.log.Info("heartbeat not accepted", "err", err, "controller", c.ControllerID())
+				lastErr = err
+			}
+		case resp.IsFenced != fenced:
+			fenced = resp.IsFenced
+			lastErr = ""
+			if fenced {
+				c.log.Warn("fenced by the controller", "broker_epoch", epoch)
+			} else {
+				c.log.Info("unfenced: serving as a cluster member", "broker_epoch", epoch)
+			}
+		default:
+			lastErr = ""
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-c.node.Done():
+			return
+		case <-tick.C:
+		}
 	}
-	req := kmsg.NewPtrBrokerHeartbeatRequest()
-	req.Version = 0
-	req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, false
-	req.CurrentMetadataOffset = int64(c.Image().Index())
+}
+
+// isrLoop asks the controller for the ISR changes this broker's leaders
+// want (engine.Partition.ISRChange): followers that lag leave, followers
+// that caught up join.
+func (c *Cluster) isrLoop() {
+	defer c.wg.Done()
+	tick := time.NewTicker(min(isrTick, c.cfg.ReplicaLagMax/4))
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.node.Done():
+			return
+		case <-tick.C:
+		}
+		c.askISRChanges()
+	}
+}
+
+func (c *Cluster) askISRChanges() {
+	epoch := c.BrokerEpoch()
+	if epoch == 0 {
+		return
+	}
+	type asked struct {
+		p   *engine.Partition
+		chg *engine.ISRChangeRequest
+	}
+	var all []asked
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 2
+	req.BrokerID, req.BrokerEpoch = c.cfg.NodeID, epoch
+	for _, t := range c.eng.Topics() {
+		if t.Internal {
+			continue
+		}
+		var rt *kmsg.AlterPartitionRequestTopic
+		for _, p := range t.Partitions() {
+			if !p.Replicated() || !p.Hosted() || p.Role() != engine.RoleLeader {
+				continue
+			}
+			chg := p.ISRChange(c.cfg.ReplicaLagMax)
+			if chg == nil {
+				continue
+			}
+			if rt == nil {
+				req.Topics = append(req.Topics, kmsg.NewAlterPartitionRequestTopic())
+				rt = &req.Topics[len(req.Topics)-1]
+				rt.TopicID = t.ID
+			}
+			rp := kmsg.NewAlterPartitionRequestTopicPartition()
+			rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR = p.Index, chg.LeaderEpoch, chg.PartitionEpoch, chg.ISR
+			rt.Partitions = append(rt.Partitions, rp)
+			all = append(all, asked{p, chg})
+			c.log.Info("asking the controller to change an ISR", "partition", p.String(), "isr", chg.ISR, "shrink", chg.Shrink, "expand", chg.Expand)
+		}
+	}
+	if len(all) == 0 {
+		return
+	}
 	sctx, stop := c.stopContext()
 	defer stop()
-	ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(sctx, 5*time.Second)
 	defer cancel()
-	resp := c.Admin(ctx, req, false).(*kmsg.BrokerHeartbeatResponse)
-	if resp.ErrorCode != 0 || resp.IsFenced {
-		c.log.Info("not unfenced yet", "err", kerr.ErrorForCode(resp.ErrorCode))
-		return false
+	resp := c.Admin(ctx, req, false).(*kmsg.AlterPartitionResponse)
+	codes := map[[16]byte]map[int32]int16{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if codes[rt.TopidID] == nil {
+				codes[rt.TopidID] = map[int32]int16{}
+			}
+			codes[rt.TopidID][rp.Partition] = rp.ErrorCode
+		}
 	}
-	c.log.Info("unfenced: serving as a cluster member", "broker_epoch", epoch)
-	return true
+	stats := c.eng.EngineStats()
+	for _, a := range all {
+		code, ok := codes[a.p.Topic().ID][a.p.Index]
+		if resp.ErrorCode != 0 {
+			code, ok = resp.ErrorCode, true
+		}
+		if !ok || code != 0 {
+			if ok {
+				c.log.Info("ISR change refused", "partition", a.p.String(), "err", kerr.ErrorForCode(code))
+			}
+			a.p.ISRChangeDone()
+			continue
+		}
+		if len(a.chg.Shrink) > 0 {
+			stats.ISRShrinks.Add(1)
+		}
+		if len(a.chg.Expand) > 0 {
+			stats.ISRExpands.Add(1)
+		}
+	}
 }
 
 // reconcile makes the engine's topics follow the image: a topic deleted
@@ -446,6 +605,9 @@ func (c *Cluster) reconcile() bool {
 			}
 		}
 	}
+	if !c.reconcileReplicas(img) {
+		ok = false
+	}
 	if want, have := img.BrokerConfigs(), c.eng.DynamicBrokerConfigs(); !maps.Equal(want, have) {
 		set := map[string]*string{}
 		for k := range have {
@@ -464,6 +626,52 @@ func (c *Cluster) reconcile() bool {
 	close(c.published)
 	c.published = make(chan struct{})
 	c.mu.Unlock()
+	return ok
+}
+
+// reconcileReplicas hands every hosted partition its role, leader, epochs
+// and ISR from the image, and the replica fetchers the partitions this
+// broker follows.
+func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
+	self := c.cfg.NodeID
+	ok := true
+	want := map[*engine.Partition]followed{}
+	for _, it := range img.Topics() {
+		et := c.eng.Topic(it.Name)
+		if et == nil || engine.TopicID(it.ID) != et.ID {
+			continue
+		}
+		for i := range it.Partitions {
+			ip := &it.Partitions[i]
+			p := et.Partition(int32(i))
+			if p == nil || !p.Hosted() || !p.Replicated() {
+				continue
+			}
+			st := engine.ReplicaState{Leader: ip.Leader, LeaderEpoch: ip.LeaderEpoch, PartitionEpoch: ip.PartitionEpoch,
+				Replicas: ip.Replicas, ISR: ip.ISR}
+			switch metadata.RoleOf(ip, self) {
+			case metadata.Leader:
+				st.Role = engine.RoleLeader
+			case metadata.Follower:
+				if ip.Leader != metadata.NoLeader {
+					st.Role = engine.RoleFollower
+				}
+			}
+			cur := p.ReplicaState()
+			if cur.Role != st.Role || cur.Leader != st.Leader || cur.LeaderEpoch != st.LeaderEpoch ||
+				cur.PartitionEpoch != st.PartitionEpoch || !slices.Equal(cur.ISR, st.ISR) || !slices.Equal(cur.Replicas, st.Replicas) {
+				if err := p.SetReplicaState(st); err != nil {
+					c.log.Error("cannot take a partition's replica role", "partition", p.String(), "role", st.Role, "err", err)
+					ok = false
+					continue
+				}
+			}
+			if st.Role == engine.RoleFollower {
+				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch}
+			}
+		}
+	}
+	c.fetch.update(want)
 	return ok
 }
 

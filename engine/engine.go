@@ -86,6 +86,10 @@ type Config struct {
 	// CompactionInterval is how often the cleaner looks for compacted
 	// topics' partitions to clean (log.cleaner.backoff.ms). 0: 15 s.
 	CompactionInterval time.Duration
+	// Replicated is cluster mode: every partition of a non-internal topic
+	// replicates, and serves clients only once the cluster's publisher
+	// made this broker its leader (Partition.SetReplicaState).
+	Replicated bool
 	// WrapBackend, if set, wraps each writer shard's I/O backend (shard
 	// is its index). It is a seam for tests only (internal/faultring
 	// injects EIO, ENOSPC and slow writes through it); nothing that
@@ -167,6 +171,10 @@ type Stats struct {
 	SyncNanos    atomic.Int64
 	Submissions  atomic.Int64
 	BytesWritten atomic.Int64
+	// Replication (cluster mode).
+	TruncatedBelowHW atomic.Int64 // follower truncations below the high watermark
+	ISRShrinks       atomic.Int64 // ISR shrinks this broker's leaders asked for and got
+	ISRExpands       atomic.Int64 // ISR expansions likewise
 }
 
 // Open loads the data directory (creating it), recovers every partition
@@ -445,6 +453,9 @@ func (e *Engine) newPartition(t *Topic, i int32) *Partition {
 	p := &Partition{topic: t, Index: i, dir: filepath.Join(e.cfg.DataDir, fmt.Sprintf("%s-%d", t.Name, i))}
 	p.shard = e.shards[shardFor(t.Name, i, len(e.shards))]
 	p.producers = map[int64]*producerState{}
+	if e.cfg.Replicated && !t.Internal {
+		p.rep = &replication{}
+	}
 	return p
 }
 
@@ -495,7 +506,7 @@ func (e *Engine) openPartition(p *Partition, clean bool) {
 	// (0 unless the log was written by a cluster's leader, or the epoch
 	// field of a batch was damaged: it is not covered by the CRC): appends
 	// must never stamp an epoch below the data's, which wal refuses.
-	if ep := l.LatestEpoch(); ep > 0 {
+	if ep := l.LatestEpoch(); ep > 0 && p.rep == nil {
 		if err := l.StartLeaderEpoch(ep); err != nil {
 			e.logger.Error("partition offline: cannot take over its leader epoch", "partition", p.String(), "epoch", ep, "err", err)
 			l.Close()

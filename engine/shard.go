@@ -25,7 +25,16 @@ type AppendRequest struct {
 	Acks int16
 	// Bytes is what the request counts against the shard's queue bound.
 	Bytes int
-	Done  func(AppendResult)
+	// Timeout bounds how long an acks=all produce of a replicated
+	// partition waits for the high watermark (the produce's timeout_ms; 0:
+	// DefaultAckTimeout).
+	Timeout time.Duration
+	// Replica marks a follower's append of batches fetched from the
+	// leader: offsets and epochs are kept (wal AppendReplica), always
+	// synced, no idempotence check (the producer state follows the
+	// batches).
+	Replica bool
+	Done    func(AppendResult)
 }
 
 // AppendResult is the outcome of an AppendRequest.
@@ -73,6 +82,9 @@ type stagedAppend struct {
 	ticket wal.Ticket
 	res    AppendResult
 	staged bool // false: answered without a write (dup, error)
+	// last is the request's last offset (staged, or the retried batches'):
+	// what an acks=all produce of a replicated partition waits for.
+	last int64
 }
 
 func newShard(e *Engine, id int) (*Shard, error) {
@@ -295,6 +307,7 @@ func (s *Shard) drain() {
 				for _, b := range sa.req.Batches {
 					n += int64(len(b))
 				}
+				sa.last = res[len(res)-1].LastOffset
 				p.BytesIn.Add(n)
 				p.RecordsIn.Add(res[len(res)-1].LastOffset - res[0].BaseOffset + 1)
 				st.BytesWritten.Add(n)
@@ -304,9 +317,20 @@ func (s *Shard) drain() {
 		if p.log != nil {
 			sa.res.LogStartOffset = p.log.StartOffset()
 		}
+		if p.rep != nil && sa.req.Acks == -1 && !sa.req.Replica && sa.res.Err == nil {
+			p.parkAck(sa.req, sa.res, sa.last)
+			continue
+		}
 		sa.req.Done(sa.res)
 	}
 	for p := range s.touched {
+		if p.rep != nil {
+			// A leader whose ISR is itself alone commits at once.
+			p.rep.mu.Lock()
+			done := p.advanceHWLocked()
+			p.rep.mu.Unlock()
+			p.completeAcks(done)
+		}
 		p.notify()
 		delete(s.touched, p)
 	}
@@ -335,15 +359,21 @@ func (s *Shard) stage(req *AppendRequest) {
 	s.staged = append(s.staged, stagedAppend{req: req, res: AppendResult{LogAppendTime: -1, LogStartOffset: -1}})
 	sa := &s.staged[len(s.staged)-1]
 	p := req.Partition
+	if req.Replica {
+		s.stageReplica(sa)
+		return
+	}
 	l, err := p.Log()
 	if err != nil {
 		sa.res.Err = err
 		return
 	}
 	cfg := p.topic.Config()
-	if req.Acks == -1 && cfg.MinInsyncReplicas() > 1 {
-		sa.res.Err = fmt.Errorf("%w: min.insync.replicas=%d but this single broker is the only replica", kerr.NotEnoughReplicas, cfg.MinInsyncReplicas())
-		return
+	if req.Acks == -1 {
+		if err := p.checkISRForAcks(); err != nil {
+			sa.res.Err = err
+			return
+		}
 	}
 	// Idempotence: every batch of the request must pass. The producer
 	// state is updated only once the whole request is staged, so a batch
@@ -351,7 +381,7 @@ func (s *Shard) stage(req *AppendRequest) {
 	// request must continue that batch's sequence (as Kafka checks each
 	// batch against the state its predecessors left).
 	dups := 0
-	var firstDup *seqEntry
+	var firstDup, lastDup *seqEntry
 	var prev *batch.Header
 	for i := range req.Headers {
 		h := &req.Headers[i]
@@ -375,6 +405,7 @@ func (s *Shard) stage(req *AppendRequest) {
 			if dups == 0 {
 				firstDup = c.dup
 			}
+			lastDup = c.dup
 			dups++
 		}
 	}
@@ -386,9 +417,12 @@ func (s *Shard) stage(req *AppendRequest) {
 		// A retry: acknowledge it with the offsets it got the first time.
 		sa.res.BaseOffset = firstDup.FirstOffset
 		sa.res.LogAppendTime = firstDup.Timestamp
+		sa.last = lastDup.LastOffset
 		return
 	}
-	sync := req.Acks == -1 && !cfg.WriteCaching() && !s.eng.cfg.WriteCaching
+	// In cluster mode a leader syncs every append (CLUSTER.md b): the
+	// high watermark counts its own log end as durable.
+	sync := (req.Acks == -1 || p.rep != nil) && !cfg.WriteCaching() && !s.eng.cfg.WriteCaching
 	tk, err := s.batch.Append(l, req.Batches, sync)
 	if err != nil {
 		sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
@@ -408,6 +442,47 @@ func (s *Shard) stage(req *AppendRequest) {
 	}
 }
 
+// stageReplica stages a follower's append of the leader's batches, synced,
+// and follows their idempotent producers (so that this replica, once
+// leader, deduplicates retries as the old leader would have).
+func (s *Shard) stageReplica(sa *stagedAppend) {
+	req := sa.req
+	p := req.Partition
+	l, err := p.ReplicaLog()
+	if err != nil {
+		sa.res.Err = err
+		return
+	}
+	if p.rep != nil && Role(p.role.Load()) == RoleLeader {
+		sa.res.Err = fmt.Errorf("%w: %s: this broker leads it now", kerr.NotLeaderForPartition, p)
+		return
+	}
+	tk, err := s.batch.AppendReplica(l, req.Batches, true)
+	if err != nil {
+		sa.res.Err = fmt.Errorf("%s: replica append: %w", p, err)
+		if l.Err() != nil {
+			p.setOffline(err)
+		}
+		return
+	}
+	sa.ticket = tk
+	sa.staged = true
+	for _, b := range req.Batches {
+		h, err := batch.ParseHeader(b)
+		if err != nil || !h.Idempotent() {
+			continue
+		}
+		if st := p.producers[h.ProducerID]; st != nil && h.ProducerEpoch < st.Epoch {
+			continue
+		}
+		ts := int64(-1)
+		if h.LogAppendTime() {
+			ts = h.MaxTimestamp
+		}
+		p.recordSequence(&h, h.BaseOffset, h.LastOffset(), ts)
+	}
+}
+
 // housekeeping enforces retention and flush.ms for the shard's partitions.
 func (s *Shard) housekeeping() {
 	now := s.eng.now()
@@ -422,6 +497,9 @@ func (s *Shard) housekeeping() {
 	}
 	var flushes []flush
 	for p := range s.parts {
+		if p.rep != nil {
+			p.expireAcks(now)
+		}
 		if p.log == nil || p.Offline() != nil {
 			continue
 		}
@@ -485,6 +563,16 @@ func (s *Shard) stop() error {
 func (s *Shard) shutdown() {
 	var errs []error
 	for p := range s.parts {
+		if p.rep != nil {
+			p.rep.mu.Lock()
+			acks := p.rep.acks
+			p.rep.acks = nil
+			p.rep.mu.Unlock()
+			for _, a := range acks {
+				a.res.Err = fmt.Errorf("%w: broker is shutting down", kerr.NotLeaderForPartition)
+				a.req.Done(a.res)
+			}
+		}
 		if p.log == nil {
 			continue
 		}

@@ -92,6 +92,15 @@ type Partition struct {
 	// mode); it has no log here and never gets one.
 	notHosted bool
 
+	// rep is the replication state in cluster mode (nil: single node, or
+	// an internal topic); role, leaderEpoch, isrSize and hw mirror it for
+	// lock-free reads on the hot paths.
+	rep         *replication
+	role        atomic.Int32
+	leaderEpoch atomic.Int32
+	isrSize     atomic.Int32
+	hw          atomic.Int64
+
 	// recoveryCut is how many segment bytes the last unclean start's
 	// recovery removed (set once by Open's loader).
 	recoveryCut int64
@@ -113,9 +122,16 @@ func (p *Partition) String() string { return p.topic.Name + "-" + strconv.Itoa(i
 
 // Log returns the partition's log, or an error when the partition is
 // offline (its log could not be opened, or a write failed) or removed.
+//
+// In cluster mode only the leader serves clients: on a follower, or before
+// this broker knows its role, Log answers NOT_LEADER_OR_FOLLOWER (the
+// replication paths use ReplicaLog).
 func (p *Partition) Log() (*wal.Log, error) {
 	if p.notHosted {
 		return nil, fmt.Errorf("%w: %s is not hosted on this broker", kerr.NotLeaderForPartition, p)
+	}
+	if p.rep != nil && Role(p.role.Load()) != RoleLeader {
+		return nil, fmt.Errorf("%w: this broker does not lead %s", kerr.NotLeaderForPartition, p)
 	}
 	if p.removed.Load() {
 		return nil, fmt.Errorf("%w: %s was deleted", kerr.UnknownTopicOrPartition, p)
@@ -140,10 +156,14 @@ func (p *Partition) Offline() error {
 func (p *Partition) setOffline(err error) { p.offline.Store(&errBox{err}) }
 
 // HighWatermark is the offset after the last committed record: the end of
-// what consumers may read. With one replica it is the log end offset.
+// what consumers may read. On a single node it is the log end offset; in
+// cluster mode, the smallest durable log end over the ISR (replica.go).
 func (p *Partition) HighWatermark() int64 {
 	if p.log == nil {
 		return -1
+	}
+	if p.rep != nil {
+		return p.hw.Load()
 	}
 	return p.log.EndOffset()
 }
@@ -156,9 +176,15 @@ func (p *Partition) LogStartOffset() int64 {
 	return p.log.StartOffset()
 }
 
-// LeaderEpoch is the partition's leader epoch: one broker, never a leader
-// change, so always 0 (every stored batch carries it).
-func (p *Partition) LeaderEpoch() int32 { return 0 }
+// LeaderEpoch is the partition's leader epoch: on a single node, never a
+// leader change, so always 0 (every stored batch carries it); in cluster
+// mode, the epoch of the metadata's leader as this broker last learned it.
+func (p *Partition) LeaderEpoch() int32 {
+	if p.rep != nil {
+		return p.leaderEpoch.Load()
+	}
+	return 0
+}
 
 // Hosted reports whether the partition's log lives on this broker (always,
 // but in cluster mode).

@@ -129,6 +129,19 @@ func (m *Metrics) Request(key int16, d time.Duration, failed bool) {
 	}
 }
 
+// RegisterController exports ringlog_cluster_controller: 1 while this
+// broker is the cluster's controller (cluster mode).
+func (m *Metrics) RegisterController(isController func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ringlog_cluster_controller", Help: "1 while this broker is the cluster's controller (the metadata quorum's Raft leader).",
+	}, func() float64 {
+		if isController() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // RegisterEngine adds the collector of per-partition and per-shard state.
 func (m *Metrics) RegisterEngine(e *engine.Engine) {
 	m.Registry.MustRegister(&engineCollector{e: e})
@@ -139,7 +152,15 @@ var (
 	descRecordsIn  = prometheus.NewDesc("ringlog_partition_records_in_total", "Records appended.", []string{"topic", "partition"}, nil)
 	descBytesOut   = prometheus.NewDesc("ringlog_partition_bytes_out_total", "Record batch bytes sent to consumers.", []string{"topic", "partition"}, nil)
 	descRecordsOut = prometheus.NewDesc("ringlog_partition_records_out_total", "Records sent to consumers (by offset span of the batches sent).", []string{"topic", "partition"}, nil)
-	descEnd        = prometheus.NewDesc("ringlog_partition_log_end_offset", "Offset the next record will get (the high watermark).", []string{"topic", "partition"}, nil)
+	descEnd        = prometheus.NewDesc("ringlog_partition_log_end_offset", "Offset the next record will get in this broker's copy of the log.", []string{"topic", "partition"}, nil)
+	descHW         = prometheus.NewDesc("ringlog_partition_high_watermark", "End of what consumers may read: the log end on a single node, the smallest log end over the ISR in cluster mode.", []string{"topic", "partition"}, nil)
+	descLeader     = prometheus.NewDesc("ringlog_partition_leader", "1 when this broker leads the partition (cluster mode; always 1 on a single node).", []string{"topic", "partition"}, nil)
+	descISR        = prometheus.NewDesc("ringlog_partition_isr_size", "In-sync replicas of the partition, as this broker's metadata says (cluster mode).", []string{"topic", "partition"}, nil)
+	descUnderRep   = prometheus.NewDesc("ringlog_partition_under_replicated", "1 when this broker leads the partition and its ISR is smaller than its replica set (cluster mode).", []string{"topic", "partition"}, nil)
+	descFollowLag  = prometheus.NewDesc("ringlog_partition_follower_lag_records", "On the leader: its log end minus each follower's last fetch offset (-1 before the follower's first fetch).", []string{"topic", "partition", "follower"}, nil)
+	descShrinks    = prometheus.NewDesc("ringlog_replication_isr_shrinks_total", "ISR shrinks the controller granted to this broker's leaders.", nil, nil)
+	descExpands    = prometheus.NewDesc("ringlog_replication_isr_expands_total", "ISR expansions the controller granted to this broker's leaders.", nil, nil)
+	descTruncHW    = prometheus.NewDesc("ringlog_replication_truncated_below_hw_total", "Follower truncations that cut below the high watermark (acknowledged data dropped: should stay 0).", nil, nil)
 	descStart      = prometheus.NewDesc("ringlog_partition_log_start_offset", "First offset still in the log.", []string{"topic", "partition"}, nil)
 	descSize       = prometheus.NewDesc("ringlog_partition_log_bytes", "Bytes in the partition's segments.", []string{"topic", "partition"}, nil)
 	descOffline    = prometheus.NewDesc("ringlog_partition_offline", "1 when the partition's log is out of service.", []string{"topic", "partition"}, nil)
@@ -153,7 +174,9 @@ var (
 type engineCollector struct{ e *engine.Engine }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descStart, descSize, descOffline, descQueue, descWritten, descSubmits, descCommitted, descLag} {
+	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descHW, descStart, descSize, descOffline,
+		descLeader, descISR, descUnderRep, descFollowLag, descShrinks, descExpands, descTruncHW,
+		descQueue, descWritten, descSubmits, descCommitted, descLag} {
 		ch <- d
 	}
 }
@@ -166,15 +189,43 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRecordsIn, prometheus.CounterValue, float64(p.RecordsIn.Load()), labels...)
 			ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(p.BytesOut.Load()), labels...)
 			ch <- prometheus.MustNewConstMetric(descRecordsOut, prometheus.CounterValue, float64(p.RecordsOut.Load()), labels...)
+			if !p.Hosted() {
+				continue
+			}
 			offline := 0.0
-			if l, err := p.Log(); err == nil {
+			l, err := p.ReplicaLog()
+			if err == nil {
 				ch <- prometheus.MustNewConstMetric(descEnd, prometheus.GaugeValue, float64(l.EndOffset()), labels...)
+				ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.HighWatermark()), labels...)
 				ch <- prometheus.MustNewConstMetric(descStart, prometheus.GaugeValue, float64(l.StartOffset()), labels...)
 				ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(l.Size()), labels...)
 			} else {
 				offline = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descOffline, prometheus.GaugeValue, offline, labels...)
+			if !p.Replicated() {
+				continue
+			}
+			st := p.ReplicaState()
+			leader, under := 0.0, 0.0
+			if st.Role == engine.RoleLeader {
+				leader = 1
+				if len(st.ISR) < len(st.Replicas) {
+					under = 1
+				}
+			}
+			ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader, labels...)
+			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(len(st.ISR)), labels...)
+			ch <- prometheus.MustNewConstMetric(descUnderRep, prometheus.GaugeValue, under, labels...)
+			if err == nil {
+				for id, off := range p.FollowerLag() {
+					lag := float64(-1)
+					if off >= 0 {
+						lag = float64(l.EndOffset() - off)
+					}
+					ch <- prometheus.MustNewConstMetric(descFollowLag, prometheus.GaugeValue, lag, t.Name, labels[1], strconv.Itoa(int(id)))
+				}
+			}
 		}
 	}
 	for _, s := range c.e.Shards() {
@@ -194,4 +245,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.e.EngineStats()
 	ch <- prometheus.MustNewConstMetric(descWritten, prometheus.CounterValue, float64(st.BytesWritten.Load()))
 	ch <- prometheus.MustNewConstMetric(descSubmits, prometheus.CounterValue, float64(st.Submissions.Load()))
+	ch <- prometheus.MustNewConstMetric(descShrinks, prometheus.CounterValue, float64(st.ISRShrinks.Load()))
+	ch <- prometheus.MustNewConstMetric(descExpands, prometheus.CounterValue, float64(st.ISRExpands.Load()))
+	ch <- prometheus.MustNewConstMetric(descTruncHW, prometheus.CounterValue, float64(st.TruncatedBelowHW.Load()))
 }

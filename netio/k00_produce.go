@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -223,6 +224,7 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 		}
 		w.p.Shard().Append(&engine.AppendRequest{
 			Partition: w.p, Batches: w.batches, Headers: w.headers, Acks: req.Acks, Bytes: n,
+			Timeout: time.Duration(req.TimeoutMillis) * time.Millisecond,
 			Done: func(res engine.AppendResult) {
 				w.rp.ErrorCode = errCode(res.Err)
 				if res.Err != nil {

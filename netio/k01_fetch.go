@@ -31,15 +31,24 @@ import (
 //     so clients send full fetches; a request naming a session id we never
 //     gave gets FETCH_SESSION_ID_NOT_FOUND.
 //   - Topics by id from v13; an unknown id gets UNKNOWN_TOPIC_ID.
-//   - CurrentLeaderEpoch (v9+) above ours gets UNKNOWN_LEADER_EPOCH.
+//   - CurrentLeaderEpoch (v9+) above ours gets UNKNOWN_LEADER_EPOCH, below
+//     ours FENCED_LEADER_EPOCH (KIP-320).
+//   - Cluster mode: only the leader answers (others NOT_LEADER_OR_FOLLOWER).
+//     A fetch from a follower (ReplicaID, or ReplicaState.ID from v15, a
+//     broker id ≥ 0) reads up to the log end rather than the high
+//     watermark, and its FetchOffset, which a follower sends only once
+//     what it has is durable, moves the high watermark
+//     (engine.Partition.FollowerFetched).
 
 type fetch struct {
-	s      *Server
-	r      *request
-	req    *kmsg.FetchRequest
-	parts  [][]*engine.Partition // per request topic, per partition
-	topics []fetchTopicResult
-	bytes  int64
+	s   *Server
+	r   *request
+	req *kmsg.FetchRequest
+	// replica is the fetching follower's broker id, -1 for a consumer.
+	replica int32
+	parts   [][]*engine.Partition // per request topic, per partition
+	topics  []fetchTopicResult
+	bytes   int64
 }
 
 func handleFetch(s *Server, r *request) frameOutcome {
@@ -47,7 +56,13 @@ func handleFetch(s *Server, r *request) frameOutcome {
 	if err := r.decode(req); err != nil {
 		return s.malformed(r.conn, r, err.Error())
 	}
-	f := &fetch{s: s, r: r, req: req}
+	f := &fetch{s: s, r: r, req: req, replica: req.ReplicaID}
+	if r.version >= 15 {
+		f.replica = req.ReplicaState.ID
+	}
+	if f.replica < 0 {
+		f.replica = -1
+	}
 	if req.SessionID != 0 {
 		r.failed = true
 		f.respond(kerr.FetchSessionIDNotFound.Code)
@@ -95,6 +110,8 @@ func (f *fetch) resolve() {
 					pr.errCode = kerr.UnknownTopicOrPartition.Code
 				} else if rp.CurrentLeaderEpoch > p.LeaderEpoch() {
 					pr.errCode = kerr.UnknownLeaderEpoch.Code
+				} else if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch() {
+					pr.errCode = kerr.FencedLeaderEpoch.Code
 				} else {
 					f.parts[i][j] = p
 				}
@@ -125,13 +142,22 @@ func (f *fetch) read() {
 				pr.errCode = errCode(err)
 				continue
 			}
-			hw := l.EndOffset()
-			pr.hw, pr.lso, pr.logStart = hw, hw, l.StartOffset()
+			upTo := p.HighWatermark()
+			pr.hw, pr.lso, pr.logStart = upTo, upTo, l.StartOffset()
+			if f.replica >= 0 {
+				if err := p.FollowerFetched(f.replica, rp.FetchOffset); err != nil {
+					pr.errCode = errCode(err)
+					continue
+				}
+				upTo = l.EndOffset()
+				hw := p.HighWatermark() // the follower's fetch may have moved it
+				pr.hw, pr.lso = hw, hw
+			}
 			max := min(int64(rp.PartitionMaxBytes), budget)
 			if max <= 0 && !first {
 				continue
 			}
-			err = l.Read(&pr.chunk, rp.FetchOffset, int(max), hw)
+			err = l.Read(&pr.chunk, rp.FetchOffset, int(max), upTo)
 			if err != nil {
 				pr.errCode = errCode(err)
 				if errors.Is(err, wal.ErrOffsetOutOfRange) {

@@ -66,6 +66,10 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 		pr.ErrorCode = kerr.UnknownLeaderEpoch.Code
 		return
 	}
+	if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch() {
+		pr.ErrorCode = kerr.FencedLeaderEpoch.Code
+		return
+	}
 	l, err := p.Log()
 	if err != nil {
 		pr.ErrorCode = errCode(err)
@@ -76,7 +80,7 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 	}
 	switch ts := rp.Timestamp; {
 	case ts == -1:
-		found(l.EndOffset(), -1)
+		found(p.HighWatermark(), -1)
 	case ts == -2 || ts == -4 && r.version >= 8:
 		found(l.StartOffset(), -1)
 	case ts == -3 && r.version >= 7:

@@ -13,6 +13,10 @@ import (
 //   - A requested epoch above 0 is not known: epoch -1, offset -1
 //     (UNDEFINED), as Kafka answers for an epoch newer than the leader's.
 //   - CurrentLeaderEpoch (v2+) above ours gets UNKNOWN_LEADER_EPOCH.
+//   - Cluster mode: the leader answers from its log's epoch cache (KIP-279:
+//     the largest epoch ≤ the requested one and where it ends), which is
+//     how a returning follower finds the divergent tail it must truncate;
+//     CurrentLeaderEpoch below the leader's gets FENCED_LEADER_EPOCH.
 
 func handleOffsetForLeaderEpoch(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
@@ -30,14 +34,19 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) frameOutcome {
 			switch {
 			case t == nil || t.Partition(rp.Partition) == nil:
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.CurrentLeaderEpoch > 0:
+			case rp.CurrentLeaderEpoch > t.Partition(rp.Partition).LeaderEpoch():
 				pr.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			case t.Partition(rp.Partition).Replicated() && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < t.Partition(rp.Partition).LeaderEpoch():
+				pr.ErrorCode = kerr.FencedLeaderEpoch.Code
 			default:
 				p := t.Partition(rp.Partition)
 				l, err := p.Log()
-				if err != nil {
+				switch {
+				case err != nil:
 					pr.ErrorCode = errCode(err)
-				} else if rp.LeaderEpoch == p.LeaderEpoch() {
+				case p.Replicated():
+					pr.LeaderEpoch, pr.EndOffset = l.EndOffsetForEpoch(rp.LeaderEpoch)
+				case rp.LeaderEpoch == p.LeaderEpoch():
 					pr.LeaderEpoch, pr.EndOffset = p.LeaderEpoch(), l.EndOffset()
 				}
 			}

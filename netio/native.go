@@ -323,7 +323,7 @@ func (s *Server) nativeFetch(r *request, rd *nreader) {
 		fail(NativeCodeFor(err))
 		return
 	}
-	hw := l.EndOffset()
+	hw := p.HighWatermark()
 	budget := max(int(maxBytes), 1)
 	// Read whole batches from the offset (at least one), then re-encode.
 	buf, err := l.ReadBytes(nil, offset, budget, hw)

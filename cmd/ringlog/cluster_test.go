@@ -246,17 +246,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 	if err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("CreateTopics on non-controller broker %d: %v %+v", other, err, resp)
 	}
-	// RF above 1: refused until replication exists, with a message.
-	req.Topics[0].Topic, req.Topics[0].ReplicationFactor = "replicated", 3
+	// RF above the broker count: refused, with a message.
+	req.Topics[0].Topic, req.Topics[0].ReplicationFactor = "replicated", 4
 	resp, err = req.RequestWith(ctx, direct.Broker(-2147483648))
 	if err != nil || resp.Topics[0].ErrorCode != kerr.InvalidReplicationFactor.Code || resp.Topics[0].ErrorMessage == nil ||
-		!strings.Contains(*resp.Topics[0].ErrorMessage, "replication is not yet available") {
-		t.Fatalf("RF=3 CreateTopics: want INVALID_REPLICATION_FACTOR saying replication is not yet available, got %v %+v", err, resp.Topics[0])
-	}
-	req.Topics[0].ReplicationFactor = 4
-	resp, _ = req.RequestWith(ctx, direct.Broker(-2147483648))
-	if resp == nil || resp.Topics[0].ErrorCode != kerr.InvalidReplicationFactor.Code {
-		t.Fatalf("RF=4 with 3 brokers: want INVALID_REPLICATION_FACTOR, got %+v", resp)
+		!strings.Contains(*resp.Topics[0].ErrorMessage, "larger than the 3 available brokers") {
+		t.Fatalf("RF=4 with 3 brokers: want INVALID_REPLICATION_FACTOR naming the 3 brokers, got %v %+v", err, resp.Topics[0])
 	}
 
 	v = c.converge(ctx, 3)

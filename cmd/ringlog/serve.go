@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/cluster"
@@ -26,8 +27,8 @@ Examples:
   ringlog serve --topic-default retention.ms=3600000 --default-partitions 8
   ringlog serve --config ringlog.conf             # flags as "name = value" lines
 
-Cluster mode (preview: a Raft metadata quorum, replication factor 1), three
-nodes on one host:
+Cluster mode (a Raft metadata quorum, ISR replication), three nodes on one
+host:
   ringlog serve --node-id 1 --data-dir d1 --kafka-addr 127.0.0.1:9092 --controller-addr 127.0.0.1:9192 \
       --native-addr '' --http-addr '' --voters 1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194
   (nodes 2 and 3 alike, with their own ids, directories and ports; every
@@ -71,6 +72,10 @@ type serveFlags struct {
 	topicDefaults       kvList
 	voters              string
 	controllerAddr      string
+	sessionTimeout      time.Duration
+	heartbeatInterval   time.Duration
+	replicaLagMax       time.Duration
+	replicationFactor   int
 }
 
 // serveFlagSet defines the serve flags on f. Every default is
@@ -92,6 +97,10 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.nodeID, "node-id", int(def.Engine.NodeID), "this broker's node id (in cluster mode, its id in --voters)")
 	fs.StringVar(&f.voters, "voters", "", "cluster mode: every controller as `ID@HOST:PORT,...` (the same list on every node; each node is a broker and a controller); empty: a single broker, no Raft")
 	fs.StringVar(&f.controllerAddr, "controller-addr", "", "cluster mode: the metadata quorum (Raft) listener, host:port (default: this node's address in --voters)")
+	fs.DurationVar(&f.sessionTimeout, "broker-session-timeout", cluster.DefaultSessionTimeout, "cluster mode: the controller fences a broker it has not heard from for this long and elects new leaders for its partitions (broker.session.timeout.ms)")
+	fs.DurationVar(&f.heartbeatInterval, "broker-heartbeat-interval", cluster.DefaultHeartbeatInterval, "cluster mode: how often a broker heartbeats the controller (broker.heartbeat.interval.ms)")
+	fs.DurationVar(&f.replicaLagMax, "replica-lag-time-max", cluster.DefaultReplicaLagMax, "cluster mode: a follower not caught up with its leader for this long leaves the ISR (replica.lag.time.max.ms)")
+	fs.IntVar(&f.replicationFactor, "default-replication-factor", 0, "cluster mode: replication factor of auto-created topics and of CreateTopics with -1 (0: min(3, voters))")
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.IntVar(&f.defaultPartitions, "default-partitions", int(def.Engine.DefaultPartitions), "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&e.Shards, "shards", def.Engine.Shards, "writer shards (0: one per CPU)")
@@ -154,7 +163,19 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if _, ok := voters.Lookup(cfg.Engine.NodeID); !ok {
 		return cfg, cli.Usagef("--node-id %d is not in --voters %q: list every node, this one included", cfg.Engine.NodeID, f.voters)
 	}
-	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr}
+	if f.sessionTimeout <= 0 || f.heartbeatInterval <= 0 || f.replicaLagMax <= 0 {
+		return cfg, cli.Usagef("--broker-session-timeout, --broker-heartbeat-interval and --replica-lag-time-max must be positive")
+	}
+	if f.heartbeatInterval >= f.sessionTimeout {
+		return cfg, cli.Usagef("--broker-heartbeat-interval %v must be shorter than --broker-session-timeout %v (several heartbeats a session)", f.heartbeatInterval, f.sessionTimeout)
+	}
+	if f.replicationFactor < 0 || f.replicationFactor > len(voters) {
+		return cfg, cli.Usagef("--default-replication-factor %d: use 1 to %d (the number of --voters), or 0 for min(3, voters)", f.replicationFactor, len(voters))
+	}
+	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr,
+		SessionTimeout: f.sessionTimeout, HeartbeatInterval: f.heartbeatInterval, ReplicaLagMax: f.replicaLagMax,
+		DefaultReplicationFactor: int16(f.replicationFactor)}
+	cfg.Engine.Replicated = true
 	return cfg, nil
 }
 

@@ -27,44 +27,79 @@ const ForwardClientID = "ringlog-internal"
 const MaxResponseBytes = 64 << 20
 
 // Call dials addr, sends req (at req.GetVersion()) and returns the
-// decoded response. The connection is closed after the one call: the
-// internal calls are rare (registrations, admin changes). ctx bounds the
-// whole call.
+// decoded response. The connection is closed after the one call: for the
+// rare internal calls (registrations, admin changes); replica fetchers
+// keep a Conn. ctx bounds the whole call.
 func Call(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
+	c, err := Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Call(ctx, req)
+}
+
+// Conn is a connection to one broker for a sequence of calls, one at a
+// time (a replica fetcher's). After a failed call the connection is in an
+// unknown state: close it and dial again.
+type Conn struct {
+	addr string
+	nc   net.Conn
+	corr int32
+	f    *kmsg.RequestFormatter
+	out  []byte
+	body []byte
+}
+
+// Dial connects to addr.
+func Dial(ctx context.Context, addr string) (*Conn, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("kwire: dial %s: %w", addr, err)
 	}
-	defer conn.Close()
+	return &Conn{addr: addr, nc: nc, f: kmsg.NewRequestFormatter(kmsg.FormatterClientID(ForwardClientID))}, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Call sends req (at req.GetVersion()) and returns the decoded response;
+// ctx bounds it (30 s without a deadline). The response may alias the
+// connection's buffer until the next call.
+func (c *Conn) Call(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
+		c.nc.SetDeadline(dl)
 	} else {
-		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		c.nc.SetDeadline(time.Now().Add(30 * time.Second))
 	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	const corr = 1
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(ForwardClientID))
-	if _, err := conn.Write(f.AppendRequest(nil, req, corr)); err != nil {
-		return nil, fmt.Errorf("kwire: send %s to %s: %w", kmsg.NameForKey(req.Key()), addr, err)
+	c.corr++
+	corr := c.corr
+	c.out = c.f.AppendRequest(c.out[:0], req, corr)
+	if _, err := c.nc.Write(c.out); err != nil {
+		return nil, fmt.Errorf("kwire: send %s to %s: %w", kmsg.NameForKey(req.Key()), c.addr, err)
 	}
 	var size [4]byte
-	if _, err := io.ReadFull(conn, size[:]); err != nil {
-		return nil, fmt.Errorf("kwire: read %s response from %s: %w", kmsg.NameForKey(req.Key()), addr, err)
+	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		return nil, fmt.Errorf("kwire: read %s response from %s: %w", kmsg.NameForKey(req.Key()), c.addr, err)
 	}
 	n := binary.BigEndian.Uint32(size[:])
 	if n > MaxResponseBytes {
-		return nil, fmt.Errorf("kwire: %s response from %s is %d bytes, over %d", kmsg.NameForKey(req.Key()), addr, n, MaxResponseBytes)
+		return nil, fmt.Errorf("kwire: %s response from %s is %d bytes, over %d", kmsg.NameForKey(req.Key()), c.addr, n, MaxResponseBytes)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(conn, body); err != nil {
-		return nil, fmt.Errorf("kwire: read %s response from %s: %w", kmsg.NameForKey(req.Key()), addr, err)
+	if cap(c.body) < int(n) {
+		c.body = make([]byte, n)
+	}
+	body := c.body[:n]
+	if _, err := io.ReadFull(c.nc, body); err != nil {
+		return nil, fmt.Errorf("kwire: read %s response from %s: %w", kmsg.NameForKey(req.Key()), c.addr, err)
 	}
 	resp, err := ParseResponse(body, req, corr)
 	if err != nil {
-		return nil, fmt.Errorf("kwire: %s response from %s: %w", kmsg.NameForKey(req.Key()), addr, err)
+		return nil, fmt.Errorf("kwire: %s response from %s: %w", kmsg.NameForKey(req.Key()), c.addr, err)
 	}
 	return resp, nil
 }

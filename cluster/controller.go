@@ -1,0 +1,220 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/metadata"
+)
+
+// The controller's side of replication (CLUSTER.md a, c): it is the Raft
+// leader, and on it one goroutine (controlLoop) watches broker heartbeats,
+// fences a broker silent for the session timeout, and keeps every
+// partition led by a live member of its ISR. ISR changes that leaders ask
+// for (AlterPartition) are checked and committed here too. Every
+// partition change goes through ChangePartition's compare-and-set on the
+// partition epoch, and the controller's proposals are serialised by
+// controller.mu, so the image it decides from is the one it changes.
+
+// controlTick is how often the controller looks for silent brokers and
+// leaderless partitions.
+const controlTick = 200 * time.Millisecond
+
+// controller is the controller's in-memory state: when each broker was
+// last heard from. Only meaningful while this node is the Raft leader.
+type controller struct {
+	mu       sync.Mutex // serialises the controller's partition proposals
+	seenMu   sync.Mutex
+	lastSeen map[int32]time.Time
+	leading  bool
+}
+
+// heard records a heartbeat (or registration) of broker id.
+func (k *controller) heard(id int32, now time.Time) {
+	k.seenMu.Lock()
+	if k.lastSeen == nil {
+		k.lastSeen = map[int32]time.Time{}
+	}
+	k.lastSeen[id] = now
+	k.seenMu.Unlock()
+}
+
+// silentSince is when broker id was last heard from; a broker never heard
+// by this controller counts from since.
+func (k *controller) silentSince(id int32, since time.Time) time.Time {
+	k.seenMu.Lock()
+	defer k.seenMu.Unlock()
+	if t, ok := k.lastSeen[id]; ok && t.After(since) {
+		return t
+	}
+	return since
+}
+
+// controlLoop is the controller's decision goroutine (every node runs it;
+// it acts while the node is the Raft leader).
+func (c *Cluster) controlLoop() {
+	defer c.wg.Done()
+	tick := time.NewTicker(controlTick)
+	defer tick.Stop()
+	var since time.Time // when this node became the controller
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.node.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.node.IsLeader() {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			// A new controller has no heartbeat history: it gives every
+			// broker half a session from now (live brokers heartbeat
+			// several times a session, and a full session on top of the
+			// election would put failover past its budget).
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := c.node.Barrier(ctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			since = time.Now().Add(-c.cfg.SessionTimeout / 2)
+			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout)
+		}
+		c.controlOnce(since)
+	}
+}
+
+// controlOnce fences silent brokers, then moves leadership and ISR
+// membership off fenced brokers.
+func (c *Cluster) controlOnce(since time.Time) {
+	c.ctrl.mu.Lock()
+	defer c.ctrl.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	img := c.Image()
+	var fence []metadata.Record
+	for _, b := range img.LiveBrokers() {
+		if last := c.ctrl.silentSince(b.ID, since); now.Sub(last) > c.cfg.SessionTimeout {
+			c.log.Warn("controller: fencing a broker that missed its heartbeats", "broker", b.ID, "broker_epoch", b.Epoch, "silent_for", now.Sub(last).Round(time.Millisecond))
+			fence = append(fence, metadata.FenceBroker{ID: b.ID, Epoch: b.Epoch})
+		}
+	}
+	if len(fence) > 0 {
+		if _, err := c.propose(ctx, metadata.Batch{Records: fence}); err != nil {
+			c.log.Warn("controller: fencing failed", "err", err)
+			return
+		}
+		img = c.Image()
+	}
+	changes := electionChanges(img)
+	if len(changes) == 0 {
+		return
+	}
+	if _, err := c.propose(ctx, metadata.Batch{Records: changes}); err != nil {
+		c.log.Warn("controller: partition leadership changes failed", "changes", len(changes), "err", err)
+		return
+	}
+	c.log.Info("controller: moved partition leadership or ISR off fenced brokers", "changes", len(changes))
+}
+
+// electionChanges are the ChangePartition records that keep every
+// partition led by a live (registered, unfenced) member of its ISR and
+// drop fenced brokers from ISRs. A partition whose ISR has no live member
+// loses its leader (offline, no unclean election) and keeps its ISR, so
+// that the first of its members to return leads it again.
+func electionChanges(img *metadata.Image) []metadata.Record {
+	live := func(id int32) bool {
+		b, ok := img.Broker(id)
+		return ok && !b.Fenced
+	}
+	var out []metadata.Record
+	for _, t := range img.Topics() {
+		for i, p := range t.Partitions {
+			var liveISR []int32
+			for _, id := range p.ISR {
+				if live(id) {
+					liveISR = append(liveISR, id)
+				}
+			}
+			rec := metadata.ChangePartition{TopicID: t.ID, Partition: int32(i), ExpectedPartitionEpoch: p.PartitionEpoch}
+			leaderOK := p.Leader != metadata.NoLeader && live(p.Leader)
+			switch {
+			case !leaderOK && len(liveISR) > 0:
+				// Preferred order: the first replica that is a live ISR member.
+				leader := liveISR[0]
+				for _, id := range p.Replicas {
+					if slices.Contains(liveISR, id) {
+						leader = id
+						break
+					}
+				}
+				rec.Leader, rec.ISR = &leader, liveISR
+			case !leaderOK && p.Leader != metadata.NoLeader:
+				none := metadata.NoLeader
+				rec.Leader = &none
+			case leaderOK && len(liveISR) < len(p.ISR):
+				rec.ISR = liveISR
+			default:
+				continue
+			}
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// alterPartition answers a leader's AlterPartition (ISR shrink or
+// expansion, KIP-497) on the controller: each partition's change is one
+// ChangePartition checked against the partition epoch, the leader epoch
+// and the requesting broker's epoch; members joining must be live.
+func (c *Cluster) alterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
+	c.ctrl.mu.Lock()
+	defer c.ctrl.mu.Unlock()
+	for _, rt := range req.Topics {
+		tr := kmsg.NewAlterPartitionResponseTopic()
+		tr.Topic, tr.TopidID = rt.Topic, rt.TopicID // kmsg spells it TopidID
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewAlterPartitionResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.LeaderID = -1
+			isr := rp.NewISR
+			var epochs []int64
+			if req.Version >= 3 {
+				isr = nil
+				for _, m := range rp.NewEpochISR {
+					isr = append(isr, m.BrokerID)
+					epochs = append(epochs, int64(m.BrokerEpoch))
+				}
+			}
+			le := rp.LeaderEpoch
+			rec := metadata.ChangePartition{TopicID: metadata.UUID(rt.TopicID), Partition: rp.Partition,
+				ExpectedPartitionEpoch: rp.PartitionEpoch, LeaderEpoch: &le,
+				Requester: &metadata.BrokerEpoch{ID: req.BrokerID, Epoch: req.BrokerEpoch}, ISR: isr, ISREpochs: epochs}
+			var err error
+			if len(isr) == 0 {
+				err = fmt.Errorf("%w: an empty ISR", kerr.InvalidRequest)
+			} else {
+				_, err = c.propose(ctx, rec)
+			}
+			pr.ErrorCode, _ = codeOf(err)
+			if t := c.Image().TopicByID(metadata.UUID(rt.TopicID)); t != nil && int(rp.Partition) < len(t.Partitions) && rp.Partition >= 0 {
+				p := t.Partitions[rp.Partition]
+				pr.LeaderID, pr.LeaderEpoch, pr.ISR, pr.PartitionEpoch = p.Leader, p.LeaderEpoch, slices.Clone(p.ISR), p.PartitionEpoch
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp
+}

@@ -1,0 +1,423 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// Replica fetchers (CLUSTER.md b): a follower copies each partition's log
+// from its leader with the Kafka Fetch API, one goroutine per source
+// leader multiplexing that leader's partitions over one connection. A
+// fetch names the follower's log end, which is durable: the fetcher sends
+// the next fetch only after the replica append of the last response was
+// synced. Before its first fetch at a leader epoch, a partition asks the
+// leader where its own last epoch ends (OffsetForLeaderEpoch, KIP-101/279)
+// and truncates a divergent tail.
+
+// Fetch sizes and timing of the replica fetchers.
+const (
+	replicaFetchMaxWait   = 500 * time.Millisecond
+	replicaFetchMaxBytes  = 16 << 20
+	replicaPartitionBytes = 1 << 20
+	replicaFetchVersion   = 12
+	replicaBackoff        = 100 * time.Millisecond
+)
+
+// followed is one partition this broker follows.
+type followed struct {
+	p           *engine.Partition
+	topic       string
+	leader      int32
+	leaderEpoch int32
+}
+
+// fetchers owns the replica fetchers: one per leader this broker follows
+// partitions of. update (from the publisher) hands each its partitions.
+type fetchers struct {
+	c  *Cluster
+	mu sync.Mutex
+	by map[int32]*fetcher // by leader id
+	wg sync.WaitGroup
+}
+
+// fetcher fetches the partitions one leader leads.
+type fetcher struct {
+	fs     *fetchers
+	leader int32
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	parts   map[*engine.Partition]followed
+	changed chan struct{} // signalled when parts change
+	stop    chan struct{}
+
+	// Owned by the goroutine.
+	conn      *kwire.Conn
+	truncated map[*engine.Partition]int32 // leader epoch each partition truncated at
+}
+
+// update sets the partitions followed: want maps each to its leader.
+// Fetchers of leaders no longer followed stop.
+func (fs *fetchers) update(want map[*engine.Partition]followed) {
+	byLeader := map[int32]map[*engine.Partition]followed{}
+	for p, f := range want {
+		if byLeader[f.leader] == nil {
+			byLeader[f.leader] = map[*engine.Partition]followed{}
+		}
+		byLeader[f.leader][p] = f
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.by == nil {
+		fs.by = map[int32]*fetcher{}
+	}
+	for id, f := range fs.by {
+		if _, ok := byLeader[id]; !ok {
+			close(f.stop)
+			delete(fs.by, id)
+		}
+	}
+	for id, parts := range byLeader {
+		f := fs.by[id]
+		if f == nil {
+			f = &fetcher{fs: fs, leader: id, log: fs.c.log.With("fetch_from", id), changed: make(chan struct{}, 1),
+				stop: make(chan struct{}), truncated: map[*engine.Partition]int32{}}
+			fs.by[id] = f
+			fs.wg.Add(1)
+			go f.run()
+		}
+		f.mu.Lock()
+		f.parts = parts
+		f.mu.Unlock()
+		select {
+		case f.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close stops every fetcher and waits for them.
+func (fs *fetchers) close() {
+	fs.mu.Lock()
+	for id, f := range fs.by {
+		close(f.stop)
+		delete(fs.by, id)
+	}
+	fs.mu.Unlock()
+	fs.wg.Wait()
+}
+
+func (f *fetcher) snapshot() map[*engine.Partition]followed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts
+}
+
+func (f *fetcher) run() {
+	defer f.fs.wg.Done()
+	defer func() {
+		if f.conn != nil {
+			f.conn.Close()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-f.stop:
+		case <-f.fs.c.stop:
+		}
+		cancel()
+	}()
+	var lastErr string
+	for ctx.Err() == nil {
+		err := f.round(ctx)
+		if err == nil {
+			lastErr = ""
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if f.conn != nil {
+			f.conn.Close()
+			f.conn = nil
+		}
+		if err.Error() != lastErr {
+			f.log.Info("replica fetch failed; retrying", "err", err)
+			lastErr = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.changed:
+		case <-time.After(replicaBackoff):
+		}
+	}
+}
+
+// errNothingToFetch: every partition is waiting (for metadata).
+var errNothingToFetch = errors.New("no partition to fetch")
+
+// round truncates the partitions that need it, then fetches once and
+// appends what came.
+func (f *fetcher) round(ctx context.Context) error {
+	parts := f.snapshot()
+	if len(parts) == 0 {
+		select {
+		case <-ctx.Done():
+		case <-f.changed:
+		}
+		return nil
+	}
+	if f.conn == nil {
+		b, ok := f.fs.c.Image().Broker(f.leader)
+		if !ok {
+			return errors.New("leader not registered")
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := kwire.Dial(dctx, b.KafkaAddr)
+		cancel()
+		if err != nil {
+			return err
+		}
+		f.conn = conn
+	}
+	if err := f.truncate(ctx, parts); err != nil {
+		return err
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = replicaFetchVersion
+	req.ReplicaID = f.fs.c.cfg.NodeID
+	req.MaxWaitMillis = int32(replicaFetchMaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = replicaFetchMaxBytes
+	req.SessionEpoch = -1
+	type slot struct {
+		fl  followed
+		off int64
+	}
+	var slots []slot
+	byTopic := map[string]int{}
+	for p, fl := range parts {
+		if ep, ok := f.truncated[p]; !ok || ep != fl.leaderEpoch {
+			continue // its truncation failed: retried next round
+		}
+		l, err := p.ReplicaLog()
+		if err != nil {
+			continue
+		}
+		i, ok := byTopic[fl.topic]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = fl.topic
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[fl.topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.Index
+		rp.CurrentLeaderEpoch = fl.leaderEpoch
+		rp.FetchOffset = l.EndOffset()
+		rp.LastFetchedEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = replicaPartitionBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		slots = append(slots, slot{fl, rp.FetchOffset})
+	}
+	if len(slots) == 0 {
+		return errNothingToFetch
+	}
+	cctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+10*time.Second)
+	raw, err := f.conn.Call(cctx, req)
+	cancel()
+	if err != nil {
+		return err
+	}
+	resp := raw.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 {
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	find := map[string]map[int32]followed{}
+	for _, s := range slots {
+		if find[s.fl.topic] == nil {
+			find[s.fl.topic] = map[int32]followed{}
+		}
+		find[s.fl.topic][s.fl.p.Index] = s.fl
+	}
+	var wg sync.WaitGroup
+	var pending []func()
+	retry := false
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			fl, ok := find[rt.Topic][rp.Partition]
+			if !ok {
+				continue
+			}
+			p := fl.p
+			switch err := kerr.ErrorForCode(rp.ErrorCode); {
+			case err == nil:
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				l, lerr := p.ReplicaLog()
+				switch {
+				case lerr != nil:
+				case rp.LogStartOffset >= 0 && l.EndOffset() < rp.LogStartOffset:
+					if err := p.ResetTo(rp.LogStartOffset); err != nil {
+						f.log.Warn("cannot reset a replica to the leader's log start", "partition", p.String(), "err", err)
+					}
+				case rp.HighWatermark >= 0 && rp.HighWatermark < l.EndOffset():
+					// Past the leader's end, with no epoch to compare:
+					// keep what the leader has committed.
+					if _, err := p.TruncateTo(max(rp.HighWatermark, l.StartOffset())); err != nil {
+						f.log.Warn("cannot truncate a replica past the leader's end", "partition", p.String(), "err", err)
+					}
+				}
+				retry = true
+				continue
+			default:
+				// Not the leader (yet, or any more), or an epoch this leader
+				// does not share: wait for the metadata to say who leads.
+				f.log.Debug("replica fetch refused", "partition", p.String(), "err", err)
+				retry = true
+				continue
+			}
+			if len(rp.RecordBatches) > 0 {
+				batches, err := batch.Split(rp.RecordBatches, nil)
+				if err != nil && len(batches) == 0 {
+					f.log.Warn("leader sent batches that do not parse", "partition", p.String(), "err", err)
+					retry = true
+					continue
+				}
+				wg.Add(1)
+				hw := rp.HighWatermark
+				p.AppendReplica(batches, func(err error) {
+					if err != nil {
+						f.log.Warn("replica append failed", "partition", p.String(), "err", err)
+					}
+					wg.Done()
+				})
+				pending = append(pending, func() { p.SetFollowerHighWatermark(hw) })
+				continue
+			}
+			p.SetFollowerHighWatermark(rp.HighWatermark)
+		}
+	}
+	// The next fetch names the new log ends, which must be durable: wait
+	// for the appends (one group commit per shard) before sending it.
+	wg.Wait()
+	for _, fn := range pending {
+		fn()
+	}
+	if retry {
+		select {
+		case <-ctx.Done():
+		case <-f.changed:
+		case <-time.After(replicaBackoff):
+		}
+	}
+	return nil
+}
+
+// truncate asks the leader where each partition's latest local epoch ends
+// (once per leader epoch) and cuts what diverges (KIP-279: to the smaller
+// of the leader's end of that epoch and this replica's).
+func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]followed) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = 3
+	req.ReplicaID = f.fs.c.cfg.NodeID
+	type slot struct {
+		fl    followed
+		epoch int32
+	}
+	var slots []slot
+	byTopic := map[string]int{}
+	for p, fl := range parts {
+		if ep, ok := f.truncated[p]; ok && ep == fl.leaderEpoch {
+			continue
+		}
+		l, err := p.ReplicaLog()
+		if err != nil {
+			continue
+		}
+		latest := l.LatestEpoch()
+		if latest < 0 {
+			f.truncated[p] = fl.leaderEpoch // empty: nothing can diverge
+			continue
+		}
+		i, ok := byTopic[fl.topic]
+		if !ok {
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = fl.topic
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[fl.topic] = i
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p.Index, fl.leaderEpoch, latest
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		slots = append(slots, slot{fl, latest})
+	}
+	if len(slots) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	raw, err := f.conn.Call(cctx, req)
+	cancel()
+	if err != nil {
+		return err
+	}
+	resp := raw.(*kmsg.OffsetForLeaderEpochResponse)
+	find := map[string]map[int32]followed{}
+	for _, s := range slots {
+		if find[s.fl.topic] == nil {
+			find[s.fl.topic] = map[int32]followed{}
+		}
+		find[s.fl.topic][s.fl.p.Index] = s.fl
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			fl, ok := find[rt.Topic][rp.Partition]
+			if !ok {
+				continue
+			}
+			p := fl.p
+			if rp.ErrorCode != 0 {
+				f.log.Debug("OffsetForLeaderEpoch refused", "partition", p.String(), "err", kerr.ErrorForCode(rp.ErrorCode))
+				continue
+			}
+			l, err := p.ReplicaLog()
+			if err != nil {
+				continue
+			}
+			to := rp.EndOffset
+			if rp.LeaderEpoch < 0 || rp.EndOffset < 0 {
+				// The leader knows no epoch at or below ours (its log
+				// starts later, or is empty): the fetch tells, with
+				// OFFSET_OUT_OF_RANGE and the leader's bounds.
+				f.truncated[p] = fl.leaderEpoch
+				continue
+			}
+			if _, own := l.EndOffsetForEpoch(rp.LeaderEpoch); own >= 0 {
+				to = min(to, own)
+			}
+			if to < l.EndOffset() {
+				if _, err := p.TruncateTo(max(to, l.StartOffset())); err != nil {
+					f.log.Warn("cannot truncate a divergent replica", "partition", p.String(), "to", to, "err", err)
+					continue
+				}
+			}
+			f.truncated[p] = fl.leaderEpoch
+		}
+	}
+	return nil
+}

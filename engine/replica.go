@@ -1,0 +1,583 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/wal"
+)
+
+// Replication state of a partition in cluster mode (../shared/CLUSTER.md
+// b-c). The cluster's publisher tells each hosted partition its role
+// (SetReplicaState) from the metadata image; the engine then keeps:
+//
+//   - on the leader: each follower's fetch offset (durable on the
+//     follower: it fetches again only once what it appended is synced),
+//     the high watermark, the acks=all produces waiting for it, and what
+//     ISR change it would ask the controller for (ISRChange);
+//   - on a follower: the high watermark the leader last reported, and the
+//     log, written only through replica appends (AppendReplica), cut by
+//     TruncateTo and ResetTo.
+//
+// The high watermark is the smallest log end over the ISR members (the
+// leader's own end is durable: in cluster mode every append is synced),
+// computed over the maximal ISR (the image's plus a pending expansion),
+// and it moves only while the image's ISR has min.insync.replicas
+// members. It never moves backwards on a leader.
+//
+// In single-node mode (and for __consumer_offsets) a partition has no
+// replication state and behaves as before: it leads at epoch 0 and its
+// high watermark is its log end.
+
+// Role is this broker's part in a partition.
+type Role int8
+
+// The roles.
+const (
+	// RoleNone: not a replica, or its role is not known yet (cluster mode
+	// before the first image), or the partition has no leader. Clients
+	// get NOT_LEADER_OR_FOLLOWER.
+	RoleNone Role = iota
+	// RoleLeader serves produces and fetches.
+	RoleLeader
+	// RoleFollower copies the leader's log.
+	RoleFollower
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleLeader:
+		return "leader"
+	case RoleFollower:
+		return "follower"
+	}
+	return "none"
+}
+
+// ReplicaState is a partition's assignment as the cluster metadata has it,
+// seen from this broker.
+type ReplicaState struct {
+	Role           Role
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+}
+
+// DefaultAckTimeout bounds an acks=all produce whose request gave no
+// timeout.
+const DefaultAckTimeout = 30 * time.Second
+
+// replication is one partition's replication state (cluster mode).
+type replication struct {
+	mu sync.Mutex
+	st ReplicaState
+	// epochStart is the log end when this broker became leader at
+	// st.LeaderEpoch (a follower may join the ISR only past it).
+	epochStart int64
+	followers  map[int32]*followerState
+	// pendingISR is the maximal ISR (the image's ∪ the requested one)
+	// while an ISR change is on its way to the controller; nil when none.
+	pendingISR []int32
+	// isrRetryAt delays the next ISR change after a refused one.
+	isrRetryAt time.Time
+	acks       []pendingAck
+}
+
+// followerState is what a leader knows of one follower.
+type followerState struct {
+	fetchOffset  int64 // -1 until it fetched from this leader
+	caughtUp     time.Time
+	lastFetch    time.Time
+	lastFetchLEO int64
+}
+
+// pendingAck is an acks=all produce waiting for the high watermark.
+type pendingAck struct {
+	req      *AppendRequest
+	res      AppendResult
+	last     int64
+	deadline time.Time
+}
+
+// Replicated reports whether the partition replicates (cluster mode,
+// not an internal topic).
+func (p *Partition) Replicated() bool { return p.rep != nil }
+
+// Role is this broker's role for the partition (RoleLeader for every
+// partition of a single node).
+func (p *Partition) Role() Role {
+	if p.rep == nil {
+		return RoleLeader
+	}
+	return Role(p.role.Load())
+}
+
+// ReplicaState is the partition's replication state as last set.
+func (p *Partition) ReplicaState() ReplicaState {
+	if p.rep == nil {
+		return ReplicaState{Role: RoleLeader}
+	}
+	p.rep.mu.Lock()
+	defer p.rep.mu.Unlock()
+	st := p.rep.st
+	st.ISR = slices.Clone(st.ISR)
+	st.Replicas = slices.Clone(st.Replicas)
+	return st
+}
+
+// ReplicaLog is the partition's log for replication (the follower's
+// fetcher, diagnostics): whatever its role, unless it is not hosted here,
+// removed or offline.
+func (p *Partition) ReplicaLog() (*wal.Log, error) {
+	if p.notHosted {
+		return nil, fmt.Errorf("%w: %s is not hosted on this broker", kerr.NotLeaderForPartition, p)
+	}
+	if p.removed.Load() {
+		return nil, fmt.Errorf("%w: %s was deleted", kerr.UnknownTopicOrPartition, p)
+	}
+	if err := p.Offline(); err != nil {
+		return nil, fmt.Errorf("%w: %s is offline: %w", kerr.KafkaStorageError, p, err)
+	}
+	if p.log == nil {
+		return nil, fmt.Errorf("%w: %s has no log", kerr.KafkaStorageError, p)
+	}
+	return p.log, nil
+}
+
+// SetReplicaState applies the partition's assignment from the cluster
+// metadata, on its shard: becoming leader at a new epoch stamps the epoch
+// into the log (StartLeaderEpoch) and starts tracking the followers;
+// leaving leadership fails the produces waiting for acks with
+// NOT_LEADER_OR_FOLLOWER. A state equal to the current one changes
+// nothing.
+func (p *Partition) SetReplicaState(st ReplicaState) error {
+	if p.rep == nil {
+		return errors.New("engine: " + p.String() + " does not replicate")
+	}
+	return p.shard.Call(func() error { return p.setReplicaState(st) })
+}
+
+func (p *Partition) setReplicaState(st ReplicaState) error {
+	r := p.rep
+	self := p.topic.eng.cfg.NodeID
+	now := p.topic.eng.now()
+	r.mu.Lock()
+	old := r.st
+	if st.Role == RoleLeader && (old.Role != RoleLeader || old.LeaderEpoch != st.LeaderEpoch) {
+		if p.log == nil {
+			r.mu.Unlock()
+			return fmt.Errorf("engine: %s cannot lead: no log", p)
+		}
+		if p.log.LatestEpoch() < st.LeaderEpoch {
+			if err := p.log.StartLeaderEpoch(st.LeaderEpoch); err != nil {
+				r.mu.Unlock()
+				return fmt.Errorf("engine: %s: become leader at epoch %d: %w", p, st.LeaderEpoch, err)
+			}
+		}
+		r.epochStart = p.log.EndOffset()
+		r.followers = map[int32]*followerState{}
+		for _, id := range st.Replicas {
+			if id != self {
+				r.followers[id] = &followerState{fetchOffset: -1, caughtUp: now, lastFetch: now}
+			}
+		}
+		r.pendingISR = nil
+		if hw := p.hw.Load(); hw < p.log.StartOffset() {
+			p.hw.Store(p.log.StartOffset())
+		} else if hw > p.log.EndOffset() {
+			p.hw.Store(p.log.EndOffset())
+		}
+		p.topic.eng.logger.Info("leading partition", "partition", p.String(), "leader_epoch", st.LeaderEpoch,
+			"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load(), "isr", st.ISR)
+	}
+	var failed []pendingAck
+	if st.Role != RoleLeader {
+		failed = r.acks
+		r.acks = nil
+		r.followers = nil
+		r.pendingISR = nil
+		if old.Role == RoleLeader {
+			p.topic.eng.logger.Info("no longer leading partition", "partition", p.String(), "leader", st.Leader, "leader_epoch", st.LeaderEpoch)
+		}
+	} else if r.pendingISR != nil && (st.PartitionEpoch != old.PartitionEpoch) {
+		r.pendingISR = nil // the controller decided: the image has the ISR now
+	}
+	r.st = st
+	r.st.Replicas = slices.Clone(st.Replicas)
+	r.st.ISR = slices.Clone(st.ISR)
+	p.leaderEpoch.Store(st.LeaderEpoch)
+	p.isrSize.Store(int32(len(st.ISR)))
+	p.role.Store(int32(st.Role))
+	done := p.advanceHWLocked()
+	r.mu.Unlock()
+	for _, a := range failed {
+		a.res.Err = fmt.Errorf("%w: %s: this broker is no longer its leader", kerr.NotLeaderForPartition, p)
+		a.req.Done(a.res)
+	}
+	p.completeAcks(done)
+	return nil
+}
+
+// advanceHWLocked moves a leader's high watermark to the smallest log end
+// over the maximal ISR, if the ISR has min.insync.replicas members, and
+// returns the acks it satisfied (r.mu held).
+func (p *Partition) advanceHWLocked() []pendingAck {
+	r := p.rep
+	if r.st.Role != RoleLeader || p.log == nil {
+		return nil
+	}
+	if len(r.st.ISR) < p.topic.Config().MinInsyncReplicas() {
+		return nil
+	}
+	self := p.topic.eng.cfg.NodeID
+	hw := p.log.EndOffset()
+	members := r.st.ISR
+	if r.pendingISR != nil {
+		members = r.pendingISR
+	}
+	for _, id := range members {
+		if id == self {
+			continue
+		}
+		f := r.followers[id]
+		if f == nil || f.fetchOffset < 0 {
+			return nil
+		}
+		hw = min(hw, f.fetchOffset)
+	}
+	if hw <= p.hw.Load() {
+		return nil
+	}
+	p.hw.Store(hw)
+	n := 0
+	for n < len(r.acks) && r.acks[n].last < hw {
+		n++
+	}
+	if n == 0 {
+		return []pendingAck{} // non-nil: the HW moved, wake the waiters
+	}
+	done := slices.Clone(r.acks[:n])
+	clear(r.acks[:n])
+	r.acks = r.acks[n:]
+	return done
+}
+
+// completeAcks answers the acks the high watermark satisfied and wakes
+// the fetches waiting for it. done is nil when it did not move.
+func (p *Partition) completeAcks(done []pendingAck) {
+	if done == nil {
+		return
+	}
+	for _, a := range done {
+		a.req.Done(a.res)
+	}
+	p.notify()
+}
+
+// parkAck holds an acks=all produce of a replicated partition until the
+// high watermark passes last, its last offset (shard goroutine).
+func (p *Partition) parkAck(req *AppendRequest, res AppendResult, last int64) {
+	r := p.rep
+	r.mu.Lock()
+	if r.st.Role != RoleLeader {
+		r.mu.Unlock()
+		res.Err = fmt.Errorf("%w: %s: this broker is no longer its leader", kerr.NotLeaderForPartition, p)
+		req.Done(res)
+		return
+	}
+	if p.hw.Load() > last {
+		r.mu.Unlock()
+		req.Done(res)
+		return
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultAckTimeout
+	}
+	r.acks = append(r.acks, pendingAck{req: req, res: res, last: last, deadline: p.topic.eng.now().Add(timeout)})
+	r.mu.Unlock()
+}
+
+// expireAcks answers the acks=all produces that waited past their
+// timeout: NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is below
+// min.insync.replicas, REQUEST_TIMED_OUT otherwise (shard goroutine).
+func (p *Partition) expireAcks(now time.Time) {
+	r := p.rep
+	r.mu.Lock()
+	if len(r.acks) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	var expired []pendingAck
+	kept := r.acks[:0]
+	for _, a := range r.acks {
+		if now.After(a.deadline) {
+			expired = append(expired, a)
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	clear(r.acks[len(kept):])
+	r.acks = kept
+	short := len(r.st.ISR) < p.topic.Config().MinInsyncReplicas()
+	isr := slices.Clone(r.st.ISR)
+	r.mu.Unlock()
+	for _, a := range expired {
+		if short {
+			a.res.Err = fmt.Errorf("%w: %s: the ISR %v shrank below min.insync.replicas=%d after the append", kerr.NotEnoughReplicasAfterAppend, p, isr, p.topic.Config().MinInsyncReplicas())
+		} else {
+			a.res.Err = fmt.Errorf("%w: %s: the in-sync replicas %v did not all get the batch in time", kerr.RequestTimedOut, p, isr)
+		}
+		a.req.Done(a.res)
+	}
+}
+
+// checkISRForAcks refuses an acks=all produce up front when the ISR is
+// below min.insync.replicas (shard goroutine).
+func (p *Partition) checkISRForAcks() error {
+	min := p.topic.Config().MinInsyncReplicas()
+	if p.rep == nil {
+		if min > 1 {
+			return fmt.Errorf("%w: min.insync.replicas=%d but this single broker is the only replica", kerr.NotEnoughReplicas, min)
+		}
+		return nil
+	}
+	if n := int(p.isrSize.Load()); n < min {
+		return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicas, p, n, min)
+	}
+	return nil
+}
+
+// FollowerFetched records that follower id fetched from fetchOffset (its
+// durable log end) and moves the high watermark (leader only). It fails
+// for a broker that is not a replica, or when this broker does not lead.
+func (p *Partition) FollowerFetched(id int32, fetchOffset int64) error {
+	r := p.rep
+	if r == nil {
+		return fmt.Errorf("%w: %s does not replicate", kerr.NotLeaderForPartition, p)
+	}
+	now := p.topic.eng.now()
+	r.mu.Lock()
+	if r.st.Role != RoleLeader {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: %s: this broker is not its leader", kerr.NotLeaderForPartition, p)
+	}
+	f := r.followers[id]
+	if f == nil {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: broker %d is not a replica of %s", kerr.NotLeaderForPartition, id, p)
+	}
+	leo := p.log.EndOffset()
+	if fetchOffset > leo || fetchOffset < p.log.StartOffset() {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: broker %d fetched %s from %d, outside [%d, %d]", kerr.OffsetOutOfRange, id, p, fetchOffset, p.log.StartOffset(), leo)
+	}
+	switch {
+	case fetchOffset >= leo:
+		f.caughtUp = now
+	case fetchOffset >= f.lastFetchLEO && f.fetchOffset >= 0:
+		f.caughtUp = f.lastFetch
+	}
+	f.fetchOffset = fetchOffset
+	f.lastFetch, f.lastFetchLEO = now, leo
+	done := p.advanceHWLocked()
+	r.mu.Unlock()
+	p.completeAcks(done)
+	return nil
+}
+
+// ISRChangeRequest is an ISR change a leader asks the controller for.
+type ISRChangeRequest struct {
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+	// Shrink lists the members dropped for lagging, Expand those added.
+	Shrink, Expand []int32
+}
+
+// ISRChange returns the ISR change this leader should ask for now, or
+// nil: members not caught up for lagMax leave, followers caught up to the
+// high watermark and past the start of this leader's epoch join (only
+// fully caught up ones while the ISR is below min.insync.replicas). While
+// a change is pending (until ISRChangeDone or the image answers) it
+// returns nil, and the high watermark counts the maximal ISR.
+func (p *Partition) ISRChange(lagMax time.Duration) *ISRChangeRequest {
+	r := p.rep
+	if r == nil {
+		return nil
+	}
+	now := p.topic.eng.now()
+	self := p.topic.eng.cfg.NodeID
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st.Role != RoleLeader || r.pendingISR != nil || p.log == nil || now.Before(r.isrRetryAt) {
+		return nil
+	}
+	leo, hw := p.log.EndOffset(), p.hw.Load()
+	short := len(r.st.ISR) < p.topic.Config().MinInsyncReplicas()
+	var req ISRChangeRequest
+	for _, id := range r.st.ISR {
+		f := r.followers[id]
+		if id != self && f != nil && now.Sub(f.caughtUp) > lagMax && f.fetchOffset < leo {
+			req.Shrink = append(req.Shrink, id)
+			continue
+		}
+		req.ISR = append(req.ISR, id)
+	}
+	for _, id := range r.st.Replicas {
+		f := r.followers[id]
+		// Only a follower fetching now joins (one that caught up and then
+		// died must not be proposed until it is fenced).
+		if id == self || f == nil || slices.Contains(r.st.ISR, id) || f.fetchOffset < 0 || now.Sub(f.lastFetch) > lagMax/2 {
+			continue
+		}
+		if f.fetchOffset >= hw && f.fetchOffset >= r.epochStart && (!short || f.fetchOffset >= leo) {
+			req.Expand = append(req.Expand, id)
+			req.ISR = append(req.ISR, id)
+		}
+	}
+	if len(req.Shrink) == 0 && len(req.Expand) == 0 {
+		return nil
+	}
+	if !slices.Contains(req.ISR, self) {
+		req.ISR = append([]int32{self}, req.ISR...)
+	}
+	req.LeaderEpoch, req.PartitionEpoch = r.st.LeaderEpoch, r.st.PartitionEpoch
+	maximal := slices.Clone(r.st.ISR)
+	for _, id := range req.Expand {
+		maximal = append(maximal, id)
+	}
+	r.pendingISR = maximal
+	return &req
+}
+
+// isrRetryDelay is how long a leader waits after a refused ISR change.
+const isrRetryDelay = time.Second
+
+// ISRChangeDone ends a pending ISR change that the controller refused or
+// that could not reach it (accepted ones end when the image arrives); the
+// next one waits isrRetryDelay.
+func (p *Partition) ISRChangeDone() {
+	if p.rep == nil {
+		return
+	}
+	p.rep.mu.Lock()
+	p.rep.pendingISR = nil
+	p.rep.isrRetryAt = p.topic.eng.now().Add(isrRetryDelay)
+	done := p.advanceHWLocked()
+	p.rep.mu.Unlock()
+	p.completeAcks(done)
+}
+
+// FollowerLag is, for a leader, each follower's fetch offset (-1 before
+// its first fetch); nil on other roles.
+func (p *Partition) FollowerLag() map[int32]int64 {
+	if p.rep == nil {
+		return nil
+	}
+	p.rep.mu.Lock()
+	defer p.rep.mu.Unlock()
+	if p.rep.st.Role != RoleLeader {
+		return nil
+	}
+	out := make(map[int32]int64, len(p.rep.followers))
+	for id, f := range p.rep.followers {
+		out[id] = f.fetchOffset
+	}
+	return out
+}
+
+// SetFollowerHighWatermark takes the high watermark a leader reported,
+// capped at this follower's log end (follower only).
+func (p *Partition) SetFollowerHighWatermark(leaderHW int64) {
+	if p.rep == nil || p.log == nil || Role(p.role.Load()) != RoleFollower {
+		return
+	}
+	hw := min(leaderHW, p.log.EndOffset())
+	if hw > p.hw.Load() {
+		p.hw.Store(hw)
+	}
+}
+
+// AppendReplica appends batches fetched from the leader (offsets and
+// epochs kept), synced, through the shard's group commit, and calls done
+// with the outcome once they are durable (on the shard goroutine; done
+// must not block).
+func (p *Partition) AppendReplica(batches [][]byte, done func(error)) {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	p.shard.Append(&AppendRequest{Partition: p, Batches: batches, Replica: true, Acks: -1, Bytes: n,
+		Done: func(res AppendResult) { done(res.Err) }})
+}
+
+// TruncateTo drops the follower's log from off (a divergent tail, KIP-101),
+// reloads its producer state, and returns the new log end. Truncating
+// below the high watermark is logged as an error: acknowledged data is
+// being dropped.
+func (p *Partition) TruncateTo(off int64) (int64, error) {
+	var end int64
+	err := p.shard.Call(func() error {
+		l, err := p.ReplicaLog()
+		if err != nil {
+			return err
+		}
+		if Role(p.role.Load()) == RoleLeader {
+			return fmt.Errorf("%w: %s: a leader does not truncate", kerr.NotLeaderForPartition, p)
+		}
+		before := l.EndOffset()
+		end, err = l.TruncateTo(off)
+		if err != nil {
+			return fmt.Errorf("engine: %s: truncate to %d: %w", p, off, err)
+		}
+		if hw := p.hw.Load(); end < hw {
+			p.topic.eng.logger.Error("truncated below the high watermark", "partition", p.String(), "high_watermark", hw, "new_end", end)
+			p.topic.eng.stats.TruncatedBelowHW.Add(1)
+			p.hw.Store(end)
+		}
+		if end < before {
+			p.topic.eng.logger.Warn("truncated a divergent log tail", "partition", p.String(), "from", before, "to", end)
+		}
+		p.reloadProducerState()
+		return nil
+	})
+	return end, err
+}
+
+// ResetTo empties the follower's log and restarts it at off (the leader's
+// log start moved past this follower's end).
+func (p *Partition) ResetTo(off int64) error {
+	return p.shard.Call(func() error {
+		l, err := p.ReplicaLog()
+		if err != nil {
+			return err
+		}
+		if Role(p.role.Load()) == RoleLeader {
+			return fmt.Errorf("%w: %s: a leader does not reset", kerr.NotLeaderForPartition, p)
+		}
+		if err := l.ResetTo(off); err != nil {
+			return fmt.Errorf("engine: %s: reset to %d: %w", p, off, err)
+		}
+		p.topic.eng.logger.Warn("reset the log to the leader's log start", "partition", p.String(), "offset", off)
+		p.hw.Store(off)
+		p.producers = map[int64]*producerState{}
+		return nil
+	})
+}
+
+// reloadProducerState rebuilds the idempotent producer state from the log
+// after a truncation (shard goroutine).
+func (p *Partition) reloadProducerState() {
+	p.producers = map[int64]*producerState{}
+	if err := p.loadProducerState(); err != nil {
+		p.topic.eng.logger.Warn("rebuilding producer state after truncation failed", "partition", p.String(), "err", err)
+	}
+}
