@@ -38,7 +38,7 @@ func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) k
 		if !ok {
 			return errorResponse(req, kerr.NotController, fmt.Sprintf("the controller, broker %d, has not registered its address yet", leader))
 		}
-		resp, err := kwire.Call(ctx, b.KafkaAddr, req)
+		resp, err := kwire.CallWith(ctx, c.cfg.Dial, b.KafkaAddr, req)
 		if err != nil {
 			return errorResponse(req, kerr.NotController, fmt.Sprintf("forwarding to the controller, broker %d: %v", leader, err))
 		}

@@ -61,12 +61,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/quorum"
 )
@@ -124,6 +126,11 @@ type Config struct {
 	SessionTimeout, HeartbeatInterval, ReplicaLagMax time.Duration
 	// MismatchGrace: see DefaultMismatchGrace (0: the default).
 	MismatchGrace time.Duration
+	// Dial opens every connection this broker makes to another broker:
+	// Raft, replica fetches, requests to the controller (nil: a
+	// net.Dialer). Tests route links through proxies with it
+	// (--peer-dial-map).
+	Dial kwire.DialFunc
 	// Raft timing (zero: quorum's defaults).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
 	// Logger receives the cluster's and Raft's logs.
@@ -145,6 +152,8 @@ type Cluster struct {
 
 	ctrl  controller // the controller's state (while this node leads Raft)
 	fetch fetchers   // replica fetchers of the partitions this broker follows
+
+	caughtUp atomic.Bool // the image holds everything committed before the registration
 
 	mu        sync.Mutex
 	epoch     int64         // broker epoch; 0 until registered
@@ -186,7 +195,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	}
 	node, err := quorum.Open(quorum.Config{
 		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, MetadataDir), Voters: cfg.Voters,
-		BindAddr: cfg.ControllerAddr, Logger: cfg.Logger,
+		BindAddr: cfg.ControllerAddr, Logger: cfg.Logger, Dial: quorum.DialFunc(cfg.Dial),
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 	})
 	if err != nil {
@@ -271,6 +280,10 @@ func (c *Cluster) CoordinatorFor(group string) int32 {
 	return c.voters[int(h.Sum32()%uint32(len(c.voters)))]
 }
 
+// CaughtUp reports whether this broker's image holds everything committed
+// before its registration (it registered and caught up).
+func (c *Cluster) CaughtUp() bool { return c.caughtUp.Load() }
+
 // BrokerEpoch is this broker's registration epoch, 0 before it registered.
 func (c *Cluster) BrokerEpoch() int64 {
 	c.mu.Lock()
@@ -297,6 +310,7 @@ func (c *Cluster) run() {
 	c.mu.Lock()
 	c.epoch = epoch
 	c.mu.Unlock()
+	c.caughtUp.Store(true)
 	c.log.Info("registered with the controller", "broker_epoch", epoch)
 	retry := !c.reconcile()
 	// Heartbeats start once the engine follows the image: the first one

@@ -3,6 +3,7 @@ package netio
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -45,6 +46,11 @@ type Cluster interface {
 	Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response
 	// CoordinatorFor is the broker that coordinates group.
 	CoordinatorFor(group string) int32
+	// CaughtUp reports whether this broker's image holds everything
+	// committed before it registered (false right after a start: Raft
+	// may still be replaying, and a topic missing from the image may
+	// exist).
+	CaughtUp() bool
 }
 
 // clusterAdminTimeout bounds one admin request in cluster mode (a
@@ -123,6 +129,11 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 			if t == nil {
 				if verr := engine.ValidateTopicName(*rt.Topic); verr != nil {
 					err = verr
+				} else if !cl.CaughtUp() {
+					// Not caught up: the topic may exist. A retriable
+					// answer that clients do not count as "unknown topic"
+					// (franz-go fails records after a few of those).
+					err = fmt.Errorf("%w: this broker is still catching up with the cluster metadata", kerr.LeaderNotAvailable)
 				} else if autoOK {
 					// Through the controller; returns once this broker
 					// has the topic.

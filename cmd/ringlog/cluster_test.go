@@ -54,6 +54,9 @@ type testCluster struct {
 	kafka  []string // by node id - 1
 	ctrl   []string
 	procs  []*serveProc
+	// links, when set (newLinkNet), proxies every link between the
+	// brokers started with replicatedArgs.
+	links *linkNet
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {

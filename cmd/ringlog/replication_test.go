@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -47,9 +48,13 @@ const (
 // replicatedArgs are node id's serve flags (testCluster.args) plus the
 // replication timings of these tests.
 func (c *testCluster) replicatedArgs(id int) []string {
-	return append(c.args(id, c.voters),
+	args := append(c.args(id, c.voters),
 		"--broker-session-timeout", replSessionTimeout.String(),
 		"--replica-lag-time-max", replLagTimeMax.String())
+	if c.links != nil {
+		args = append(args, "--peer-dial-map", c.links.peerDialMap(int32(id)))
+	}
+	return args
 }
 
 // startReplicated starts node id with replicatedArgs on its own data
@@ -714,7 +719,11 @@ func (h *replHarness) waitAck(label string, armed bool) (time.Duration, bool) {
 	}
 	took, ok := h.prods.clock.wait(h.ctx, h.ackWait)
 	if !ok {
-		h.t.Fatalf("%s: no record produced after the fault to the partitions it hit was acknowledged within %v", label, h.ackWait)
+		h.prods.acks.mu.Lock()
+		failed := maps.Clone(h.prods.acks.failed)
+		h.prods.acks.mu.Unlock()
+		h.t.Fatalf("%s: no record produced after the fault to the partitions it hit was acknowledged within %v; %d records failed so far, e.g. %s",
+			label, h.ackWait, len(failed), someFailures(failed))
 	}
 	return took, true
 }
@@ -784,6 +793,38 @@ func (h *replHarness) pauseAndResume(label string, id int32) (took time.Duration
 	return took, measured
 }
 
+// isolateAndHeal cuts broker id off from the other brokers (every link
+// between them black-holed; clients still reach it) for at least the
+// session timeout + 2 s, waits until the others agree on new leaders for
+// its partitions (and a new controller if it was the controller), heals
+// the links, waits for the first acknowledgement of a record produced
+// after the cut to a partition it led, then until every ISR is full again
+// with every broker agreeing. It returns the cut-to-acknowledgement time;
+// measured is false when id led no partition.
+func (h *replHarness) isolateAndHeal(label string, id int32) (took time.Duration, measured bool) {
+	h.t.Helper()
+	before := h.view
+	led := before.ledBy(id)
+	if len(led) > 0 {
+		h.prods.clock.arm(led)
+	}
+	start := time.Now()
+	h.c.links.isolate(id, linkBlackhole)
+	moved := h.c.waitLeadersMoved(h.ctx, h.topic, before, id, h.others(id), h.waitMax)
+	movedAfter := time.Since(start)
+	if rest := replSessionTimeout + 2*time.Second - time.Since(start); rest > 0 {
+		time.Sleep(rest)
+	}
+	h.c.links.heal()
+	healed := time.Now()
+	took, measured = h.waitAck(label, len(led) > 0)
+	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
+	h.t.Logf("%s: cut broker %d (controller %d, leading %v) off for %v; leaders %v -> %v after %v; first ack after %s; ISR full %v after the heal",
+		label, id, before.Controller, sortedParts(led), healed.Sub(start).Round(time.Millisecond), before.leaders(), moved.leaders(),
+		movedAfter.Round(time.Millisecond), fmtFailover(took, measured), time.Since(healed).Round(time.Millisecond))
+	return took, measured
+}
+
 // killAllAndRestart SIGKILLs every broker, restarts them all, and waits
 // for the first acknowledgement of a record produced after the kill (any
 // partition), then for every ISR to be full again. It returns the
@@ -823,6 +864,7 @@ func newReplHarness(t *testing.T, topic string, parts int, total, waitMax, deliv
 	t.Helper()
 	ringlogBinary(t) // build it before the clock starts
 	c := newTestCluster(t, 3)
+	newLinkNet(t, c)
 	for id := 1; id <= 3; id++ {
 		c.startReplicated(id)
 	}
@@ -858,11 +900,12 @@ func TestReplicationFailover(t *testing.T) {
 	fa, _ := h.killAndRestart("(a) kill the broker leading the most partitions", h.view.mostLeading())
 	fb, okb := h.pauseAndResume("(b) pause partition 0's leader", h.view.Parts[0].Leader)
 	fc, okc := h.killAndRestart("(c) kill the controller", h.view.Controller)
+	fd, okd := h.isolateAndHeal("(d) cut partition 1's leader off the other brokers", h.view.Parts[1].Leader)
 	time.Sleep(500 * time.Millisecond) // records acknowledged after the last fault
 
 	acked, failed := h.prods.finish(h.ctx)
-	t.Logf("failover (fault to first acknowledgement on the partitions it hit): (a) leader kill %s, (b) leader pause %s, (c) controller kill %s",
-		fmtFailover(fa, true), fmtFailover(fb, okb), fmtFailover(fc, okc))
+	t.Logf("failover (fault to first acknowledgement on the partitions it hit): (a) leader kill %s, (b) leader pause %s, (c) controller kill %s, (d) leader cut off %s",
+		fmtFailover(fa, true), fmtFailover(fb, okb), fmtFailover(fc, okc), fmtFailover(fd, okd))
 	if len(failed) > 0 {
 		t.Errorf("%d records failed (delivery timeout 60 s), e.g. %s", len(failed), someFailures(failed))
 	}
@@ -885,7 +928,7 @@ var faultNames = [faultKinds]string{
 	faultKillNode:      "kill-random-node",
 	faultPauseLeader:   "pause-partition-leader",
 	faultKillAll:       "kill-all-nodes",
-	faultIsolateLeader: "isolate-leader(pause-controller)",
+	faultIsolateLeader: "cut-leader-off",
 }
 
 // faultStats are one fault kind's injections and measured failover times.
@@ -966,8 +1009,30 @@ func TestReplicationChaos(t *testing.T) {
 	})
 	time.Sleep(time.Second)
 
+	kinds := []int{}
+	for k := range faultKinds {
+		if only := os.Getenv("RINGLOG_CHAOS_FAULTS"); only == "" || slices.Contains(strings.Split(only, ","), faultNames[k]) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		t.Fatalf("RINGLOG_CHAOS_FAULTS=%q names no fault kind of %v", os.Getenv("RINGLOG_CHAOS_FAULTS"), faultNames)
+	}
+	// RINGLOG_CHAOS_DURATION ends the faults early (the checks still run).
+	var until time.Time
+	if d := os.Getenv("RINGLOG_CHAOS_DURATION"); d != "" {
+		dur, err := time.ParseDuration(d)
+		if err != nil {
+			t.Fatalf("RINGLOG_CHAOS_DURATION=%q: %v", d, err)
+		}
+		until = time.Now().Add(dur)
+	}
 	for cycle := 0; cycle < cycles; cycle++ {
-		k := rng.IntN(faultKinds)
+		if !until.IsZero() && time.Now().After(until) {
+			t.Logf("RINGLOG_CHAOS_DURATION reached after %d of %d cycles", cycle, cycles)
+			break
+		}
+		k := kinds[rng.IntN(len(kinds))]
 		label := fmt.Sprintf("cycle %d/%d %s", cycle+1, cycles, faultNames[k])
 		var took time.Duration
 		var measured bool
@@ -981,13 +1046,7 @@ func TestReplicationChaos(t *testing.T) {
 		case faultKillAll:
 			took, measured = h.killAllAndRestart(label)
 		case faultIsolateLeader:
-			// Cutting the leader off the network needs links proxied
-			// between the brokers, which the tests do not have yet: a
-			// SIGSTOP of the controller (the Raft leader) stands in for
-			// it. Like a partitioned leader it is fenced, loses its roles
-			// and must find out when it is reachable again; unlike one it
-			// cannot keep serving clients meanwhile.
-			took, measured = h.pauseAndResume(label, h.view.Controller)
+			took, measured = h.isolateAndHeal(label, h.view.Parts[rng.IntN(parts)].Leader)
 		}
 		stats[k].count++
 		if measured {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/quorum"
 	"github.com/ringlog/ringlog/ring"
 )
@@ -76,6 +79,7 @@ type serveFlags struct {
 	heartbeatInterval   time.Duration
 	replicaLagMax       time.Duration
 	replicationFactor   int
+	peerDialMap         string
 }
 
 // serveFlagSet defines the serve flags on f. Every default is
@@ -101,6 +105,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.heartbeatInterval, "broker-heartbeat-interval", cluster.DefaultHeartbeatInterval, "cluster mode: how often a broker heartbeats the controller (broker.heartbeat.interval.ms)")
 	fs.DurationVar(&f.replicaLagMax, "replica-lag-time-max", cluster.DefaultReplicaLagMax, "cluster mode: a follower not caught up with its leader for this long leaves the ISR (replica.lag.time.max.ms)")
 	fs.IntVar(&f.replicationFactor, "default-replication-factor", 0, "cluster mode: replication factor of auto-created topics and of CreateTopics with -1 (0: min(3, voters))")
+	fs.StringVar(&f.peerDialMap, "peer-dial-map", "", "cluster mode, for tests: connect to another broker's address through a different one, `FROM=TO,...` (host:port pairs; fault-injection proxies between brokers)")
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.IntVar(&f.defaultPartitions, "default-partitions", int(def.Engine.DefaultPartitions), "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&e.Shards, "shards", def.Engine.Shards, "writer shards (0: one per CPU)")
@@ -172,7 +177,11 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if f.replicationFactor < 0 || f.replicationFactor > len(voters) {
 		return cfg, cli.Usagef("--default-replication-factor %d: use 1 to %d (the number of --voters), or 0 for min(3, voters)", f.replicationFactor, len(voters))
 	}
-	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr,
+	dial, err := peerDialer(f.peerDialMap)
+	if err != nil {
+		return cfg, cli.Usagef("--peer-dial-map: %v", err)
+	}
+	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr, Dial: dial,
 		SessionTimeout: f.sessionTimeout, HeartbeatInterval: f.heartbeatInterval, ReplicaLagMax: f.replicaLagMax,
 		DefaultReplicationFactor: int16(f.replicationFactor)}
 	cfg.Engine.Replicated = true
@@ -328,4 +337,33 @@ func orOff(addr string) string {
 		return "off"
 	}
 	return addr
+}
+
+// peerDialer parses --peer-dial-map (FROM=TO host:port pairs) into a dialer
+// that connects to TO whenever a broker connection names FROM; nil when
+// the map is empty.
+func peerDialer(spec string) (kwire.DialFunc, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(spec, ",") {
+		from, to, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not FROM=TO", kv)
+		}
+		for _, a := range []string{from, to} {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, fmt.Errorf("%q: %v", a, err)
+			}
+		}
+		m[from] = to
+	}
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if to, ok := m[addr]; ok {
+			addr = to
+		}
+		return d.DialContext(ctx, network, addr)
+	}, nil
 }

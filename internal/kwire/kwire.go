@@ -31,7 +31,16 @@ const MaxResponseBytes = 64 << 20
 // rare internal calls (registrations, admin changes); replica fetchers
 // keep a Conn. ctx bounds the whole call.
 func Call(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
-	c, err := Dial(ctx, addr)
+	return CallWith(ctx, nil, addr, req)
+}
+
+// DialFunc opens a connection (net.Dialer.DialContext's shape); cluster
+// tests route links between brokers through proxies with their own.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// CallWith is Call over a connection from dial (nil: a net.Dialer).
+func CallWith(ctx context.Context, dial DialFunc, addr string, req kmsg.Request) (kmsg.Response, error) {
+	c, err := DialWith(ctx, dial, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -52,9 +61,15 @@ type Conn struct {
 }
 
 // Dial connects to addr.
-func Dial(ctx context.Context, addr string) (*Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+func Dial(ctx context.Context, addr string) (*Conn, error) { return DialWith(ctx, nil, addr) }
+
+// DialWith connects to addr through dial (nil: a net.Dialer).
+func DialWith(ctx context.Context, dial DialFunc, addr string) (*Conn, error) {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("kwire: dial %s: %w", addr, err)
 	}
