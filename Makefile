@@ -27,7 +27,7 @@ FUZZ_TARGETS := \
 	./quorum:FuzzHello \
 	./internal/kwire:FuzzParseResponse
 
-.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos
+.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos perf-replication
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build
@@ -117,6 +117,12 @@ reliability:
 ## overload: only the 60 s overload scenario
 overload:
 	RINGLOG_OVERLOAD_SECONDS=60 $(GO) test -count=1 -v -timeout 30m -run '^TestOverload$$' ./reliability
+
+## perf-replication: acks=all throughput and ack latency with RF 3 against RF 1 on a
+## three-node cluster on this host (PAIRS alternated runs, default 5); perf/results/replication-*/
+perf-replication: PAIRS ?= 5
+perf-replication: build build-perf
+	perf/replication.sh bin/ringlog bin/ringlog-perf $(PAIRS)
 
 ## chaos: TestReplicationChaos for CYCLES (default 100) random faults (leader and node kills,
 ## pauses past the session timeout, whole-cluster kills, a leader cut off from the other brokers

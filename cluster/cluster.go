@@ -154,6 +154,13 @@ type Cluster struct {
 	fetch fetchers   // replica fetchers of the partitions this broker follows
 
 	caughtUp atomic.Bool // the image holds everything committed before the registration
+	// selfFenced: no heartbeat got through for a session timeout, so the
+	// controller has fenced this broker or is about to: the publisher
+	// makes its partitions leaderless here (clients get
+	// NOT_LEADER_OR_FOLLOWER, waiting acks=all produces fail with it)
+	// until a heartbeat succeeds.
+	selfFenced atomic.Bool
+	kick       chan struct{} // asks the publisher to reconcile now
 
 	mu        sync.Mutex
 	epoch     int64         // broker epoch; 0 until registered
@@ -202,7 +209,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "cluster"), node: node, eng: eng,
-		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	c.fetch.c = c
 	for _, v := range cfg.Voters {
 		c.voters = append(c.voters, v.ID)
@@ -331,6 +338,7 @@ func (c *Cluster) run() {
 			}
 			return
 		case <-sub.C():
+		case <-c.kick:
 		case <-tick:
 		}
 		retry = !c.reconcile()
@@ -417,6 +425,7 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 	defer c.wg.Done()
 	fenced := true
 	var lastErr string
+	lastOK := time.Now()
 	tick := time.NewTicker(c.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	for {
@@ -426,9 +435,26 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		req.CurrentMetadataOffset = int64(c.Image().Index())
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
+		sent := time.Now()
 		resp := c.Admin(ctx, req, false).(*kmsg.BrokerHeartbeatResponse)
 		cancel()
 		stop()
+		if resp.ErrorCode == 0 {
+			lastOK = sent
+			if c.selfFenced.CompareAndSwap(true, false) {
+				c.log.Info("heartbeats get through again: leading what the metadata says", "broker_epoch", epoch)
+				c.kickReconcile()
+			}
+		} else if time.Since(lastOK) > c.cfg.SessionTimeout && !c.selfFenced.Load() {
+			// The controller fences a broker it has not heard from for a
+			// session: this one's leaderships are moving or moved. Step
+			// down now, so that clients go to the new leaders instead of
+			// waiting here for acks that cannot come.
+			c.selfFenced.Store(true)
+			c.log.Warn("no heartbeat reached the controller for a session timeout: stepping down from partition leadership",
+				"silent_for", time.Since(lastOK).Round(time.Millisecond), "session_timeout", c.cfg.SessionTimeout)
+			c.kickReconcile() // the publisher makes its leaders leaderless here
+		}
 		switch {
 		case resp.ErrorCode != 0:
 			if err := kerr.ErrorForCode(resp.ErrorCode).Error(); err != lastErr {
@@ -453,6 +479,14 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// kickReconcile asks the publisher to reconcile now.
+func (c *Cluster) kickReconcile() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -665,7 +699,9 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 				Replicas: ip.Replicas, ISR: ip.ISR}
 			switch metadata.RoleOf(ip, self) {
 			case metadata.Leader:
-				st.Role = engine.RoleLeader
+				if !c.selfFenced.Load() {
+					st.Role = engine.RoleLeader
+				}
 			case metadata.Follower:
 				if ip.Leader != metadata.NoLeader {
 					st.Role = engine.RoleFollower
