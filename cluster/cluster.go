@@ -1,17 +1,19 @@
-// Package cluster wires a broker into the metadata quorum (cluster mode,
-// milestone M1 of ../shared/CLUSTER.md): it runs the broker's quorum.Node,
-// registers the broker with the controller, keeps the engine's topics in
-// step with the replicated image (the publisher), and answers the admin
-// requests the Kafka listener hands it, proposing them on the controller
-// or forwarding them to it.
+// Package cluster wires a broker into the cluster (../shared/CLUSTER.md):
+// it runs the broker's quorum.Node, registers the broker with the
+// controller and keeps its session alive with heartbeats, keeps the
+// engine's topics and each partition's replica role in step with the
+// replicated image (the publisher), runs the replica fetchers of the
+// partitions this broker follows, runs the controller's decisions while
+// this node is the Raft leader (fencing silent brokers, electing leaders
+// from the ISR, ISR changes), and answers the admin requests the Kafka
+// listener hands it, proposing them on the controller or forwarding them
+// to it.
 //
-// What M1 is: brokers agree on brokers, topics, partition placement,
-// configs and producer-id blocks through Raft; each partition has one
-// replica, its leader, and its data lives on that broker only. Replication
-// factors above 1 are refused (INVALID_REPLICATION_FACTOR) until data
-// replication lands; a broker that is down leaves its partitions
-// unavailable until it returns. There are no heartbeats or fencing of
-// dead brokers yet.
+// Brokers agree on brokers, topics, partition placement (replicas,
+// leader, leader epoch, ISR), configs and producer-id blocks through Raft;
+// partition data is replicated Kafka-style (ISR over the Fetch API, the
+// high watermark in engine/replica.go). Consumer groups are not
+// replicated yet (see Groups).
 //
 // # Startup
 //
@@ -21,7 +23,8 @@
 // advertised Kafka address) with the controller, wait until the local
 // image includes the registration (so it holds everything committed
 // before it), reconcile the engine with the image, then ask to be
-// unfenced, and from then on reconcile after every new image.
+// unfenced (the first heartbeat), and from then on reconcile after every
+// new image.
 //
 // A node that cannot register because its handshakes with the other
 // voters fail (different --voters, or a data directory of another

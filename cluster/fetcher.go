@@ -63,7 +63,23 @@ type fetcher struct {
 
 	// Owned by the goroutine.
 	conn      *kwire.Conn
-	truncated map[*engine.Partition]int32 // leader epoch each partition truncated at
+	truncated map[*engine.Partition]int32  // leader epoch each partition truncated at
+	refused   map[*engine.Partition]string // last refusal logged per partition
+}
+
+// noteRefusal logs why the leader refused a partition's request, once per
+// change of reason; ok clears it.
+func (f *fetcher) noteRefusal(p *engine.Partition, what string, err error) {
+	if err == nil {
+		delete(f.refused, p)
+		return
+	}
+	msg := what + ": " + err.Error()
+	if f.refused[p] == msg {
+		return
+	}
+	f.refused[p] = msg
+	f.log.Info("the leader refused a replica request", "partition", p.String(), "request", what, "err", err)
 }
 
 // update sets the partitions followed: want maps each to its leader.
@@ -91,7 +107,7 @@ func (fs *fetchers) update(want map[*engine.Partition]followed) {
 		f := fs.by[id]
 		if f == nil {
 			f = &fetcher{fs: fs, leader: id, log: fs.c.log.With("fetch_from", id), changed: make(chan struct{}, 1),
-				stop: make(chan struct{}), truncated: map[*engine.Partition]int32{}}
+				stop: make(chan struct{}), truncated: map[*engine.Partition]int32{}, refused: map[*engine.Partition]string{}}
 			fs.by[id] = f
 			fs.wg.Add(1)
 			go f.run()
@@ -287,10 +303,11 @@ func (f *fetcher) round(ctx context.Context) error {
 			default:
 				// Not the leader (yet, or any more), or an epoch this leader
 				// does not share: wait for the metadata to say who leads.
-				f.log.Debug("replica fetch refused", "partition", p.String(), "err", err)
+				f.noteRefusal(p, "Fetch", err)
 				retry = true
 				continue
 			}
+			f.noteRefusal(p, "Fetch", nil)
 			if len(rp.RecordBatches) > 0 {
 				batches, err := batch.Split(rp.RecordBatches, nil)
 				if err != nil && len(batches) == 0 {
@@ -392,7 +409,7 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]foll
 			}
 			p := fl.p
 			if rp.ErrorCode != 0 {
-				f.log.Debug("OffsetForLeaderEpoch refused", "partition", p.String(), "err", kerr.ErrorForCode(rp.ErrorCode))
+				f.noteRefusal(p, "OffsetForLeaderEpoch", kerr.ErrorForCode(rp.ErrorCode))
 				continue
 			}
 			l, err := p.ReplicaLog()

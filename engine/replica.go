@@ -175,11 +175,12 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 			r.mu.Unlock()
 			return fmt.Errorf("engine: %s cannot lead: no log", p)
 		}
-		if p.log.LatestEpoch() < st.LeaderEpoch {
-			if err := p.log.StartLeaderEpoch(st.LeaderEpoch); err != nil {
-				r.mu.Unlock()
-				return fmt.Errorf("engine: %s: become leader at epoch %d: %w", p, st.LeaderEpoch, err)
-			}
+		// Always: the same epoch again (a leader restarted before the
+		// controller moved its leadership) only sets the stamp, which a
+		// reopened log has at 0.
+		if err := p.log.StartLeaderEpoch(st.LeaderEpoch); err != nil {
+			r.mu.Unlock()
+			return fmt.Errorf("engine: %s: become leader at epoch %d: %w", p, st.LeaderEpoch, err)
 		}
 		r.epochStart = p.log.EndOffset()
 		r.followers = map[int32]*followerState{}

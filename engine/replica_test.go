@@ -67,6 +67,35 @@ func TestReplicatedPartitionServesOnlyAsLeader(t *testing.T) {
 	}
 }
 
+func TestRestartedLeaderStampsItsEpoch(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *Partition {
+		e := openTestEngine(t, dir, func(c *Config) { c.NodeID, c.Replicated = 1, true })
+		t.Cleanup(func() { e.Close() })
+		if e.Topic("r") == nil {
+			if _, err := e.CreateTopic(CreateTopicRequest{Name: "r", Partitions: 1, ReplicationFactor: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e.Topic("r").Partition(0)
+	}
+	p := open()
+	if err := p.SetReplicaState(leaderState(3, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, p, idem(t, -1, 0, 0, 2))
+	p.Topic().eng.Close()
+	// Back at the same leader epoch (the controller had not moved it): the
+	// reopened log must stamp epoch 3, not 0, or every append fails.
+	p = open()
+	if err := p.SetReplicaState(leaderState(3, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, submit(t, p, 1, idem(t, -1, 0, 0, 1))); r.Err != nil || r.BaseOffset != 2 {
+		t.Fatalf("append after a restart at the same leader epoch: %+v, want offset 2", r)
+	}
+}
+
 func TestHighWatermarkFollowsTheISR(t *testing.T) {
 	clock := newTestClock(time.Unix(1000, 0))
 	p := replicatedTopic(t, clock, "2")

@@ -28,9 +28,12 @@ import (
 //     another broker forwards the request to the controller (KIP-590
 //     style), except a request that was itself forwarded (client id
 //     kwire.ForwardClientID), which gets NOT_CONTROLLER.
-//   - Produce and Fetch need nothing here: the engine knows every topic
-//     but has logs only for the partitions this broker leads; the others
-//     answer NOT_LEADER_OR_FOLLOWER.
+//   - Produce and Fetch need nothing here: the engine knows every topic,
+//     has logs only for the partitions this broker replicates, and serves
+//     clients only where the publisher made it leader (others answer
+//     NOT_LEADER_OR_FOLLOWER); followers' fetches carry their replica id
+//     (k01_fetch.go). AlterPartition, from leaders, goes to Cluster.Admin
+//     like the other internal APIs.
 
 // Cluster is cluster mode's side of the Kafka listener (package cluster
 // implements it); Config.Cluster nil is a single broker.

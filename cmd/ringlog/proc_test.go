@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,6 +162,17 @@ func tryStartServe(t testing.TB, dataDir string, extraFlags ...string) (*servePr
 	b.cmd = exec.Command(ringlogBinary(t), args...)
 	b.cmd.Stdout = b.stdout
 	b.cmd.Stderr = b.stderr
+	// RINGLOG_TEST_LOG_DIR keeps every broker's whole stderr (the failure
+	// output shows only its tail): one file per process.
+	if dir := os.Getenv("RINGLOG_TEST_LOG_DIR"); dir != "" {
+		f, err := os.CreateTemp(dir, "serve-*.log")
+		if err != nil {
+			return nil, fmt.Errorf("RINGLOG_TEST_LOG_DIR: %v", err)
+		}
+		fmt.Fprintf(f, "ringlog %s\n", strings.Join(args, " "))
+		t.Cleanup(func() { f.Close() })
+		b.cmd.Stderr = io.MultiWriter(b.stderr, f)
+	}
 	if err := b.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start ringlog: %v", err)
 	}

@@ -389,14 +389,25 @@ type replProducers struct {
 func startReplProducers(t *testing.T, ctx context.Context, seeds []string, topic string, n, perSec int, deliveryTimeout time.Duration) *replProducers {
 	t.Helper()
 	p := &replProducers{t: t, acks: newAckTracker(), clock: &failoverClock{}, sent: make([]atomic.Int64, n), stop: make(chan struct{})}
+	var logOpt []kgo.Opt
+	// RINGLOG_TEST_KGO_LOG names a file for the producers' franz-go logs
+	// (info level): what the clients saw during a fault.
+	if path := os.Getenv("RINGLOG_TEST_KGO_LOG"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		logOpt = append(logOpt, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string { return time.Now().UTC().Format("15:04:05.000 ") })))
+	}
 	for i := 0; i < n; i++ {
-		p.clients = append(p.clients, procClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		p.clients = append(p.clients, procClient(t, seeds[0], append(logOpt, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 			kgo.RecordDeliveryTimeout(deliveryTimeout), kgo.MaxBufferedRecords(500),
 			// Refresh metadata soon after NOT_LEADER_OR_FOLLOWER or a dead
 			// connection (default: at most every 5 s), so that the
 			// failover time measures the brokers more than the client.
-			kgo.MetadataMinAge(250*time.Millisecond)))
+			kgo.MetadataMinAge(250*time.Millisecond))...))
 	}
 	// Produce's context: canceled only when the test ends (a canceled
 	// context fails the records still buffered).
