@@ -77,7 +77,7 @@ var topicConfigDefs = []ConfigDef{
 	{Name: "preallocate", BrokerKey: "log.preallocate", Type: TypeBoolean, Default: "false",
 		Doc: "reserve segment.bytes of disk when a segment is created", validate: validBool},
 	{Name: "min.insync.replicas", BrokerKey: "min.insync.replicas", Type: TypeInt, Default: "1",
-		Doc: "acks=all fails with NOT_ENOUGH_REPLICAS when fewer replicas are in sync (one node: 1)", validate: validLong(1, math.MaxInt32)},
+		Doc: "acks=all fails with NOT_ENOUGH_REPLICAS when fewer replicas are in sync, and the high watermark waits (a single node has 1)", validate: validLong(1, math.MaxInt32)},
 	{Name: "compression.type", BrokerKey: "compression.type", Type: TypeString, Default: "producer",
 		Doc: "ringlog stores batches exactly as produced; only 'producer' is accepted", validate: validOneOf("producer")},
 	{Name: "delete.retention.ms", BrokerKey: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000",

@@ -33,17 +33,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
 // Replication timings the tests give the brokers: short, so that a broker
 // that stopped heartbeating is fenced, and a follower that stopped
-// fetching leaves the ISR, within seconds.
-const (
-	replSessionTimeout = 2 * time.Second
-	replLagTimeMax     = 2 * time.Second
-)
+// fetching leaves the ISR, within seconds. RINGLOG_REPL_DEFAULT_TIMEOUTS=1
+// runs with the shipped defaults instead (failover figures "with default
+// timeouts").
+var replSessionTimeout, replLagTimeMax = func() (time.Duration, time.Duration) {
+	if os.Getenv("RINGLOG_REPL_DEFAULT_TIMEOUTS") != "" {
+		return cluster.DefaultSessionTimeout, cluster.DefaultReplicaLagMax
+	}
+	return 2 * time.Second, 2 * time.Second
+}()
 
 // replicatedArgs are node id's serve flags (testCluster.args) plus the
 // replication timings of these tests.

@@ -67,7 +67,7 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("topic create", topicCreateUsage, topicCreateExamples, stderr)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	fs.IntVar(&partitions, "partitions", -1, "number of partitions (-1: the broker's default)")
-	fs.IntVar(&rf, "replication-factor", -1, "copies of each partition (-1: the broker's default; ringlog has one broker, so 1)")
+	fs.IntVar(&rf, "replication-factor", -1, "copies of each partition (-1: the broker's default: 1 on a single broker, --default-replication-factor in a cluster)")
 	fs.Var(&configs, "config", "topic config `key=value` (repeatable), e.g. retention.ms=3600000")
 	fs.BoolVar(&ifNotExists, "if-not-exists", false, "succeed when the topic already exists")
 	names, err := cli.ParseArgs(fs, args)
