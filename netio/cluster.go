@@ -107,7 +107,7 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 	all := req.Topics == nil || (r.version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range cl.Image().Topics() {
-			out = append(out, imageTopic(t, req))
+			out = append(out, imageTopic(cl.Image(), t, req))
 		}
 	} else {
 		autoOK := s.eng.AutoCreateTopics() && (r.version < 4 || req.AllowAutoTopicCreation)
@@ -116,7 +116,7 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 			switch {
 			case rt.Topic == nil && r.version >= 10:
 				if t := img.TopicByID(metadata.UUID(rt.TopicID)); t != nil {
-					out = append(out, imageTopic(t, req))
+					out = append(out, imageTopic(cl.Image(), t, req))
 				} else {
 					out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.UnknownTopicID.Code, TopicID: rt.TopicID, AuthorizedOperations: notAsked})
 					r.failed = true
@@ -158,7 +158,7 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 				r.failed = true
 				continue
 			}
-			out = append(out, imageTopic(t, req))
+			out = append(out, imageTopic(cl.Image(), t, req))
 		}
 	}
 	// Brokers and controller after the topics: an auto-created topic's
@@ -182,7 +182,9 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 }
 
 // imageTopic is one topic of the image as Metadata describes it.
-func imageTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+// Replicas on brokers that are fenced or not registered are listed as
+// offline (OfflineReplicas), as Kafka lists replicas on dead brokers.
+func imageTopic(img *metadata.Image, t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	name := t.Name
 	mt := kmsg.MetadataResponseTopic{Topic: &name, TopicID: t.ID, IsInternal: t.Internal, AuthorizedOperations: notAsked}
 	if req.IncludeTopicAuthorizedOperations {
@@ -191,6 +193,11 @@ func imageTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataRespo
 	for i, p := range t.Partitions {
 		mp := kmsg.MetadataResponseTopicPartition{Partition: int32(i), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 			Replicas: append([]int32(nil), p.Replicas...), ISR: append([]int32(nil), p.ISR...), OfflineReplicas: []int32{}}
+		for _, id := range p.Replicas {
+			if b, ok := img.Broker(id); !ok || b.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+			}
+		}
 		if p.Leader == metadata.NoLeader {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}

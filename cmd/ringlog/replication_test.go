@@ -119,6 +119,7 @@ type partView struct {
 	Epoch    int32
 	Replicas []int32
 	ISR      []int32
+	Offline  []int32 // OfflineReplicas: on fenced or unregistered brokers
 }
 
 // full reports whether the partition has a leader, rf replicas, and all
@@ -210,7 +211,7 @@ func topicViewFrom(ctx context.Context, addr, topic string) (topicView, error) {
 				return v, fmt.Errorf("topic %s: partition %d listed among %d", topic, p.Partition, len(mt.Partitions))
 			}
 			v.Parts[p.Partition] = partView{Err: p.ErrorCode, Leader: p.Leader, Epoch: p.LeaderEpoch,
-				Replicas: sortedIDs(p.Replicas), ISR: sortedIDs(p.ISR)}
+				Replicas: sortedIDs(p.Replicas), ISR: sortedIDs(p.ISR), Offline: sortedIDs(p.OfflineReplicas)}
 		}
 		return v, nil
 	}
@@ -1226,9 +1227,11 @@ func TestReplicationBadInput(t *testing.T) {
 		liveAddrs = append(liveAddrs, c.kafka[id-1])
 	}
 	killed := time.Now()
-	c.pollViews(ctx, live, topic, 15*time.Second, fmt.Sprintf("the ISR of %s-0 to shrink to 2 without broker %d", topic, victim), func(vs []topicView) bool {
+	c.pollViews(ctx, live, topic, 15*time.Second, fmt.Sprintf("the ISR of %s-0 to shrink to 2 without broker %d, listed offline", topic, victim), func(vs []topicView) bool {
 		for _, v := range vs {
-			if len(v.Parts) != 1 || len(v.Parts[0].ISR) != 2 || slices.Contains(v.Parts[0].ISR, victim) || v.Parts[0].Leader <= 0 {
+			// The dead broker's replica is listed offline once it is fenced.
+			if len(v.Parts) != 1 || len(v.Parts[0].ISR) != 2 || slices.Contains(v.Parts[0].ISR, victim) || v.Parts[0].Leader <= 0 ||
+				!slices.Equal(v.Parts[0].Offline, []int32{victim}) {
 				return false
 			}
 		}
