@@ -515,6 +515,9 @@ func (e *Engine) openPartition(p *Partition, clean bool) {
 		}
 	}
 	p.log = l
+	if p.rep != nil {
+		p.loadHighWatermark()
+	}
 	if err := p.loadProducerState(); err != nil {
 		e.logger.Warn("rebuilding producer state failed; idempotent producers of this partition restart their sequences", "partition", p.String(), "err", err)
 	}

@@ -3,12 +3,17 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/wal"
 )
 
@@ -572,6 +577,47 @@ func (p *Partition) ResetTo(off int64) error {
 		p.producers = map[int64]*producerState{}
 		return nil
 	})
+}
+
+// highWatermarkFile is a replicated partition's high watermark as of its
+// last clean shutdown (Kafka's replication-offset-checkpoint, per
+// partition): a restarted broker starts from it instead of the log start,
+// so consumers do not see the end of the log move back. Offsets below a
+// high watermark stay committed, so an old file is merely low, and a
+// missing one (after kill -9) means the log start.
+const highWatermarkFile = "high-watermark"
+
+// loadHighWatermark restores the checkpointed high watermark, clamped
+// into the log (at open).
+func (p *Partition) loadHighWatermark() {
+	b, err := os.ReadFile(filepath.Join(p.dir, highWatermarkFile))
+	if err != nil {
+		return
+	}
+	hw, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || hw < 0 {
+		p.topic.eng.logger.Warn("ignoring an unreadable high-watermark checkpoint", "partition", p.String(), "err", err)
+		return
+	}
+	p.hw.Store(min(max(hw, p.log.StartOffset()), p.log.EndOffset()))
+}
+
+// saveHighWatermark checkpoints the high watermark (shard, at shutdown).
+func (p *Partition) saveHighWatermark() error {
+	return fsutil.WriteFileAtomic(filepath.Join(p.dir, highWatermarkFile), []byte(strconv.FormatInt(p.hw.Load(), 10)+"\n"), 0o644)
+}
+
+// LeaderReady reports whether a leader's high watermark reached the start
+// of its leader epoch (KIP-207): before, ListOffsets(latest) would name an
+// end below records an earlier leader committed, so it answers
+// OFFSET_NOT_AVAILABLE. Always true off cluster mode.
+func (p *Partition) LeaderReady() bool {
+	if p.rep == nil {
+		return true
+	}
+	p.rep.mu.Lock()
+	defer p.rep.mu.Unlock()
+	return p.rep.st.Role != RoleLeader || p.hw.Load() >= p.rep.epochStart
 }
 
 // reloadProducerState rebuilds the idempotent producer state from the log

@@ -86,8 +86,12 @@ func TestRestartedLeaderStampsItsEpoch(t *testing.T) {
 	appendOK(t, p, idem(t, -1, 0, 0, 2))
 	p.Topic().eng.Close()
 	// Back at the same leader epoch (the controller had not moved it): the
-	// reopened log must stamp epoch 3, not 0, or every append fails.
+	// reopened log must stamp epoch 3, not 0, or every append fails; the
+	// high watermark comes back from its checkpoint.
 	p = open()
+	if hw := p.HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d after a clean restart, want the checkpointed 2", hw)
+	}
 	if err := p.SetReplicaState(leaderState(3, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +179,33 @@ func TestHighWatermarkFollowsTheISR(t *testing.T) {
 	}
 	if r := result(t, lost); !errors.Is(r.Err, kerr.NotLeaderForPartition) {
 		t.Fatalf("parked ack when leadership moved: %v, want NOT_LEADER_OR_FOLLOWER", r.Err)
+	}
+}
+
+func TestLeaderReadyAtItsEpochStart(t *testing.T) {
+	p := replicatedTopic(t, nil, "1")
+	if err := p.SetReplicaState(leaderState(1, 1, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, submit(t, p, 1, idem(t, -1, 0, 0, 3))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if !p.LeaderReady() {
+		t.Fatal("not ready at the start of its first epoch (nothing committed before it)")
+	}
+	// A new epoch starts at 3, above the high watermark 0: not ready
+	// (KIP-207) until the follower has fetched to 3.
+	if err := p.SetReplicaState(leaderState(2, 2, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if p.LeaderReady() {
+		t.Fatalf("ready with high watermark %d below its epoch start 3", p.HighWatermark())
+	}
+	if err := p.FollowerFetched(2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if !p.LeaderReady() || p.HighWatermark() != 3 {
+		t.Fatalf("after the follower fetched to 3: ready %v, HW %d", p.LeaderReady(), p.HighWatermark())
 	}
 }
 

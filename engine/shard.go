@@ -579,6 +579,11 @@ func (s *Shard) shutdown() {
 		if err := p.saveProducerState(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: producer state: %w", p, err))
 		}
+		if p.rep != nil {
+			if err := p.saveHighWatermark(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: high watermark: %w", p, err))
+			}
+		}
 		if err := p.log.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 		}

@@ -80,6 +80,10 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 	}
 	switch ts := rp.Timestamp; {
 	case ts == -1:
+		if !p.LeaderReady() {
+			pr.ErrorCode = kerr.OffsetNotAvailable.Code
+			return
+		}
 		found(p.HighWatermark(), -1)
 	case ts == -2 || ts == -4 && r.version >= 8:
 		found(l.StartOffset(), -1)
