@@ -102,8 +102,8 @@ func codeOf(err error) (int16, *string) {
 	return code, &m
 }
 
-// isOffsetsName reports whether name is, or collides with, the brokers'
-// own __consumer_offsets (kept locally on every broker, outside the image).
+// isOffsetsName reports whether name is, or collides with, the cluster's
+// __consumer_offsets (created by the controller, never by a client).
 func isOffsetsName(name string) bool {
 	return strings.ToLower(strings.ReplaceAll(name, ".", "_")) == engine.OffsetsTopic
 }
@@ -242,6 +242,9 @@ func (c *Cluster) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsReques
 			}
 		default:
 			err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
+		}
+		if t := img.Topic(rec.Name); err == nil && ((t != nil && t.Internal) || (rec.Name == "" && img.TopicByID(rec.ID) != nil && img.TopicByID(rec.ID).Internal)) {
+			err = fmt.Errorf("%w: %s is the brokers' internal topic", kerr.InvalidTopicException, engine.OffsetsTopic)
 		}
 		if err == nil {
 			_, err = c.propose(ctx, rec)

@@ -12,8 +12,8 @@
 // Brokers agree on brokers, topics, partition placement (replicas,
 // leader, leader epoch, ISR), configs and producer-id blocks through Raft;
 // partition data is replicated Kafka-style (ISR over the Fetch API, the
-// high watermark in engine/replica.go). Consumer groups are not
-// replicated yet (see Groups).
+// high watermark in engine/replica.go), the cluster's __consumer_offsets
+// included (see Groups).
 //
 // # Startup
 //
@@ -45,18 +45,18 @@
 //
 // # Groups
 //
-// Each broker keeps its own __consumer_offsets (one local partition, not
-// in the image). The coordinator of group g is the voter at index
-// fnv32a(g) mod len(voters) of the voters sorted by id: fixed for the
-// cluster's life, so a group's offsets always live on the same broker.
-// That broker down means its groups are unavailable until it returns.
+// The cluster's __consumer_offsets is an internal topic of the image that
+// the controller creates once enough brokers are live, replicated like
+// any topic. The coordinator of group g is the leader of its partition
+// (engine.OffsetsPartitionFor); the publisher makes the engine's
+// coordinator replay a partition when this broker starts leading it and
+// forget its groups when the leadership moves.
 package cluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"maps"
 	"net"
@@ -101,6 +101,9 @@ const (
 	// DefaultReplicaLagMax is replica.lag.time.max.ms: a follower not
 	// caught up for this long leaves the ISR.
 	DefaultReplicaLagMax = 10 * time.Second
+	// DefaultOffsetsPartitions is the partition count of the cluster's
+	// __consumer_offsets.
+	DefaultOffsetsPartitions = 16
 	// isrTick is how often leaders look for ISR changes to ask for.
 	isrTick = 250 * time.Millisecond
 )
@@ -127,6 +130,10 @@ type Config struct {
 	// SessionTimeout, HeartbeatInterval, ReplicaLagMax: see their
 	// Default constants (0: the default).
 	SessionTimeout, HeartbeatInterval, ReplicaLagMax time.Duration
+	// OffsetsPartitions is the partition count of the cluster's
+	// __consumer_offsets (offsets.topic.num.partitions; 0:
+	// DefaultOffsetsPartitions), fixed when the controller creates it.
+	OffsetsPartitions int32
 	// MismatchGrace: see DefaultMismatchGrace (0: the default).
 	MismatchGrace time.Duration
 	// Dial opens every connection this broker makes to another broker:
@@ -200,6 +207,9 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	if cfg.ReplicaLagMax <= 0 {
 		cfg.ReplicaLagMax = DefaultReplicaLagMax
 	}
+	if cfg.OffsetsPartitions <= 0 {
+		cfg.OffsetsPartitions = DefaultOffsetsPartitions
+	}
 	if _, ok := cfg.Voters.Lookup(cfg.NodeID); !ok {
 		return nil, fmt.Errorf("cluster: --node-id %d is not in --voters %q (every broker is a controller: list them all, this one included)", cfg.NodeID, cfg.Voters)
 	}
@@ -220,7 +230,6 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	eng.SetClusterHooks(engine.ClusterHooks{
 		AutoCreateTopic:     c.autoCreateTopic,
 		AllocateProducerIDs: c.allocateProducerIDs,
-		CoordinatorFor:      c.CoordinatorFor,
 	})
 	return c, nil
 }
@@ -283,11 +292,15 @@ func (c *Cluster) ControllerID() int32 {
 	return id
 }
 
-// CoordinatorFor is the broker coordinating group: fixed over the voters.
+// CoordinatorFor is the broker coordinating group: the leader of its
+// partition of the cluster's __consumer_offsets; -1 while the topic does
+// not exist or that partition has no leader.
 func (c *Cluster) CoordinatorFor(group string) int32 {
-	h := fnv.New32a()
-	h.Write([]byte(group))
-	return c.voters[int(h.Sum32()%uint32(len(c.voters)))]
+	t := c.Image().Topic(engine.OffsetsTopic)
+	if t == nil || len(t.Partitions) == 0 {
+		return -1
+	}
+	return t.Partitions[engine.OffsetsPartitionFor(group, len(t.Partitions))].Leader
 }
 
 // CaughtUp reports whether this broker's image holds everything committed
@@ -526,9 +539,6 @@ func (c *Cluster) askISRChanges() {
 	req.Version = 2
 	req.BrokerID, req.BrokerEpoch = c.cfg.NodeID, epoch
 	for _, t := range c.eng.Topics() {
-		if t.Internal {
-			continue
-		}
 		var rt *kmsg.AlterPartitionRequestTopic
 		for _, p := range t.Partitions() {
 			if !p.Replicated() || !p.Hosted() || p.Role() != engine.RoleLeader {
@@ -601,9 +611,6 @@ func (c *Cluster) reconcile() bool {
 	self := c.cfg.NodeID
 	ok := true
 	for _, t := range c.eng.Topics() {
-		if t.Internal {
-			continue
-		}
 		id := metadata.UUID(t.ID)
 		if it := img.TopicByID(id); it != nil && it.Name == t.Name {
 			continue
@@ -631,7 +638,7 @@ func (c *Cluster) reconcile() bool {
 		}
 		et := c.eng.Topic(it.Name)
 		if et == nil {
-			_, err := c.eng.CreateTopic(engine.CreateTopicRequest{Name: it.Name, ID: engine.TopicID(it.ID),
+			_, err := c.eng.CreateTopic(engine.CreateTopicRequest{Name: it.Name, ID: engine.TopicID(it.ID), Internal: it.Internal,
 				Partitions: int32(len(it.Partitions)), ReplicationFactor: -1, Configs: maps.Clone(it.Configs), NotHosted: notHosted})
 			if err != nil {
 				c.log.Error("cannot create a topic of the cluster metadata", "topic", it.Name, "err", err)
@@ -719,6 +726,9 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 					continue
 				}
 			}
+			if it.Name == engine.OffsetsTopic && it.Internal && !c.followCoordinator(int32(i), cur, st) {
+				ok = false
+			}
 			if st.Role == engine.RoleFollower {
 				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch}
 			}
@@ -726,6 +736,28 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 	}
 	c.fetch.update(want)
 	return ok
+}
+
+// followCoordinator makes the group coordinator follow the leadership of
+// partition i of __consumer_offsets: replay it at a new leader epoch (or
+// until a replay succeeded), forget its groups when the leadership moved
+// away. It reports success.
+func (c *Cluster) followCoordinator(i int32, cur, st engine.ReplicaState) bool {
+	co := c.eng.Coordinator()
+	if st.Role != engine.RoleLeader {
+		if co.Loaded(i) {
+			co.UnloadPartition(i)
+		}
+		return true
+	}
+	if co.Loaded(i) && cur.Role == engine.RoleLeader && cur.LeaderEpoch == st.LeaderEpoch {
+		return true
+	}
+	if err := co.LoadPartition(i); err != nil {
+		c.log.Error("cannot load the groups of an offsets partition", "partition", i, "err", err)
+		return false
+	}
+	return true
 }
 
 // autoCreateTopic creates name through the controller (the engine hook)

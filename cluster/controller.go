@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -116,6 +118,7 @@ func (c *Cluster) controlOnce(since time.Time) {
 		}
 		img = c.Image()
 	}
+	c.ensureOffsetsTopic(ctx, img)
 	changes := electionChanges(img)
 	if len(changes) == 0 {
 		return
@@ -217,4 +220,30 @@ func (c *Cluster) alterPartition(ctx context.Context, req *kmsg.AlterPartitionRe
 		resp.Topics = append(resp.Topics, tr)
 	}
 	return resp
+}
+
+// ensureOffsetsTopic creates the cluster's __consumer_offsets (internal,
+// compacted, OffsetsPartitions partitions, replication factor min(3,
+// voters), min.insync.replicas min(2, that)) once that many brokers are
+// live, so that it never starts with fewer copies than it will have.
+func (c *Cluster) ensureOffsetsTopic(ctx context.Context, img *metadata.Image) {
+	if img.Topic(engine.OffsetsTopic) != nil {
+		return
+	}
+	rf := min(3, len(c.voters))
+	if len(img.LiveBrokers()) < rf {
+		return
+	}
+	replicas, err := metadata.PlaceReplicas(img, 0, int(c.cfg.OffsetsPartitions), rf)
+	if err != nil {
+		c.log.Warn("controller: cannot place __consumer_offsets", "err", err)
+		return
+	}
+	rec := metadata.CreateTopic{Name: engine.OffsetsTopic, ID: metadata.NewUUID(), Internal: true, Replicas: replicas,
+		Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "8388608", "min.insync.replicas": strconv.Itoa(min(2, rf))}}
+	if _, err := c.propose(ctx, rec); err != nil {
+		c.log.Warn("controller: cannot create __consumer_offsets", "err", err)
+		return
+	}
+	c.log.Info("controller: created the cluster's __consumer_offsets", "partitions", c.cfg.OffsetsPartitions, "replication_factor", rf)
 }

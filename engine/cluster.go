@@ -17,10 +17,6 @@ type ClusterHooks struct {
 	// AllocateProducerIDs reserves a block of producer ids from the
 	// controller: [first, first+count).
 	AllocateProducerIDs func() (first int64, count int32, err error)
-	// CoordinatorFor is the broker coordinating group; the engine serves
-	// only the groups whose coordinator is its own NodeID (others get
-	// NOT_COORDINATOR).
-	CoordinatorFor func(group string) int32
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the
@@ -49,15 +45,25 @@ func hostedOnly(parts []*Partition) []*Partition {
 	return out
 }
 
-// checkCoordinator refuses a group this broker does not coordinate (cluster
-// mode).
+// checkCoordinator refuses a group this broker does not coordinate
+// (cluster mode): the coordinator of a group is the leader of its
+// __consumer_offsets partition, once it replayed that partition.
 func (c *Coordinator) checkCoordinator(group string) error {
-	h := c.eng.clusterHooks()
-	if h == nil || h.CoordinatorFor == nil {
+	if c.loaded == nil {
 		return nil
 	}
-	if id := h.CoordinatorFor(group); id != c.eng.NodeID() {
-		return fmt.Errorf("%w: group %q is coordinated by broker %d", kerr.NotCoordinator, group, id)
+	p := c.partitionFor(group)
+	if p == nil {
+		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
+	}
+	if p.Role() != RoleLeader {
+		return fmt.Errorf("%w: group %q belongs to %s, which this broker does not lead", kerr.NotCoordinator, group, p)
+	}
+	c.mu.RLock()
+	loaded := c.loaded[p.Index]
+	c.mu.RUnlock()
+	if !loaded {
+		return fmt.Errorf("%w: %s is being loaded", kerr.CoordinatorLoadInProgress, p)
 	}
 	return nil
 }

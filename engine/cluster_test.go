@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -86,8 +87,8 @@ func TestStrayTopicKeepsData(t *testing.T) {
 	}
 }
 
-// The cluster hooks: auto-creation, producer-id blocks and group ownership
-// come from the cluster.
+// The cluster hooks: auto-creation and producer-id blocks come from the
+// cluster.
 func TestClusterHooks(t *testing.T) {
 	e := openEngine(t, t.TempDir(), func(c *Config) { c.NodeID = 2 })
 	var created []string
@@ -98,12 +99,6 @@ func TestClusterHooks(t *testing.T) {
 			return err
 		},
 		AllocateProducerIDs: func() (int64, int32, error) { return 5000, 2, nil },
-		CoordinatorFor: func(group string) int32 {
-			if group == "mine" {
-				return 2
-			}
-			return 1
-		},
 	})
 	if _, err := e.GetOrCreateTopic("auto"); err != nil || len(created) != 1 {
 		t.Fatalf("auto-create through the hook: %v, calls %v", err, created)
@@ -114,13 +109,67 @@ func TestClusterHooks(t *testing.T) {
 			t.Fatalf("producer id %d (%v), want %d from the cluster's block", id, err, want)
 		}
 	}
-	if _, err := e.Coordinator().Group("mine", true); err != nil {
-		t.Fatalf("own group: %v", err)
+}
+
+// In cluster mode a broker coordinates the groups of the __consumer_offsets
+// partitions it leads, once it replayed them; commits survive a reload
+// (what a new leader does).
+func TestReplicatedCoordinatorFollowsLeadership(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.NodeID, c.Replicated = 1, true })
+	co := e.Coordinator()
+	if _, err := co.Group("g", true); !errors.Is(err, kerr.CoordinatorNotAvailable) {
+		t.Fatalf("no offsets topic yet: %v, want COORDINATOR_NOT_AVAILABLE", err)
 	}
-	if _, err := e.Coordinator().Group("theirs", true); !errors.Is(err, kerr.NotCoordinator) {
-		t.Fatalf("another broker's group: %v, want NOT_COORDINATOR", err)
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: OffsetsTopic, Partitions: 2, ReplicationFactor: -1, Internal: true,
+		Configs: map[string]string{"cleanup.policy": "compact"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := e.Coordinator().FetchOffsets("theirs", nil); !errors.Is(err, kerr.NotCoordinator) {
+	var mine, theirs string
+	for i := 0; mine == "" || theirs == ""; i++ {
+		g := fmt.Sprintf("g%d", i)
+		if OffsetsPartitionFor(g, 2) == 0 {
+			mine = g
+		} else {
+			theirs = g
+		}
+	}
+	lead := ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}
+	if err := tp.Partition(0).SetReplicaState(lead); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Partition(1).SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.Group(mine, true); !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+		t.Fatalf("leader of the group's partition, not loaded yet: %v, want COORDINATOR_LOAD_IN_PROGRESS", err)
+	}
+	if err := co.LoadPartition(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.Group(theirs, true); !errors.Is(err, kerr.NotCoordinator) {
+		t.Fatalf("a group of a partition another broker leads: %v, want NOT_COORDINATOR", err)
+	}
+	if _, err := co.FetchOffsets(theirs, nil); !errors.Is(err, kerr.NotCoordinator) {
 		t.Fatalf("another broker's offsets: %v, want NOT_COORDINATOR", err)
+	}
+	if _, err := e.CreateTopic(CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := co.CommitOffsets(mine, "", nil, -1, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 42}}); err != nil || errs[0] != nil {
+		t.Fatalf("commit: %v %v", err, errs)
+	}
+	// Leadership moves away and comes back at a new epoch: the groups are
+	// forgotten, then replayed from the log.
+	co.UnloadPartition(0)
+	if co.Loaded(0) || len(co.Groups()) != 0 {
+		t.Fatalf("after unloading: loaded %v, %d groups", co.Loaded(0), len(co.Groups()))
+	}
+	if err := co.LoadPartition(0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := co.FetchOffsets(mine, map[string][]int32{"t": {0}})
+	if err != nil || len(got) != 1 || got[0].Offset != 42 {
+		t.Fatalf("offsets after a reload: %+v %v, want 42", got, err)
 	}
 }

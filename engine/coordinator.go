@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -28,9 +29,13 @@ type Coordinator struct {
 	cfg   GroupConfig
 	sched Scheduler
 
-	mu     sync.RWMutex // guards groups; taken before any Group.mu
+	mu     sync.RWMutex // guards groups, loaded; taken before any Group.mu
 	groups map[string]*Group
 	topic  *Topic
+	// loaded marks, in cluster mode, the __consumer_offsets partitions
+	// whose groups this broker has replayed as their leader (see
+	// LoadPartition); nil on a single node, which serves every group.
+	loaded map[int32]bool
 }
 
 // Offsets-topic layout.
@@ -53,8 +58,14 @@ func newCoordinator(e *Engine, cfg GroupConfig) *Coordinator {
 	return &Coordinator{eng: e, cfg: cfg, sched: realScheduler{}, groups: map[string]*Group{}}
 }
 
-// start creates __consumer_offsets if needed and replays it.
+// start creates __consumer_offsets if needed and replays it. In cluster
+// mode the topic is the cluster's (replicated, created by the controller)
+// and each partition is replayed when this broker becomes its leader.
 func (c *Coordinator) start() error {
+	if c.eng.cfg.Replicated {
+		c.loaded = map[int32]bool{}
+		return nil
+	}
 	t := c.eng.Topic(OffsetsTopic)
 	if t == nil {
 		var err error
@@ -78,12 +89,26 @@ func (c *Coordinator) replay() error {
 		if err != nil {
 			return fmt.Errorf("%s is offline: %w", p, err)
 		}
+		n, m, err := c.replayLog(p, l)
+		if err != nil {
+			return err
+		}
+		commits, groups = commits+n, groups+m
+	}
+	c.eng.logger.Info("loaded consumer groups", "records_commits", commits, "records_groups", groups, "groups", len(c.groups))
+	return nil
+}
+
+// replayLog applies one __consumer_offsets partition's records and counts
+// the commits and group records.
+func (c *Coordinator) replayLog(p *Partition, l *wal.Log) (commits, groups int, err error) {
+	{
 		end := l.EndOffset()
 		var scratch []byte
 		for off := l.StartOffset(); off < end; {
 			buf, err := l.ReadBytes(nil, off, 4<<20, end)
 			if err != nil {
-				return fmt.Errorf("replay %s at %d: %w", p, off, err)
+				return 0, 0, fmt.Errorf("replay %s at %d: %w", p, off, err)
 			}
 			if len(buf) == 0 {
 				break
@@ -92,12 +117,12 @@ func (c *Coordinator) replay() error {
 				n := int(batch.BatchLength(buf)) + batch.LogOverhead
 				h, err := batch.CheckStored(buf[:n])
 				if err != nil {
-					return fmt.Errorf("replay %s: %w", p, err)
+					return 0, 0, fmt.Errorf("replay %s: %w", p, err)
 				}
 				it, sc, err := batch.Records(buf[:n], &h, scratch)
 				scratch = sc
 				if err != nil {
-					return fmt.Errorf("replay %s: %w", p, err)
+					return 0, 0, fmt.Errorf("replay %s: %w", p, err)
 				}
 				for {
 					r, ok := it.Next()
@@ -120,8 +145,95 @@ func (c *Coordinator) replay() error {
 			}
 		}
 	}
-	c.eng.logger.Info("loaded consumer groups", "records_commits", commits, "records_groups", groups, "groups", len(c.groups))
+	return commits, groups, nil
+}
+
+// LoadPartition replays partition i of the cluster's __consumer_offsets
+// after this broker became its leader (cluster mode; the publisher calls
+// it): its groups are served from then on. Until then they answer
+// COORDINATOR_LOAD_IN_PROGRESS.
+func (c *Coordinator) LoadPartition(i int32) error {
+	t := c.offsetsTopic()
+	if t == nil || t.Partition(i) == nil {
+		return fmt.Errorf("engine: %s has no partition %d", OffsetsTopic, i)
+	}
+	p := t.Partition(i)
+	l, err := p.ReplicaLog()
+	if err != nil {
+		return err
+	}
+	c.unload(i) // what a previous leadership left
+	commits, groups, err := c.replayLog(p, l)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.loaded[i] = true
+	c.mu.Unlock()
+	c.eng.logger.Info("coordinating the groups of an offsets partition", "partition", p.String(), "records_commits", commits, "records_groups", groups)
 	return nil
+}
+
+// Loaded reports whether partition i of __consumer_offsets is replayed
+// and its groups served here (cluster mode).
+func (c *Coordinator) Loaded(i int32) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.loaded[i]
+}
+
+// UnloadPartition forgets the groups of partition i of __consumer_offsets
+// after this broker lost its leadership (cluster mode): they answer
+// NOT_COORDINATOR, and what their timers still do is never written (see
+// storeGroup).
+func (c *Coordinator) UnloadPartition(i int32) {
+	c.mu.RLock()
+	was := c.loaded[i]
+	c.mu.RUnlock()
+	c.unload(i)
+	if was {
+		c.eng.logger.Info("no longer coordinating the groups of an offsets partition", "partition", OffsetsTopic+"-"+fmt.Sprint(i))
+	}
+}
+
+func (c *Coordinator) unload(i int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.loaded, i)
+	n := c.partitionCount()
+	for id := range c.groups {
+		if n > 0 && OffsetsPartitionFor(id, n) == i {
+			delete(c.groups, id)
+		}
+	}
+}
+
+// offsetsTopic is __consumer_offsets: the local one, or in cluster mode
+// the cluster's once the publisher created it (nil before).
+func (c *Coordinator) offsetsTopic() *Topic {
+	if c.topic != nil {
+		return c.topic
+	}
+	if t := c.eng.Topic(OffsetsTopic); t != nil && t.Internal {
+		return t
+	}
+	return nil
+}
+
+func (c *Coordinator) partitionCount() int {
+	if t := c.offsetsTopic(); t != nil {
+		return len(t.Partitions())
+	}
+	return 0
+}
+
+// OffsetsPartitionFor is the __consumer_offsets partition of group among
+// n partitions (fnv-1a of the group id, mod n); the cluster's
+// FindCoordinator uses it to name the partition's leader.
+func OffsetsPartitionFor(group string, n int) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return int32(h.Sum32() % uint32(n))
 }
 
 // apply replays one record: 1 for an offset commit, 2 for group metadata.
@@ -244,10 +356,12 @@ func (c *Coordinator) Groups() []*Group {
 }
 
 func (c *Coordinator) partitionFor(group string) *Partition {
-	h := fnv.New32a()
-	h.Write([]byte(group))
-	ps := c.topic.Partitions()
-	return ps[int(h.Sum32()%uint32(len(ps)))]
+	t := c.offsetsTopic()
+	if t == nil {
+		return nil
+	}
+	ps := t.Partitions()
+	return ps[OffsetsPartitionFor(group, len(ps))]
 }
 
 type kv struct{ key, value []byte }
@@ -256,6 +370,9 @@ type kv struct{ key, value []byte }
 // waits until they are durable (fdatasync'ed, unless write caching).
 func (c *Coordinator) write(group string, recs []kv) error {
 	p := c.partitionFor(group)
+	if p == nil {
+		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
+	}
 	b := batch.NewBuilder()
 	now := c.sched.Now().UnixMilli()
 	for _, r := range recs {
@@ -274,6 +391,11 @@ func (c *Coordinator) write(group string, recs []kv) error {
 		Done: func(r AppendResult) { done <- r }})
 	res := <-done
 	if res.Err != nil {
+		if errors.Is(res.Err, kerr.NotLeaderForPartition) {
+			// The partition's leadership moved (cluster mode): so did the
+			// group's coordinator; the commit may or may not be there.
+			return fmt.Errorf("%w: %s moved to another broker: %w", kerr.NotCoordinator, p, res.Err)
+		}
 		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, OffsetsTopic, res.Err)
 	}
 	return nil
@@ -296,7 +418,18 @@ func (c *Coordinator) storeGroup(g *Group, s GroupSnapshot, done func(error)) {
 			RebalanceTimeoutMillis: int32(m.RebalanceTimeout.Milliseconds()), SessionTimeoutMillis: int32(m.SessionTimeout.Milliseconds()),
 			Subscription: nonNil(m.Subscription), Assignment: nonNil(m.Assignment)})
 	}
-	go func() { done(c.write(g.ID, []kv{{key, val.AppendTo(nil)}})) }()
+	go func() {
+		c.mu.RLock()
+		current := c.groups[g.ID] == g
+		c.mu.RUnlock()
+		if !current {
+			// Unloaded (its partition's leadership moved): never write a
+			// detached group's state over the new coordinator's.
+			done(fmt.Errorf("%w: group %q is no longer coordinated here", kerr.NotCoordinator, g.ID))
+			return
+		}
+		done(c.write(g.ID, []kv{{key, val.AppendTo(nil)}}))
+	}()
 }
 
 func nonNil(b []byte) []byte {

@@ -453,7 +453,7 @@ func (e *Engine) newPartition(t *Topic, i int32) *Partition {
 	p := &Partition{topic: t, Index: i, dir: filepath.Join(e.cfg.DataDir, fmt.Sprintf("%s-%d", t.Name, i))}
 	p.shard = e.shards[shardFor(t.Name, i, len(e.shards))]
 	p.producers = map[int64]*producerState{}
-	if e.cfg.Replicated && !t.Internal {
+	if e.cfg.Replicated {
 		p.rep = &replication{}
 	}
 	return p

@@ -35,9 +35,10 @@ import (
 // and it moves only while the image's ISR has min.insync.replicas
 // members. It never moves backwards on a leader.
 //
-// In single-node mode (and for __consumer_offsets) a partition has no
+// In single-node mode a partition (__consumer_offsets included) has no
 // replication state and behaves as before: it leads at epoch 0 and its
-// high watermark is its log end.
+// high watermark is its log end. In cluster mode every partition
+// replicates, the cluster's __consumer_offsets too.
 
 // Role is this broker's part in a partition.
 type Role int8
@@ -111,8 +112,7 @@ type pendingAck struct {
 	deadline time.Time
 }
 
-// Replicated reports whether the partition replicates (cluster mode,
-// not an internal topic).
+// Replicated reports whether the partition replicates (cluster mode).
 func (p *Partition) Replicated() bool { return p.rep != nil }
 
 // Role is this broker's role for the partition (RoleLeader for every

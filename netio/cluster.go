@@ -47,7 +47,8 @@ type Cluster interface {
 	// controller, forwarded to it elsewhere (unless forwarded is set:
 	// then NOT_CONTROLLER).
 	Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response
-	// CoordinatorFor is the broker that coordinates group.
+	// CoordinatorFor is the broker that coordinates group, -1 when none
+	// does (yet).
 	CoordinatorFor(group string) int32
 	// CaughtUp reports whether this broker's image holds everything
 	// committed before it registered (false right after a start: Raft
@@ -238,6 +239,9 @@ func (s *Server) clusterDescribe(r *request, req *kmsg.DescribeClusterRequest) {
 func (s *Server) clusterCoordinator(group string) (int32, string, int32, error) {
 	cl := s.cfg.Cluster
 	id := cl.CoordinatorFor(group)
+	if id < 0 {
+		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the group's __consumer_offsets partition has no leader yet"))
+	}
 	b, ok := cl.Image().Broker(id)
 	if !ok {
 		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the coordinating broker "+strconv.Itoa(int(id))+" has not registered yet"))

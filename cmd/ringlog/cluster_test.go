@@ -183,11 +183,13 @@ func produceAll(t *testing.T, ctx context.Context, seeds []string, topic, prefix
 
 // consumeAll reads topic from the start through a consumer group seeded
 // with every broker until it has want records, failing on a duplicate or
-// an unexpected value; it returns the partitions the records came from.
+// an unexpected value, commits, and leaves the group; it returns the
+// partitions the records came from.
 func consumeAll(t *testing.T, ctx context.Context, seeds []string, topic, group string, want map[string]bool) map[int32]int {
 	t.Helper()
 	cl := procClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	defer cl.Close() // leave the group: a later consumer of it gets every partition
 	got := map[string]bool{}
 	parts := map[int32]int{}
 	for len(got) < len(want) {
@@ -267,9 +269,15 @@ func TestClusterThreeBrokers(t *testing.T) {
 	}
 	for i, d := range c.dirs {
 		for p, l := range v.Leaders["orders"] {
-			_, err := os.Stat(filepath.Join(d, fmt.Sprintf("orders-%d", p)))
-			if (l == int32(i+1)) != (err == nil) {
-				t.Errorf("broker %d: orders-%d led by %d, its log here: %v", i+1, p, l, err)
+			path := filepath.Join(d, fmt.Sprintf("orders-%d", p))
+			if l == int32(i+1) {
+				// Each broker creates its logs when its publisher catches up.
+				waitFor(t, ctx, fmt.Sprintf("orders-%d's log on its leader %d", p, l), func() bool {
+					_, err := os.Stat(path)
+					return err == nil
+				})
+			} else if _, err := os.Stat(path); err == nil {
+				t.Errorf("broker %d: orders-%d is led by %d (RF 1), yet it has a log here", i+1, p, l)
 			}
 		}
 	}

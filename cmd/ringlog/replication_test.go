@@ -1256,3 +1256,93 @@ func TestReplicationBadInput(t *testing.T) {
 	c.waitFullISR(ctx, topic, 1, 3, 30*time.Second)
 	c.produceRawUntil(ctx, c.running(), topic, 0, 10*time.Second)
 }
+
+// TestReplicatedGroupOffsets: the cluster's __consumer_offsets is
+// replicated and its partitions' leaders coordinate the groups, so a
+// group's committed offsets survive SIGKILL of its coordinator: another
+// broker takes the group over (FindCoordinator names it) with every
+// offset committed before the kill, and the group resumes where it was,
+// reading only what was produced after.
+func TestReplicatedGroupOffsets(t *testing.T) {
+	ringlogBinary(t)
+	c := newTestCluster(t, 3)
+	for id := 1; id <= 3; id++ {
+		c.startReplicated(id)
+	}
+	ctx := deadlineCtx(t, 2*time.Minute)
+	c.converge(ctx, 3)
+	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
+	const topic, group = "grouped", "g-failover"
+	if res, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || res.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, res.Err)
+	}
+	c.waitFullISR(ctx, topic, 3, 3, 30*time.Second)
+	c.waitFullISR(ctx, "__consumer_offsets", int(cluster.DefaultOffsetsPartitions), 3, 30*time.Second)
+
+	first := produceAll(t, ctx, c.kafka, topic, "a", 300)
+	consumeAll(t, ctx, c.kafka, topic, group, first)
+	before, err := adm.FetchOffsets(ctx, group)
+	if err != nil || before.Error() != nil {
+		t.Fatalf("fetch %s's offsets: %v %v", group, err, before.Error())
+	}
+	coord := adm.FindGroupCoordinators(ctx, group)
+	if len(coord) != 1 || coord[group].Err != nil {
+		t.Fatalf("find %s's coordinator: %+v", group, coord)
+	}
+	victim := coord[group].NodeID
+	c.procs[victim-1].kill()
+	killed := time.Now()
+
+	var live []string
+	for _, id := range c.running() {
+		live = append(live, c.kafka[id-1])
+	}
+	// A fresh client each try: franz-go keeps a group's coordinator
+	// cached while dialing it fails.
+	var adm2 *kadm.Client
+	var after kadm.OffsetResponses
+	for {
+		cl, cerr := kgo.NewClient(kgo.SeedBrokers(live...), kgo.RetryTimeout(2*time.Second))
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		adm2 = kadm.NewClient(cl)
+		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		after, err = adm2.FetchOffsets(fctx, group)
+		cancel()
+		if err == nil && after.Error() == nil && len(after) > 0 {
+			t.Cleanup(cl.Close)
+			break
+		}
+		cl.Close()
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("no broker served %s's offsets within 30 s of killing its coordinator %d: %v %v", group, victim, err, after.Error())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	now := adm2.FindGroupCoordinators(ctx, group)
+	if now[group].Err != nil || now[group].NodeID == victim {
+		t.Fatalf("after the kill the coordinator is %+v, want another broker than %d", now[group], victim)
+	}
+	total := int64(0)
+	before.Each(func(o kadm.OffsetResponse) {
+		got, ok := after.Lookup(o.Topic, o.Partition)
+		if !ok || got.At != o.At {
+			t.Errorf("%s/%d: committed %d before the kill, %+v after", o.Topic, o.Partition, o.At, got)
+		}
+		total += o.At
+	})
+	if total != 300 {
+		t.Fatalf("the group committed %d records' worth of offsets, want 300", total)
+	}
+	t.Logf("coordinator %d killed: broker %d serves %s's offsets (all %d partitions intact) after %v",
+		victim, now[group].NodeID, group, len(before), took.Round(time.Millisecond))
+
+	// The group resumes at its commits: only the new records come.
+	second := produceAll(t, ctx, live, topic, "b", 90)
+	consumeAll(t, ctx, live, topic, group, second)
+
+	c.startReplicated(int(victim))
+	c.waitFullISR(ctx, "__consumer_offsets", int(cluster.DefaultOffsetsPartitions), 3, 30*time.Second)
+}
