@@ -1078,7 +1078,12 @@ func TestReplicationChaos(t *testing.T) {
 	acked, failed := h.prods.finish(h.ctx)
 	var other map[string]error
 	for v, err := range failed {
-		if !errors.Is(err, kgo.ErrRecordTimeout) {
+		// Failures a fault explains: the delivery timeout, and franz-go
+		// giving a record up when a broker died in the middle of the
+		// connection's ApiVersions exchange (it takes that for a TLS
+		// mismatch and does not retry). Neither was acknowledged, and the
+		// checks below prove neither was stored twice.
+		if !errors.Is(err, kgo.ErrRecordTimeout) && !strings.Contains(err.Error(), "during api versions negotiation") {
 			if other == nil {
 				other = map[string]error{}
 			}
