@@ -219,11 +219,7 @@ func (f *fetcher) round(ctx context.Context) error {
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
 	req.SessionEpoch = -1
-	type slot struct {
-		fl  followed
-		off int64
-	}
-	var slots []slot
+	var asked []followed
 	byTopic := map[string]int{}
 	for p, fl := range parts {
 		if ep, ok := f.truncated[p]; !ok || ep != fl.leaderEpoch {
@@ -233,14 +229,11 @@ func (f *fetcher) round(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		i, ok := byTopic[fl.topic]
-		if !ok {
+		i := topicSlot(byTopic, &req.Topics, fl.topic, func(name string) kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic = fl.topic
-			req.Topics = append(req.Topics, t)
-			i = len(req.Topics) - 1
-			byTopic[fl.topic] = i
-		}
+			t.Topic = name
+			return t
+		})
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = p.Index
 		rp.CurrentLeaderEpoch = fl.leaderEpoch
@@ -249,9 +242,9 @@ func (f *fetcher) round(ctx context.Context) error {
 		rp.LogStartOffset = -1
 		rp.PartitionMaxBytes = replicaPartitionBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		slots = append(slots, slot{fl, rp.FetchOffset})
+		asked = append(asked, fl)
 	}
-	if len(slots) == 0 {
+	if len(asked) == 0 {
 		return errNothingToFetch
 	}
 	cctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+10*time.Second)
@@ -264,13 +257,7 @@ func (f *fetcher) round(ctx context.Context) error {
 	if resp.ErrorCode != 0 {
 		return kerr.ErrorForCode(resp.ErrorCode)
 	}
-	find := map[string]map[int32]followed{}
-	for _, s := range slots {
-		if find[s.fl.topic] == nil {
-			find[s.fl.topic] = map[int32]followed{}
-		}
-		find[s.fl.topic][s.fl.p.Index] = s.fl
-	}
+	find := lookupOf(asked)
 	var wg sync.WaitGroup
 	var pending []func()
 	retry := false
@@ -352,11 +339,7 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]foll
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.Version = 3
 	req.ReplicaID = f.fs.c.cfg.NodeID
-	type slot struct {
-		fl    followed
-		epoch int32
-	}
-	var slots []slot
+	var asked []followed
 	byTopic := map[string]int{}
 	for p, fl := range parts {
 		if ep, ok := f.truncated[p]; ok && ep == fl.leaderEpoch {
@@ -371,20 +354,17 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]foll
 			f.truncated[p] = fl.leaderEpoch // empty: nothing can diverge
 			continue
 		}
-		i, ok := byTopic[fl.topic]
-		if !ok {
+		i := topicSlot(byTopic, &req.Topics, fl.topic, func(name string) kmsg.OffsetForLeaderEpochRequestTopic {
 			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			t.Topic = fl.topic
-			req.Topics = append(req.Topics, t)
-			i = len(req.Topics) - 1
-			byTopic[fl.topic] = i
-		}
+			t.Topic = name
+			return t
+		})
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p.Index, fl.leaderEpoch, latest
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		slots = append(slots, slot{fl, latest})
+		asked = append(asked, fl)
 	}
-	if len(slots) == 0 {
+	if len(asked) == 0 {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -394,13 +374,7 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]foll
 		return err
 	}
 	resp := raw.(*kmsg.OffsetForLeaderEpochResponse)
-	find := map[string]map[int32]followed{}
-	for _, s := range slots {
-		if find[s.fl.topic] == nil {
-			find[s.fl.topic] = map[int32]followed{}
-		}
-		find[s.fl.topic][s.fl.p.Index] = s.fl
-	}
+	find := lookupOf(asked)
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
 			fl, ok := find[rt.Topic][rp.Partition]
@@ -437,4 +411,28 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]foll
 		}
 	}
 	return nil
+}
+
+// topicSlot is the index of topic name in *topics (a request's topic
+// list), appending mk(name) the first time; index remembers them.
+func topicSlot[T any](index map[string]int, topics *[]T, name string, mk func(string) T) int {
+	if i, ok := index[name]; ok {
+		return i
+	}
+	*topics = append(*topics, mk(name))
+	index[name] = len(*topics) - 1
+	return index[name]
+}
+
+// lookupOf indexes the partitions a request asked for by topic and
+// partition, to match the response's.
+func lookupOf(asked []followed) map[string]map[int32]followed {
+	out := map[string]map[int32]followed{}
+	for _, fl := range asked {
+		if out[fl.topic] == nil {
+			out[fl.topic] = map[int32]followed{}
+		}
+		out[fl.topic][fl.p.Index] = fl
+	}
+	return out
 }

@@ -783,31 +783,16 @@ func (h *replHarness) killAndRestart(label string, id int32) (took time.Duration
 // partition.
 func (h *replHarness) pauseAndResume(label string, id int32) (took time.Duration, measured bool) {
 	h.t.Helper()
-	before := h.view
-	led := before.ledBy(id)
 	p := h.c.procs[id-1]
-	if len(led) > 0 {
-		h.prods.clock.arm(led)
-	}
-	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		h.t.Fatalf("%s: SIGSTOP broker %d: %v", label, id, err)
-	}
-	moved := h.c.waitLeadersMoved(h.ctx, h.topic, before, id, h.others(id), h.waitMax)
-	movedAfter := time.Since(start)
-	if rest := replSessionTimeout + 2*time.Second - time.Since(start); rest > 0 {
-		time.Sleep(rest)
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		h.t.Fatalf("%s: SIGCONT broker %d: %v", label, id, err)
-	}
-	resumed := time.Now()
-	took, measured = h.waitAck(label, len(led) > 0)
-	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
-	h.t.Logf("%s: paused broker %d (controller %d, leading %v) for %v; leaders %v -> %v after %v; first ack after %s; ISR full %v after SIGCONT",
-		label, id, before.Controller, sortedParts(led), resumed.Sub(start).Round(time.Millisecond), before.leaders(), moved.leaders(),
-		movedAfter.Round(time.Millisecond), fmtFailover(took, measured), time.Since(resumed).Round(time.Millisecond))
-	return took, measured
+	return h.holdFault(label, id, "paused", "SIGCONT", func() {
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			h.t.Fatalf("%s: SIGSTOP broker %d: %v", label, id, err)
+		}
+	}, func() {
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			h.t.Fatalf("%s: SIGCONT broker %d: %v", label, id, err)
+		}
+	})
 }
 
 // isolateAndHeal cuts broker id off from the other brokers (every link
@@ -820,25 +805,38 @@ func (h *replHarness) pauseAndResume(label string, id int32) (took time.Duration
 // measured is false when id led no partition.
 func (h *replHarness) isolateAndHeal(label string, id int32) (took time.Duration, measured bool) {
 	h.t.Helper()
+	return h.holdFault(label, id, "cut off", "the heal",
+		func() { h.c.links.isolate(id, linkBlackhole) },
+		func() { h.c.links.heal() })
+}
+
+// holdFault injects a fault on broker id that lasts (pause, cut), waits
+// until the other brokers agree on new leaders for its partitions, keeps
+// the fault for at least the session timeout + 2 s, undoes it, waits for
+// the first acknowledgement of a record produced after the fault to a
+// partition id led, then for every ISR to be full again with every broker
+// agreeing; it logs what happened and returns the fault-to-ack time.
+func (h *replHarness) holdFault(label string, id int32, did, undone string, inject, undo func()) (took time.Duration, measured bool) {
+	h.t.Helper()
 	before := h.view
 	led := before.ledBy(id)
 	if len(led) > 0 {
 		h.prods.clock.arm(led)
 	}
 	start := time.Now()
-	h.c.links.isolate(id, linkBlackhole)
+	inject()
 	moved := h.c.waitLeadersMoved(h.ctx, h.topic, before, id, h.others(id), h.waitMax)
 	movedAfter := time.Since(start)
 	if rest := replSessionTimeout + 2*time.Second - time.Since(start); rest > 0 {
 		time.Sleep(rest)
 	}
-	h.c.links.heal()
-	healed := time.Now()
+	undo()
+	ended := time.Now()
 	took, measured = h.waitAck(label, len(led) > 0)
 	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
-	h.t.Logf("%s: cut broker %d (controller %d, leading %v) off for %v; leaders %v -> %v after %v; first ack after %s; ISR full %v after the heal",
-		label, id, before.Controller, sortedParts(led), healed.Sub(start).Round(time.Millisecond), before.leaders(), moved.leaders(),
-		movedAfter.Round(time.Millisecond), fmtFailover(took, measured), time.Since(healed).Round(time.Millisecond))
+	h.t.Logf("%s: %s broker %d (controller %d, leading %v) for %v; leaders %v -> %v after %v; first ack after %s; ISR full %v after %s",
+		label, did, id, before.Controller, sortedParts(led), ended.Sub(start).Round(time.Millisecond), before.leaders(), moved.leaders(),
+		movedAfter.Round(time.Millisecond), fmtFailover(took, measured), time.Since(ended).Round(time.Millisecond), undone)
 	return took, measured
 }
 
