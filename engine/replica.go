@@ -93,7 +93,7 @@ type replication struct {
 	pendingISR []int32
 	// isrRetryAt delays the next ISR change after a refused one.
 	isrRetryAt time.Time
-	acks       []pendingAck
+	acks       []pendingAck // parked acks=all produces, in append order
 }
 
 // followerState is what a leader knows of one follower.
@@ -262,16 +262,19 @@ func (p *Partition) advanceHWLocked() []pendingAck {
 		return nil
 	}
 	p.hw.Store(hw)
-	n := 0
-	for n < len(r.acks) && r.acks[n].last < hw {
-		n++
+	// Mostly in offset order, but a retried duplicate parks behind later
+	// batches: take every ack the high watermark passed.
+	done := []pendingAck{} // non-nil: the HW moved, wake the waiters
+	kept := r.acks[:0]
+	for _, a := range r.acks {
+		if a.last < hw {
+			done = append(done, a)
+		} else {
+			kept = append(kept, a)
+		}
 	}
-	if n == 0 {
-		return []pendingAck{} // non-nil: the HW moved, wake the waiters
-	}
-	done := slices.Clone(r.acks[:n])
-	clear(r.acks[:n])
-	r.acks = r.acks[n:]
+	clear(r.acks[len(kept):])
+	r.acks = kept
 	return done
 }
 
@@ -288,7 +291,8 @@ func (p *Partition) completeAcks(done []pendingAck) {
 }
 
 // parkAck holds an acks=all produce of a replicated partition until the
-// high watermark passes last, its last offset (shard goroutine).
+// high watermark passes last, its last offset (shard goroutine). The
+// list is in append order: offset order, but for retried duplicates.
 func (p *Partition) parkAck(req *AppendRequest, res AppendResult, last int64) {
 	r := p.rep
 	r.mu.Lock()
