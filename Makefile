@@ -70,11 +70,12 @@ fuzz-short:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
-		out=$$($(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg 2>&1); rc=$$?; echo "$$out"; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg 2>&1); rc=$$?; \
 		if [ $$rc -ne 0 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
-			echo "fuzz $$pkg $$name: the fuzzer ran out of time mid-execution (no failing input); once more"; \
+			echo "$$out" | grep '^fuzz: elapsed'; \
+			echo "fuzz $$pkg $$name: the fuzzer ran out of time mid-execution (context deadline exceeded, no failing input); once more"; \
 			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg || exit 1; \
-		elif [ $$rc -ne 0 ]; then exit 1; fi; \
+		else echo "$$out"; [ $$rc -eq 0 ] || exit 1; fi; \
 	done
 
 ## fuzz-long: every fuzz target for FUZZTIME (default 10m) each, then a table
