@@ -156,6 +156,20 @@ func (p *Partition) ReplicaLog() (*wal.Log, error) {
 	return p.log, nil
 }
 
+// CheckLeaderEpoch checks the leader epoch a client believes current
+// (KIP-320; -1: none given): a newer one is UNKNOWN_LEADER_EPOCH (this
+// broker has not learned it yet), an older one FENCED_LEADER_EPOCH (the
+// client's metadata is stale).
+func (p *Partition) CheckLeaderEpoch(current int32) error {
+	switch ours := p.LeaderEpoch(); {
+	case current > ours:
+		return fmt.Errorf("%w: %s is at leader epoch %d, not %d", kerr.UnknownLeaderEpoch, p, ours, current)
+	case current >= 0 && current < ours:
+		return fmt.Errorf("%w: %s is at leader epoch %d, not %d", kerr.FencedLeaderEpoch, p, ours, current)
+	}
+	return nil
+}
+
 // SetReplicaState applies the partition's assignment from the cluster
 // metadata, on its shard: becoming leader at a new epoch stamps the epoch
 // into the log (StartLeaderEpoch) and starts tracking the followers;

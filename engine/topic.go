@@ -127,19 +127,14 @@ func (p *Partition) String() string { return p.topic.Name + "-" + strconv.Itoa(i
 // this broker knows its role, Log answers NOT_LEADER_OR_FOLLOWER (the
 // replication paths use ReplicaLog).
 func (p *Partition) Log() (*wal.Log, error) {
-	if p.notHosted {
-		return nil, fmt.Errorf("%w: %s is not hosted on this broker", kerr.NotLeaderForPartition, p)
+	l, err := p.ReplicaLog()
+	if err != nil {
+		return nil, err
 	}
 	if p.rep != nil && Role(p.role.Load()) != RoleLeader {
 		return nil, fmt.Errorf("%w: this broker does not lead %s", kerr.NotLeaderForPartition, p)
 	}
-	if p.removed.Load() {
-		return nil, fmt.Errorf("%w: %s was deleted", kerr.UnknownTopicOrPartition, p)
-	}
-	if err := p.Offline(); err != nil {
-		return nil, fmt.Errorf("%w: %s is offline: %w", kerr.KafkaStorageError, p, err)
-	}
-	return p.log, nil
+	return l, nil
 }
 
 type errBox struct{ err error }

@@ -107,8 +107,9 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 	var out []kmsg.MetadataResponseTopic
 	all := req.Topics == nil || (r.version == 0 && len(req.Topics) == 0)
 	if all {
-		for _, t := range cl.Image().Topics() {
-			out = append(out, imageTopic(cl.Image(), t, req))
+		img := cl.Image()
+		for _, t := range img.Topics() {
+			out = append(out, imageTopic(img, t, req))
 		}
 	} else {
 		autoOK := s.eng.AutoCreateTopics() && (r.version < 4 || req.AllowAutoTopicCreation)
@@ -117,7 +118,7 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 			switch {
 			case rt.Topic == nil && r.version >= 10:
 				if t := img.TopicByID(metadata.UUID(rt.TopicID)); t != nil {
-					out = append(out, imageTopic(cl.Image(), t, req))
+					out = append(out, imageTopic(img, t, req))
 				} else {
 					out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.UnknownTopicID.Code, TopicID: rt.TopicID, AuthorizedOperations: notAsked})
 					r.failed = true

@@ -108,10 +108,8 @@ func (f *fetch) resolve() {
 			default:
 				if p := t.Partition(rp.Partition); p == nil {
 					pr.errCode = kerr.UnknownTopicOrPartition.Code
-				} else if rp.CurrentLeaderEpoch > p.LeaderEpoch() {
-					pr.errCode = kerr.UnknownLeaderEpoch.Code
-				} else if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch() {
-					pr.errCode = kerr.FencedLeaderEpoch.Code
+				} else if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
+					pr.errCode = errCode(err)
 				} else {
 					f.parts[i][j] = p
 				}

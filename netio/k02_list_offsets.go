@@ -62,12 +62,8 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 		pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return
 	}
-	if rp.CurrentLeaderEpoch > p.LeaderEpoch() {
-		pr.ErrorCode = kerr.UnknownLeaderEpoch.Code
-		return
-	}
-	if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch() {
-		pr.ErrorCode = kerr.FencedLeaderEpoch.Code
+	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
+		pr.ErrorCode = errCode(err)
 		return
 	}
 	l, err := p.Log()

@@ -3,6 +3,8 @@ package netio
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
 )
 
 // OffsetForLeaderEpoch, key 23, versions 0-4 (KIP-320 semantics).
@@ -31,25 +33,7 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) frameOutcome {
 			pr := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			pr.Partition = rp.Partition
 			pr.LeaderEpoch, pr.EndOffset = -1, -1
-			switch {
-			case t == nil || t.Partition(rp.Partition) == nil:
-				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.CurrentLeaderEpoch > t.Partition(rp.Partition).LeaderEpoch():
-				pr.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			case t.Partition(rp.Partition).Replicated() && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < t.Partition(rp.Partition).LeaderEpoch():
-				pr.ErrorCode = kerr.FencedLeaderEpoch.Code
-			default:
-				p := t.Partition(rp.Partition)
-				l, err := p.Log()
-				switch {
-				case err != nil:
-					pr.ErrorCode = errCode(err)
-				case p.Replicated():
-					pr.LeaderEpoch, pr.EndOffset = l.EndOffsetForEpoch(rp.LeaderEpoch)
-				case rp.LeaderEpoch == p.LeaderEpoch():
-					pr.LeaderEpoch, pr.EndOffset = p.LeaderEpoch(), l.EndOffset()
-				}
-			}
+			pr.ErrorCode = s.endOffsetForEpoch(t, &rp, &pr)
 			if pr.ErrorCode != 0 {
 				r.failed = true
 			}
@@ -59,4 +43,29 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) frameOutcome {
 	}
 	r.respond(resp)
 	return frameDone
+}
+
+// endOffsetForEpoch answers one partition: the leader's epoch cache in
+// cluster mode, the single epoch 0 otherwise. It returns the error code.
+func (s *Server) endOffsetForEpoch(t *engine.Topic, rp *kmsg.OffsetForLeaderEpochRequestTopicPartition, pr *kmsg.OffsetForLeaderEpochResponseTopicPartition) int16 {
+	var p *engine.Partition
+	if t != nil {
+		p = t.Partition(rp.Partition)
+	}
+	if p == nil {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	if err := p.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
+		return errCode(err)
+	}
+	l, err := p.Log()
+	switch {
+	case err != nil:
+		return errCode(err)
+	case p.Replicated():
+		pr.LeaderEpoch, pr.EndOffset = l.EndOffsetForEpoch(rp.LeaderEpoch)
+	case rp.LeaderEpoch == p.LeaderEpoch():
+		pr.LeaderEpoch, pr.EndOffset = p.LeaderEpoch(), l.EndOffset()
+	}
+	return 0
 }
