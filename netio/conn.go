@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -19,22 +20,27 @@ import (
 )
 
 // conn is one client connection. gnet's event loop reads it and parses
-// requests. Writes go to a dup of the socket (gnet's own outbound buffer
-// is never used, so bytes from gnet and from sendfile can never
-// interleave), by one goroutine at a time, the one holding writing: the
-// goroutine that completes a small response at the head of the FIFO (an
-// event loop, a writer shard, a fetch's waiting goroutine, an async
-// handler), with non-blocking writes, or the connection's writer
-// goroutine (writeLoop) for the rest. Responses leave strictly in request
+// requests. Writes bypass gnet (its outbound buffer is never used, so
+// bytes from gnet and from sendfile can never interleave) and are made by
+// one goroutine at a time, the one holding writing: the goroutine that
+// completes a small response at the head of the FIFO (an event loop, a
+// writer shard, a fetch's waiting goroutine, an async handler), with
+// non-blocking writes on gnet's socket, or the connection's writer
+// goroutine (writeLoop) for the rest, on a dup of the socket. The writer
+// goroutine and its dup exist only once a connection needed them (a full
+// socket, a large response, responses completed during another write):
+// an idle connection costs one descriptor and no goroutine. Responses leave strictly in request
 // order: each request gets a slot in the FIFO when it is parsed, and only
 // complete slots at its head are sent, whatever order the handlers finish
 // in. The package comment (doc.go) has the whole contract.
 type conn struct {
 	srv *Server
 	gc  gnet.Conn
-	nc  *net.TCPConn // the writer's dup of the socket
-	rc  sysConn
-	id  uint64
+	// fd is gnet's socket, for inline writes. gnet closes it after
+	// OnClose returns, and OnClose waits for an inline writer using it
+	// (inline), so it is never written once closed or reused.
+	fd int
+	id uint64
 
 	mu     sync.Mutex
 	cond   sync.Cond
@@ -76,8 +82,11 @@ type conn struct {
 	// rest of an inline write and the responses it belongs to, which the
 	// writer goroutine sends first.
 	writing bool
-	rest    []part
-	restOf  []*response
+	inline  bool // the writing goroutine is an inline writer, on fd
+	// writerUp: the writer goroutine runs (see startWriter).
+	writerUp bool
+	rest     []part
+	restOf   []*response
 
 	// Scratch of whoever holds writing.
 	batch []*response
@@ -89,10 +98,6 @@ type conn struct {
 	serialMu  sync.Mutex
 	serialQ   []func()
 	serialRun bool
-}
-
-type sysConn interface {
-	Write(func(fd uintptr) bool) error
 }
 
 // part is one piece of a response: bytes, or a range of a segment file.
@@ -109,8 +114,39 @@ type response struct {
 	release func()
 }
 
-func newConn(s *Server, gc gnet.Conn, id uint64) (*conn, error) {
-	fd, err := gc.Dup()
+func newConn(s *Server, gc gnet.Conn, id uint64) *conn {
+	c := &conn{srv: s, gc: gc, fd: gc.Fd(), id: id, done: make(chan struct{})}
+	if ra := gc.RemoteAddr(); ra != nil {
+		c.remote = ra.String()
+	}
+	c.cond.L = &c.mu
+	return c
+}
+
+// wakeWriter hands the connection's pending writes to its writer
+// goroutine, starting it on first use (c.mu held, c not closed).
+func (c *conn) wakeWriter() {
+	if c.writerUp {
+		c.cond.Signal()
+		return
+	}
+	nc, err := c.dupSocket()
+	if err != nil {
+		// No descriptor for the writer (EMFILE): the connection cannot
+		// be served. OnClose releases what it holds.
+		c.srv.logger.Warn("closing connection: cannot start its writer", "remote", c.remote, "err", err)
+		c.gc.Close()
+		return
+	}
+	c.writerUp = true
+	go c.writeLoop(nc)
+}
+
+// dupSocket returns a dup of gnet's socket that the runtime's poller can
+// wait on, for the writer goroutine's blocking writes (c.mu held, c not
+// closed: gnet has not closed fd).
+func (c *conn) dupSocket() (*net.TCPConn, error) {
+	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("dup socket: %w", err)
 	}
@@ -125,18 +161,7 @@ func newConn(s *Server, gc gnet.Conn, id uint64) (*conn, error) {
 		fc.Close()
 		return nil, errors.New("not a TCP connection")
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		tc.Close()
-		return nil, err
-	}
-	c := &conn{srv: s, gc: gc, nc: tc, rc: rc, id: id, done: make(chan struct{})}
-	if ra := gc.RemoteAddr(); ra != nil {
-		c.remote = ra.String()
-	}
-	c.cond.L = &c.mu
-	go c.writeLoop()
-	return c, nil
+	return tc, nil
 }
 
 // slot appends a response slot in request order (event loop).
@@ -177,11 +202,13 @@ func (c *conn) complete(r *response, parts []part, release func()) {
 		// The writer that holds the socket picks it up next; a large
 		// response goes to the writer goroutine, which may take its
 		// time (and another core) over it.
+		if !c.writing {
+			c.wakeWriter()
+		}
 		c.mu.Unlock()
-		c.cond.Signal()
 		return
 	}
-	c.writing = true
+	c.writing, c.inline = true, true
 	c.batch = c.takeReady(c.batch, inlineMaxBytes)
 	c.mu.Unlock()
 	c.writeInline()
@@ -213,15 +240,45 @@ func (c *conn) skip(r *response, release func()) {
 	c.complete(r, nil, release)
 }
 
-// close stops the writer; called from OnClose.
-func (c *conn) close() {
+// close marks the connection closed and stops its writer goroutine, or,
+// when it has none, releases what the unsent responses hold. From OnClose
+// (onLoop) it returns only once no inline writer uses gnet's socket, which
+// gnet closes next; after a write error (finish, the caller holding
+// writing) it does not wait.
+func (c *conn) close(onLoop bool) {
 	c.mu.Lock()
 	if !c.closed {
 		close(c.done)
 	}
 	c.closed = true
+	for onLoop && c.inline {
+		c.cond.Wait()
+	}
+	var releases []func()
+	if !c.writerUp && !c.writing {
+		releases = c.takeReleases()
+	}
 	c.mu.Unlock()
 	c.cond.Broadcast()
+	for _, f := range releases {
+		f()
+	}
+}
+
+// takeReleases empties the FIFO and the unsent rest of a closed
+// connection and returns the release functions of their responses, to be
+// run once c.mu is unlocked. Responses completed before the close hold
+// resources; those completed after it release them in complete.
+func (c *conn) takeReleases() []func() {
+	var releases []func()
+	for _, r := range append(c.restOf, c.queue...) {
+		if r.release != nil {
+			releases = append(releases, r.release)
+			r.release = nil
+		}
+	}
+	c.queue, c.rest, c.restOf = nil, nil, nil
+	return releases
 }
 
 // takeReady moves the ready responses at the head of the FIFO into batch,
@@ -245,28 +302,39 @@ func (c *conn) takeReady(batch []*response, limit int64) []*response {
 // writeInline sends c.batch without blocking (the caller set c.writing).
 // What the socket does not take becomes c.rest for the writer goroutine.
 func (c *conn) writeInline() {
-	rest, err := c.send(c.batch, false)
-	if err == nil && len(rest) > 0 {
-		c.mu.Lock()
+	rest, err := c.send(c.batch, nil)
+	c.mu.Lock()
+	if err == nil && len(rest) > 0 && !c.closed {
 		// Copies: c.out and c.batch are reused by the next writer.
 		c.rest = append([]part(nil), rest...)
 		c.restOf = append([]*response(nil), c.batch...)
 		clear(c.batch)
-		c.writing = false
+		c.writing, c.inline = false, false
+		c.wakeWriter()
 		c.mu.Unlock()
-		c.cond.Signal()
+		c.cond.Broadcast() // OnClose may wait for inline
 		return
 	}
+	c.mu.Unlock()
 	c.finish(c.batch, err)
 	c.mu.Lock()
-	c.writing = false
-	// Responses completed while we were writing go to the writer
-	// goroutine, so that this caller's time stays bounded; a close
-	// waits for us to finish.
-	wake := c.closed || len(c.queue) > 0 && c.queue[0].ready
+	c.writing, c.inline = false, false
+	var releases []func()
+	switch {
+	case c.closed && !c.writerUp:
+		// Nobody else will: release what the unsent responses hold.
+		releases = c.takeReleases()
+	case c.closed:
+		// The writer goroutine waits for us to finish, then releases.
+	case len(c.queue) > 0 && c.queue[0].ready:
+		// Responses completed while we were writing go to the writer
+		// goroutine, so that this caller's time stays bounded.
+		c.wakeWriter()
+	}
 	c.mu.Unlock()
-	if wake {
-		c.cond.Signal()
+	c.cond.Broadcast() // the writer goroutine, or OnClose waiting for inline
+	for _, f := range releases {
+		f()
 	}
 }
 
@@ -290,15 +358,22 @@ func (c *conn) finish(batch []*response, err error) {
 	if err != nil {
 		c.srv.logger.Debug("closing connection after a write error", "remote", c.remote, "err", err)
 		c.gc.Close()
-		c.close()
+		c.close(false)
 	}
 }
 
 // writeLoop is the connection's writer goroutine: it sends what inline
 // writers could not (a full socket) and responses completed while another
-// write was under way, blocking on the socket as long as it takes.
-func (c *conn) writeLoop() {
-	defer c.nc.Close()
+// write was under way, blocking on nc, its dup of the socket, as long as
+// it takes. It runs until the connection closes.
+func (c *conn) writeLoop(nc *net.TCPConn) {
+	defer nc.Close()
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		c.srv.logger.Warn("closing connection: its writer has no socket", "remote", c.remote, "err", err)
+		c.gc.Close()
+		rc = nil // every write below fails at once
+	}
 	var batch []*response
 	for {
 		c.mu.Lock()
@@ -311,16 +386,7 @@ func (c *conn) writeLoop() {
 				// succeeds) and releases its own batch.
 				c.cond.Wait()
 			}
-			// Responses completed before the close hold resources;
-			// those completed after it release them in complete.
-			var releases []func()
-			for _, r := range append(c.restOf, c.queue...) {
-				if r.release != nil {
-					releases = append(releases, r.release)
-					r.release = nil
-				}
-			}
-			c.queue, c.rest, c.restOf = nil, nil, nil
+			releases := c.takeReleases()
 			c.mu.Unlock()
 			for _, f := range releases {
 				f()
@@ -334,11 +400,11 @@ func (c *conn) writeLoop() {
 			batch = append(batch[:0], c.restOf...)
 			c.rest, c.restOf = nil, nil
 			c.mu.Unlock()
-			_, err = c.sendParts(rest, true)
+			_, err = c.sendParts(rest, rc)
 		} else {
 			batch = c.takeReady(batch, math.MaxInt64)
 			c.mu.Unlock()
-			_, err = c.send(batch, true)
+			_, err = c.send(batch, rc)
 		}
 		c.finish(batch, err)
 		c.mu.Lock()
@@ -414,60 +480,71 @@ func (c *conn) resume() {
 }
 
 // send writes the parts of rs in order (see sendParts).
-func (c *conn) send(rs []*response, block bool) ([]part, error) {
+func (c *conn) send(rs []*response, rc syscall.RawConn) ([]part, error) {
 	c.out = c.out[:0]
 	for _, r := range rs {
 		if !r.noReply {
 			c.out = append(c.out, r.parts...)
 		}
 	}
-	return c.sendParts(c.out, block)
+	return c.sendParts(c.out, rc)
 }
 
 // sendParts writes parts to the socket in order: runs of byte parts with
 // one sendmsg, file ranges with sendfile (no copy through user space).
 // Bytes followed by a file range go with MSG_MORE, so TCP sends the
 // response and partition headers together with the range rather than as
-// a segment of their own. With block, it waits for the socket to take
-// everything; without, it stops at the first EAGAIN and returns the
-// unsent rest (parts may be advanced in place). Off Linux there is no
-// MSG_MORE and file ranges are copied (sys_other.go).
-func (c *conn) sendParts(parts []part, block bool) ([]part, error) {
+// a segment of their own. With rc (the writer goroutine's dup), it waits
+// for the socket to take everything; without (an inline writer), it
+// writes gnet's socket, stops at the first EAGAIN and returns the unsent
+// rest (parts may be advanced in place). Off Linux there is no MSG_MORE
+// and file ranges are copied (sys_other.go).
+func (c *conn) sendParts(parts []part, rc syscall.RawConn) ([]part, error) {
+	if rc == nil {
+		rest, _, err := c.sendSome(c.fd, parts)
+		return rest, err
+	}
 	var werr error
-	err := c.rc.Write(func(fd uintptr) bool {
-		for len(parts) > 0 {
-			var n int
-			var err error
-			if f := parts[0].f; f.File != nil {
-				n, err = sendFile(int(fd), &f, c.srv.metrics)
-				if n > 0 {
-					parts[0].f.Pos, parts[0].f.Len = f.Pos, f.Len-int64(n)
-					if parts[0].f.Len == 0 {
-						parts = parts[1:]
-					}
-				} else if err == nil {
-					werr = io.ErrUnexpectedEOF // the file is shorter than its range
-					return true
-				}
-			} else {
-				n, err = c.sendmsg(int(fd), parts)
-				parts = advance(parts, n)
-			}
-			switch {
-			case err == unix.EAGAIN:
-				return !block
-			case err == unix.EINTR:
-			case err != nil:
-				werr = err
-				return true
-			}
-		}
-		return true
+	err := rc.Write(func(fd uintptr) bool {
+		var again bool
+		parts, again, werr = c.sendSome(int(fd), parts)
+		return !again
 	})
 	if err == nil {
 		err = werr
 	}
 	return parts, err
+}
+
+// sendSome writes parts to the non-blocking socket fd until they are all
+// sent, the socket is full (again) or a write fails; it returns what is
+// left.
+func (c *conn) sendSome(fd int, parts []part) (rest []part, again bool, err error) {
+	for len(parts) > 0 {
+		var n int
+		if f := parts[0].f; f.File != nil {
+			n, err = sendFile(fd, &f, c.srv.metrics)
+			if n > 0 {
+				parts[0].f.Pos, parts[0].f.Len = f.Pos, f.Len-int64(n)
+				if parts[0].f.Len == 0 {
+					parts = parts[1:]
+				}
+			} else if err == nil {
+				return parts, false, io.ErrUnexpectedEOF // the file is shorter than its range
+			}
+		} else {
+			n, err = c.sendmsg(fd, parts)
+			parts = advance(parts, n)
+		}
+		switch {
+		case err == unix.EAGAIN:
+			return parts, true, nil
+		case err == unix.EINTR:
+		case err != nil:
+			return parts, false, err
+		}
+	}
+	return parts, false, nil
 }
 
 // sendmsg sends the leading run of byte parts with one sendmsg, MSG_MORE

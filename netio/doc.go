@@ -59,21 +59,27 @@
 //
 // # Writing: whoever holds conn.writing
 //
-// gnet's outbound buffer is never used: all bytes go out on a dup of the
-// socket, so bytes written by gnet and by sendfile cannot interleave. One
+// gnet's outbound buffer is never used, so bytes written by gnet and by
+// sendfile cannot interleave. One
 // goroutine at a time writes a connection: the one that set conn.writing
 // under conn.mu. In conn.complete, when the completed slot is at the head
 // of the FIFO, at most 64 KiB (inlineMaxBytes), and nobody is writing, the
 // completing goroutine itself (the event loop for an immediate answer, a
 // writer shard for a produce, a fetch's waiting goroutine, an async
 // handler) takes the ready slots at the head, up to 64 KiB, and sends
-// them with non-blocking sendmsg (and sendfile for fetched ranges). It
-// never waits for the socket (sendfile may still read a range from disk):
-// what a full socket does not take (EAGAIN) is left in
-// conn.rest for the connection's writer goroutine (conn.writeLoop, one per
-// connection), which also sends every larger response and everything
-// completed while another write was under way, blocking on the socket as
-// long as it takes. Whoever wrote a batch releases what its slots held
+// them with non-blocking sendmsg (and sendfile for fetched ranges) on
+// gnet's own socket. It never waits for the socket (sendfile may still
+// read a range from disk): what a full socket does not take (EAGAIN) is
+// left in conn.rest for the connection's writer goroutine
+// (conn.writeLoop), which also sends every larger response and everything
+// completed while another write was under way, blocking on a dup of the
+// socket (the runtime's poller waits on it) as long as it takes. That
+// goroutine and its dup are started the first time a connection needs
+// them (conn.wakeWriter), so an idle connection holds one descriptor and
+// no goroutine. gnet closes its socket right after OnClose returns;
+// OnClose (conn.close) waits for an inline writer still using it, and no
+// inline write starts on a closed connection, so a descriptor number gnet
+// reuses for a new connection is never written by an old one's writer. Whoever wrote a batch releases what its slots held
 // (conn.finish: the request's pooled buffer is already back, the fetch's
 // segment references go now), lowers the in-flight count and, after a
 // write error, closes the connection.

@@ -339,12 +339,7 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.Close
 	}
-	c, err := newConn(s, gc, s.nextID.Add(1))
-	if err != nil {
-		s.conns.Add(-1)
-		s.logger.Warn("refusing connection", "remote", gc.RemoteAddr(), "err", err)
-		return nil, gnet.Close
-	}
+	c := newConn(s, gc, s.nextID.Add(1))
 	c.lastRead.Store(time.Now().UnixNano())
 	s.live.Store(c, struct{}{})
 	s.metrics.Connections.Inc()
@@ -361,7 +356,7 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 			c.frame = nil
 		}
 		s.releaseUnread(c)
-		c.close()
+		c.close(true)
 		s.live.Delete(c)
 		s.conns.Add(-1)
 		s.metrics.Connections.Dec()

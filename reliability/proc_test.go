@@ -151,6 +151,15 @@ func (b *brokerProc) rss() (rss, hwm int64) {
 	return rss, hwm
 }
 
+// fds is how many descriptors the broker holds open.
+func (b *brokerProc) fds() int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", b.cmd.Process.Pid))
+	if err != nil {
+		b.t.Fatalf("list broker descriptors: %v", err)
+	}
+	return len(ents)
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  io.Writer
