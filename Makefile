@@ -126,6 +126,13 @@ reliability:
 overload:
 	RINGLOG_OVERLOAD_SECONDS=60 $(GO) test -count=1 -v -timeout 30m -run '^TestOverload$$' ./reliability
 
+## crash-long: TestCrashLoop for CYCLES (default 1000) SIGKILL cycles of one broker under a mixed
+## load (acks=all and acks=1 producers, compaction, retention, topic churn, group commits), half of
+## them power cuts (unsynced bytes dropped, torn or zeroed: internal/powerloss); figures at the end
+crash-long: CYCLES ?= 1000
+crash-long:
+	RINGLOG_CRASH_CYCLES=$(CYCLES) $(GO) test -count=1 -timeout 0 -v -run '^TestCrashLoop$$' ./reliability
+
 ## perf-replication: acks=all throughput and ack latency with RF 3 against RF 1 on a
 ## three-node cluster on this host (PAIRS alternated runs, default 5); perf/results/replication-*/
 perf-replication: PAIRS ?= 5

@@ -95,6 +95,9 @@ type Config struct {
 	// injects EIO, ENOSPC and slow writes through it); nothing that
 	// ships sets it.
 	WrapBackend func(shard int, b ring.Backend) ring.Backend
+	// SyncFile, if set, replaces (*os.File).Sync for the segment flushes
+	// the logs do outside the ring (wal.Options.SyncFile): a test seam.
+	SyncFile func(*os.File) error
 }
 
 // DefaultConfig is the engine configuration that ships (package broker's
@@ -481,6 +484,7 @@ func (e *Engine) baseWALOptions(p *Partition) wal.Options {
 	return wal.Options{
 		WritebackBytes: e.cfg.WritebackBytes,
 		Logger:         e.logger.With("partition", p.String()), Now: e.now,
+		SyncFile: e.cfg.SyncFile,
 	}
 }
 

@@ -59,26 +59,44 @@ type brokerProc struct {
 	mu     sync.Mutex
 	addr   string
 	done   chan struct{}
+	killed bool
 }
 
 // startBroker runs slowbroker on a fresh data directory with args and
 // waits for it to listen; it is stopped at the test's cleanup.
 func startBroker(t testing.TB, args ...string) *brokerProc {
 	t.Helper()
-	args = append([]string{"--data-dir", t.TempDir()}, args...)
-	cmd := exec.Command(slowbrokerBinary(t), args...)
-	stdin, err := cmd.StdinPipe()
+	return startBrokerIn(t, t.TempDir(), args...)
+}
+
+// startBrokerIn is startBroker on the data directory dir.
+func startBrokerIn(t testing.TB, dir string, args ...string) *brokerProc {
+	t.Helper()
+	b, err := tryStartBrokerIn(t, dir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// tryStartBrokerIn is startBrokerIn, returning the error (with the
+// broker's log) of a broker that did not become ready.
+func tryStartBrokerIn(t testing.TB, dir string, args ...string) (*brokerProc, error) {
+	t.Helper()
+	args = append([]string{"--data-dir", dir}, args...)
+	cmd := exec.Command(slowbrokerBinary(t), args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	b := &brokerProc{t: t, cmd: cmd, stdin: stdin, stderr: &strings.Builder{}, done: make(chan struct{})}
 	cmd.Stderr = lockedWriter{&b.mu, b.stderr}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ready := make(chan string, 1)
 	go func() {
@@ -90,15 +108,17 @@ func startBroker(t testing.TB, args ...string) *brokerProc {
 		}
 	}()
 	go func() { cmd.Wait(); close(b.done) }()
-	t.Cleanup(b.stop)
 	select {
 	case b.addr = <-ready:
 	case <-b.done:
-		t.Fatalf("slowbroker exited: %s", b.log())
+		b.killed = true // nothing to stop
+		return nil, fmt.Errorf("slowbroker exited: %s", b.log())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("slowbroker not ready after 60 s: %s", b.log())
+		b.kill()
+		return nil, fmt.Errorf("slowbroker not ready after 60 s: %s", b.log())
 	}
-	return b
+	t.Cleanup(b.stop)
+	return b, nil
 }
 
 func (b *brokerProc) log() string {
@@ -112,9 +132,19 @@ func (b *brokerProc) setRate(bytesPerSec int64) {
 	fmt.Fprintf(b.stdin, "rate %d\n", bytesPerSec)
 }
 
+// kill sends SIGKILL and waits for the process to end.
+func (b *brokerProc) kill() {
+	b.killed = true
+	b.cmd.Process.Kill()
+	<-b.done
+}
+
 // stop shuts the broker down cleanly (closing its stdin), killing it if
 // that takes more than a minute.
 func (b *brokerProc) stop() {
+	if b.killed {
+		return
+	}
 	b.stdin.Close()
 	select {
 	case <-b.done:

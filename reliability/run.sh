@@ -11,6 +11,7 @@ GO=${GO:-go}
 # name ; package ; -run pattern ; environment (space-separated VAR=value)
 ROWS=(
 	"overload 60s;./reliability;^TestOverload$;RINGLOG_OVERLOAD_SECONDS=60"
+	"crash loop 1000 cycles;./reliability;^TestCrashLoop$;RINGLOG_CRASH_CYCLES=1000"
 	"connection storm 10k;./reliability;^TestConnectionStorm$;RINGLOG_STORM_IDLE=10000 RINGLOG_STORM_SLOW=500"
 	"disk full (tmpfs);./netio;^TestDiskFull$;"
 	"disk faults (EIO, fsync);./netio;^TestDiskFault;"

@@ -286,7 +286,7 @@ func (l *Log) sealPending() {
 		go func() {
 			defer l.bg.Done()
 			defer s.release()
-			if err := s.f.Sync(); err != nil {
+			if err := l.opts.SyncFile(s.f); err != nil {
 				l.logger.Warn("flush sealed segment", "base", s.base, "err", err)
 				return
 			}
@@ -410,7 +410,7 @@ func (l *Log) Close() error {
 	if len(l.segs) > 0 {
 		s := l.active()
 		if l.failed == nil {
-			if err := s.f.Sync(); err != nil {
+			if err := l.opts.SyncFile(s.f); err != nil {
 				errs = append(errs, fmt.Errorf("flush %s: %w", s.path(logSuffix), err))
 			}
 		}

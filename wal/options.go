@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -71,6 +72,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (tests replace it). Default time.Now.
 	Now func() time.Time
+	// SyncFile flushes a segment file the log writes outside the ring
+	// (a sealed segment's background flush, a compacted or truncated
+	// segment). Default (*os.File).Sync; tests observe syncs through it
+	// (internal/powerloss).
+	SyncFile func(*os.File) error
 
 	// crashHook, when set (tests), is called at each step of TruncateTo,
 	// ResetTo and their completion at Open; an error stops the operation
@@ -89,6 +95,9 @@ func (o *Options) withDefaults() (Options, error) {
 	r := *o
 	if r.SegmentBytes == 0 {
 		r.SegmentBytes = DefaultSegmentBytes
+	}
+	if r.SyncFile == nil {
+		r.SyncFile = (*os.File).Sync
 	}
 	if r.SegmentBytes < batchMin {
 		return r, fmt.Errorf("segment bytes %d is too small", r.SegmentBytes)

@@ -370,7 +370,7 @@ func (l *Log) truncateCommitted(a int, cut, newEnd int64) error {
 	if err := l.step(stepSegmentCut); err != nil {
 		return err
 	}
-	if err := s.f.Sync(); err != nil {
+	if err := l.opts.SyncFile(s.f); err != nil {
 		return fmt.Errorf("wal: %s: truncate: sync segment %d: %w", l.dir, s.base, err)
 	}
 	if err := fsutil.SyncDir(l.dir); err != nil {

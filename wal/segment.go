@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -105,6 +106,15 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 		return nil, fmt.Errorf("segment %d time index: %w", base, err)
 	}
 	s.idxOnDisk, s.tidxOnDisk = idxOnDisk, tidxOnDisk
+	if create {
+		// fdatasync of the new log makes its bytes durable, not its
+		// name: without this a power cut could lose a segment whose
+		// acknowledged (synced) batches were all in it.
+		if err := fsutil.SyncDir(dir); err != nil {
+			s.closeFiles()
+			return nil, fmt.Errorf("segment %d: sync directory: %w", base, err)
+		}
+	}
 	s.end.Store(base)
 	s.wnext = base
 	return s, nil
