@@ -4,9 +4,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/ring"
 )
 
 // idemTopic creates a one-partition topic and returns its partition.
@@ -242,5 +245,47 @@ func TestProducerStateSurvivesRestarts(t *testing.T) {
 	})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// syncCounter counts the fdatasyncs the shards' backends run.
+type syncCounter struct {
+	n     *atomic.Int64
+	inner ring.Backend
+}
+
+func (c syncCounter) Name() string { return c.inner.Name() }
+func (c syncCounter) Close() error { return c.inner.Close() }
+func (c syncCounter) Run(ops []ring.Op) error {
+	for _, op := range ops {
+		if op.Kind == ring.OpFdatasync {
+			c.n.Add(1)
+		}
+	}
+	return c.inner.Run(ops)
+}
+
+// TestRetryUnderAcksAllSyncs: a batch written and not synced (its first
+// attempt's ack lost: an acks=1 produce here, or a broker killed between
+// its write and its sync) is retried with acks=all. The retry is a
+// duplicate and appends nothing, but its acknowledgement promises the
+// batch durable: it must wait for an fdatasync of the log.
+func TestRetryUnderAcksAllSyncs(t *testing.T) {
+	var syncs atomic.Int64
+	e := openEngine(t, t.TempDir(), func(c *Config) {
+		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend { return syncCounter{&syncs, b} }
+	})
+	p := idemTopic(t, e, "retry-sync")
+	b := idem(t, 7, 0, 0, 3)
+	first := result(t, submit(t, p, 1, b))
+	if first.Err != nil {
+		t.Fatal(first.Err)
+	}
+	if n := syncs.Load(); n != 0 {
+		t.Fatalf("an acks=1 append ran %d fdatasyncs", n)
+	}
+	retry(t, p, first.BaseOffset, b)
+	if n := syncs.Load(); n == 0 {
+		t.Fatal("the acks=all retry of an unsynced batch was acknowledged without an fdatasync")
 	}
 }

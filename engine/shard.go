@@ -82,6 +82,10 @@ type stagedAppend struct {
 	ticket wal.Ticket
 	res    AppendResult
 	staged bool // false: answered without a write (dup, error)
+	// syncOnly: a retried duplicate under acks=all, answered with the
+	// offsets it got the first time once an fdatasync of its log made
+	// them durable (ticket).
+	syncOnly bool
 	// last is the request's last offset (staged, or the retried batches'):
 	// what an acks=all produce of a replicated partition waits for.
 	last int64
@@ -295,6 +299,12 @@ func (s *Shard) drain() {
 	for i := range s.staged {
 		sa := &s.staged[i]
 		p := sa.req.Partition
+		if sa.syncOnly {
+			if err := sa.ticket.Err(); err != nil {
+				sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
+				p.setOffline(err)
+			}
+		}
 		if sa.staged {
 			if err := sa.ticket.Err(); err != nil {
 				sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
@@ -418,11 +428,21 @@ func (s *Shard) stage(req *AppendRequest) {
 		sa.res.BaseOffset = firstDup.FirstOffset
 		sa.res.LogAppendTime = firstDup.Timestamp
 		sa.last = lastDup.LastOffset
+		if s.syncs(req, cfg) {
+			// The first time may not have been synced (the ack was
+			// lost because the broker died before the sync; the
+			// bytes survived in the page cache): sync before this
+			// acknowledgement promises them.
+			tk, err := s.batch.Sync(l)
+			if err != nil {
+				sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
+				return
+			}
+			sa.ticket, sa.syncOnly = tk, true
+		}
 		return
 	}
-	// In cluster mode a leader syncs every append (CLUSTER.md b): the
-	// high watermark counts its own log end as durable.
-	sync := (req.Acks == -1 || p.rep != nil) && !cfg.WriteCaching() && !s.eng.cfg.WriteCaching
+	sync := s.syncs(req, cfg)
 	tk, err := s.batch.Append(l, req.Batches, sync)
 	if err != nil {
 		sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
@@ -440,6 +460,14 @@ func (s *Shard) stage(req *AppendRequest) {
 			p.recordSequence(h, res[i].BaseOffset, res[i].LastOffset, res[i].AppendTime)
 		}
 	}
+}
+
+// syncs says whether req's append must be fdatasynced before it is
+// acknowledged: acks=all, or any append of a replicated partition's
+// leader (CLUSTER.md b: the high watermark counts its own log end as
+// durable), unless write caching is on.
+func (s *Shard) syncs(req *AppendRequest, cfg *TopicConfig) bool {
+	return (req.Acks == -1 || req.Partition.rep != nil) && !cfg.WriteCaching() && !s.eng.cfg.WriteCaching
 }
 
 // stageReplica stages a follower's append of the leader's batches, synced,

@@ -27,7 +27,7 @@ const (
 	denseTopic    = "dense"     // 3 partitions, nothing deleted: offsets dense from 0
 	compactTopic  = "compacted" // cleanup.policy=compact, 32 keys
 	retainedTopic = "retained"  // retention.bytes: old segments deleted
-	unsyncedTopic = "unsynced"  // acks=1: written, not synced before the ack
+	unsyncedTopic = "unsynced"  // acks=1 and acks=all producers in one partition
 	loopGroup     = "crash-group"
 	denseParts    = 3
 	compactKeys   = 32
@@ -124,6 +124,7 @@ func TestCrashLoop(t *testing.T) {
 		lostBytes                        int64
 		modes                            = map[powerloss.Mode]int{}
 		start                            = time.Now()
+		tRestart, tSettle, tCheck        time.Duration
 		cycle                            int
 	)
 	for cycle = 1; cycle <= cycles; cycle++ {
@@ -144,7 +145,9 @@ func TestCrashLoop(t *testing.T) {
 				modes[d.Mode]++
 			}
 		}
+		t0 := time.Now()
 		b = restart()
+		tRestart += time.Since(t0)
 		if !strings.Contains(b.log(), "unclean shutdown") {
 			t.Errorf("cycle %d: the restart after SIGKILL did not log an unclean shutdown:\n%s", cycle, lastChars(b.log(), 2000))
 		}
@@ -161,10 +164,15 @@ func TestCrashLoop(t *testing.T) {
 		}
 		l.pause()
 		l.cut = cut
-		if err := l.settle(ctx); err != nil {
+		t0 = time.Now()
+		err := l.settle(ctx)
+		tSettle += time.Since(t0)
+		if err != nil {
 			t.Fatalf("cycle %d (power cut %v): the load did not settle after the restart: %v\nbroker log:\n%s", cycle, cut, err, lastChars(b.log(), 3000))
 		}
+		t0 = time.Now()
 		l.check(ctx, cycle, cycle%25 == 0 || cycle == cycles)
+		tCheck += time.Since(t0)
 		if t.Failed() {
 			meta, _ := os.ReadFile(filepath.Join(dir, "ringlog-meta.json"))
 			ents, _ := os.ReadDir(dir)
@@ -175,8 +183,9 @@ func TestCrashLoop(t *testing.T) {
 			t.Logf("data directory: %v\nmetadata file:\n%s", names, meta)
 			t.Fatalf("cycle %d (power cut %v, seed %d) failed; broker log:\n%s", cycle, cut, seed, lastChars(b.log(), 4000))
 		}
-		if cycle%50 == 0 {
-			t.Logf("cycle %d: %s", cycle, l.summary())
+		if cycle%50 == 0 || (testing.Verbose() && cycle%10 == 0) {
+			t.Logf("cycle %d: %s; time in restarts %v, settling %v, checks %v", cycle, l.summary(),
+				tRestart.Round(time.Millisecond), tSettle.Round(time.Millisecond), tCheck.Round(time.Millisecond))
 		}
 	}
 	figure = fmt.Sprintf("%d cycles in %v, %d with a power cut (%d files damaged, %d KiB unsynced lost; drop/torn/holes %d/%d/%d; %d acks=1 logs repaired); %s",
@@ -194,7 +203,7 @@ type crashLoad struct {
 	addr string
 	adm  *kadm.Client
 
-	dense, compact, retained, unsynced *kgo.Client
+	dense, compact, retained, unsynced, unsyncedAll *kgo.Client
 
 	gate    sync.Mutex // held while a burst is issued
 	paused  atomic.Bool
@@ -212,6 +221,7 @@ type crashLoad struct {
 	retAcked    map[int64]string // offset -> value
 	retStart    int64            // log start at the last check
 	unsAcked    map[int64]string // acks=1 records acknowledged since the last check
+	unsAllLast  int64            // highest offset an acks=all record there was acknowledged at
 	unsSent     map[string]bool  // every acks=1 value sent
 	unsSeq      int
 	unsLost     int  // acks=1 records acknowledged and lost in power cuts
@@ -241,7 +251,10 @@ type loc struct {
 
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)
+	// A broker killed every second: reload metadata and retry at once
+	// rather than after kgo's 5 s minimum metadata age.
+	opts = append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -252,14 +265,19 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 
 func newCrashLoad(t *testing.T, addr string, adm *kadm.Client) *crashLoad {
 	producer := func(topic string) *kgo.Client {
-		return newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.ProducerLinger(2*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		var extra []kgo.Opt
+		if os.Getenv("RINGLOG_CRASH_KGO_LOG") != "" && topic == denseTopic {
+			extra = append(extra, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })))
+		}
+		return newClient(t, addr, append(extra, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.ProducerLinger(2*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))...)
 	}
 	l := &crashLoad{t: t, addr: addr, adm: adm, quit: make(chan struct{}),
 		dense: producer(denseTopic), compact: producer(compactTopic), retained: producer(retainedTopic),
 		unsynced: newClient(t, addr, kgo.DefaultProduceTopic(unsyncedTopic), kgo.RequiredAcks(kgo.LeaderAck()),
 			kgo.DisableIdempotentWrite(), kgo.ProducerLinger(2*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression())),
-		unsAcked: map[int64]string{}, unsSent: map[string]bool{},
+		unsyncedAll: producer(unsyncedTopic),
+		unsAcked:    map[int64]string{}, unsSent: map[string]bool{},
 		denseAcked: map[string]loc{}, denseRecent: map[string]loc{}, retAcked: map[int64]string{},
 		topicsMade: map[string]bool{}, topicsGone: map[string]bool{}}
 	for k := range l.keyAcked {
@@ -332,12 +350,20 @@ func (l *crashLoad) pause() {
 
 // settle waits for every produce to be answered and the churn to end.
 func (l *crashLoad) settle(ctx context.Context) error {
+	t0 := time.Now()
 	l.churnWG.Wait()
+	if d := time.Since(t0); d > time.Second && testing.Verbose() {
+		l.t.Logf("topic churn took %v to end", d)
+	}
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	for _, cl := range []*kgo.Client{l.dense, l.compact, l.retained, l.unsynced} {
+	for i, cl := range []*kgo.Client{l.dense, l.compact, l.retained, l.unsynced, l.unsyncedAll} {
+		t0 := time.Now()
 		if err := cl.Flush(fctx); err != nil {
 			return err
+		}
+		if d := time.Since(t0); d > time.Second && testing.Verbose() {
+			l.t.Logf("producer %d took %v to settle", i, d)
 		}
 	}
 	l.mu.Lock()
@@ -362,7 +388,20 @@ func (l *crashLoad) produceBurst(ctx context.Context) {
 		uv := fmt.Sprintf("u-%09d-%s", l.unsSeq, strings.Repeat("z", 200))
 		l.unsSeq++
 		l.unsSent[uv] = true
+		av := fmt.Sprintf("a-%09d", l.unsSeq)
+		l.unsSent[av] = true
 		l.mu.Unlock()
+		if l.unsSeq%4 == 0 {
+			l.unsyncedAll.Produce(ctx, &kgo.Record{Value: []byte(av)}, func(r *kgo.Record, err error) {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				if err != nil {
+					l.failed = append(l.failed, fmt.Errorf("%s acks=all: %w", unsyncedTopic, err))
+					return
+				}
+				l.unsAllLast = max(l.unsAllLast, r.Offset)
+			})
+		}
 		l.unsynced.Produce(ctx, &kgo.Record{Value: []byte(uv)}, func(r *kgo.Record, err error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -592,23 +631,28 @@ func (l *crashLoad) check(ctx context.Context, cycle int, full bool) {
 		t.Errorf("cycle %d: %s: nothing read between log start %d and high watermark %d", cycle, retainedTopic, start, rends[0])
 	}
 
-	// The acks=1 topic: what is served is only records that were sent
+	// The mixed topic: what is served is only records that were sent
 	// (no bytes a cut left behind, no zeroed page, is served as a
-	// record), at increasing offsets (a repair after a cut leaves a gap);
-	// acknowledged records survive a kill that was not a power cut.
+	// record), at increasing offsets (repairing the unsynced tail after
+	// a cut leaves a gap), dense up to the last acknowledged acks=all
+	// record (its sync made everything before it durable); acknowledged
+	// acks=1 records survive a kill that was not a power cut.
 	urecs, _ := l.read(cctx, unsyncedTopic, []int64{-1})
 	if len(urecs[0]) > 0 {
 		next := urecs[0][0].Offset
 		got := map[int64]string{}
 		for _, r := range urecs[0] {
-			if r.Offset < next {
-				t.Errorf("cycle %d: %s: offset %d follows %d", cycle, unsyncedTopic, r.Offset, next-1)
+			if r.Offset < next || (r.Offset > next && next <= l.unsAllLast) {
+				t.Errorf("cycle %d: %s: offset %d follows %d (the last acks=all record was acknowledged at %d)", cycle, unsyncedTopic, r.Offset, next-1, l.unsAllLast)
 			}
 			next = r.Offset + 1
 			if !l.unsSent[string(r.Value)] {
 				t.Errorf("cycle %d: %s served %q at %d, which no producer sent", cycle, unsyncedTopic, r.Value[:min(len(r.Value), 20)], r.Offset)
 			}
 			got[r.Offset] = string(r.Value)
+		}
+		if next <= l.unsAllLast {
+			t.Errorf("cycle %d: %s: served up to %d, an acks=all record was acknowledged at %d", cycle, unsyncedTopic, next-1, l.unsAllLast)
 		}
 		for off, v := range l.unsAcked {
 			if off < urecs[0][0].Offset {

@@ -77,6 +77,9 @@ type Stage struct {
 	opEnd   int
 	err     error
 	batch   *Batch
+	// flush: earlier segments of the log not yet known durable, synced
+	// ahead of a syncing stage (referenced until Submit returns).
+	flush []*segment
 }
 
 type stagedBatch struct {
@@ -98,7 +101,8 @@ func (b *Batch) Reset() {
 			st.log.staged = nil
 		}
 		clear(st.metas)
-		*st = Stage{Results: st.Results[:0], metas: st.metas[:0]}
+		clear(st.flush)
+		*st = Stage{Results: st.Results[:0], metas: st.metas[:0], flush: st.flush[:0]}
 		b.pool = append(b.pool, st)
 	}
 	clear(b.stages)
@@ -230,9 +234,22 @@ func (b *Batch) Sync(l *Log) (Ticket, error) {
 // buildOps turns the stages into ring operations: per log, one writev per
 // run of batches in the same segment (split at ring.MaxIovecs), an fdatasync of
 // each segment written when the stage syncs, all linked in one chain.
+//
+// A syncing stage first syncs the log's earlier segments that are not
+// known durable (rolled away from with bytes no sync covered, their
+// background flush not done): a sync at an offset then makes everything
+// before it durable too. Without that, a power cut could keep an
+// acknowledged acks=all batch in the new segment and lose the unsynced
+// tail of the one before, damaging the log in the middle.
 func (b *Batch) buildOps() {
 	for _, st := range b.stages {
 		st.opFirst = len(b.ops)
+		if st.sync {
+			st.flush = st.log.unflushedBefore(st, st.flush[:0])
+			for _, seg := range st.flush {
+				b.ops = append(b.ops, ring.Op{Kind: ring.OpFdatasync, Fd: int(seg.f.Fd()), Link: true})
+			}
+		}
 		if len(st.metas) == 0 && st.sync {
 			b.ops = append(b.ops, ring.Op{Kind: ring.OpFdatasync, Fd: int(st.log.active().f.Fd())})
 		}
@@ -276,7 +293,15 @@ func (b *Batch) Submit(backend ring.Backend) error {
 		return nil
 	}
 	b.buildOps()
-	if err := backend.Run(b.ops); err != nil {
+	err := backend.Run(b.ops)
+	defer func() {
+		for _, st := range b.stages {
+			for _, seg := range st.flush {
+				seg.release()
+			}
+		}
+	}()
+	if err != nil {
 		for _, st := range b.stages {
 			st.log.fail(st, fmt.Errorf("wal: submit: %w", err))
 		}
@@ -297,9 +322,64 @@ func (b *Batch) Submit(backend ring.Backend) error {
 			st.log.fail(st, err)
 			continue
 		}
+		if st.sync {
+			// Synced whole: the segments synced ahead, and the sealed
+			// ones this stage wrote and synced.
+			for _, seg := range st.flush {
+				seg.flushed.Store(true)
+			}
+			for i := range st.metas {
+				if seg := st.metas[i].seg; seg != st.log.active() {
+					seg.flushed.Store(true)
+				}
+			}
+		}
 		st.log.commit(st)
 	}
 	return nil
+}
+
+// writes reports whether the stage has batches for seg (nil: none).
+func (st *Stage) writes(seg *segment) bool {
+	if st == nil {
+		return false
+	}
+	for i := range st.metas {
+		if st.metas[i].seg == seg {
+			return true
+		}
+	}
+	return false
+}
+
+// unflushedBefore appends to dst, referenced, the log's sealed segments
+// not known durable that st does not write itself (owner only), oldest
+// first, and forgets the ones that became durable or were deleted.
+func (l *Log) unflushedBefore(st *Stage, dst []*segment) []*segment {
+	l.prunePendingFlush()
+next:
+	for _, seg := range l.pendingFlush {
+		for i := range st.metas {
+			if st.metas[i].seg == seg {
+				continue next // synced after its writes in the stage
+			}
+		}
+		if seg.acquire() {
+			dst = append(dst, seg)
+		}
+	}
+	return dst
+}
+
+// prunePendingFlush drops the durable and deleted segments from
+// l.pendingFlush (owner only).
+func (l *Log) prunePendingFlush() {
+	act := l.active()
+	l.pendingFlush = slices.DeleteFunc(l.pendingFlush, func(seg *segment) bool {
+		// The active one (unsealed after an interrupted roll) is
+		// synced by the stages that write it.
+		return seg.flushed.Load() || seg.deleted.Load() || seg == act
+	})
 }
 
 // commit publishes a written stage to readers (owner only).
@@ -322,7 +402,9 @@ func (l *Log) commit(st *Stage) {
 	}
 	if st.sync {
 		l.unflushed = 0
+		l.tailDirty = false
 	} else if st.records > 0 {
+		l.tailDirty = true
 		if l.unflushed == 0 {
 			l.dirtySince = l.opts.Now()
 		}

@@ -440,6 +440,7 @@ func (l *Log) swapIn(g *cleanedGroup) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	ns.flushed.Store(true) // written and synced before the rename
 	last := g.srcs[len(g.srcs)-1]
 	if err := l.recoverSegment(ns, base, true); err != nil {
 		ns.release()

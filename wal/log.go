@@ -50,13 +50,19 @@ type Log struct {
 	// Owner-only state.
 	next       int64     // next offset to assign to a staged batch
 	unflushed  int64     // records appended since the last sync
+	// tailDirty: bytes written since the last sync may not be durable
+	// (owner only; true after an unclean open, which cannot know).
+	tailDirty bool
 	dirtySince time.Time // when the oldest unsynced append happened
 	failed     error     // sticky: set by a failed write, refuses appends
 	closed     bool
 	toSeal     []*segment
-	staged     *Stage // this log's stage in the Batch being built
-	cleanedTo  int64  // compaction has cleaned the segments below this offset
-	truncGen   uint64 // bumped by TruncateTo and ResetTo: older compaction plans are void
+	// pendingFlush: sealed segments not known durable (see
+	// Batch.buildOps), oldest first (owner only).
+	pendingFlush []*segment
+	staged       *Stage // this log's stage in the Batch being built
+	cleanedTo    int64  // compaction has cleaned the segments below this offset
+	truncGen     uint64 // bumped by TruncateTo and ResetTo: older compaction plans are void
 
 	// Leader epochs (epoch.go): the committed cache (immutable, any
 	// goroutine), the owner's projection including staged batches, and
@@ -104,6 +110,9 @@ func (l *Log) SetOptions(o Options) error {
 	}
 	if o.Now == nil {
 		o.Now = l.opts.Now
+	}
+	if o.SyncFile == nil {
+		o.SyncFile = l.opts.SyncFile
 	}
 	n, err := o.withDefaults()
 	if err != nil {
@@ -264,8 +273,29 @@ func (l *Log) rollAt(base int64) error {
 	l.segs = append(l.segs, s)
 	l.mu.Unlock()
 	l.toSeal = append(l.toSeal, old)
+	l.prunePendingFlush()
+	if !l.tailDirty && !l.staged.writes(old) {
+		old.flushed.Store(true) // the last sync covered all of it
+	} else {
+		l.pendingFlush = append(l.pendingFlush, old)
+	}
 	l.logger.Debug("rolled segment", "base", s.base, "previous", old.base, "previous_bytes", old.wpos)
 	return nil
+}
+
+// flushedPrefixEnd is the end of the longest run of sealed segments,
+// from the log's first, all known durable (-1: none is).
+func (l *Log) flushedPrefixEnd() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	end := int64(-1)
+	for _, s := range l.segs[:max(0, len(l.segs)-1)] {
+		if !s.flushed.Load() {
+			break
+		}
+		end = s.end.Load()
+	}
+	return end
 }
 
 // sealPending seals segments rolled away from, once nothing staged is
@@ -274,6 +304,7 @@ func (l *Log) rollAt(base int64) error {
 // point moves past the entries it lacks.
 func (l *Log) sealPending() {
 	epochs, ver := l.epochList(), l.epochVer
+	syncFile := l.opts.SyncFile // SetOptions may replace l.opts meanwhile
 	for _, s := range l.toSeal {
 		if err := s.seal(); err != nil {
 			l.logger.Warn("seal segment", "base", s.base, "err", err)
@@ -281,22 +312,25 @@ func (l *Log) sealPending() {
 		if !s.acquire() {
 			continue
 		}
-		next := s.end.Load()
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
 			defer s.release()
-			if err := l.opts.SyncFile(s.f); err != nil {
+			if err := syncFile(s.f); err != nil {
 				l.logger.Warn("flush sealed segment", "base", s.base, "err", err)
 				return
 			}
+			s.flushed.Store(true)
 			s.idx.sync()
 			s.tidx.sync()
 			if err := l.persistEpochs(epochs, ver); err != nil {
 				l.logger.Warn("write leader epoch checkpoint; recovery point not advanced", "err", err)
 				return
 			}
-			l.setRecoveryPoint(next)
+			// Flushes end in any order: the recovery point moves to the
+			// end of the sealed segments flushed so far from the start,
+			// never past one still unflushed.
+			l.setRecoveryPoint(l.flushedPrefixEnd())
 		}()
 	}
 	l.toSeal = l.toSeal[:0]

@@ -126,6 +126,14 @@ func (l *Log) load() error {
 		}
 		expected = s.end.Load()
 		if !last {
+			// Below the recovery point (or after a clean stop) it was
+			// flushed; above it, a kill may have left its bytes in the
+			// page cache only: the next sync covers it.
+			if nextBase <= rp {
+				s.flushed.Store(true)
+			} else {
+				l.pendingFlush = append(l.pendingFlush, s)
+			}
 			// Opening extended the index files to their capacity; a
 			// sealed segment's indexes end at their last entry.
 			s.sealed = true
@@ -164,6 +172,7 @@ func (l *Log) load() error {
 	}
 	l.start.Store(l.segs[0].base)
 	l.end.Store(act.end.Load())
+	l.tailDirty = !clean
 	l.next = act.end.Load()
 	return l.loadEpochs(rescanFrom)
 }

@@ -61,6 +61,11 @@ type segment struct {
 	refs    atomic.Int32
 	deleted atomic.Bool
 
+	// flushed: every byte of this sealed segment is known durable (its
+	// flush after the seal, a sync that covered it, or found at open).
+	// The active segment's is not used.
+	flushed atomic.Bool
+
 	// idxBad is set once a lookup found the offset index disagreeing with
 	// the log: from then on lookups walk the log from its start.
 	idxBad atomic.Bool
