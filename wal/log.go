@@ -48,11 +48,11 @@ type Log struct {
 	end   atomic.Int64 // offset after the last committed batch
 
 	// Owner-only state.
-	next       int64     // next offset to assign to a staged batch
-	unflushed  int64     // records appended since the last sync
+	next      int64 // next offset to assign to a staged batch
+	unflushed int64 // records appended since the last sync
 	// tailDirty: bytes written since the last sync may not be durable
 	// (owner only; true after an unclean open, which cannot know).
-	tailDirty bool
+	tailDirty  bool
 	dirtySince time.Time // when the oldest unsynced append happened
 	failed     error     // sticky: set by a failed write, refuses appends
 	closed     bool
