@@ -299,3 +299,58 @@ func TestOfflinePartitionErrorKeepsCause(t *testing.T) {
 		t.Fatalf("offline partition: %v does not say the log is corrupt", err)
 	}
 }
+
+// TestOrphanPartitionDirsRemoved: partition directories no topic in the
+// metadata has (a deletion or creation a kill interrupted) are removed at
+// open; the directories of the topics it has, and directories that are
+// not logs, stay; with no metadata file at all nothing is removed.
+func TestOrphanPartitionDirsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	if _, err := e.CreateTopic(CreateTopicRequest{Name: "kept", Partitions: 2, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mkLog := func(name string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "00000000000000000000.log"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkLog("gone-0")   // a deleted topic's partition the kill left behind
+	mkLog("kept-2")   // a partition beyond the topic's count
+	mkLog("kept-1-0") // topic "kept-1" does not exist
+	if err := os.MkdirAll(filepath.Join(dir, "notes-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "notes-1", "readme.txt"), []byte("mine"), 0o644)
+
+	e = openEngine(t, dir, nil)
+	defer e.Close()
+	for name, want := range map[string]bool{"kept-0": true, "kept-1": true, "gone-0": false, "kept-2": false, "kept-1-0": false, "notes-1": true} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if got := err == nil; got != want {
+			t.Errorf("%s exists: %v, want %v", name, got, want)
+		}
+	}
+	if ents, _ := filepath.Glob(filepath.Join(dir, "*"+deleteSuffix)); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+
+	// No metadata file: nothing is a reason to delete logs.
+	e.Close()
+	mkLog("gone-0")
+	if err := os.Remove(filepath.Join(dir, metaFile)); err != nil {
+		t.Fatal(err)
+	}
+	e2 := openEngine(t, dir, nil)
+	defer e2.Close()
+	if _, err := os.Stat(filepath.Join(dir, "gone-0")); err != nil {
+		t.Errorf("gone-0 removed although the metadata file was missing: %v", err)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -244,6 +245,9 @@ func Open(cfg Config) (*Engine, error) {
 
 	clean := removeCleanMarker(cfg.DataDir, e.logger)
 	removeDeletedDirs(cfg.DataDir, e.logger)
+	if found && !cfg.Replicated {
+		removeOrphanDirs(cfg.DataDir, meta, e.logger)
+	}
 
 	for i := 0; i < cfg.Shards; i++ {
 		s, err := newShard(e, i)
@@ -315,6 +319,60 @@ func removeDeletedDirs(dir string, logger *slog.Logger) {
 }
 
 const deleteSuffix = "-delete"
+
+// looksLikeLog reports whether dir is empty or holds a segment file
+// (twenty digits, .log).
+func looksLikeLog(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, ent := range ents {
+		if base, ok := strings.CutSuffix(ent.Name(), ".log"); ok && len(base) == 20 && strings.Trim(base, "0123456789") == "" {
+			return true
+		}
+	}
+	return len(ents) == 0
+}
+
+// removeOrphanDirs removes the partition directories (<topic>-<n>) of no
+// partition in the metadata: what a kill left of a topic deletion (the
+// metadata is written first, the directories go after) or of a creation
+// (the logs are created first, the metadata after). The metadata file is
+// the truth; the caller runs this only when it was there at start (a
+// missing one is never a reason to delete logs) and not in cluster mode
+// (where cluster metadata decides, and unknown logs are kept as strays).
+func removeOrphanDirs(dir string, meta *brokerMeta, logger *slog.Logger) {
+	parts := map[string]int32{}
+	for _, tm := range meta.Topics {
+		parts[tm.Name] = tm.Partitions
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, ent := range ents {
+		name := ent.Name()
+		i := strings.LastIndexByte(name, '-')
+		if !ent.IsDir() || i <= 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(name[i+1:], 10, 32)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != name[i+1:] {
+			continue // not <topic>-<n>: a deleted or stray directory, or not ours
+		}
+		if count, ok := parts[name[:i]]; ok && int32(n) < count {
+			continue
+		}
+		if !looksLikeLog(filepath.Join(dir, name)) {
+			continue // someone else's directory: leave it
+		}
+		logger.Warn("removing a partition directory that no topic in the metadata has (left by a topic deletion or creation interrupted by a crash)", "dir", name)
+		gone := filepath.Join(dir, name+".orphan"+deleteSuffix)
+		if err := os.Rename(filepath.Join(dir, name), gone); err != nil {
+			logger.Warn("cannot remove orphan partition directory", "dir", name, "err", err)
+			continue
+		}
+		os.RemoveAll(gone)
+	}
+}
 
 // straySuffix ends the directory of a log that cluster metadata no longer
 // knows (StrayTopic): kept for an operator, never deleted.
