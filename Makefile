@@ -25,9 +25,10 @@ FUZZ_TARGETS := \
 	./metadata:FuzzDecodeRecord \
 	./metadata:FuzzDecodeImage \
 	./quorum:FuzzHello \
-	./internal/kwire:FuzzParseResponse
+	./internal/kwire:FuzzParseResponse \
+	./internal/powerloss:FuzzJournal
 
-.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos perf-replication
+.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos crash-long perf-replication
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build

@@ -280,7 +280,7 @@ func read(path string) (map[string]int64, []string, error) {
 		}
 		num, file, ok := strings.Cut(rest, " ")
 		n, err := strconv.ParseInt(num, 10, 64)
-		if !ok || err != nil {
+		if !ok || err != nil || n < 0 || file == "" {
 			return nil, nil, fmt.Errorf("powerloss journal %s: bad line %q", path, sc.Text())
 		}
 		if _, ok := durable[file]; !ok {

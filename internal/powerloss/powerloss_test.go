@@ -147,3 +147,30 @@ func TestJournalSpansProcesses(t *testing.T) {
 		t.Fatalf("damage %+v, want durable 100 of 200 bytes", dmg)
 	}
 }
+
+// FuzzJournal: any journal bytes are read without a panic, and a line
+// read back is one that was there.
+func FuzzJournal(f *testing.F) {
+	f.Add([]byte("durable 0 /tmp/a/00000000000000000000.log\ndurable 4096 /tmp/a/00000000000000000000.log\n"))
+	f.Add([]byte("durable -1 x\n"))
+	f.Add([]byte("durable 12 \ndurable\n\n"))
+	f.Add([]byte("durable 99999999999999999999 y\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "journal")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		durable, order, err := read(path)
+		if err != nil {
+			return
+		}
+		if len(order) != len(durable) {
+			t.Fatalf("%d files in order, %d lengths", len(order), len(durable))
+		}
+		for file, n := range durable {
+			if n < 0 || file == "" || !bytes.Contains(data, []byte(" "+file)) {
+				t.Fatalf("read %q at %d, not a file and length in the journal", file, n)
+			}
+		}
+	})
+}
