@@ -299,17 +299,11 @@ func (s *Shard) drain() {
 	for i := range s.staged {
 		sa := &s.staged[i]
 		p := sa.req.Partition
-		if sa.syncOnly {
+		if sa.staged || sa.syncOnly {
 			if err := sa.ticket.Err(); err != nil {
 				sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
 				p.setOffline(err)
-			}
-		}
-		if sa.staged {
-			if err := sa.ticket.Err(); err != nil {
-				sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
-				p.setOffline(err)
-			} else {
+			} else if sa.staged {
 				res := sa.ticket.Results()
 				sa.res.BaseOffset = res[0].BaseOffset
 				sa.res.LogAppendTime = res[0].AppendTime

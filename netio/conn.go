@@ -29,10 +29,10 @@ import (
 // goroutine (writeLoop) for the rest, on a dup of the socket. The writer
 // goroutine and its dup exist only once a connection needed them (a full
 // socket, a large response, responses completed during another write):
-// an idle connection costs one descriptor and no goroutine. Responses leave strictly in request
-// order: each request gets a slot in the FIFO when it is parsed, and only
-// complete slots at its head are sent, whatever order the handlers finish
-// in. The package comment (doc.go) has the whole contract.
+// an idle connection costs one descriptor and no goroutine. Responses
+// leave strictly in request order: each request gets a slot in the FIFO
+// when it is parsed, and only complete slots at its head are sent,
+// whatever order the handlers finish in. The package comment (doc.go) has the whole contract.
 type conn struct {
 	srv *Server
 	gc  gnet.Conn
@@ -83,7 +83,7 @@ type conn struct {
 	// writer goroutine sends first.
 	writing bool
 	inline  bool // the writing goroutine is an inline writer, on fd
-	// writerUp: the writer goroutine runs (see startWriter).
+	// writerUp: the writer goroutine runs (see wakeWriter).
 	writerUp bool
 	rest     []part
 	restOf   []*response
@@ -130,7 +130,7 @@ func (c *conn) wakeWriter() {
 		c.cond.Signal()
 		return
 	}
-	nc, err := c.dupSocket()
+	nc, rc, err := c.dupSocket()
 	if err != nil {
 		// No descriptor for the writer (EMFILE): the connection cannot
 		// be served. OnClose releases what it holds.
@@ -139,29 +139,34 @@ func (c *conn) wakeWriter() {
 		return
 	}
 	c.writerUp = true
-	go c.writeLoop(nc)
+	go c.writeLoop(nc, rc)
 }
 
 // dupSocket returns a dup of gnet's socket that the runtime's poller can
-// wait on, for the writer goroutine's blocking writes (c.mu held, c not
-// closed: gnet has not closed fd).
-func (c *conn) dupSocket() (*net.TCPConn, error) {
+// wait on, and its raw connection, for the writer goroutine's blocking
+// writes (c.mu held, c not closed: gnet has not closed fd).
+func (c *conn) dupSocket() (*net.TCPConn, syscall.RawConn, error) {
 	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("dup socket: %w", err)
+		return nil, nil, fmt.Errorf("dup socket: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "kafka-conn")
 	fc, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
-		return nil, fmt.Errorf("wrap socket: %w", err)
+		return nil, nil, fmt.Errorf("wrap socket: %w", err)
 	}
 	tc, ok := fc.(*net.TCPConn)
 	if !ok {
 		fc.Close()
-		return nil, errors.New("not a TCP connection")
+		return nil, nil, errors.New("not a TCP connection")
 	}
-	return tc, nil
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		tc.Close()
+		return nil, nil, err
+	}
+	return tc, rc, nil
 }
 
 // slot appends a response slot in request order (event loop).
@@ -366,14 +371,8 @@ func (c *conn) finish(batch []*response, err error) {
 // writers could not (a full socket) and responses completed while another
 // write was under way, blocking on nc, its dup of the socket, as long as
 // it takes. It runs until the connection closes.
-func (c *conn) writeLoop(nc *net.TCPConn) {
+func (c *conn) writeLoop(nc *net.TCPConn, rc syscall.RawConn) {
 	defer nc.Close()
-	rc, err := nc.SyscallConn()
-	if err != nil {
-		c.srv.logger.Warn("closing connection: its writer has no socket", "remote", c.remote, "err", err)
-		c.gc.Close()
-		rc = nil // every write below fails at once
-	}
 	var batch []*response
 	for {
 		c.mu.Lock()

@@ -242,7 +242,6 @@ type crashLoad struct {
 	denseSent   int
 	failed      []error
 	keyAcked    [compactKeys]loc // last acknowledged offset per key (-1: none)
-	keySeq      [compactKeys]int // and its sequence number
 	retAcked    map[int64]string // offset -> value
 	retStart    int64            // log start at the last check
 	unsAcked    map[int64]string // acks=1 records acknowledged since the last check
@@ -259,7 +258,6 @@ type crashLoad struct {
 	topicsMade  map[string]bool // acknowledged creations not deleted since
 	topicsGone  map[string]bool // acknowledged deletions
 	toDelete    []string
-	churnCycle  int
 	denseFrom   [denseParts]int64 // the plain topic is checked from here
 	denseSeq    int
 	compactSeq  int
@@ -349,9 +347,6 @@ func (l *crashLoad) stop() {
 // resume restarts the load; the topic churn of this cycle runs at a
 // random moment of it.
 func (l *crashLoad) resume(cycle int) {
-	l.mu.Lock()
-	l.churnCycle = cycle
-	l.mu.Unlock()
 	l.paused.Store(false)
 	l.churnWG.Add(1)
 	go func() {
@@ -421,58 +416,42 @@ func (l *crashLoad) produceBurst(ctx context.Context) {
 		l.unsSent[av] = true
 		l.mu.Unlock()
 		if l.unsSeq%4 == 0 {
-			l.unsyncedAll.Produce(ctx, &kgo.Record{Value: []byte(av)}, func(r *kgo.Record, err error) {
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				if err != nil {
-					l.failed = append(l.failed, fmt.Errorf("%s acks=all: %w", unsyncedTopic, err))
-					return
-				}
+			l.produce(ctx, l.unsyncedAll, unsyncedTopic+" acks=all", &kgo.Record{Value: []byte(av)}, func(r *kgo.Record) {
 				l.unsAllLast = max(l.unsAllLast, r.Offset)
 				l.unsAllAcks = append(l.unsAllAcks, fmt.Sprintf("%d@%s", r.Offset, time.Now().Format("15:04:05.000")))
 			})
 		}
-		l.unsynced.Produce(ctx, &kgo.Record{Value: []byte(uv)}, func(r *kgo.Record, err error) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if err != nil {
-				l.failed = append(l.failed, fmt.Errorf("%s: %w", unsyncedTopic, err))
-				return
-			}
+		l.produce(ctx, l.unsynced, unsyncedTopic, &kgo.Record{Value: []byte(uv)}, func(r *kgo.Record) {
 			l.unsAcked[r.Offset] = string(r.Value)
 		})
-		l.dense.Produce(ctx, &kgo.Record{Key: []byte(v[:11]), Value: []byte(v)}, func(r *kgo.Record, err error) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if err != nil {
-				l.failed = append(l.failed, fmt.Errorf("%s: %w", denseTopic, err))
-				return
-			}
+		l.produce(ctx, l.dense, denseTopic, &kgo.Record{Key: []byte(v[:11]), Value: []byte(v)}, func(r *kgo.Record) {
 			l.denseAcked[string(r.Value)] = loc{r.Partition, r.Offset}
 			l.denseRecent[string(r.Value)] = loc{r.Partition, r.Offset}
 		})
-		seq := l.compactSeq - 1
-		l.compact.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(kv)}, func(r *kgo.Record, err error) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if err != nil {
-				l.failed = append(l.failed, fmt.Errorf("%s: %w", compactTopic, err))
-				return
-			}
+		l.produce(ctx, l.compact, compactTopic, &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(kv)}, func(r *kgo.Record) {
 			if r.Offset > l.keyAcked[k].off {
-				l.keyAcked[k], l.keySeq[k] = loc{0, r.Offset}, seq
+				l.keyAcked[k] = loc{0, r.Offset}
 			}
 		})
-		l.retained.Produce(ctx, &kgo.Record{Value: []byte(rv)}, func(r *kgo.Record, err error) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if err != nil {
-				l.failed = append(l.failed, fmt.Errorf("%s: %w", retainedTopic, err))
-				return
-			}
+		l.produce(ctx, l.retained, retainedTopic, &kgo.Record{Value: []byte(rv)}, func(r *kgo.Record) {
 			l.retAcked[r.Offset] = string(r.Value)
 		})
 	}
+}
+
+// produce sends rec with cl; its acknowledgement runs acked under l.mu, a
+// failure (the producers retry without limit, so none should come) is
+// kept for settle to report.
+func (l *crashLoad) produce(ctx context.Context, cl *kgo.Client, what string, rec *kgo.Record, acked func(*kgo.Record)) {
+	cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err != nil {
+			l.failed = append(l.failed, fmt.Errorf("%s: %w", what, err))
+			return
+		}
+		acked(r)
+	})
 }
 
 // commit commits the next group offsets for the plain topic's partitions

@@ -357,14 +357,9 @@ func (st *Stage) writes(seg *segment) bool {
 // first, and forgets the ones that became durable or were deleted.
 func (l *Log) unflushedBefore(st *Stage, dst []*segment) []*segment {
 	l.prunePendingFlush()
-next:
 	for _, seg := range l.pendingFlush {
-		for i := range st.metas {
-			if st.metas[i].seg == seg {
-				continue next // synced after its writes in the stage
-			}
-		}
-		if seg.acquire() {
+		// One the stage writes is synced after its writes, in place.
+		if !st.writes(seg) && seg.acquire() {
 			dst = append(dst, seg)
 		}
 	}
