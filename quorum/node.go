@@ -422,7 +422,15 @@ func timeoutOf(ctx context.Context) time.Duration {
 	return 10 * time.Second
 }
 
-// wait waits for a raft future, or ctx, or the node stopping.
+// errStoppedWaiting: the node stopped before a raft future was answered.
+// hashicorp/raft can leave a committed entry's future unanswered forever
+// when it shuts down between commit and apply (the entry waits in the FSM
+// channel), so the outcome is unknown.
+var errStoppedWaiting = errors.New("quorum: the node stopped before the outcome was known")
+
+// wait waits for a raft future, or ctx, or the node stopping. Once the
+// node stopped, a future still unanswered gets errStoppedWaiting (the
+// goroutine waiting on it stays parked: raft gives no way to cancel it).
 func (n *Node) wait(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
@@ -431,6 +439,13 @@ func (n *Node) wait(ctx context.Context, f raft.Future) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-n.stopped:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return errStoppedWaiting
+		}
 	}
 }
 
@@ -481,6 +496,9 @@ func (n *Node) Barrier(ctx context.Context) error {
 	err := n.wait(ctx, n.raft.Barrier(timeoutOf(ctx)))
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 		return n.notLeader()
+	}
+	if errors.Is(err, errStoppedWaiting) || errors.Is(err, raft.ErrRaftShutdown) {
+		return ErrStopped
 	}
 	if err != nil {
 		return fmt.Errorf("quorum: barrier: %w", err)

@@ -438,3 +438,51 @@ func TestStopsOnUndecodableEntry(t *testing.T) {
 		t.Fatalf("Propose on a stopped node: %v", err)
 	}
 }
+
+// TestProposeReturnsWhenTheNodeStops: proposals in flight on a leader that
+// shuts down all return (hashicorp/raft can drop a committed entry's
+// future unanswered when it stops between commit and apply), and those
+// that are not definite say so with ErrUncertain or ErrStopped.
+func TestProposeReturnsWhenTheNodeStops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 1, nil)
+	c.initialized(ctx)
+	for round := 0; round < 15; round++ {
+		n := c.leader(ctx)
+		var wg sync.WaitGroup
+		returned := make(chan error, 64)
+		for g := 0; g < 16; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					_, err := n.Propose(ctx, metadata.DeleteTopic{Name: fmt.Sprintf("absent-%d", i)})
+					if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+						returned <- err
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(5+round) * time.Millisecond)
+		c.stop(n.ID())
+		stopped := time.Now()
+		allDone := make(chan struct{})
+		go func() { wg.Wait(); close(allDone) }()
+		select {
+		case <-allDone:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: proposals still waiting 5 s after the node stopped", round)
+		}
+		close(returned)
+		for err := range returned {
+			var nl *NotLeaderError
+			if !errors.Is(err, ErrUncertain) && !errors.Is(err, ErrStopped) && !errors.As(err, &nl) {
+				t.Fatalf("round %d: a proposal on a stopping node returned %v", round, err)
+			}
+		}
+		t.Logf("round %d: every proposal returned %v after the stop", round, time.Since(stopped).Round(time.Millisecond))
+		c.start(n.ID(), nil)
+	}
+}
