@@ -26,7 +26,10 @@ FUZZ_TARGETS := \
 	./metadata:FuzzDecodeImage \
 	./quorum:FuzzHello \
 	./internal/kwire:FuzzParseResponse \
-	./internal/powerloss:FuzzJournal
+	./internal/powerloss:FuzzJournal \
+	./security:FuzzPlainMessage \
+	./security:FuzzScramExchange \
+	./security:FuzzStoreFile
 
 .PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos crash-long perf-replication
 

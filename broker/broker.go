@@ -27,8 +27,10 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +41,7 @@ import (
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/metrics"
 	"github.com/ringlog/ringlog/netio"
+	"github.com/ringlog/ringlog/security"
 )
 
 // Config is every setting of one broker process.
@@ -51,8 +54,16 @@ type Config struct {
 	// port), AdvertisedAddr, the limits and event loops, which the native
 	// listener shares. The broker sets its Native, Logger and Metrics.
 	Kafka netio.Config
+	// Listeners are Kafka listeners besides Kafka.Addr, each with its
+	// own security protocol (SSL, SASL_PLAINTEXT, SASL_SSL, PLAINTEXT).
+	// They share Kafka's limits.
+	Listeners []Listener
+	// Security configures TLS, SASL and ACLs.
+	Security SecurityConfig
 	// NativeAddr is the native-protocol listener's host:port (port 0
-	// picks a free port); empty: no native listener.
+	// picks a free port); empty: no native listener. The native
+	// protocol has no TLS or SASL: an address that is not loopback is
+	// refused unless Security.NativeInsecure.
 	NativeAddr string
 	// HTTPAddr is the listener of /metrics, /healthz and /debug/pprof;
 	// empty: none.
@@ -69,6 +80,62 @@ type Config struct {
 	// Build describes the binary; it is exported as the metric
 	// ringlog_build_info. An empty GoVersion is runtime.Version().
 	Build BuildInfo
+}
+
+// Listener is one more Kafka listener.
+type Listener struct {
+	// Protocol is its security protocol.
+	Protocol netio.SecurityProtocol
+	// Addr is host:port to listen on (port 0 picks a free port).
+	Addr string
+	// AdvertisedAddr is what clients connected to it are told to
+	// connect to; empty: the bound address.
+	AdvertisedAddr string
+}
+
+// ParseListeners reads a comma-separated list of PROTOCOL://host:port,
+// as Kafka's listeners setting ("SASL_SSL://0.0.0.0:9095,SSL://:9096").
+func ParseListeners(spec string) ([]Listener, error) {
+	var out []Listener
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		proto, addr, ok := strings.Cut(item, "://")
+		if !ok {
+			return nil, fmt.Errorf("listener %q: not PROTOCOL://host:port", item)
+		}
+		p, err := netio.ParseSecurityProtocol(proto)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q: %w", item, err)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("listener %q: %w", item, err)
+		}
+		out = append(out, Listener{Protocol: p, Addr: addr})
+	}
+	return out, nil
+}
+
+// SecurityConfig is TLS, SASL and ACLs. Credentials and ACLs live in the
+// data directory's security.json (single broker; cluster mode does not
+// keep them in its metadata quorum yet and refuses SASL and ACLs).
+type SecurityConfig struct {
+	// TLS names the certificate, key and client CAs of SSL and SASL_SSL
+	// listeners.
+	TLS security.TLSFiles
+	// SASLMechanisms are the mechanisms SASL listeners offer; empty:
+	// PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
+	SASLMechanisms []string
+	// Authorizer turns ACL checks on for every listener: deny unless an
+	// ACL allows (super users excepted).
+	Authorizer bool
+	// SuperUsers are principals ("User:admin") allowed everything.
+	SuperUsers []string
+	// NativeInsecure allows a native listener on an address that is not
+	// loopback.
+	NativeInsecure bool
 }
 
 // BuildInfo describes the binary a broker runs.
@@ -96,6 +163,7 @@ func DefaultConfig() Config {
 	}
 	c.Engine.DataDir = "./data"
 	c.Kafka.Addr = "127.0.0.1:9092"
+	c.Security.TLS.ClientAuth = "none"
 	return c
 }
 
@@ -119,7 +187,69 @@ func (c Config) Validate() error {
 	if c.Engine.DefaultPartitions < 1 {
 		return &ConfigError{"default-partitions", "must be at least 1"}
 	}
+	if _, err := netio.ParseSecurityProtocol(c.Kafka.Protocol.String()); err != nil {
+		return &ConfigError{"kafka-security-protocol", err.Error()}
+	}
+	if c.needsTLS() {
+		if c.Security.TLS.CertFile == "" || c.Security.TLS.KeyFile == "" {
+			return &ConfigError{"tls-cert", "and --tls-key are needed by SSL and SASL_SSL listeners"}
+		}
+		if _, err := security.NewTLSReloader(c.Security.TLS); err != nil {
+			return &ConfigError{"tls-cert", err.Error()}
+		}
+	}
+	if c.Cluster != nil && c.needsStore() {
+		return &ConfigError{"listeners", "SASL and ACLs are single-broker only for now: cluster mode keeps no credentials or ACLs in its metadata quorum yet"}
+	}
+	if _, _, err := net.SplitHostPort(c.NativeAddr); err == nil && !c.Security.NativeInsecure && !isLoopback(c.NativeAddr) {
+		return &ConfigError{"native-addr", fmt.Sprintf("%s is not a loopback address: the native protocol has no TLS or SASL, so anyone who reaches it can read and write every topic; bind it to 127.0.0.1, or pass --native-insecure to accept that", c.NativeAddr)}
+	}
 	return nil
+}
+
+// protocols are the security protocols of every Kafka listener.
+func (c Config) protocols() []netio.SecurityProtocol {
+	ps := []netio.SecurityProtocol{c.Kafka.Protocol}
+	for _, l := range c.Listeners {
+		ps = append(ps, l.Protocol)
+	}
+	return ps
+}
+
+func (c Config) needsTLS() bool {
+	for _, p := range c.protocols() {
+		if p == netio.SSL || p == netio.SASLSSL {
+			return true
+		}
+	}
+	return false
+}
+
+// needsStore: SASL or ACLs need the credentials and ACLs file.
+func (c Config) needsStore() bool {
+	if c.Security.Authorizer {
+		return true
+	}
+	for _, p := range c.protocols() {
+		if p == netio.SASLPlaintext || p == netio.SASLSSL {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoopback reports whether addr's host is a loopback name or address
+// (an empty host or 0.0.0.0 listens everywhere: not loopback).
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Broker is one running broker: an engine with its listeners.
@@ -130,8 +260,11 @@ type Broker struct {
 	eng     *engine.Engine
 	cluster *cluster.Cluster // nil: single node
 	kafka   *netio.Server
-	native  *netio.Server // nil: off
-	http    *http.Server  // nil: off
+	extra   []*netio.Server       // Config.Listeners, in order
+	native  *netio.Server         // nil: off
+	tls     *security.TLSReloader // nil: no TLS listener
+	store   *security.Store       // nil: no SASL and no ACLs
+	http    *http.Server          // nil: off
 	httpLn  net.Listener
 
 	closeOnce sync.Once
@@ -164,6 +297,13 @@ func New(cfg Config) (*Broker, error) {
 	// (bound by the network library when they start) are bound and
 	// released, which catches every conflict but one that starts in
 	// between.
+	if cfg.needsTLS() {
+		tr, err := security.NewTLSReloader(cfg.Security.TLS)
+		if err != nil {
+			return nil, &ConfigError{"tls-cert", err.Error()}
+		}
+		b.tls = tr
+	}
 	httpLn, err := checkListeners(cfg)
 	if err != nil {
 		return nil, err
@@ -194,6 +334,23 @@ func New(cfg Config) (*Broker, error) {
 	}
 	scfg := cfg.Kafka
 	scfg.Native, scfg.Logger, scfg.Metrics = false, cfg.Logger, b.metrics
+	if cfg.needsStore() {
+		path := filepath.Join(cfg.Engine.DataDir, "security.json")
+		st, err := security.OpenStore(path)
+		if err != nil {
+			closeEngine()
+			return nil, err
+		}
+		b.store = st
+		scfg.Security.Store = st
+		scfg.Security.Mechanisms = cfg.Security.SASLMechanisms
+		if cfg.Security.Authorizer {
+			scfg.Security.Authorizer = security.NewAuthorizer(st, cfg.Security.SuperUsers)
+		}
+	}
+	if b.tls != nil {
+		scfg.TLS = b.tls.Config()
+	}
 	if cfg.Cluster != nil {
 		ccfg := *cfg.Cluster
 		ccfg.DataDir, ccfg.DefaultPartitions, ccfg.Logger = cfg.Engine.DataDir, eng.DefaultPartitions(), cfg.Logger
@@ -211,19 +368,37 @@ func New(cfg Config) (*Broker, error) {
 		closeEngine()
 		return nil, err
 	}
-	if cfg.NativeAddr != "" {
-		ncfg := scfg
-		ncfg.Native, ncfg.Addr, ncfg.AdvertisedAddr = true, cfg.NativeAddr, ""
-		b.native = netio.NewServer(eng, ncfg)
-		if err := b.native.Start(); err != nil {
-			b.kafka.Stop(context.Background())
+	stopListeners := func() {
+		for _, s := range b.servers() {
+			s.Stop(context.Background())
+		}
+	}
+	for _, l := range cfg.Listeners {
+		lcfg := scfg
+		lcfg.Protocol, lcfg.Addr, lcfg.AdvertisedAddr = l.Protocol, l.Addr, l.AdvertisedAddr
+		srv := netio.NewServer(eng, lcfg)
+		if err := srv.Start(); err != nil {
+			stopListeners()
 			closeEngine()
 			return nil, err
 		}
+		b.extra = append(b.extra, srv)
+	}
+	if cfg.NativeAddr != "" {
+		ncfg := scfg
+		ncfg.Native, ncfg.Addr, ncfg.AdvertisedAddr = true, cfg.NativeAddr, ""
+		ncfg.Protocol, ncfg.TLS, ncfg.Security = netio.Plaintext, nil, netio.Security{}
+		native := netio.NewServer(eng, ncfg)
+		if err := native.Start(); err != nil {
+			stopListeners()
+			closeEngine()
+			return nil, err
+		}
+		b.native = native
 	}
 	if httpLn != nil {
 		b.httpLn = httpLn
-		b.http = &http.Server{Handler: httpMux(b.metrics, eng), ReadHeaderTimeout: 10 * time.Second}
+		b.http = &http.Server{Handler: httpMux(b.metrics, eng, isLoopback(cfg.HTTPAddr)), ReadHeaderTimeout: 10 * time.Second}
 		go b.http.Serve(httpLn)
 	}
 	if b.cluster != nil {
@@ -275,6 +450,9 @@ func (e *ListenError) Unwrap() error { return e.Err }
 func checkListeners(cfg Config) (httpLn net.Listener, err error) {
 	type want struct{ setting, addr string }
 	wants := []want{{"kafka-addr", cfg.Kafka.Addr}}
+	for _, l := range cfg.Listeners {
+		wants = append(wants, want{"listeners", l.Addr})
+	}
 	if cfg.NativeAddr != "" {
 		wants = append(wants, want{"native-addr", cfg.NativeAddr})
 	}
@@ -343,12 +521,38 @@ func (b *Broker) Kafka() *netio.Server { return b.kafka }
 // Native is the native listener; nil when off.
 func (b *Broker) Native() *netio.Server { return b.native }
 
-// servers are the listeners, Kafka first.
-func (b *Broker) servers() []*netio.Server {
-	if b.native == nil {
-		return []*netio.Server{b.kafka}
+// Listeners are the listeners of Config.Listeners, in order.
+func (b *Broker) Listeners() []*netio.Server { return b.extra }
+
+// ReloadTLS reads the TLS certificate, key and client CAs again (SIGHUP):
+// new handshakes use them; a failure keeps the previous ones. Without a
+// TLS listener it does nothing.
+func (b *Broker) ReloadTLS() error {
+	if b.tls == nil {
+		return nil
 	}
-	return []*netio.Server{b.kafka, b.native}
+	if err := b.tls.Reload(); err != nil {
+		return err
+	}
+	b.logger.Info("TLS certificate reloaded", "cert", b.cfg.Security.TLS.CertFile, "not_after", b.tls.NotAfter())
+	return nil
+}
+
+// Security is the credential and ACL store; nil without SASL and ACLs.
+func (b *Broker) Security() *security.Store { return b.store }
+
+// servers are the listeners, Kafka first, then Config.Listeners, then
+// native; those not started are left out.
+func (b *Broker) servers() []*netio.Server {
+	var out []*netio.Server
+	if b.kafka != nil {
+		out = append(out, b.kafka)
+	}
+	out = append(out, b.extra...)
+	if b.native != nil {
+		out = append(out, b.native)
+	}
+	return out
 }
 
 // Drain stops parsing new requests on every listener and waits until
@@ -403,8 +607,9 @@ func (b *Broker) Shutdown() error {
 }
 
 // httpMux serves /metrics, /healthz (503 while a partition is offline)
-// and /debug/pprof.
-func httpMux(m *metrics.Metrics, eng *engine.Engine) *http.ServeMux {
+// and, when the HTTP listener is loopback only, /debug/pprof (profiles
+// and traces reveal memory contents and cost CPU: not for the network).
+func httpMux(m *metrics.Metrics, eng *engine.Engine, pprofOn bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -423,6 +628,9 @@ func httpMux(m *metrics.Metrics, eng *engine.Engine) *http.ServeMux {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	if !pprofOn {
+		return mux
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

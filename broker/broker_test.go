@@ -16,7 +16,10 @@ import (
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/client"
+	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/internal/brokertest"
+	"github.com/ringlog/ringlog/netio"
+	"github.com/ringlog/ringlog/security"
 )
 
 // TestDefaultConfigValid: what ships passes its own validation, and the
@@ -41,6 +44,17 @@ func TestValidate(t *testing.T) {
 	}{
 		{"writeback-bytes", func(c *broker.Config) { c.Engine.WritebackBytes = -1 }},
 		{"default-partitions", func(c *broker.Config) { c.Engine.DefaultPartitions = 0 }},
+		{"native-addr", func(c *broker.Config) { c.NativeAddr = "0.0.0.0:0" }},
+		{"tls-cert", func(c *broker.Config) { c.Listeners = []broker.Listener{{Protocol: netio.SSL, Addr: "127.0.0.1:0"}} }},
+		{"tls-cert", func(c *broker.Config) {
+			c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}}
+			c.Security.TLS = security.TLSFiles{CertFile: "/nonexistent.pem", KeyFile: "/nonexistent-key.pem"}
+		}},
+		{"listeners", func(c *broker.Config) {
+			c.Kafka.Protocol = netio.SASLPlaintext
+			c.Cluster = &cluster.Config{}
+		}},
+		{"kafka-security-protocol", func(c *broker.Config) { c.Kafka.Protocol = "KERBEROS" }},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		cfg := brokertest.Config(dir)
@@ -164,5 +178,36 @@ func TestNewUndoesOnListenerError(t *testing.T) {
 	}
 	if err := b.Shutdown(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExposureLimits: --native-insecure allows a native listener off
+// loopback; /debug/pprof is served on a loopback HTTP listener only.
+func TestExposureLimits(t *testing.T) {
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.NativeAddr = "0.0.0.0:0"
+		c.Security.NativeInsecure = true
+		c.HTTPAddr = "0.0.0.0:0"
+	})
+	if b.NativeAddr == "" {
+		t.Fatal("no native listener with --native-insecure")
+	}
+	_, port, _ := net.SplitHostPort(b.HTTPAddr)
+	resp, err := http.Get("http://127.0.0.1:" + port + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("pprof on an HTTP listener bound to every address: %d, want 404", resp.StatusCode)
+	}
+	lb := brokertest.Start(t)
+	resp, err = http.Get("http://" + lb.HTTPAddr + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pprof on a loopback HTTP listener: %d", resp.StatusCode)
 	}
 }

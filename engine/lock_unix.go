@@ -5,6 +5,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,3 +70,9 @@ func fileKind(m os.FileMode) string {
 	}
 	return "file"
 }
+
+// LockDataDir takes the data directory's lock for an offline tool that
+// changes its files (ringlog user): it fails, naming the holder, while a
+// broker serves the directory. Close releases it. The directory is
+// created if missing.
+func LockDataDir(dir string) (io.Closer, error) { return lockDataDir(dir) }

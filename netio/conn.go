@@ -59,6 +59,11 @@ type conn struct {
 	pausedInflght atomic.Bool
 
 	remote string
+	// certPrincipal is the client certificate's principal (mTLS), ""
+	// without one.
+	certPrincipal string
+	// auth is the connection's SASL state and principal (auth.go).
+	auth connAuth
 
 	// The frame being assembled (event loop only): its length prefix,
 	// then its pooled buffer and how much of it arrived. A frame whose
@@ -111,12 +116,19 @@ type response struct {
 	parts   []part
 	ready   bool
 	noReply bool // acks=0 produce: nothing is sent
-	release func()
+	// closeAfter closes the connection once this response is written
+	// (set before it completes).
+	closeAfter bool
+	release    func()
 }
 
-func newConn(s *Server, gc gnet.Conn, id uint64) *conn {
+func newConn(s *Server, gc gnet.Conn, id uint64, peer *peerInfo) *conn {
 	c := &conn{srv: s, gc: gc, fd: gc.Fd(), id: id, done: make(chan struct{})}
-	if ra := gc.RemoteAddr(); ra != nil {
+	if peer != nil {
+		// A TLS connection: gnet sees a socket pair, the front end the client.
+		c.remote = peer.remote
+		c.certPrincipal = peer.principal
+	} else if ra := gc.RemoteAddr(); ra != nil {
 		c.remote = ra.String()
 	}
 	c.cond.L = &c.mu
@@ -145,7 +157,7 @@ func (c *conn) wakeWriter() {
 // dupSocket returns a dup of gnet's socket that the runtime's poller can
 // wait on, and its raw connection, for the writer goroutine's blocking
 // writes (c.mu held, c not closed: gnet has not closed fd).
-func (c *conn) dupSocket() (*net.TCPConn, syscall.RawConn, error) {
+func (c *conn) dupSocket() (net.Conn, syscall.RawConn, error) {
 	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dup socket: %w", err)
@@ -156,17 +168,18 @@ func (c *conn) dupSocket() (*net.TCPConn, syscall.RawConn, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("wrap socket: %w", err)
 	}
-	tc, ok := fc.(*net.TCPConn)
+	// A TCP socket, or (behind the TLS front end) a Unix socket pair's end.
+	sc, ok := fc.(syscall.Conn)
 	if !ok {
 		fc.Close()
-		return nil, nil, errors.New("not a TCP connection")
+		return nil, nil, errors.New("not a socket")
 	}
-	rc, err := tc.SyscallConn()
+	rc, err := sc.SyscallConn()
 	if err != nil {
-		tc.Close()
+		fc.Close()
 		return nil, nil, err
 	}
-	return tc, rc, nil
+	return fc, rc, nil
 }
 
 // slot appends a response slot in request order (event loop).
@@ -347,11 +360,13 @@ func (c *conn) writeInline() {
 // (resuming a paused connection) and closes the connection after a write
 // error. Called by whoever wrote the batch, before clearing c.writing.
 func (c *conn) finish(batch []*response, err error) {
+	closeAfter := false
 	for _, r := range batch {
 		if r.release != nil {
 			r.release()
 			r.release = nil
 		}
+		closeAfter = closeAfter || r.closeAfter
 	}
 	n := len(batch)
 	clear(batch)
@@ -364,6 +379,11 @@ func (c *conn) finish(batch []*response, err error) {
 		c.srv.logger.Debug("closing connection after a write error", "remote", c.remote, "err", err)
 		c.gc.Close()
 		c.close(false)
+		return
+	}
+	if closeAfter {
+		// The last word (a failed authentication): written, now close.
+		c.gc.Close()
 	}
 }
 
@@ -371,7 +391,7 @@ func (c *conn) finish(batch []*response, err error) {
 // writers could not (a full socket) and responses completed while another
 // write was under way, blocking on nc, its dup of the socket, as long as
 // it takes. It runs until the connection closes.
-func (c *conn) writeLoop(nc *net.TCPConn, rc syscall.RawConn) {
+func (c *conn) writeLoop(nc net.Conn, rc syscall.RawConn) {
 	defer nc.Close()
 	var batch []*response
 	for {

@@ -43,6 +43,9 @@ import (
 //     shard drains it resumes and the frame is handled again from the
 //     start. What the client sends meanwhile is bounded (holdUnread).
 //   - Compacted topics refuse records without a key (INVALID_RECORD).
+//   - With the authorizer on, each topic needs WRITE
+//     (TOPIC_AUTHORIZATION_FAILED), and an unknown topic is auto-created
+//     only for a principal with CREATE on it or on the cluster.
 //   - Idempotent batches are checked against the producer's last five
 //     batches: retries get their original offsets, gaps
 //     OUT_OF_ORDER_SEQUENCE_NUMBER.
@@ -118,7 +121,14 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 		tr.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		var t *engine.Topic
 		var terr error
-		if acksOK {
+		switch {
+		case !acksOK:
+		case !r.topicAllowed(kmsg.ACLOperationWrite, rt.Topic):
+			terr = kerr.TopicAuthorizationFailed
+		case s.eng.Topic(rt.Topic) == nil && !r.mayCreateTopic(rt.Topic):
+			// Not auto-created for a principal that may not create it.
+			terr = fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rt.Topic)
+		default:
 			t, terr = topic(rt.Topic)
 			if errors.Is(terr, errCreateOffLoop) {
 				return nil, nil, true

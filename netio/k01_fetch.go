@@ -33,6 +33,8 @@ import (
 //   - Topics by id from v13; an unknown id gets UNKNOWN_TOPIC_ID.
 //   - CurrentLeaderEpoch (v9+) above ours gets UNKNOWN_LEADER_EPOCH, below
 //     ours FENCED_LEADER_EPOCH (KIP-320).
+//   - With the authorizer on, each topic needs READ (a follower's fetch:
+//     CLUSTER_ACTION on the cluster), else TOPIC_AUTHORIZATION_FAILED.
 //   - Cluster mode: only the leader answers (others NOT_LEADER_OR_FOLLOWER).
 //     A fetch from a follower (ReplicaID, or ReplicaState.ID from v15, a
 //     broker id ≥ 0) reads up to the log end rather than the high
@@ -93,6 +95,18 @@ func (f *fetch) resolve() {
 		} else {
 			t = f.s.eng.Topic(rt.Topic)
 		}
+		// READ on the topic (CLUSTER_ACTION on the cluster for a
+		// follower's fetch), checked once per topic.
+		denied := false
+		if t != nil {
+			if f.replica >= 0 {
+				denied = !f.r.clusterAllowed(kmsg.ACLOperationClusterAction)
+			} else {
+				denied = !f.r.topicAllowed(kmsg.ACLOperationRead, t.Name)
+			}
+		} else if f.r.version < 13 && !f.r.topicAllowed(kmsg.ACLOperationRead, rt.Topic) {
+			denied = true // an unknown name: no existence leak
+		}
 		tr.parts = make([]fetchPartResult, len(rt.Partitions))
 		f.parts[i] = make([]*engine.Partition, len(rt.Partitions))
 		for j := range rt.Partitions {
@@ -101,6 +115,8 @@ func (f *fetch) resolve() {
 			pr.partition = rp.Partition
 			pr.hw, pr.lso, pr.logStart = -1, -1, -1
 			switch {
+			case denied:
+				pr.errCode = kerr.TopicAuthorizationFailed.Code
 			case t == nil && f.r.version >= 13:
 				pr.errCode = kerr.UnknownTopicID.Code
 			case t == nil:

@@ -33,7 +33,11 @@ func handleListOffsets(s *Server, r *request) frameOutcome {
 			pr := kmsg.NewListOffsetsResponseTopicPartition()
 			pr.Partition = rp.Partition
 			pr.Timestamp, pr.Offset, pr.LeaderEpoch = -1, -1, -1
-			s.listOffset(r, t, &rp, &pr)
+			if r.topicAllowed(kmsg.ACLOperationDescribe, rt.Topic) {
+				s.listOffset(r, t, &rp, &pr)
+			} else {
+				pr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
 			if pr.ErrorCode != 0 {
 				r.failed = true
 			}

@@ -21,7 +21,11 @@ import (
 //   - Topics by id from v10 (null name); an unknown id is UNKNOWN_TOPIC_ID.
 //   - A partition whose log is offline has no leader (LEADER_NOT_AVAILABLE)
 //     and lists this node as an offline replica.
-//   - Authorized operations (v8+) are all operations: there are no ACLs.
+//   - With the authorizer on, topics without DESCRIBE are left out of an
+//     all-topics answer and are TOPIC_AUTHORIZATION_FAILED when named
+//     (whether they exist or not); auto-creation needs CREATE on the
+//     topic or the cluster. Authorized operations (v8+) are those the
+//     ACLs allow; without the authorizer, all of them.
 
 // Operation bit sets, as Kafka encodes authorized operations (bit n set
 // for AclOperation n).
@@ -50,12 +54,14 @@ func handleMetadata(s *Server, r *request) frameOutcome {
 	resp.ControllerID = s.eng.NodeID()
 	resp.AuthorizedOperations = notAsked
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterOps
+		resp.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeCluster, clusterResource, clusterOps)
 	}
 	all := req.Topics == nil || (r.version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.eng.Topics() {
-			resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+			if r.topicAllowed(kmsg.ACLOperationDescribe, t.Name) {
+				resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req))
+			}
 		}
 	} else {
 		autoOK := s.eng.AutoCreateTopics() && (r.version < 4 || req.AllowAutoTopicCreation)
@@ -72,12 +78,15 @@ func handleMetadata(s *Server, r *request) frameOutcome {
 			case rt.Topic == nil:
 				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.InvalidTopicException.Code, AuthorizedOperations: notAsked})
 				continue
+			case !r.topicAllowed(kmsg.ACLOperationDescribe, *rt.Topic):
+				// Whether it exists or not: no DESCRIBE, no answer.
+				err = kerr.TopicAuthorizationFailed
 			default:
 				t = s.eng.Topic(*rt.Topic)
 				if t == nil {
 					if verr := engine.ValidateTopicName(*rt.Topic); verr != nil {
 						err = verr
-					} else if autoOK {
+					} else if autoOK && r.mayCreateTopic(*rt.Topic) {
 						t, err = s.eng.GetOrCreateTopic(*rt.Topic)
 					} else {
 						err = kerr.UnknownTopicOrPartition
@@ -93,18 +102,23 @@ func handleMetadata(s *Server, r *request) frameOutcome {
 				r.failed = true
 				continue
 			}
-			resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+			if rt.Topic == nil && !r.topicAllowed(kmsg.ACLOperationDescribe, t.Name) {
+				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.TopicAuthorizationFailed.Code, TopicID: rt.TopicID, AuthorizedOperations: notAsked})
+				r.failed = true
+				continue
+			}
+			resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req))
 		}
 	}
 	r.respond(resp)
 	return frameDone
 }
 
-func (s *Server) metadataTopic(t *engine.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+func (s *Server) metadataTopic(r *request, t *engine.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	name := t.Name
 	mt := kmsg.MetadataResponseTopic{Topic: &name, TopicID: t.ID, IsInternal: t.Internal, AuthorizedOperations: notAsked}
 	if req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = topicOps
+		mt.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeTopic, t.Name, topicOps)
 	}
 	node := s.eng.NodeID()
 	for _, p := range t.Partitions() {

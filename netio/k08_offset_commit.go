@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
@@ -27,8 +28,15 @@ func handleOffsetCommit(s *Server, r *request) frameOutcome {
 		return frameDone
 	}
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	// READ on the group, then on each topic: a denied topic's
+	// partitions are answered TOPIC_AUTHORIZATION_FAILED, not committed.
 	var commits []engine.OffsetCommit
+	denied := map[string]bool{}
 	for _, t := range req.Topics {
+		if !r.topicAllowed(kmsg.ACLOperationRead, t.Topic) {
+			denied[t.Topic] = true
+			continue
+		}
 		for _, p := range t.Partitions {
 			commits = append(commits, engine.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata})
 		}
@@ -36,20 +44,29 @@ func handleOffsetCommit(s *Server, r *request) frameOutcome {
 	if r.version == 0 {
 		req.Generation, req.MemberID = -1, ""
 	}
-	errs, err := s.eng.Coordinator().CommitOffsets(req.Group, req.MemberID, req.InstanceID, req.Generation, commits)
+	var errs []error
+	var err error
+	if r.groupAllowed(kmsg.ACLOperationRead, req.Group) {
+		errs, err = s.eng.Coordinator().CommitOffsets(req.Group, req.MemberID, req.InstanceID, req.Generation, commits)
+	} else {
+		err = kerr.GroupAuthorizationFailed
+	}
 	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
-			if err != nil {
+			switch {
+			case err != nil:
 				rp.ErrorCode = errCode(err)
-			} else {
+			case denied[t.Topic]:
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			default:
 				rp.ErrorCode = errCode(errs[i])
+				i++
 			}
 			r.failed = r.failed || rp.ErrorCode != 0
-			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
@@ -33,7 +34,7 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			got, err := co.FetchOffsets(rg.Group, topics)
+			got, err := r.fetchOffsets(co, rg.Group, topics)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, errCode(err)
 			r.failed = r.failed || err != nil
@@ -62,7 +63,7 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	got, err := co.FetchOffsets(req.Group, topics)
+	got, err := r.fetchOffsets(co, req.Group, topics)
 	resp.ErrorCode = errCode(err)
 	r.failed = err != nil
 	byTopic := map[string]int{}
@@ -83,6 +84,26 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 	}
 	r.respond(resp)
 	return frameDone
+}
+
+// fetchOffsets is FetchOffsets behind the ACLs: DESCRIBE on the group
+// (else GROUP_AUTHORIZATION_FAILED), and only the topics the principal
+// may DESCRIBE (the others are left out, as if nothing were committed).
+func (r *request) fetchOffsets(co *engine.Coordinator, group string, topics map[string][]int32) ([]engine.FetchedOffset, error) {
+	if !r.groupAllowed(kmsg.ACLOperationDescribe, group) {
+		return nil, kerr.GroupAuthorizationFailed
+	}
+	got, err := co.FetchOffsets(group, topics)
+	if r.conn.srv.cfg.Security.Authorizer == nil {
+		return got, err
+	}
+	kept := got[:0]
+	for _, f := range got {
+		if r.topicAllowed(kmsg.ACLOperationDescribe, f.Topic) {
+			kept = append(kept, f)
+		}
+	}
+	return kept, err
 }
 
 func fetchedFields(f engine.FetchedOffset) (int64, int32, *string) {

@@ -29,6 +29,8 @@ func handleFindCoordinator(s *Server, r *request) frameOutcome {
 			return -1, "", -1, fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, req.CoordinatorType)
 		case key == "":
 			return -1, "", -1, fmt.Errorf("%w: empty group id", kerr.InvalidGroupID)
+		case !r.groupAllowed(kmsg.ACLOperationDescribe, key):
+			return -1, "", -1, kerr.GroupAuthorizationFailed
 		case s.cfg.Cluster != nil:
 			return s.clusterCoordinator(key)
 		}

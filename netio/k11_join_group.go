@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
@@ -32,7 +33,12 @@ func handleJoinGroup(s *Server, r *request) frameOutcome {
 		return s.malformed(r.conn, r, err.Error())
 	}
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	g, err := s.eng.Coordinator().Group(req.Group, true)
+	g, err := (*engine.Group)(nil), error(nil)
+	if r.groupAllowed(kmsg.ACLOperationRead, req.Group) {
+		g, err = s.eng.Coordinator().Group(req.Group, true)
+	} else {
+		err = kerr.GroupAuthorizationFailed // and no group is created
+	}
 	if err != nil {
 		resp.ErrorCode, resp.Generation = errCode(err), -1
 		r.failed = true

@@ -24,6 +24,9 @@ func handleHeartbeat(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	g, err := s.eng.Coordinator().Group(req.Group, false)
+	if !r.groupAllowed(kmsg.ACLOperationRead, req.Group) {
+		g, err = nil, kerr.GroupAuthorizationFailed
+	}
 	if err == nil && g == nil {
 		err = unknownMember(req.Group)
 	}

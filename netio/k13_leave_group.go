@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
@@ -19,6 +20,9 @@ func handleLeaveGroup(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	g, err := s.eng.Coordinator().Group(req.Group, false)
+	if !r.groupAllowed(kmsg.ACLOperationRead, req.Group) {
+		g, err = nil, kerr.GroupAuthorizationFailed
+	}
 	if err == nil && g == nil {
 		err = unknownMember(req.Group)
 	}

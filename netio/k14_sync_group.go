@@ -3,6 +3,7 @@ package netio
 import (
 	"bytes"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
@@ -26,6 +27,9 @@ func handleSyncGroup(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	g, err := s.eng.Coordinator().Group(req.Group, false)
+	if !r.groupAllowed(kmsg.ACLOperationRead, req.Group) {
+		g, err = nil, kerr.GroupAuthorizationFailed
+	}
 	if err != nil || g == nil {
 		if err == nil {
 			resp.ErrorCode = errCode(unknownMember(req.Group))

@@ -22,10 +22,13 @@ func handleDescribeGroups(s *Server, r *request) frameOutcome {
 		rg.Group = id
 		rg.AuthorizedOperations = notAsked
 		if req.IncludeAuthorizedOperations {
-			rg.AuthorizedOperations = groupOps
+			rg.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeGroup, id, groupOps)
 		}
 		g, err := s.eng.Coordinator().Group(id, false)
 		switch {
+		case !r.groupAllowed(kmsg.ACLOperationDescribe, id):
+			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			r.failed = true
 		case err != nil:
 			rg.ErrorCode = kerr.InvalidGroupID.Code
 			r.failed = true

@@ -22,9 +22,15 @@ func handleListGroups(s *Server, r *request) frameOutcome {
 	match := func(filter []string, v string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
+	// DESCRIBE on the cluster lists every group; otherwise only the
+	// groups the principal may DESCRIBE, as in Kafka.
+	all := r.clusterAllowed(kmsg.ACLOperationDescribe)
 	for _, g := range s.eng.Coordinator().Groups() {
 		d := g.Describe()
 		if !match(req.StatesFilter, string(d.State)) || !match(req.TypesFilter, "classic") {
+			continue
+		}
+		if !all && !r.groupAllowed(kmsg.ACLOperationDescribe, d.ID) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()

@@ -43,7 +43,10 @@ func handleCreateTopics(s *Server, r *request) frameOutcome {
 		tr := kmsg.NewCreateTopicsResponseTopic()
 		tr.Topic = rt.Topic
 		tr.NumPartitions, tr.ReplicationFactor = -1, -1
-		err := s.createTopic(&rt, req.ValidateOnly, seen[rt.Topic] > 1, &tr)
+		var err error = kerr.TopicAuthorizationFailed
+		if r.mayCreateTopic(rt.Topic) {
+			err = s.createTopic(&rt, req.ValidateOnly, seen[rt.Topic] > 1, &tr)
+		}
 		if err != nil {
 			tr.ErrorCode = errCode(err)
 			tr.ErrorMessage = errMessage(err)

@@ -64,6 +64,9 @@ func handleDeleteTopics(s *Server, r *request) frameOutcome {
 		default:
 			err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
 		}
+		if err == nil && !r.topicAllowed(kmsg.ACLOperationDelete, name) {
+			err = kerr.TopicAuthorizationFailed
+		}
 		if err == nil {
 			err = s.eng.DeleteTopic(name)
 		}

@@ -30,6 +30,8 @@ func handleInitProducerID(s *Server, r *request) frameOutcome {
 	case req.TransactionalID != nil:
 		s.logger.Info("refusing transactional producer: transactions are not supported", "transactional_id", *req.TransactionalID, "client", clientName(r))
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case !r.mayWriteIdempotently():
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	default:
 		id, err := s.eng.AllocateProducerID()
 		if err != nil {

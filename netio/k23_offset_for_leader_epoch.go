@@ -33,7 +33,11 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) frameOutcome {
 			pr := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			pr.Partition = rp.Partition
 			pr.LeaderEpoch, pr.EndOffset = -1, -1
-			pr.ErrorCode = s.endOffsetForEpoch(t, &rp, &pr)
+			if r.topicAllowed(kmsg.ACLOperationDescribe, rt.Topic) {
+				pr.ErrorCode = s.endOffsetForEpoch(t, &rp, &pr)
+			} else {
+				pr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
 			if pr.ErrorCode != 0 {
 				r.failed = true
 			}

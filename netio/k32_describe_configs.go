@@ -33,6 +33,9 @@ func handleDescribeConfigs(s *Server, r *request) frameOutcome {
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		entries, err := s.describeResource(rr.ResourceType, rr.ResourceName)
+		if !r.configAllowed(kmsg.ACLOperationDescribeConfigs, rr.ResourceType, rr.ResourceName) {
+			entries, err = nil, configAuthError(rr.ResourceType)
+		}
 		if err != nil {
 			res.ErrorCode = errCode(err)
 			res.ErrorMessage = errMessage(err)

@@ -42,6 +42,9 @@ func handleAlterConfigs(s *Server, r *request) frameOutcome {
 			}
 			set[key] = c.Value
 		}
+		if err == nil && !r.configAllowed(kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName) {
+			err = configAuthError(rr.ResourceType)
+		}
 		if err == nil {
 			switch rr.ResourceType {
 			case kmsg.ConfigResourceTypeTopic:

@@ -30,6 +30,9 @@ func handleCreatePartitions(s *Server, r *request) frameOutcome {
 		tr := kmsg.NewCreatePartitionsResponseTopic()
 		tr.Topic = rt.Topic
 		var err error
+		if !r.topicAllowed(kmsg.ACLOperationAlter, rt.Topic) {
+			err = kerr.TopicAuthorizationFailed
+		}
 		for _, a := range rt.Assignment {
 			if len(a.Replicas) != 1 || a.Replicas[0] != s.eng.NodeID() {
 				err = fmt.Errorf("%w: replicas %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Replicas, s.eng.NodeID())

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,7 +19,10 @@ func handleDeleteGroups(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, id := range req.Groups {
-		err := s.eng.Coordinator().DeleteGroup(id)
+		var err error = kerr.GroupAuthorizationFailed
+		if r.groupAllowed(kmsg.ACLOperationDelete, id) {
+			err = s.eng.Coordinator().DeleteGroup(id)
+		}
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group, g.ErrorCode, g.ErrorMessage = id, errCode(err), errMessage(err)
 		r.failed = r.failed || err != nil

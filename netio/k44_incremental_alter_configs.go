@@ -35,7 +35,11 @@ func handleIncrementalAlterConfigs(s *Server, r *request) frameOutcome {
 	for _, rr := range req.Resources {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		if err := s.incrementalAlter(&rr, req.ValidateOnly); err != nil {
+		err := configAuthError(rr.ResourceType)
+		if r.configAllowed(kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName) {
+			err = s.incrementalAlter(&rr, req.ValidateOnly)
+		}
+		if err != nil {
 			res.ErrorCode = errCode(err)
 			res.ErrorMessage = errMessage(err)
 			r.failed = true

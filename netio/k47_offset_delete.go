@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -22,6 +23,9 @@ func handleOffsetDelete(s *Server, r *request) frameOutcome {
 		Partition int32
 	}
 	for _, t := range req.Topics {
+		if !r.topicAllowed(kmsg.ACLOperationRead, t.Topic) {
+			continue // answered TOPIC_AUTHORIZATION_FAILED below, nothing deleted
+		}
 		for _, p := range t.Partitions {
 			parts = append(parts, struct {
 				Topic     string
@@ -29,7 +33,13 @@ func handleOffsetDelete(s *Server, r *request) frameOutcome {
 			}{t.Topic, p.Partition})
 		}
 	}
-	errs, err := s.eng.Coordinator().DeleteOffsets(req.Group, parts)
+	var errs []error
+	var err error
+	if r.groupAllowed(kmsg.ACLOperationDelete, req.Group) {
+		errs, err = s.eng.Coordinator().DeleteOffsets(req.Group, parts)
+	} else {
+		err = kerr.GroupAuthorizationFailed
+	}
 	resp.ErrorCode = errCode(err)
 	r.failed = err != nil
 	i := 0
@@ -38,11 +48,15 @@ func handleOffsetDelete(s *Server, r *request) frameOutcome {
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
-			if err == nil {
+			switch {
+			case err != nil:
+			case !r.topicAllowed(kmsg.ACLOperationRead, t.Topic):
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			default:
 				rp.ErrorCode = errCode(errs[i])
-				r.failed = r.failed || errs[i] != nil
+				i++
 			}
-			i++
+			r.failed = r.failed || rp.ErrorCode != 0
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -34,8 +34,12 @@ func handleDescribeCluster(s *Server, r *request) frameOutcome {
 	resp.EndpointType = 1
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: s.eng.NodeID(), Host: host, Port: port}}
 	resp.ClusterAuthorizedOperations = notAsked
+	if !r.clusterAllowed(kmsg.ACLOperationDescribe) {
+		resp.ErrorCode, resp.Brokers = kerr.ClusterAuthorizationFailed.Code, nil
+		r.failed = true
+	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOps
+		resp.ClusterAuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeCluster, clusterResource, clusterOps)
 	}
 	r.respond(resp)
 	return frameDone

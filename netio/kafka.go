@@ -70,6 +70,25 @@ var clusterAPITable = []apiHandler{
 	{key: 56, name: "AlterPartition", min: 2, max: 3, advMin: 2, async: true, clusterOnly: true, handler: handleClusterInternal},
 }
 
+// saslAPITable is served on SASL listeners only (auth.go).
+var saslAPITable = []apiHandler{
+	{key: 17, name: "SaslHandshake", min: 0, max: 1, advMin: 0, handler: handleSaslHandshake},
+	{key: 36, name: "SaslAuthenticate", min: 0, max: 2, advMin: 0, async: true, handler: handleSaslAuthenticate},
+}
+
+// credentialAPITable is served when the broker keeps credentials
+// (Security.Store), aclAPITable when the authorizer is on.
+var credentialAPITable = []apiHandler{
+	{key: 50, name: "DescribeUserScramCredentials", min: 0, max: 0, advMin: 0, async: true, handler: handleDescribeUserScramCredentials},
+	{key: 51, name: "AlterUserScramCredentials", min: 0, max: 0, advMin: 0, async: true, handler: handleAlterUserScramCredentials},
+}
+
+var aclAPITable = []apiHandler{
+	{key: 29, name: "DescribeAcls", min: 0, max: 3, advMin: 0, async: true, handler: handleDescribeAcls},
+	{key: 30, name: "CreateAcls", min: 0, max: 3, advMin: 0, async: true, handler: handleCreateAcls},
+	{key: 31, name: "DeleteAcls", min: 0, max: 3, advMin: 0, async: true, handler: handleDeleteAcls},
+}
+
 // request is one parsed Kafka request.
 type request struct {
 	conn     *conn
@@ -105,6 +124,10 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		id := string(b[:idLen])
 		r.clientID = &id
 		b = b[idLen:]
+	}
+	if !c.auth.done.Load() && (c.auth.failed.Load() || !preAuthAllowed(r.key)) {
+		s.logger.Warn("closing connection: request before SASL authentication completed", "remote", c.remote, "api_key", r.key, "client", clientName(r))
+		return frameClose
 	}
 	var h *apiHandler
 	if r.key >= 0 && r.key <= maxAPIKey {

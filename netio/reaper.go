@@ -12,7 +12,7 @@ import (
 // from any goroutine; OnClose then runs on the connection's event loop as
 // for any other close.
 func (s *Server) reap() {
-	tick := time.NewTicker(reapInterval(s.cfg.IdleTimeout, s.cfg.RequestReadTimeout))
+	tick := time.NewTicker(reapInterval(s.cfg.IdleTimeout, min(s.cfg.RequestReadTimeout, s.cfg.Security.AuthTimeout)))
 	defer tick.Stop()
 	for {
 		select {
@@ -41,6 +41,8 @@ func (s *Server) reapOnce(now time.Time) {
 			reason, limit = "request_timeout", s.cfg.RequestReadTimeout
 		} else if start == 0 && c.inflight.Load() == 0 && !c.paused.Load() && ns-c.lastRead.Load() > idle {
 			reason, limit = "idle", s.cfg.IdleTimeout
+		} else if !c.auth.done.Load() && ns-c.auth.opened > int64(s.cfg.Security.AuthTimeout) {
+			reason, limit = "auth_timeout", s.cfg.Security.AuthTimeout
 		}
 		if reason == "" {
 			return true
@@ -53,8 +55,11 @@ func (s *Server) reapOnce(now time.Time) {
 		s.metrics.ConnectionsClosed.WithLabelValues(reason).Inc()
 		if n, ok := s.reaped.allow(now); ok {
 			msg := "closing idle connection (--connections-max-idle)"
-			if reason == "request_timeout" {
+			switch reason {
+			case "request_timeout":
 				msg = "closing connection: request not received in time (--request-read-timeout)"
+			case "auth_timeout":
+				msg = "closing connection: not authenticated in time (--auth-timeout)"
 			}
 			s.logger.Warn(msg, "remote", c.remote, "timeout", limit, "closed_since_last_log", n)
 		}

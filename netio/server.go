@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -60,6 +61,19 @@ type Config struct {
 	// Native serves the MyKafka native protocol (native.go) instead of
 	// Kafka's.
 	Native bool
+	// Protocol is the listener's security protocol (Kafka's names):
+	// PLAINTEXT (the zero value), SSL, SASL_PLAINTEXT or SASL_SSL. SSL
+	// and SASL_SSL need TLS; the SASL ones need Security.Store.
+	Protocol SecurityProtocol
+	// TLS is the server side of SSL and SASL_SSL listeners (certificate,
+	// client authentication). Build it with GetConfigForClient or
+	// GetCertificate to reload certificates without a restart.
+	TLS *tls.Config
+	// Security holds authentication and authorization: the SASL
+	// credentials, the ACL authorizer and the limits before a client is
+	// authenticated. The zero value: nobody authenticates, everything
+	// is allowed.
+	Security Security
 	// Logger receives the listener's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// Cluster is cluster mode (cluster.go); nil: a single broker.
@@ -81,14 +95,20 @@ func DefaultConfig() Config {
 		RequestReadTimeout: 30 * time.Second,
 		MaxInflightPerConn: 100,
 		MaxPausedBytes:     256 << 20,
+		Protocol:           Plaintext,
+		Security:           DefaultSecurity(),
 	}
 }
 
 // APIs lists the Kafka APIs the server counts requests of, for
 // metrics.New.
 func APIs() []metrics.API {
-	apis := make([]metrics.API, 0, len(apiTable)+len(clusterAPITable))
-	for _, h := range append(apiTable[:len(apiTable):len(apiTable)], clusterAPITable...) {
+	var all []apiHandler
+	for _, t := range [][]apiHandler{apiTable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable} {
+		all = append(all, t...)
+	}
+	apis := make([]metrics.API, 0, len(all))
+	for _, h := range all {
 		apis = append(apis, metrics.API{Key: h.key, Name: h.name})
 	}
 	return apis
@@ -112,6 +132,7 @@ type Server struct {
 	stopped   chan struct{}
 	runErr    error
 	conns     atomic.Int64
+	unauthed  atomic.Int64 // connections of a SASL listener not authenticated yet
 	unread    atomic.Int64 // bytes gnet holds for connections not read (holdUnread)
 	nextID    atomic.Uint64
 	closeOnce sync.Once
@@ -122,7 +143,12 @@ type Server struct {
 	live      sync.Map // *conn -> struct{}: open connections, for Drain and the reaper
 	refusals  limitedWarn
 	reaped    limitedWarn
-	rr        sync.Map // topic -> *atomic.Uint32: native round-robin
+	// tls is the TLS front end of SSL and SASL_SSL listeners; nil for
+	// plaintext ones (gnet listens itself).
+	tls         *tlsFront
+	tlsFailures limitedWarn
+	authFails   limitedWarn
+	rr          sync.Map // topic -> *atomic.Uint32: native round-robin
 }
 
 // NewServer prepares a server; Start binds and serves. It registers
@@ -156,10 +182,37 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(APIs()...)
 	}
+	defSec := DefaultSecurity()
+	if cfg.Security.MaxUnauthenticatedConns <= 0 {
+		cfg.Security.MaxUnauthenticatedConns = defSec.MaxUnauthenticatedConns
+	}
+	if cfg.Security.MaxUnauthenticatedBytes <= 0 {
+		cfg.Security.MaxUnauthenticatedBytes = defSec.MaxUnauthenticatedBytes
+	}
+	if cfg.Security.AuthTimeout <= 0 {
+		cfg.Security.AuthTimeout = defSec.AuthTimeout
+	}
+	if cfg.Security.FailedAuthDelay < 0 {
+		cfg.Security.FailedAuthDelay = 0
+	}
 	s := &Server{cfg: cfg, eng: eng, logger: cfg.Logger, metrics: cfg.Metrics,
 		booted: make(chan error, 1), stopped: make(chan struct{}), drained: make(chan struct{})}
 	for i := range apiTable {
 		h := &apiTable[i]
+		s.handlers[h.key] = h
+	}
+	var extra []apiHandler
+	if cfg.Protocol.usesSASL() {
+		extra = append(extra, saslAPITable...)
+	}
+	if cfg.Security.Store != nil && !cfg.Native {
+		extra = append(extra, credentialAPITable...)
+	}
+	if cfg.Security.Authorizer != nil && !cfg.Native {
+		extra = append(extra, aclAPITable...)
+	}
+	for i := range extra {
+		h := &extra[i]
 		s.handlers[h.key] = h
 	}
 	if cfg.Cluster != nil {
@@ -181,6 +234,16 @@ func (s *Server) Start() error {
 		if _, _, err := net.SplitHostPort(s.cfg.AdvertisedAddr); err != nil {
 			return fmt.Errorf("advertised address %q: %w", s.cfg.AdvertisedAddr, err)
 		}
+	}
+	if err := s.checkSecurity(); err != nil {
+		return fmt.Errorf("%s listener %s: %w", s.protoName(), s.cfg.Addr, err)
+	}
+	if s.cfg.Protocol.usesTLS() {
+		if err := s.startTLS(); err != nil {
+			return fmt.Errorf("%s listener %s: %w", s.protoName(), s.cfg.Addr, err)
+		}
+		go s.reap()
+		return nil
 	}
 	go func() {
 		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
@@ -286,6 +349,11 @@ func (s *Server) Drain(ctx context.Context) error {
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
+		if s.tls != nil {
+			err = s.tls.stop()
+			close(s.stopped)
+			return
+		}
 		err = s.gnetEng.Stop(ctx)
 		select {
 		case <-s.stopped:
@@ -298,6 +366,11 @@ func (s *Server) Stop(ctx context.Context) error {
 // OnBoot learns the bound address (port 0 picks one).
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.gnetEng = eng
+	if s.cfg.Protocol.usesTLS() {
+		// The TLS front end's client engine: no listener of its own
+		// (startTLS learnt the address).
+		return gnet.None
+	}
 	fd, err := eng.Dup()
 	if err != nil {
 		s.booted <- fmt.Errorf("dup listener: %w", err)
@@ -339,7 +412,17 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.Close
 	}
-	c := newConn(s, gc, s.nextID.Add(1))
+	peer, _ := gc.Context().(*peerInfo)
+	c := newConn(s, gc, s.nextID.Add(1), peer)
+	if !s.openAuth(c) {
+		s.conns.Add(-1)
+		s.metrics.ConnectionsClosed.WithLabelValues("max_unauthenticated").Inc()
+		if n, ok := s.refusals.allow(time.Now()); ok {
+			s.logger.Warn("refusing connections: too many connections not authenticated yet",
+				"remote", c.remote, "max", s.cfg.Security.MaxUnauthenticatedConns, "refused_since_last_log", n)
+		}
+		return nil, gnet.Close
+	}
 	c.lastRead.Store(time.Now().UnixNano())
 	s.live.Store(c, struct{}{})
 	s.metrics.Connections.Inc()
@@ -356,6 +439,7 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 			c.frame = nil
 		}
 		s.releaseUnread(c)
+		s.uncountAuth(c)
 		c.close(true)
 		s.live.Delete(c)
 		s.conns.Add(-1)
@@ -420,8 +504,15 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			if s.cfg.Native {
 				minSize = 1 // native: the api key
 			}
+			if c.auth.rawTokens.Load() {
+				minSize = 0 // a SASL token after SaslHandshake v0 (auth.go)
+			}
 			if size < minSize || int(size) > s.cfg.MaxRequestBytes {
 				s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
+				return gnet.Close
+			}
+			if !c.auth.done.Load() && int(size) > s.cfg.Security.MaxUnauthenticatedBytes {
+				s.logger.Warn("closing connection: request too large before authentication", "remote", c.remote, "size", size, "max", s.cfg.Security.MaxUnauthenticatedBytes)
 				return gnet.Close
 			}
 			c.frame, c.filled = s.pool.get(int(size)), 0
@@ -490,8 +581,11 @@ func (s *Server) dispatch(c *conn) frameOutcome {
 		c.paused.Store(false)
 	}
 	handle := s.handleFrame
-	if s.cfg.Native {
+	switch {
+	case s.cfg.Native:
 		handle = s.handleNativeFrame
+	case c.auth.rawTokens.Load():
+		handle = s.handleRawSASL
 	}
 	out := handle(c, c.frame)
 	switch out {

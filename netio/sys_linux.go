@@ -39,3 +39,9 @@ func sendFile(fd int, f *wal.FileRange, m *metrics.Metrics) (int, error) {
 	}
 	return n, err
 }
+
+// socketPair is a connected pair of Unix stream sockets, close-on-exec
+// (the TLS front end's bridge).
+func socketPair() ([2]int, error) {
+	return unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+}

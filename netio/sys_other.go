@@ -37,3 +37,14 @@ func sendFile(fd int, f *wal.FileRange, m *metrics.Metrics) (int, error) {
 	}
 	return n, err
 }
+
+// socketPair is a connected pair of Unix stream sockets, close-on-exec
+// (the TLS front end's bridge; no SOCK_CLOEXEC here, so it is set after).
+func socketPair() ([2]int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.CloseOnExec(fds[0])
+		unix.CloseOnExec(fds[1])
+	}
+	return fds, err
+}

@@ -25,6 +25,7 @@ func commands() []command {
 		{"group", "list, describe, reset and delete consumer groups", runGroup},
 		{"produce", "produce standard input lines to a topic", runProduce},
 		{"consume", "print records of a topic", runConsume},
+		{"user", "add, list and delete SASL/SCRAM users (offline)", runUser},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
 		{"perf", "moved to the ringlog-perf binary (benchmarks, charts, flame graphs)", runPerfMoved},
 		{"version", "print the version, Go version and source revision", runVersion},

@@ -19,6 +19,7 @@ import (
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/cli"
 	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/quorum"
 	"github.com/ringlog/ringlog/ring"
 )
@@ -80,6 +81,10 @@ type serveFlags struct {
 	replicaLagMax       time.Duration
 	replicationFactor   int
 	peerDialMap         string
+	listeners           string
+	kafkaProtocol       string
+	saslMechanisms      string
+	superUsers          string
 }
 
 // serveFlagSet defines the serve flags on f. Every default is
@@ -98,6 +103,20 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Kafka.AdvertisedAddr, "advertised-kafka-addr", def.Kafka.AdvertisedAddr, "host:port given to clients in metadata (default: the bound address)")
 	fs.StringVar(&c.NativeAddr, "native-addr", def.NativeAddr, "native (MyKafka) protocol listener (port 0 picks a free port; empty: off)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", def.HTTPAddr, "HTTP listener for /metrics, /healthz and /debug/pprof (empty: off)")
+	fs.StringVar(&f.kafkaProtocol, "kafka-security-protocol", "PLAINTEXT", "security protocol of --kafka-addr: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+	fs.StringVar(&f.listeners, "listeners", "", "more Kafka listeners, `PROTOCOL://HOST:PORT,...` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), e.g. SASL_SSL://0.0.0.0:9095")
+	fs.StringVar(&c.Security.TLS.CertFile, "tls-cert", def.Security.TLS.CertFile, "PEM certificate (chain) of SSL and SASL_SSL listeners; SIGHUP reloads it, with --tls-key and --tls-client-ca")
+	fs.StringVar(&c.Security.TLS.KeyFile, "tls-key", def.Security.TLS.KeyFile, "PEM private key of --tls-cert")
+	fs.StringVar(&c.Security.TLS.ClientCAFile, "tls-client-ca", def.Security.TLS.ClientCAFile, "PEM CAs that client certificates are checked against (mTLS; the principal is User:<certificate subject>)")
+	fs.StringVar(&c.Security.TLS.ClientAuth, "tls-client-auth", def.Security.TLS.ClientAuth, "client certificates: none, requested or required (ssl.client.auth)")
+	fs.StringVar(&f.saslMechanisms, "sasl-mechanisms", "", "SASL mechanisms offered, comma-separated (default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512); PLAIN checks passwords against the SCRAM credentials")
+	fs.BoolVar(&c.Security.Authorizer, "authorizer", def.Security.Authorizer, "check every request against the ACLs: deny unless an ACL allows (super users excepted)")
+	fs.StringVar(&f.superUsers, "super-users", "", "principals allowed everything, comma-separated, e.g. User:admin")
+	fs.BoolVar(&c.Security.NativeInsecure, "native-insecure", def.Security.NativeInsecure, "allow --native-addr on an address that is not loopback (the native protocol has no TLS or SASL)")
+	fs.IntVar(&c.Kafka.Security.MaxUnauthenticatedConns, "max-unauthenticated-connections", def.Kafka.Security.MaxUnauthenticatedConns, "per SASL listener, connections not authenticated yet; more are closed at accept")
+	fs.IntVar(&c.Kafka.Security.MaxUnauthenticatedBytes, "max-unauthenticated-request-bytes", def.Kafka.Security.MaxUnauthenticatedBytes, "largest request accepted before authentication (sasl.server.max.receive.size)")
+	fs.DurationVar(&c.Kafka.Security.AuthTimeout, "auth-timeout", def.Kafka.Security.AuthTimeout, "close a SASL connection not authenticated this long after it opened")
+	fs.DurationVar(&c.Kafka.Security.FailedAuthDelay, "failed-auth-delay", def.Kafka.Security.FailedAuthDelay, "delay before answering a failed authentication (connection.failed.authentication.delay.ms)")
 	fs.IntVar(&f.nodeID, "node-id", int(def.Engine.NodeID), "this broker's node id (in cluster mode, its id in --voters)")
 	fs.StringVar(&f.voters, "voters", "", "cluster mode: every controller as `ID@HOST:PORT,...` (the same list on every node; each node is a broker and a controller); empty: a single broker, no Raft")
 	fs.StringVar(&f.controllerAddr, "controller-addr", "", "cluster mode: the metadata quorum (Raft) listener, host:port (default: this node's address in --voters)")
@@ -151,6 +170,19 @@ func (f *serveFlags) config() (broker.Config, error) {
 			return cfg, cli.Usagef("%s: %v", ring.EnvBackend, err)
 		}
 		return cfg, cli.Usagef("--io-backend: %v", err)
+	}
+	if cfg.Kafka.Protocol, err = netio.ParseSecurityProtocol(f.kafkaProtocol); err != nil {
+		return cfg, cli.Usagef("--kafka-security-protocol: %v", err)
+	}
+	if cfg.Listeners, err = broker.ParseListeners(f.listeners); err != nil {
+		return cfg, cli.Usagef("--listeners: %v", err)
+	}
+	cfg.Security.SASLMechanisms = splitList(f.saslMechanisms)
+	cfg.Security.SuperUsers = splitList(f.superUsers)
+	for _, u := range cfg.Security.SuperUsers {
+		if !strings.HasPrefix(u, "User:") || len(u) == len("User:") {
+			return cfg, cli.Usagef("--super-users: %q is not a principal of the form User:NAME", u)
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, cli.Usagef("--%v", err)
@@ -309,26 +341,51 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	// reads the line kills the process uncleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	logger.Info("listening", "kafka", b.KafkaAddr(), "native", nativeAddr, "http", httpAddr, "backend", b.Engine().BackendName(), "backend_from", f.ioBackendSource)
-	fmt.Fprintf(stdout, "ringlog ready kafka=%s native=%s http=%s\n", b.KafkaAddr(), nativeAddr, httpAddr)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	extra := ""
+	for i, l := range b.Listeners() {
+		extra += fmt.Sprintf(" %s=%s", strings.ToLower(cfg.Listeners[i].Protocol.String()), l.Addr())
+	}
+	logger.Info("listening", "kafka", b.KafkaAddr(), "kafka_protocol", cfg.Kafka.Protocol.String(), "listeners", strings.TrimSpace(extra), "native", nativeAddr, "http", httpAddr, "backend", b.Engine().BackendName(), "backend_from", f.ioBackendSource)
+	fmt.Fprintf(stdout, "ringlog ready kafka=%s native=%s http=%s%s\n", b.KafkaAddr(), nativeAddr, httpAddr, extra)
 
-	select {
-	case got := <-sig:
-		signal.Stop(sig)
-		logger.Info("shutting down", "signal", got.String())
-	case <-b.Failed():
-		signal.Stop(sig)
-		err := b.Cluster().Err()
-		logger.Error("stopping: cluster mode failed", "err", err)
-		if cerr := b.Close(); cerr != nil {
-			logger.Warn("close", "err", cerr)
+	for stop := false; !stop; {
+		select {
+		case <-hup:
+			if err := b.ReloadTLS(); err != nil {
+				logger.Error("SIGHUP: TLS reload failed; the previous certificate stays in use", "err", err)
+			}
+		case got := <-sig:
+			signal.Stop(sig)
+			logger.Info("shutting down", "signal", got.String())
+			stop = true
+		case <-b.Failed():
+			signal.Stop(sig)
+			err := b.Cluster().Err()
+			logger.Error("stopping: cluster mode failed", "err", err)
+			if cerr := b.Close(); cerr != nil {
+				logger.Warn("close", "err", cerr)
+			}
+			return err
 		}
-		return err
 	}
 	if err := b.Shutdown(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // orOff is the ready line's word for a listener: its address, or "off".
