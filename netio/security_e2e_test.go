@@ -824,3 +824,26 @@ func TestTLSCertificateReload(t *testing.T) {
 		t.Fatalf("after a failed reload the serial is %s, want %s", s, after)
 	}
 }
+
+// TestTLSHandshakesCountAgainstMaxConnections: connections still in
+// their TLS handshake count toward --max-connections, so a flood of
+// silent TCP connections cannot hold unbounded goroutines and sockets;
+// one that never completes its handshake is closed after
+// --request-read-timeout.
+func TestTLSHandshakesCountAgainstMaxConnections(t *testing.T) {
+	sb := startSecureBroker(t, func(c *broker.Config) {
+		c.Kafka.MaxConnections = 3
+		c.Kafka.RequestReadTimeout = 500 * time.Millisecond
+	})
+	for i := 0; i < 3; i++ {
+		dialWire(t, sb.ssl)
+	}
+	time.Sleep(100 * time.Millisecond)
+	dialWire(t, sb.ssl).expectClosed("a fourth connection while three handshake")
+	time.Sleep(time.Second) // the three time out
+	c, err := tls.Dial("tcp", sb.ssl, sb.tlsConfig())
+	if err != nil {
+		t.Fatalf("a handshake after the silent ones timed out: %v", err)
+	}
+	c.Close()
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -52,6 +53,10 @@ type tlsFront struct {
 	// ctx ends every handshake when the front end stops.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// handshaking counts connections accepted and not yet enrolled; with
+	// the enrolled ones they stay within MaxConnections.
+	handshaking atomic.Int64
 
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -113,6 +118,17 @@ func (f *tlsFront) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		s := f.srv
+		if s.conns.Load()+f.handshaking.Load() >= int64(s.cfg.MaxConnections) {
+			s.metrics.ConnectionsClosed.WithLabelValues("max_connections").Inc()
+			if n, ok := s.refusals.allow(time.Now()); ok {
+				s.logger.Warn("refusing connections: max connections reached (--max-connections)",
+					"remote", nc.RemoteAddr(), "max", s.cfg.MaxConnections, "refused_since_last_log", n)
+			}
+			nc.Close()
+			continue
+		}
+		f.handshaking.Add(1)
 		f.wg.Add(1)
 		go f.serve(nc)
 	}
@@ -130,6 +146,7 @@ func (f *tlsFront) serve(nc net.Conn) {
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
+		f.handshaking.Add(-1)
 		s.metrics.ConnectionsClosed.WithLabelValues("tls_handshake").Inc()
 		if n, ok := s.tlsFailures.allow(time.Now()); ok {
 			s.logger.Warn("closing connection: TLS handshake failed", "remote", nc.RemoteAddr(), "err", err, "failed_since_last_log", n)
@@ -142,6 +159,8 @@ func (f *tlsFront) serve(nc net.Conn) {
 		peer.principal = "User:" + certs[0].Subject.String()
 	}
 	b, err := f.enroll(tc, peer)
+	// Enrolled (OnOpen has counted it, or refused it) or failed.
+	f.handshaking.Add(-1)
 	if err != nil {
 		s.logger.Warn("closing connection: cannot hand it to an event loop", "remote", peer.remote, "err", err)
 		tc.Close()
