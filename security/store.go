@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/ringlog/ringlog/internal/fsutil"
 )
 
 // ErrNoSuchCredential is a delete of a credential the user does not have.
@@ -150,7 +152,7 @@ func (s *Store) save(users userMap, acls []ACL) error {
 	if err != nil {
 		return fmt.Errorf("security store: encode: %w", err)
 	}
-	if err := writeFileAtomic(s.path, append(b, '\n')); err != nil {
+	if err := fsutil.WriteFileAtomic(s.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("security store: save %s: %w", s.path, err)
 	}
 	return nil
