@@ -275,7 +275,7 @@ func TestKcatSASLSSLScram512(t *testing.T) {
 func TestUnauthenticatedLimits(t *testing.T) {
 	sb := startSecureBroker(t, func(c *broker.Config) {
 		c.Kafka.Security.MaxUnauthenticatedConns = 3
-		c.Kafka.Security.AuthTimeout = 500 * time.Millisecond
+		c.Kafka.Security.AuthTimeout = 2 * time.Second
 	})
 	// ApiVersions is served before authentication, and advertises SASL.
 	rc := dialWire(t, sb.saslTxt)
@@ -309,7 +309,7 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	}
 	// Not authenticated within --auth-timeout: closed by the reaper.
 	rc = dialWire(t, sb.saslTxt)
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second)
 	rc.expectClosed("an unauthenticated connection past the auth timeout")
 	// Over the limit of unauthenticated connections: refused at accept;
 	// a connection that authenticated no longer counts.
