@@ -31,9 +31,12 @@ import (
 // --brokers (the messages and tests here name it).
 const brokersEnv = cli.BrokersEnv
 
-// connFlags are --brokers and --timeout, with the kgo client they lead to
-// (connect).
-type connFlags struct{ cli.ConnFlags }
+// connFlags are --brokers, --timeout and the security flags
+// (clientsec.go), with the kgo client they lead to (connect).
+type connFlags struct {
+	cli.ConnFlags
+	sec clientSecurity
+}
 
 // outputFlag is --output text|json.
 type outputFlag string
@@ -216,6 +219,11 @@ func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, err
 	if c.Timeout < 0 {
 		return nil, cli.Usagef("--timeout must not be negative")
 	}
+	secOpts, err := c.sec.options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(secOpts, opts...)
 	base, stop := context.WithCancelCause(context.Background())
 	ctx, cancelTimer := base, context.CancelFunc(func() {})
 	if limit > 0 {

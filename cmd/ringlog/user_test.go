@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/brokertest"
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/internal/testcerts"
+	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/security"
 )
 
@@ -52,5 +55,48 @@ func TestUserCommands(t *testing.T) {
 	errb.Reset()
 	if code := run([]string{"user", "list", "--data-dir", b.Dir}, &out, &errb); code != cli.ExitError || !strings.Contains(errb.String(), "AlterUserScramCredentials") {
 		t.Fatalf("user list on a served directory: exit %d\n%s", code, errb.String())
+	}
+}
+
+// TestToolsOverSASLSSL: the admin tools reach a SASL_SSL listener with
+// --security-protocol, SCRAM credentials and the CA; a wrong password is
+// a clear failure, not a hang.
+func TestToolsOverSASLSSL(t *testing.T) {
+	certs := testcerts.New(t)
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}}
+		c.Security.TLS = security.TLSFiles{CertFile: certs.ServerCert, KeyFile: certs.ServerKey}
+		c.Security.Authorizer = true
+		c.Security.SuperUsers = []string{"User:admin"}
+	})
+	cred, err := security.NewScramCredential(security.ScramSHA512, "pw", security.MinIterations, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.B.Security().UpsertCredential("admin", cred); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	os.WriteFile(good, []byte("pw\n"), 0o600)
+	os.WriteFile(bad, []byte("nope\n"), 0o600)
+	sec := func(pwFile string) []string {
+		return []string{"--brokers", b.B.Listeners()[0].Addr().String(), "--security-protocol", "SASL_SSL",
+			"--sasl-username", "admin", "--sasl-password-file", pwFile, "--tls-ca", certs.CAFile, "--tls-server-name", "localhost"}
+	}
+	var out, errb bytes.Buffer
+	if code := run(append([]string{"topic", "create", "secured"}, sec(good)...), &out, &errb); code != cli.ExitOK {
+		t.Fatalf("topic create over SASL_SSL: exit %d\n%s", code, errb.String())
+	}
+	out.Reset()
+	if code := run(append([]string{"topic", "list"}, sec(good)...), &out, &errb); code != cli.ExitOK || !strings.Contains(out.String(), "secured") {
+		t.Fatalf("topic list over SASL_SSL: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	errb.Reset()
+	if code := run(append([]string{"topic", "list", "--timeout", "10s"}, sec(bad)...), &out, &errb); code == cli.ExitOK || !strings.Contains(errb.String(), "SASL_AUTHENTICATION_FAILED") {
+		t.Fatalf("topic list with a wrong password: exit %d\n%s", code, errb.String())
+	}
+	if code := run([]string{"topic", "list", "--security-protocol", "SASL_SSL"}, &out, &errb); code != cli.ExitUsage {
+		t.Fatalf("SASL_SSL without credentials: exit %d", code)
 	}
 }
