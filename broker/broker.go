@@ -199,7 +199,11 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Cluster != nil && c.needsStore() {
-		return &ConfigError{"listeners", "SASL and ACLs are single-broker only for now: cluster mode keeps no credentials or ACLs in its metadata quorum yet"}
+		const why = "for now: cluster mode keeps no credentials or ACLs in its metadata quorum yet (TLS listeners work)"
+		if c.Security.Authorizer {
+			return &ConfigError{"authorizer", "(ACLs) is single-broker only " + why}
+		}
+		return &ConfigError{"listeners", "with SASL is single-broker only " + why}
 	}
 	if _, _, err := net.SplitHostPort(c.NativeAddr); err == nil && !c.Security.NativeInsecure && !isLoopback(c.NativeAddr) {
 		return &ConfigError{"native-addr", fmt.Sprintf("%s is not a loopback address: the native protocol has no TLS or SASL, so anyone who reaches it can read and write every topic; bind it to 127.0.0.1, or pass --native-insecure to accept that", c.NativeAddr)}
