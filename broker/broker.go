@@ -119,8 +119,8 @@ func ParseListeners(spec string) ([]Listener, error) {
 }
 
 // SecurityConfig is TLS, SASL and ACLs. Credentials and ACLs live in the
-// data directory's security.json (single broker; cluster mode does not
-// keep them in its metadata quorum yet and refuses SASL and ACLs).
+// data directory's security.json. Single broker only for now: cluster
+// mode refuses them (see Validate).
 type SecurityConfig struct {
 	// TLS names the certificate, key and client CAs of SSL and SASL_SSL
 	// listeners.
@@ -198,12 +198,19 @@ func (c Config) Validate() error {
 			return &ConfigError{"tls-cert", err.Error()}
 		}
 	}
-	if c.Cluster != nil && c.needsStore() {
-		const why = "for now: cluster mode keeps no credentials or ACLs in its metadata quorum yet (TLS listeners work)"
-		if c.Security.Authorizer {
-			return &ConfigError{"authorizer", "(ACLs) is single-broker only " + why}
+	if c.Cluster != nil {
+		// Brokers register one address, which clients (Metadata) and
+		// the other brokers (replication, forwarding) both use, in
+		// plaintext; credentials and ACLs are not in the quorum.
+		const why = " is single-broker only for now: in cluster mode each broker registers one PLAINTEXT Kafka address, used by clients and by the other brokers, and credentials and ACLs are not in the metadata quorum yet"
+		switch {
+		case c.Security.Authorizer:
+			return &ConfigError{"authorizer", "(ACLs)" + why}
+		case len(c.Listeners) > 0:
+			return &ConfigError{"listeners", "(more listeners, TLS, SASL)" + why}
+		case c.Kafka.Protocol != "" && c.Kafka.Protocol != netio.Plaintext:
+			return &ConfigError{"kafka-security-protocol", string(c.Kafka.Protocol) + why}
 		}
-		return &ConfigError{"listeners", "with SASL is single-broker only " + why}
 	}
 	if _, _, err := net.SplitHostPort(c.NativeAddr); err == nil && !c.Security.NativeInsecure && !isLoopback(c.NativeAddr) {
 		return &ConfigError{"native-addr", fmt.Sprintf("%s is not a loopback address: the native protocol has no TLS or SASL, so anyone who reaches it can read and write every topic; bind it to 127.0.0.1, or pass --native-insecure to accept that", c.NativeAddr)}

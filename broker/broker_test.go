@@ -50,8 +50,16 @@ func TestValidate(t *testing.T) {
 			c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}}
 			c.Security.TLS = security.TLSFiles{CertFile: "/nonexistent.pem", KeyFile: "/nonexistent-key.pem"}
 		}},
-		{"listeners", func(c *broker.Config) {
+		{"kafka-security-protocol", func(c *broker.Config) {
 			c.Kafka.Protocol = netio.SASLPlaintext
+			c.Cluster = &cluster.Config{}
+		}},
+		{"listeners", func(c *broker.Config) {
+			c.Listeners = []broker.Listener{{Protocol: netio.Plaintext, Addr: "127.0.0.1:0"}}
+			c.Cluster = &cluster.Config{}
+		}},
+		{"authorizer", func(c *broker.Config) {
+			c.Security.Authorizer = true
 			c.Cluster = &cluster.Config{}
 		}},
 		{"kafka-security-protocol", func(c *broker.Config) { c.Kafka.Protocol = "KERBEROS" }},
