@@ -126,10 +126,6 @@ func (c *conn) host() string {
 // checkSecurity refuses a listener configuration that cannot work.
 func (s *Server) checkSecurity() error {
 	p := s.cfg.Protocol
-	if p == "" {
-		s.cfg.Protocol = Plaintext
-		p = Plaintext
-	}
 	if _, err := ParseSecurityProtocol(string(p)); err != nil {
 		return err
 	}

@@ -1,12 +1,8 @@
 package netio
 
 import (
-	"errors"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/ringlog/ringlog/security"
 )
 
 // clusterResource is the name of Kafka's one CLUSTER resource.
@@ -36,9 +32,6 @@ func (r *request) topicAllowed(op kmsg.ACLOperation, topic string) bool {
 func (r *request) groupAllowed(op kmsg.ACLOperation, group string) bool {
 	return r.allowed(op, kmsg.ACLResourceTypeGroup, group)
 }
-
-// isInvalidACL: the store refused a binding as invalid (not a disk error).
-func isInvalidACL(err error) bool { return errors.Is(err, security.ErrInvalidACL) }
 
 // configAllowed checks a config resource: a topic's as that TOPIC, a
 // broker's (and its loggers') as the CLUSTER, as Kafka does.

@@ -125,7 +125,9 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 		case !acksOK:
 		case !r.topicAllowed(kmsg.ACLOperationWrite, rt.Topic):
 			terr = kerr.TopicAuthorizationFailed
-		case s.eng.Topic(rt.Topic) == nil && !r.mayCreateTopic(rt.Topic):
+		case !r.mayCreateTopic(rt.Topic) && s.eng.Topic(rt.Topic) == nil:
+			// (mayCreateTopic first: without an authorizer it is true and
+			// the topic is looked up once, by topic below)
 			// Not auto-created for a principal that may not create it.
 			terr = fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rt.Topic)
 		default:

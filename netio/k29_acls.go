@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -154,13 +155,11 @@ func handleDeleteAcls(s *Server, r *request) frameOutcome {
 	return frameDone
 }
 
-// aclErrCode is the code of a binding CreateAcls refuses.
+// aclErrCode is the code of a binding CreateAcls refuses: INVALID_REQUEST
+// for an invalid one, else (a failed save) UNKNOWN_SERVER_ERROR.
 func aclErrCode(err error) int16 {
-	if code := errCode(err); code != kerr.UnknownServerError.Code {
-		return code
-	}
-	if isInvalidACL(err) {
+	if errors.Is(err, security.ErrInvalidACL) {
 		return kerr.InvalidRequest.Code
 	}
-	return kerr.UnknownServerError.Code
+	return errCode(err)
 }

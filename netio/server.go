@@ -182,6 +182,9 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(APIs()...)
 	}
+	if cfg.Protocol == "" {
+		cfg.Protocol = Plaintext
+	}
 	defSec := DefaultSecurity()
 	if cfg.Security.MaxUnauthenticatedConns <= 0 {
 		cfg.Security.MaxUnauthenticatedConns = defSec.MaxUnauthenticatedConns
