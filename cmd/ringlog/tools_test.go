@@ -391,10 +391,12 @@ func TestToolsDumpSegment(t *testing.T) {
 	t.Parallel()
 	b := startToolBroker(t)
 	b.run(t, 0, "", "topic", "create", "seg", "--partitions", "1")
-	b.run(t, 0, "a:1\nb:2\nc:3\n", "produce", "seg", "--key-separator", ":", "--header", "h=v")
+	// A long linger keeps each command's records in one batch on a
+	// loaded host (the end of input flushes at once).
+	b.run(t, 0, "a:1\nb:2\nc:3\n", "produce", "seg", "--key-separator", ":", "--header", "h=v", "--linger", "5s")
 	// Compressible enough that the producer keeps the compression.
 	long := strings.Repeat("d", 300) + "\n" + strings.Repeat("e", 300) + "\n"
-	b.run(t, 0, long, "produce", "seg", "--compression", "gzip")
+	b.run(t, 0, long, "produce", "seg", "--compression", "gzip", "--linger", "5s")
 	b.run(t, 0, "f\n", "produce", "seg")
 	b.Stop() // clean, or the test has failed
 	if t.Failed() {
