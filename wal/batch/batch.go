@@ -266,8 +266,8 @@ func Validate(b []byte, lim Limits) (Header, error) {
 	if h.Control() {
 		return h, errorf(ClassInvalid, "control batches cannot be produced")
 	}
-	if h.Transactional() {
-		return h, errorf(ClassUnsupported, "transactional batches are not supported")
+	if h.Transactional() && !h.Idempotent() {
+		return h, errorf(ClassInvalid, "a transactional batch needs a producer id")
 	}
 	if h.RecordCount <= 0 {
 		return h, errorf(ClassInvalid, "record count %d: a produced batch holds at least one record", h.RecordCount)

@@ -97,7 +97,7 @@ func TestValidateRejects(t *testing.T) {
 			return resum(b)
 		}), Limits{}, ClassInvalid},
 		{"control", mutate(func(b []byte) []byte { b[offAttributes+1] |= AttrControl; return resum(b) }), Limits{}, ClassInvalid},
-		{"transactional", mutate(func(b []byte) []byte { b[offAttributes+1] |= AttrTransactional; return resum(b) }), Limits{}, ClassUnsupported},
+		{"transactional without a producer id", mutate(func(b []byte) []byte { b[offAttributes+1] |= AttrTransactional; return resum(b) }), Limits{}, ClassInvalid},
 		{"bad codec", mutate(func(b []byte) []byte { b[offAttributes+1] |= 7; return resum(b) }), Limits{}, ClassCorrupt},
 		{"record garbage", mutate(func(b []byte) []byte { b[HeaderSize] = 0x7f; return resum(b) }), Limits{}, ClassInvalid},
 	}
