@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,6 +48,11 @@ type CompactOptions struct {
 	// cleanable bytes was written since the last pass
 	// (min.cleanable.dirty.ratio).
 	MinDirtyRatio float64
+	// Unstable, when set, is the first offset an open transaction still
+	// holds (the partition's last stable offset): segments reaching it
+	// stay uncleaned, since what is kept of them depends on whether the
+	// transaction commits. 0: no transaction is open.
+	Unstable int64
 }
 
 // CompactionPlan is one pass over a log's sealed segments.
@@ -57,6 +63,23 @@ type CompactionPlan struct {
 	now    int64
 	gen    uint64 // the log's truncation generation when planned
 	groups []*cleanedGroup
+	// aborted: the log's aborted transactions from the plan's first
+	// segment on, by producer (Build).
+	aborted map[int64][]AbortedTxn
+}
+
+// abortedBatch reports whether h holds data of an aborted transaction:
+// its records are dropped, as nothing reads them.
+func (p *CompactionPlan) abortedBatch(h *batch.Header) bool {
+	if !h.Transactional() || h.Control() {
+		return false
+	}
+	for _, a := range p.aborted[h.ProducerID] {
+		if a.FirstOffset <= h.BaseOffset && h.BaseOffset <= a.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 type cleanedGroup struct {
@@ -91,6 +114,9 @@ func (l *Log) PlanCompaction(o CompactOptions) *CompactionPlan {
 			break
 		}
 		if o.MinLag > 0 && s.maxTs.Load() > now.Add(-o.MinLag).UnixMilli() {
+			break
+		}
+		if o.Unstable > 0 && s.end.Load() > o.Unstable {
 			break
 		}
 		segs = append(segs, s)
@@ -167,10 +193,19 @@ func forEachBatch(segs []*segment, fn func(s *segment, b []byte, h *batch.Header
 func (p *CompactionPlan) Build() error {
 	latest := map[string]int64{}
 	lastOfProducer := map[int64]int64{} // producer id -> base offset of its last batch
+	p.aborted = map[int64][]AbortedTxn{}
+	for _, a := range p.log.AbortedTxns(nil, p.segs[0].base, math.MaxInt64) {
+		p.aborted[a.ProducerID] = append(p.aborted[a.ProducerID], a)
+	}
 	var scratch []byte
 	err := forEachBatch(p.segs, func(_ *segment, b []byte, h *batch.Header) error {
 		if h.ProducerID >= 0 {
 			lastOfProducer[h.ProducerID] = h.BaseOffset
+		}
+		if h.Control() || p.abortedBatch(h) {
+			// A marker's key is not a record key; an aborted
+			// transaction's records never count as a key's newest.
+			return nil
 		}
 		it, sc, err := batch.Records(b, h, scratch)
 		scratch = sc
@@ -238,6 +273,13 @@ func (p *CompactionPlan) writeGroup(g *cleanedGroup, latest map[string]int64, la
 		return nil
 	})
 	err = forEachBatch(g.srcs, func(_ *segment, b []byte, h *batch.Header) error {
+		if h.Control() {
+			// Markers stay: read_committed consumers need them to
+			// end the transactions whose data is still here.
+			out = append(out, b...)
+			return nil
+		}
+		aborted := p.abortedBatch(h)
 		it, sc, err := batch.Records(b, h, scratch)
 		scratch = sc
 		if err != nil {
@@ -260,7 +302,7 @@ func (p *CompactionPlan) writeGroup(g *cleanedGroup, latest map[string]int64, la
 			if h.LogAppendTime() {
 				ts = h.MaxTimestamp
 			}
-			keep := r.Key != nil && latest[string(r.Key)] == off && !(r.Value == nil && ts < deleteBefore)
+			keep := !aborted && r.Key != nil && latest[string(r.Key)] == off && !(r.Value == nil && ts < deleteBefore)
 			if !keep {
 				continue
 			}
@@ -425,7 +467,15 @@ func (l *Log) swapIn(g *cleanedGroup) (*segment, error) {
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		return nil, fmt.Errorf("wal: compaction: %w", err)
 	}
-	// Committed: from here a crash is completed by completeSwaps.
+	// Committed: from here a crash is completed by completeSwaps (which
+	// drops the merged segments' aborted-transaction entries: the
+	// cleaned file no longer holds aborted data, only markers).
+	var aborted []AbortedTxn
+	l.mu.RLock()
+	for _, s := range g.srcs {
+		aborted = append(aborted, s.aborted...)
+	}
+	l.mu.RUnlock()
 	for _, s := range g.srcs {
 		s.deleted.Store(true)
 		if err := s.remove(); err != nil {
@@ -441,6 +491,10 @@ func (l *Log) swapIn(g *cleanedGroup) (*segment, error) {
 		return nil, err
 	}
 	ns.flushed.Store(true) // written and synced before the rename
+	ns.aborted = aborted
+	if err := ns.rewriteTxnIndex(); err != nil {
+		l.logger.Warn("compaction: write the aborted-transaction index", "segment", base, "err", err)
+	}
 	last := g.srcs[len(g.srcs)-1]
 	if err := l.recoverSegment(ns, base, true); err != nil {
 		ns.release()
@@ -503,7 +557,7 @@ func completeSwaps(dir string, logger interface{ Warn(string, ...any) }) error {
 			if _, err := fmt.Sscanf(on[:20], "%d", &ob); err != nil || ob < base || ob >= end {
 				continue
 			}
-			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 				os.Remove(filepath.Join(dir, segmentName(ob, suf)))
 			}
 		}

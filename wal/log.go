@@ -193,7 +193,7 @@ func listSegments(dir string, logger *slog.Logger) ([]int64, error) {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if stem, ok := strings.CutSuffix(name, suf); ok && !logs[stem] {
 				logger.Info("removing index without a log", "file", name)
 				os.Remove(filepath.Join(dir, name))
@@ -441,6 +441,11 @@ func (l *Log) Close() error {
 	var errs []error
 	l.sealPending()
 	l.bg.Wait()
+	for _, s := range l.segs {
+		if err := s.syncTxnIndex(); err != nil {
+			errs = append(errs, fmt.Errorf("sync %s: %w", s.path(txnIndexSuffix), err))
+		}
+	}
 	if len(l.segs) > 0 {
 		s := l.active()
 		if l.failed == nil {

@@ -344,6 +344,9 @@ func (l *Log) truncateCommitted(a int, cut, newEnd int64) error {
 	clear(l.segs[a+1:])
 	l.segs = l.segs[:a+1]
 	l.mu.Unlock()
+	if err := l.DropAbortedTxnsFrom(newEnd); err != nil {
+		return err
+	}
 	for j := len(gone) - 1; j >= 0; j-- {
 		s := gone[j]
 		l.logger.Info("truncation deleted segment", "base", s.base, "end", s.end.Load())
@@ -533,7 +536,7 @@ func completePendingTruncation(dir string, o *Options, logger *slog.Logger) (boo
 		return nil
 	}
 	removeSeg := func(base int64) error {
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if err := os.Remove(filepath.Join(dir, segmentName(base, suf))); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
@@ -589,7 +592,7 @@ func completePendingTruncation(dir string, o *Options, logger *slog.Logger) (boo
 				continue
 			}
 			if pos < size {
-				for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+				for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 					if err := os.Remove(filepath.Join(dir, segmentName(bases[keep-1], suf))); err != nil && !errors.Is(err, os.ErrNotExist) {
 						return false, err
 					}

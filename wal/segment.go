@@ -70,6 +70,13 @@ type segment struct {
 	// the log: from then on lookups walk the log from its start.
 	idxBad atomic.Bool
 	logger *slog.Logger
+
+	// aborted are the transactions aborted by markers in this segment
+	// (.txnindex), in marker order; guarded by the log's mu (written by
+	// the owner under the write lock). txnDirty: the file holds entries
+	// not yet synced.
+	aborted  []AbortedTxn
+	txnDirty bool
 }
 
 func (s *segment) path(suffix string) string {
@@ -120,6 +127,9 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 			return nil, fmt.Errorf("segment %d: sync directory: %w", base, err)
 		}
 	}
+	if !create {
+		s.loadTxnIndex()
+	}
 	s.end.Store(base)
 	s.wnext = base
 	return s, nil
@@ -155,7 +165,7 @@ func (s *segment) closeFiles() {
 func (s *segment) remove() error {
 	s.deleted.Store(true)
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -12,6 +12,9 @@ type Builder struct {
 	ProducerID    int64 // -1 unless idempotent
 	ProducerEpoch int16
 	BaseSequence  int32
+	// Transactional marks the batch as part of a transaction (it needs
+	// a producer id).
+	Transactional bool
 	// attrs are attribute bits beyond the codec (control batches).
 	attrs   int16
 	scratch []byte
@@ -32,6 +35,7 @@ func (b *Builder) Reset() {
 	b.ProducerEpoch = -1
 	b.BaseSequence = -1
 	b.attrs = 0
+	b.Transactional = false
 }
 
 // Len is the number of records added since Reset.
@@ -74,7 +78,11 @@ func (b *Builder) Build(dst []byte, codec Codec) ([]byte, error) {
 	be.PutUint32(h[offBatchLength:], uint32(len(h)-LogOverhead))
 	be.PutUint32(h[offLeaderEpoch:], 0)
 	h[offMagic] = Magic
-	be.PutUint16(h[offAttributes:], uint16(codec)&AttrCodecMask|uint16(b.attrs))
+	attrs := uint16(codec)&AttrCodecMask | uint16(b.attrs)
+	if b.Transactional {
+		attrs |= AttrTransactional
+	}
+	be.PutUint16(h[offAttributes:], attrs)
 	be.PutUint32(h[offLastOffsetDelta:], uint32(b.count-1))
 	be.PutUint64(h[offBaseTimestamp:], uint64(b.baseTimestamp))
 	be.PutUint64(h[offMaxTimestamp:], uint64(b.maxTimestamp))

@@ -37,7 +37,7 @@ func TestControlBatchRoundTrip(t *testing.T) {
 func TestTransactionalBatchValidates(t *testing.T) {
 	b := NewBuilder()
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = 9, 0, 0
-	b.attrs = AttrTransactional
+	b.Transactional = true
 	b.Add(1, []byte("k"), []byte("v"), nil)
 	out, _ := b.Build(nil, CodecNone)
 	h, err := Validate(out, Limits{})
