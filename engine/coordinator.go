@@ -36,6 +36,11 @@ type Coordinator struct {
 	// whose groups this broker has replayed as their leader (see
 	// LoadPartition); nil on a single node, which serves every group.
 	loaded map[int32]bool
+
+	// txnMu guards txnOffsets: producer id -> offsets committed in its
+	// open transaction (txnoffsets.go); a leaf lock.
+	txnMu      sync.Mutex
+	txnOffsets map[int64][]pendingTxnOffset
 }
 
 // Offsets-topic layout.
@@ -101,51 +106,84 @@ func (c *Coordinator) replay() error {
 
 // replayLog applies one __consumer_offsets partition's records and counts
 // the commits and group records.
+//
+// Offsets committed in a transaction (TxnOffsetCommit) are transactional
+// batches of the producer: they wait in txnOffsets until the producer's
+// marker says commit (then they apply) or abort (then they are dropped).
 func (c *Coordinator) replayLog(p *Partition, l *wal.Log) (commits, groups int, err error) {
-	{
-		end := l.EndOffset()
-		var scratch []byte
-		for off := l.StartOffset(); off < end; {
-			buf, err := l.ReadBytes(nil, off, 4<<20, end)
+	err = replayBatches(p, l, func(h *batch.Header, b []byte) error {
+		if h.Control() {
+			typ, err := batch.ControlRecordType(b, h)
 			if err != nil {
-				return 0, 0, fmt.Errorf("replay %s at %d: %w", p, off, err)
+				c.eng.logger.Warn("skipping unreadable control batch in "+OffsetsTopic, "offset", h.BaseOffset, "err", err)
+				return nil
 			}
-			if len(buf) == 0 {
-				break
+			c.completeTxnOffsets(h.ProducerID, typ == batch.ControlCommit)
+			return nil
+		}
+		return forEachRecord(b, h, func(r *batch.Record) {
+			if h.Transactional() {
+				if err := c.stageTxnOffset(h.ProducerID, r.Key, r.Value); err != nil {
+					c.eng.logger.Warn("skipping unreadable transactional commit in "+OffsetsTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
+				}
+				return
 			}
-			for len(buf) > 0 {
-				n := int(batch.BatchLength(buf)) + batch.LogOverhead
-				h, err := batch.CheckStored(buf[:n])
-				if err != nil {
-					return 0, 0, fmt.Errorf("replay %s: %w", p, err)
-				}
-				it, sc, err := batch.Records(buf[:n], &h, scratch)
-				scratch = sc
-				if err != nil {
-					return 0, 0, fmt.Errorf("replay %s: %w", p, err)
-				}
-				for {
-					r, ok := it.Next()
-					if !ok {
-						break
-					}
-					kind, err := c.apply(r.Key, r.Value)
-					if err != nil {
-						c.eng.logger.Warn("skipping unreadable record in "+OffsetsTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
-					}
-					switch kind {
-					case 1:
-						commits++
-					case 2:
-						groups++
-					}
-				}
-				off = h.NextOffset()
-				buf = buf[n:]
+			kind, err := c.apply(r.Key, r.Value)
+			if err != nil {
+				c.eng.logger.Warn("skipping unreadable record in "+OffsetsTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
 			}
+			switch kind {
+			case 1:
+				commits++
+			case 2:
+				groups++
+			}
+		})
+	})
+	return commits, groups, err
+}
+
+// replayBatches calls fn with every stored batch of l, CRC-checked, in
+// order (an internal topic's replay at start).
+func replayBatches(p *Partition, l *wal.Log, fn func(h *batch.Header, b []byte) error) error {
+	end := l.EndOffset()
+	for off := l.StartOffset(); off < end; {
+		buf, err := l.ReadBytes(nil, off, 4<<20, end)
+		if err != nil {
+			return fmt.Errorf("replay %s at %d: %w", p, off, err)
+		}
+		if len(buf) == 0 {
+			break
+		}
+		for len(buf) > 0 {
+			n := int(batch.BatchLength(buf)) + batch.LogOverhead
+			h, err := batch.CheckStored(buf[:n])
+			if err != nil {
+				return fmt.Errorf("replay %s: %w", p, err)
+			}
+			if err := fn(&h, buf[:n]); err != nil {
+				return err
+			}
+			off = h.NextOffset()
+			buf = buf[n:]
 		}
 	}
-	return commits, groups, nil
+	return nil
+}
+
+// forEachRecord calls fn with each record of batch b.
+func forEachRecord(b []byte, h *batch.Header, fn func(r *batch.Record)) error {
+	it, _, err := batch.Records(b, h, nil)
+	if err != nil {
+		return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
+	}
+	for {
+		r, ok := it.Next()
+		if !ok {
+			return nil
+		}
+		fn(&r)
+	}
 }
 
 // LoadPartition replays partition i of the cluster's __consumer_offsets
@@ -369,14 +407,42 @@ type kv struct{ key, value []byte }
 // write appends records to the group's __consumer_offsets partition and
 // waits until they are durable (fdatasync'ed, unless write caching).
 func (c *Coordinator) write(group string, recs []kv) error {
+	return c.writeAs(group, recs, nil)
+}
+
+// writeAs is write with the records in a transactional batch of the
+// given producer (TxnOffsetCommit) when txn is set.
+func (c *Coordinator) writeAs(group string, recs []kv, txn *TxnMarker) error {
 	p := c.partitionFor(group)
 	if p == nil {
 		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
 	}
 	b := batch.NewBuilder()
-	now := c.sched.Now().UnixMilli()
+	if txn != nil {
+		b.ProducerID, b.ProducerEpoch, b.Transactional = txn.ProducerID, txn.ProducerEpoch, true
+	}
+	err := appendBuilt(p, b, c.sched.Now().UnixMilli(), recs)
+	if err != nil {
+		if errors.Is(err, kerr.NotLeaderForPartition) {
+			// The partition's leadership moved (cluster mode): so did the
+			// group's coordinator; the commit may or may not be there.
+			return fmt.Errorf("%w: %s moved to another broker: %w", kerr.NotCoordinator, p, err)
+		}
+		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, OffsetsTopic, err)
+	}
+	return nil
+}
+
+// appendRecords appends records as one batch to an internal topic's
+// partition and waits until they are durable (fdatasync'ed, unless
+// write caching).
+func appendRecords(p *Partition, ts int64, recs []kv) error {
+	return appendBuilt(p, batch.NewBuilder(), ts, recs)
+}
+
+func appendBuilt(p *Partition, b *batch.Builder, ts int64, recs []kv) error {
 	for _, r := range recs {
-		b.Add(now, r.key, r.value, nil)
+		b.Add(ts, r.key, r.value, nil)
 	}
 	data, err := b.Build(nil, batch.CodecNone)
 	if err != nil {
@@ -387,18 +453,9 @@ func (c *Coordinator) write(group string, recs []kv) error {
 		return err
 	}
 	done := make(chan AppendResult, 1)
-	p.Shard().Append(&AppendRequest{Partition: p, Batches: [][]byte{data}, Headers: []batch.Header{h}, Acks: -1, Bytes: len(data),
+	p.Shard().Append(&AppendRequest{Partition: p, Batches: [][]byte{data}, Headers: []batch.Header{h}, Acks: -1, Bytes: len(data), Internal: true,
 		Done: func(r AppendResult) { done <- r }})
-	res := <-done
-	if res.Err != nil {
-		if errors.Is(res.Err, kerr.NotLeaderForPartition) {
-			// The partition's leadership moved (cluster mode): so did the
-			// group's coordinator; the commit may or may not be there.
-			return fmt.Errorf("%w: %s moved to another broker: %w", kerr.NotCoordinator, p, res.Err)
-		}
-		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, OffsetsTopic, res.Err)
-	}
-	return nil
+	return (<-done).Err
 }
 
 // storeGroup persists a generation (Group.persist calls it, unlocked).

@@ -84,6 +84,9 @@ type Config struct {
 	ObserveSync func(time.Duration)
 	// Groups configures the group coordinator.
 	Groups GroupConfig
+	// Transactions configures the transaction coordinator (single-node
+	// mode only).
+	Transactions TxnConfig
 	// CompactionInterval is how often the cleaner looks for compacted
 	// topics' partitions to clean (log.cleaner.backoff.ms). 0: 15 s.
 	CompactionInterval time.Duration
@@ -122,6 +125,11 @@ func DefaultConfig() Config {
 			MinSessionTimeout:     6 * time.Second,
 			MaxSessionTimeout:     30 * time.Minute,
 			InitialRebalanceDelay: 3 * time.Second,
+		},
+		Transactions: TxnConfig{
+			MaxTimeout:    15 * time.Minute,
+			IDExpiration:  7 * 24 * time.Hour,
+			CheckInterval: time.Second,
 		},
 	}
 }
@@ -162,6 +170,7 @@ type Engine struct {
 	backendName string
 	stats       Stats
 	coord       *Coordinator
+	txn         *TxnCoordinator // nil in cluster mode
 
 	hooks       atomic.Pointer[ClusterHooks] // nil: single node
 	cleanerStop chan struct{}
@@ -280,6 +289,13 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.coord.start(); err != nil {
 		e.stopShards()
 		return nil, fmt.Errorf("engine: group coordinator: %w", err)
+	}
+	if !cfg.Replicated {
+		e.txn = newTxnCoordinator(e, cfg.Transactions)
+		if err := e.txn.start(); err != nil {
+			e.stopShards()
+			return nil, fmt.Errorf("engine: transaction coordinator: %w", err)
+		}
 	}
 	e.cleanerStop, e.cleanerDone = make(chan struct{}), make(chan struct{})
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)
@@ -514,6 +530,7 @@ func (e *Engine) newPartition(t *Topic, i int32) *Partition {
 	p := &Partition{topic: t, Index: i, dir: filepath.Join(e.cfg.DataDir, fmt.Sprintf("%s-%d", t.Name, i))}
 	p.shard = e.shards[shardFor(t.Name, i, len(e.shards))]
 	p.producers = map[int64]*producerState{}
+	p.openTxns = map[int64]int64{}
 	if e.cfg.Replicated {
 		p.rep = &replication{}
 	}
@@ -597,6 +614,9 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.admin.Wait()
+	if e.txn != nil {
+		e.txn.close()
+	}
 	close(e.cleanerStop)
 	<-e.cleanerDone
 	errs := e.stopShards()
@@ -640,6 +660,10 @@ func (e *Engine) stopShards() []error {
 
 // Coordinator is the group coordinator.
 func (e *Engine) Coordinator() *Coordinator { return e.coord }
+
+// Transactions returns the transaction coordinator; nil in cluster mode,
+// where transactions are not available.
+func (e *Engine) Transactions() *TxnCoordinator { return e.txn }
 
 // ClusterID is the id generated when the data directory was created.
 func (e *Engine) ClusterID() string { return e.clusterID }

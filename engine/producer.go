@@ -116,6 +116,8 @@ const producerSnapshotFile = "producer-state.json"
 type producerSnapshot struct {
 	Offset    int64                    `json:"offset"` // state covers batches below this offset
 	Producers map[int64]*producerState `json:"producers"`
+	// OpenTxns: producer id -> first offset of its open transaction.
+	OpenTxns map[int64]int64 `json:"open_txns,omitempty"`
 }
 
 // decodeProducerSnapshot parses a producer-state snapshot and checks that
@@ -141,12 +143,21 @@ func decodeProducerSnapshot(b []byte) (producerSnapshot, error) {
 			prev = e.LastOffset
 		}
 	}
+	for pid, first := range snap.OpenTxns {
+		if pid < 0 || first < 0 || first >= snap.Offset {
+			return producerSnapshot{}, fmt.Errorf("producer %d: open transaction at %d outside the snapshot's offsets below %d", pid, first, snap.Offset)
+		}
+	}
 	return snap, nil
 }
 
 // loadProducerState rebuilds the state from the snapshot (if it still
-// fits the log) and the batch headers after it.
+// fits the log) and the batch headers after it: the idempotent producers'
+// windows, the open transactions, and the aborted-transaction index
+// entries after the snapshot (the wal's .txnindex files are not synced as
+// they are written).
 func (p *Partition) loadProducerState() error {
+	p.openTxns = map[int64]int64{}
 	from := p.log.StartOffset()
 	path := filepath.Join(p.dir, producerSnapshotFile)
 	if b, err := os.ReadFile(path); err == nil {
@@ -158,12 +169,37 @@ func (p *Partition) loadProducerState() error {
 			if snap.Producers != nil {
 				p.producers = snap.Producers
 			}
+			for pid, first := range snap.OpenTxns {
+				if first >= p.log.StartOffset() {
+					p.openTxns[pid] = first
+				}
+			}
 			from = snap.Offset
 		}
 	}
-	return p.log.ScanHeaders(from, func(h *batch.Header) error {
+	if err := p.log.DropAbortedTxnsFrom(from); err != nil {
+		return err
+	}
+	var scratch []byte
+	err := p.log.ScanHeaders(from, func(h *batch.Header) error {
 		if h.BaseOffset < from || !h.Idempotent() {
 			return nil
+		}
+		if h.Control() {
+			buf, err := p.log.ReadBytes(scratch[:0], h.BaseOffset, h.Size(), h.NextOffset())
+			scratch = buf
+			if err != nil {
+				return fmt.Errorf("read the control batch at %d: %w", h.BaseOffset, err)
+			}
+			typ, err := batch.ControlRecordType(buf, h)
+			if err != nil {
+				p.topic.eng.logger.Warn("skipping an unreadable control batch", "partition", p.String(), "offset", h.BaseOffset, "err", err)
+				return nil
+			}
+			return p.endTxn(h.ProducerID, h.ProducerEpoch, typ == batch.ControlCommit, h.BaseOffset)
+		}
+		if h.Transactional() {
+			p.beginTxn(h.ProducerID, h.BaseOffset)
 		}
 		st := p.producers[h.ProducerID]
 		if st == nil || h.ProducerEpoch > st.Epoch {
@@ -180,6 +216,8 @@ func (p *Partition) loadProducerState() error {
 		st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: ts})
 		return nil
 	})
+	p.updateUnstable()
+	return err
 }
 
 // saveProducerState writes the snapshot (shard only, at shutdown).
@@ -187,7 +225,7 @@ func (p *Partition) saveProducerState() error {
 	if p.log == nil {
 		return nil
 	}
-	snap := producerSnapshot{Offset: p.log.EndOffset(), Producers: p.producers}
+	snap := producerSnapshot{Offset: p.log.EndOffset(), Producers: p.producers, OpenTxns: p.openTxns}
 	b, err := json.Marshal(&snap)
 	if err != nil {
 		return err

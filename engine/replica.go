@@ -593,6 +593,8 @@ func (p *Partition) ResetTo(off int64) error {
 		p.topic.eng.logger.Warn("reset the log to the leader's log start", "partition", p.String(), "offset", off)
 		p.hw.Store(off)
 		p.producers = map[int64]*producerState{}
+		p.openTxns = map[int64]int64{}
+		p.updateUnstable()
 		return nil
 	})
 }

@@ -34,7 +34,14 @@ type AppendRequest struct {
 	// synced, no idempotence check (the producer state follows the
 	// batches).
 	Replica bool
-	Done    func(AppendResult)
+	// Internal marks a coordinator's own write (offsets, transaction
+	// state): a producer id on it (a transactional offset commit) has no
+	// sequence to check, as Kafka's coordinator writes carry none.
+	Internal bool
+	// Marker, when set, makes the request a transaction marker: the
+	// shard writes the control batch (Batches and Headers are unused).
+	Marker *TxnMarker
+	Done   func(AppendResult)
 }
 
 // AppendResult is the outcome of an AppendRequest.
@@ -372,6 +379,10 @@ func (s *Shard) stage(req *AppendRequest) {
 		sa.res.Err = err
 		return
 	}
+	if req.Marker != nil {
+		s.stageMarker(sa, l)
+		return
+	}
 	cfg := p.topic.Config()
 	if req.Acks == -1 {
 		if err := p.checkISRForAcks(); err != nil {
@@ -389,7 +400,7 @@ func (s *Shard) stage(req *AppendRequest) {
 	var prev *batch.Header
 	for i := range req.Headers {
 		h := &req.Headers[i]
-		if !h.Idempotent() {
+		if !h.Idempotent() || req.Internal {
 			continue
 		}
 		var c seqCheck
@@ -450,8 +461,11 @@ func (s *Shard) stage(req *AppendRequest) {
 	res := tk.Results()
 	for i := range req.Headers {
 		h := &req.Headers[i]
-		if h.Idempotent() {
+		if h.Idempotent() && !req.Internal {
 			p.recordSequence(h, res[i].BaseOffset, res[i].LastOffset, res[i].AppendTime)
+		}
+		if h.Transactional() {
+			p.beginTxn(h.ProducerID, res[i].BaseOffset)
 		}
 	}
 }

@@ -81,8 +81,13 @@ type Partition struct {
 	log     *wal.Log
 	offline atomic.Pointer[errBox] // why the partition is offline, if it is
 
-	// producers is owned by the shard goroutine.
+	// producers is owned by the shard goroutine, and so is openTxns
+	// (producer id -> first offset of its open transaction here).
 	producers map[int64]*producerState
+	openTxns  map[int64]int64
+	// unstable is 1 + the smallest first offset of an open transaction
+	// (0: none), published by the shard for LastStableOffset.
+	unstable atomic.Int64
 
 	waitMu  sync.Mutex
 	waiters []*Waiter

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Offsets committed inside a transaction (TxnOffsetCommit). They are
+// written to the group's __consumer_offsets partition as a transactional
+// batch of the producer, and stay pending (invisible to OffsetFetch)
+// until the transaction coordinator's marker reaches that partition:
+// commit applies them, abort drops them. Replay does the same from the
+// log, so a restart between the marker and the coordinator's bookkeeping
+// loses nothing.
+
+// pendingTxnOffset is one offset waiting for its transaction's end.
+type pendingTxnOffset struct {
+	group string
+	tp    topicPartition
+	off   CommittedOffset
+}
+
+// stageTxnOffset remembers a replayed transactional commit record.
+func (c *Coordinator) stageTxnOffset(pid int64, key, value []byte) error {
+	var k kmsg.OffsetCommitKey
+	if err := k.ReadFrom(key); err != nil {
+		return err
+	}
+	if k.Version > 1 {
+		return fmt.Errorf("transactional record with key version %d", k.Version)
+	}
+	var v kmsg.OffsetCommitValue
+	if err := v.ReadFrom(value); err != nil {
+		return err
+	}
+	c.addTxnOffsets(pid, []pendingTxnOffset{{group: k.Group, tp: topicPartition{k.Topic, k.Partition},
+		off: CommittedOffset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp}}})
+	return nil
+}
+
+func (c *Coordinator) addTxnOffsets(pid int64, offs []pendingTxnOffset) {
+	c.txnMu.Lock()
+	defer c.txnMu.Unlock()
+	if c.txnOffsets == nil {
+		c.txnOffsets = map[int64][]pendingTxnOffset{}
+	}
+	c.txnOffsets[pid] = append(c.txnOffsets[pid], offs...)
+}
+
+// completeTxnOffsets applies (commit) or drops (abort) what producer pid
+// committed in its transaction, once its marker is in the offsets log.
+func (c *Coordinator) completeTxnOffsets(pid int64, commit bool) {
+	c.txnMu.Lock()
+	offs := c.txnOffsets[pid]
+	delete(c.txnOffsets, pid)
+	c.txnMu.Unlock()
+	if !commit {
+		return
+	}
+	for _, o := range offs {
+		g := c.group(o.group, true)
+		g.mu.Lock()
+		g.offsets[o.tp] = o.off
+		g.unlock()
+	}
+}
+
+// PendingTxnOffsets counts the offsets waiting for their transactions
+// (tests, the CLI).
+func (c *Coordinator) PendingTxnOffsets() int {
+	c.txnMu.Lock()
+	defer c.txnMu.Unlock()
+	n := 0
+	for _, offs := range c.txnOffsets {
+		n += len(offs)
+	}
+	return n
+}
+
+// TxnCommitOffsets is TxnOffsetCommit: the commits become part of the
+// producer's transaction txnID, written durably now and visible to the
+// group when the transaction commits. A member and generation (v3+,
+// generation ≥ 0) are checked as OffsetCommit checks them. errs has one
+// entry per commit; err fails the whole request.
+func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instanceID *string, generation int32, producerID int64, epoch int16, commits []OffsetCommit) (errs []error, err error) {
+	txns := c.eng.Transactions()
+	if txns == nil {
+		return nil, fmt.Errorf("%w: transactions are not available in cluster mode", kerr.UnsupportedVersion)
+	}
+	g, err := c.Group(groupID, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := txns.checkOffsetsCommit(txnID, producerID, epoch, groupID); err != nil {
+		return nil, err
+	}
+	if generation >= 0 {
+		if err := g.CheckCommit(memberID, instanceID, generation); err != nil {
+			return nil, err
+		}
+	}
+	errs = make([]error, len(commits))
+	now := c.sched.Now().UnixMilli()
+	var recs []kv
+	var offs []pendingTxnOffset
+	for i, cm := range commits {
+		t := c.eng.Topic(cm.Topic)
+		if t == nil || t.Partition(cm.Partition) == nil {
+			errs[i] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, cm.Topic, cm.Partition)
+			continue
+		}
+		md := ""
+		if cm.Metadata != nil {
+			md = *cm.Metadata
+		}
+		if len(md) > MaxOffsetMetadata {
+			errs[i] = fmt.Errorf("%w: %d bytes of metadata, the limit is %d", kerr.OffsetMetadataTooLarge, len(md), MaxOffsetMetadata)
+			continue
+		}
+		key := (&kmsg.OffsetCommitKey{Version: 1, Group: groupID, Topic: cm.Topic, Partition: cm.Partition}).AppendTo(nil)
+		val := (&kmsg.OffsetCommitValue{Version: 3, Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTimestamp: now}).AppendTo(nil)
+		recs = append(recs, kv{key, val})
+		offs = append(offs, pendingTxnOffset{group: groupID, tp: topicPartition{cm.Topic, cm.Partition},
+			off: CommittedOffset{Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTime: now}})
+	}
+	if len(recs) == 0 {
+		return errs, nil
+	}
+	if err := c.writeAs(groupID, recs, &TxnMarker{ProducerID: producerID, ProducerEpoch: epoch}); err != nil {
+		return nil, err
+	}
+	c.addTxnOffsets(producerID, offs)
+	return errs, nil
+}

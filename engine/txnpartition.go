@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/wal"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// A partition's side of transactions. A transactional batch opens its
+// producer's transaction here (beginTxn: the first offset is remembered);
+// the coordinator's marker ends it (endTxn). The last stable offset (LSO)
+// is the first offset of the oldest open transaction, or the high
+// watermark when none is open: read_committed consumers read up to it.
+// An aborted transaction becomes an entry of the log's aborted index
+// (wal .txnindex), which read_committed fetches return.
+
+// TxnMarker asks a shard to end a producer's transaction in a partition
+// with a control batch (AppendRequest.Marker).
+type TxnMarker struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+}
+
+// LastStableOffset is the offset below which every transaction is
+// decided (committed or aborted): what read_committed consumers may read.
+func (p *Partition) LastStableOffset() int64 {
+	hw := p.HighWatermark()
+	if u := p.unstable.Load(); u > 0 && u-1 < hw {
+		return u - 1
+	}
+	return hw
+}
+
+// AbortedTxns returns the aborted transactions whose data may lie in
+// [from, upTo) (any goroutine), for read_committed fetches.
+func (p *Partition) AbortedTxns(dst []wal.AbortedTxn, from, upTo int64) []wal.AbortedTxn {
+	if p.log == nil {
+		return dst
+	}
+	return p.log.AbortedTxns(dst, from, upTo)
+}
+
+// beginTxn opens pid's transaction at first unless one is open (shard).
+func (p *Partition) beginTxn(pid, first int64) {
+	if _, ok := p.openTxns[pid]; ok {
+		return
+	}
+	p.openTxns[pid] = first
+	p.updateUnstable()
+}
+
+// endTxn ends pid's transaction with the marker at markerOffset (shard,
+// or the loader): an abort becomes an aborted-index entry. A marker for a
+// producer with no open transaction here (the coordinator writes markers
+// to every partition it added, data or not, and again after a restart)
+// changes nothing but the producer's epoch.
+func (p *Partition) endTxn(pid int64, epoch int16, commit bool, markerOffset int64) error {
+	if st := p.producers[pid]; st == nil || epoch > st.Epoch {
+		// The marker's epoch fences older ones (a timed-out or zombie
+		// producer's batches after it are INVALID_PRODUCER_EPOCH).
+		p.producers[pid] = &producerState{Epoch: epoch}
+	}
+	first, ok := p.openTxns[pid]
+	if !ok {
+		return nil
+	}
+	delete(p.openTxns, pid)
+	p.updateUnstable()
+	if commit {
+		return nil
+	}
+	lso := markerOffset + 1
+	if u := p.unstable.Load(); u > 0 {
+		lso = u - 1
+	}
+	return p.log.AddAbortedTxn(wal.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: markerOffset, LastStableOffset: lso})
+}
+
+// updateUnstable publishes the smallest open transaction start (shard).
+func (p *Partition) updateUnstable() {
+	u := int64(0)
+	for _, first := range p.openTxns {
+		if u == 0 || first+1 < u {
+			u = first + 1
+		}
+	}
+	p.unstable.Store(u)
+}
+
+// stageMarker stages a transaction marker: a control batch, synced (the
+// coordinator's decision must survive), fencing older producer epochs.
+func (s *Shard) stageMarker(sa *stagedAppend, l *wal.Log) {
+	req := sa.req
+	p := req.Partition
+	m := req.Marker
+	if st := p.producers[m.ProducerID]; st != nil && m.ProducerEpoch < st.Epoch {
+		sa.res.Err = fmt.Errorf("%w: marker of producer %d at epoch %d, older than the partition's %d", kerr.InvalidProducerEpoch, m.ProducerID, m.ProducerEpoch, st.Epoch)
+		return
+	}
+	typ := batch.ControlAbort
+	if m.Commit {
+		typ = batch.ControlCommit
+	}
+	req.Batches = [][]byte{batch.AppendControl(nil, m.ProducerID, m.ProducerEpoch, typ, m.CoordinatorEpoch, time.Now().UnixMilli())}
+	tk, err := s.batch.Append(l, req.Batches, s.syncs(req, p.topic.Config()))
+	if err != nil {
+		sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)
+		if l.Err() != nil {
+			p.setOffline(err)
+		}
+		return
+	}
+	sa.ticket = tk
+	sa.staged = true
+	if err := p.endTxn(m.ProducerID, m.ProducerEpoch, m.Commit, tk.Results()[0].BaseOffset); err != nil {
+		// The marker is in the log; the index entry is rebuilt from
+		// it at the next start.
+		p.topic.eng.logger.Error("aborted-transaction index", "partition", p.String(), "err", err)
+	}
+}
