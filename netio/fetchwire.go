@@ -22,6 +22,10 @@ type fetchPartResult struct {
 	lso       int64
 	logStart  int64
 	chunk     wal.Chunk
+	// readCommitted: the fetch asked for read_committed, so the response
+	// carries aborted (possibly empty) instead of a null list.
+	readCommitted bool
+	aborted       []wal.AbortedTxn
 }
 
 type fetchTopicResult struct {
@@ -67,11 +71,20 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
 			if v >= 5 {
 				buf = kbin.AppendInt64(buf, p.logStart)
 			}
-			// No transactions: no aborted transactions (null).
-			if flex {
-				buf = kbin.AppendUvarint(buf, 0)
-			} else {
+			switch {
+			case !p.readCommitted && flex:
+				buf = kbin.AppendUvarint(buf, 0) // null
+			case !p.readCommitted:
 				buf = kbin.AppendInt32(buf, -1)
+			default:
+				buf = appendArrayLen(buf, len(p.aborted), flex)
+				for _, a := range p.aborted {
+					buf = kbin.AppendInt64(buf, a.ProducerID)
+					buf = kbin.AppendInt64(buf, a.FirstOffset)
+					if flex {
+						buf = append(buf, 0) // tagged fields
+					}
+				}
 			}
 			if v >= 11 {
 				buf = kbin.AppendInt32(buf, -1) // preferred read replica

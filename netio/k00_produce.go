@@ -49,6 +49,9 @@ import (
 //   - Idempotent batches are checked against the producer's last five
 //     batches: retries get their original offsets, gaps
 //     OUT_OF_ORDER_SEQUENCE_NUMBER.
+//   - Transactional batches must belong to their producer's open
+//     transaction, with this partition added (checkTransactional);
+//     control batches cannot be produced (INVALID_RECORD).
 
 func handleProduce(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrProduceRequest()
@@ -159,6 +162,9 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 			if err == nil && t.Config().Compact() {
 				err = checkKeys(batches, headers)
 			}
+			if err == nil {
+				err = s.checkTransactional(r, req, t.Name, rp.Partition, headers)
+			}
 			if err != nil {
 				pr.ErrorCode = errCode(err)
 				msg := err.Error()
@@ -253,6 +259,33 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 			},
 		})
 	}
+}
+
+// checkTransactional refuses transactional batches that are not part of
+// their producer's open transaction here (the coordinator's view): a
+// partition not added is INVALID_TXN_STATE, a fenced epoch
+// INVALID_PRODUCER_EPOCH. They need the request's transactional id and
+// WRITE on it.
+func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, topic string, partition int32, headers []batch.Header) error {
+	for i := range headers {
+		h := &headers[i]
+		if !h.Transactional() {
+			continue
+		}
+		txns := s.eng.Transactions()
+		switch {
+		case txns == nil:
+			return errNoTransactions
+		case req.TransactionID == nil:
+			return fmt.Errorf("%w: a transactional batch in a produce without a transactional id", kerr.InvalidRecord)
+		case !r.txnIDAllowed(kmsg.ACLOperationWrite, *req.TransactionID):
+			return kerr.TransactionalIDAuthorizationFailed
+		}
+		if err := txns.CheckProduce(h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // validateRecords splits a partition's records into batches and validates

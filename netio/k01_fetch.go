@@ -25,8 +25,12 @@ import (
 //     waiting on that partition) brings enough, or MaxWaitMs passes, or
 //     the broker drains for shutdown (then it answers at once), or the
 //     connection closes (then it ends without an answer).
-//   - The last stable offset equals the high watermark (no transactions),
-//     so read_committed consumers (librdkafka, kafkajs) read everything.
+//   - Isolation level read_committed stops at the last stable offset (the
+//     first offset of the oldest open transaction) and lists the aborted
+//     transactions overlapping the returned offsets (from the log's
+//     .txnindex), so the consumer drops their records; the bytes still go
+//     with sendfile. read_uncommitted reads to the high watermark, with
+//     no aborted list (null).
 //   - Fetch sessions (KIP-227) are declined: responses carry session id 0,
 //     so clients send full fetches; a request naming a session id we never
 //     gave gets FETCH_SESSION_ID_NOT_FOUND.
@@ -157,7 +161,12 @@ func (f *fetch) read() {
 				continue
 			}
 			upTo := p.HighWatermark()
-			pr.hw, pr.lso, pr.logStart = upTo, upTo, l.StartOffset()
+			pr.hw, pr.lso, pr.logStart = upTo, p.LastStableOffset(), l.StartOffset()
+			pr.readCommitted = f.req.IsolationLevel == 1 && f.replica < 0
+			pr.aborted = pr.aborted[:0]
+			if pr.readCommitted {
+				upTo = pr.lso
+			}
 			if f.replica >= 0 {
 				if err := p.FollowerFetched(f.replica, rp.FetchOffset); err != nil {
 					pr.errCode = errCode(err)
@@ -183,6 +192,9 @@ func (f *fetch) read() {
 			if pr.chunk.Bytes > max && !first {
 				pr.chunk.Release() // only the first non-empty partition may exceed
 				continue
+			}
+			if pr.readCommitted && pr.chunk.Bytes > 0 {
+				pr.aborted = p.AbortedTxns(pr.aborted, rp.FetchOffset, pr.chunk.NextOffset)
 			}
 			if pr.chunk.Bytes > 0 {
 				first = false

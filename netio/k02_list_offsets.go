@@ -9,8 +9,8 @@ import (
 
 // ListOffsets, key 2, versions 0-10.
 //
-//   - Timestamp -1: the high watermark (also the last stable offset: no
-//     transactions); -2: the log start offset; -3 (v7+): the record with
+//   - Timestamp -1: the high watermark, or with isolation level
+//     read_committed (v2+) the last stable offset; -2: the log start offset; -3 (v7+): the record with
 //     the largest timestamp; -4 (v8+, earliest local): the log start
 //     offset (all of the log is local); -5 (v9+, latest tiered): none, -1
 //     (nothing is tiered).
@@ -34,7 +34,7 @@ func handleListOffsets(s *Server, r *request) frameOutcome {
 			pr.Partition = rp.Partition
 			pr.Timestamp, pr.Offset, pr.LeaderEpoch = -1, -1, -1
 			if r.topicAllowed(kmsg.ACLOperationDescribe, rt.Topic) {
-				s.listOffset(r, t, &rp, &pr)
+				s.listOffset(r, t, &rp, &pr, req.IsolationLevel)
 			} else {
 				pr.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			}
@@ -56,7 +56,7 @@ func handleListOffsets(s *Server, r *request) frameOutcome {
 	return frameDone
 }
 
-func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsRequestTopicPartition, pr *kmsg.ListOffsetsResponseTopicPartition) {
+func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsRequestTopicPartition, pr *kmsg.ListOffsetsResponseTopicPartition, isolation int8) {
 	if t == nil {
 		pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return
@@ -84,7 +84,11 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 			pr.ErrorCode = kerr.OffsetNotAvailable.Code
 			return
 		}
-		found(p.HighWatermark(), -1)
+		if r.version >= 2 && isolation == 1 {
+			found(p.LastStableOffset(), -1)
+		} else {
+			found(p.HighWatermark(), -1)
+		}
 	case ts == -2 || ts == -4 && r.version >= 8:
 		found(l.StartOffset(), -1)
 	case ts == -3 && r.version >= 7:

@@ -9,9 +9,9 @@ import (
 
 // FindCoordinator, key 10, versions 0-4.
 //
-//   - Every group's coordinator is this broker.
-//   - Transaction coordinators (key type 1) do not exist: transactions are
-//     not implemented; the answer is COORDINATOR_NOT_AVAILABLE.
+//   - Every group's coordinator is this broker, and so is every
+//     transactional id's (key type 1; DESCRIBE on the TRANSACTIONAL_ID).
+//     Cluster mode has no transaction coordinator: COORDINATOR_NOT_AVAILABLE.
 //   - v4 batches keys; each gets its own answer.
 
 func handleFindCoordinator(s *Server, r *request) frameOutcome {
@@ -23,8 +23,14 @@ func handleFindCoordinator(s *Server, r *request) frameOutcome {
 	host, port := s.Advertised()
 	answer := func(key string) (int32, string, int32, error) {
 		switch {
+		case req.CoordinatorType == 1 && s.eng.Transactions() == nil:
+			return -1, "", -1, fmt.Errorf("%w: transactions are not available in cluster mode", kerr.CoordinatorNotAvailable)
+		case req.CoordinatorType == 1 && key == "":
+			return -1, "", -1, fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
+		case req.CoordinatorType == 1 && !r.txnIDAllowed(kmsg.ACLOperationDescribe, key):
+			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed
 		case req.CoordinatorType == 1:
-			return -1, "", -1, fmt.Errorf("%w: transactions are not supported", kerr.CoordinatorNotAvailable)
+			return s.eng.NodeID(), host, port, nil
 		case req.CoordinatorType != 0:
 			return -1, "", -1, fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, req.CoordinatorType)
 		case key == "":

@@ -1,6 +1,8 @@
 package netio
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -14,9 +16,14 @@ import (
 //     it names an existing id and epoch (v3+, KIP-360): as in Kafka, an
 //     idempotent producer recovering from an error starts over with a
 //     fresh id, and no client can bump (fence) another's epoch.
-//   - Transactions are not implemented: a transactional id gets
-//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients surface at once
-//     instead of retrying.
+//   - A transactional id goes to the transaction coordinator
+//     (engine/txn.go): the id keeps its producer id and gets the next
+//     epoch, which fences older instances (an open transaction of theirs
+//     is aborted first); transaction.timeout.ms must be within
+//     1..transaction.max.timeout.ms (INVALID_TRANSACTION_TIMEOUT). It
+//     needs WRITE on the TRANSACTIONAL_ID. In cluster mode there is no
+//     coordinator: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
+//     surface at once instead of retrying.
 
 func handleInitProducerID(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrInitProducerIDRequest()
@@ -27,9 +34,19 @@ func handleInitProducerID(s *Server, r *request) frameOutcome {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	switch {
-	case req.TransactionalID != nil:
-		s.logger.Info("refusing transactional producer: transactions are not supported", "transactional_id", *req.TransactionalID, "client", clientName(r))
+	case req.TransactionalID != nil && s.eng.Transactions() == nil:
+		s.logger.Info("refusing transactional producer: transactions are not available in cluster mode", "transactional_id", *req.TransactionalID, "client", clientName(r))
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID != nil && !r.txnIDAllowed(kmsg.ACLOperationWrite, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID != nil:
+		id, epoch, err := s.eng.Transactions().InitProducerID(*req.TransactionalID, time.Duration(req.TransactionTimeoutMillis)*time.Millisecond, req.ProducerID, req.ProducerEpoch)
+		if err != nil {
+			s.logger.Debug("InitProducerId refused", "transactional_id", *req.TransactionalID, "err", err, "client", clientName(r))
+			resp.ErrorCode = errCode(err)
+			break
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, epoch
 	case !r.mayWriteIdempotently():
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	default:

@@ -104,7 +104,7 @@ func DefaultConfig() Config {
 // metrics.New.
 func APIs() []metrics.API {
 	var all []apiHandler
-	for _, t := range [][]apiHandler{apiTable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable} {
+	for _, t := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable} {
 		all = append(all, t...)
 	}
 	apis := make([]metrics.API, 0, len(all))
@@ -205,6 +205,9 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		s.handlers[h.key] = h
 	}
 	var extra []apiHandler
+	if eng.Transactions() != nil && !cfg.Native {
+		extra = append(extra, txnAPITable...)
+	}
 	if cfg.Protocol.usesSASL() {
 		extra = append(extra, saslAPITable...)
 	}
