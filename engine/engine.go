@@ -825,7 +825,7 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 		return nil, err
 	}
 	if strings.HasPrefix(req.Name, "__") && !req.Internal {
-		if req.Name == OffsetsTopic {
+		if req.Name == OffsetsTopic || req.Name == TransactionStateTopic {
 			return nil, fmt.Errorf("%w: %s is the broker's internal topic", kerr.InvalidTopicException, req.Name)
 		}
 	}

@@ -43,7 +43,10 @@ type TxnCoordinator struct {
 	mu    sync.Mutex // guards txns, byPID
 	txns  map[string]*txnMeta
 	byPID map[int64]*txnMeta
-	topic *Topic
+	// topic is __transaction_state, created by the first InitProducerId
+	// with a transactional id (topicMu), as Kafka creates it.
+	topicMu sync.Mutex
+	topic   atomic.Pointer[Topic]
 
 	stop chan struct{}
 	done chan struct{}
@@ -178,21 +181,16 @@ func newTxnCoordinator(e *Engine, cfg TxnConfig) *TxnCoordinator {
 	return &TxnCoordinator{eng: e, cfg: cfg, txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
 }
 
-// start creates __transaction_state if needed, replays it, finishes the
+// start replays __transaction_state (when it exists), finishes the
 // transactions a stop left prepared, and starts the timeout pass.
 func (c *TxnCoordinator) start() error {
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	t := c.eng.Topic(TransactionStateTopic)
 	if t == nil {
-		var err error
-		t, err = c.eng.CreateTopic(CreateTopicRequest{
-			Name: TransactionStateTopic, Partitions: 1, ReplicationFactor: 1, Internal: true,
-			Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": offsetsSegmentBytes},
-		})
-		if err != nil {
-			return fmt.Errorf("create %s: %w", TransactionStateTopic, err)
-		}
+		go c.run()
+		return nil
 	}
-	c.topic = t
+	c.topic.Store(t)
 	records := 0
 	for _, p := range t.Partitions() {
 		l, err := p.Log()
@@ -225,9 +223,33 @@ func (c *TxnCoordinator) start() error {
 		m.mu.Unlock()
 	}
 	c.eng.logger.Info("loaded transactions", "records", records, "transactional_ids", len(c.txns), "open", open)
-	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	go c.run()
 	return nil
+}
+
+// stateTopic returns __transaction_state, creating it the first time.
+func (c *TxnCoordinator) stateTopic() (*Topic, error) {
+	if t := c.topic.Load(); t != nil {
+		return t, nil
+	}
+	c.topicMu.Lock()
+	defer c.topicMu.Unlock()
+	if t := c.topic.Load(); t != nil {
+		return t, nil
+	}
+	t := c.eng.Topic(TransactionStateTopic)
+	if t == nil {
+		var err error
+		t, err = c.eng.CreateTopic(CreateTopicRequest{
+			Name: TransactionStateTopic, Partitions: 1, ReplicationFactor: 1, Internal: true,
+			Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": offsetsSegmentBytes},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: create %s: %w", kerr.CoordinatorNotAvailable, TransactionStateTopic, err)
+		}
+	}
+	c.topic.Store(t)
+	return t, nil
 }
 
 // close stops the timeout pass (before the shards stop).
@@ -313,7 +335,11 @@ func (c *TxnCoordinator) persist(m *txnMeta) error {
 }
 
 func (c *TxnCoordinator) write(id string, recs []kv) error {
-	p := c.topic.Partitions()[0]
+	t, err := c.stateTopic()
+	if err != nil {
+		return err
+	}
+	p := t.Partitions()[0]
 	if err := appendRecords(p, c.eng.now().UnixMilli(), recs); err != nil {
 		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, TransactionStateTopic, err)
 	}

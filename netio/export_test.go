@@ -1,5 +1,7 @@
 package netio
 
+import "sort"
+
 // Exports for the tests in package netio_test (the ones that start a
 // whole broker, which package netio's own tests cannot import).
 
@@ -12,12 +14,17 @@ type APIRow struct {
 	Name                  string
 }
 
-// APITable lists apiTable's rows in order.
+// APITable lists the rows a single-node Kafka listener without SASL or
+// an authorizer serves (apiTable and txnAPITable), by key, as ApiVersions
+// lists them.
 func APITable() []APIRow {
-	rows := make([]APIRow, len(apiTable))
-	for i, h := range apiTable {
-		rows[i] = APIRow{Key: h.key, Min: h.min, Max: h.max, AdvMin: h.advMin, Name: h.name}
+	var rows []APIRow
+	for _, t := range [][]apiHandler{apiTable, txnAPITable} {
+		for _, h := range t {
+			rows = append(rows, APIRow{Key: h.key, Min: h.min, Max: h.max, AdvMin: h.advMin, Name: h.name})
+		}
 	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Key < rows[j].Key })
 	return rows
 }
 

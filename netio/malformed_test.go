@@ -302,19 +302,19 @@ func TestMalformedFraming(t *testing.T) {
 	})
 
 	t.Run("unimplemented API whose response has no top-level error", func(t *testing.T) {
-		// TxnOffsetCommit (28) responses carry per-partition errors only.
-		notServed(t, 28)
+		// WriteTxnMarkers (27, brokers' internal API) responses carry
+		// per-partition errors only.
+		notServed(t, 27)
 		rc := dialWire(t, b.Addr)
-		req := kmsg.NewPtrTxnOffsetCommitRequest()
-		req.TransactionalID, req.Group = "tx", "g"
-		rc.write(reqFrame(req, 3, 1))
-		rc.expectClosed("TxnOffsetCommit v3")
-		h.check(t, "TxnOffsetCommit")
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		rc.write(reqFrame(req, 1, 1))
+		rc.expectClosed("WriteTxnMarkers v1")
+		h.check(t, "WriteTxnMarkers")
 	})
 
 	t.Run("unimplemented API at a version whose response cannot carry the error", func(t *testing.T) {
-		// AddPartitionsToTxn (24) has a top-level ErrorCode only from
-		// v4, DescribeLogDirs (35) from v3, ElectLeaders (43) from v1.
+		// DescribeLogDirs (35) has a top-level ErrorCode only from v3,
+		// ElectLeaders (43) from v1.
 		// kafka.go's unsupported() answers "when the response type has a
 		// top-level error code we can encode at the requested version;
 		// otherwise the connection is closed".
@@ -323,7 +323,6 @@ func TestMalformedFraming(t *testing.T) {
 			req     kmsg.Request
 			version int16
 		}{
-			{kmsg.NewPtrAddPartitionsToTxnRequest(), 3},
 			{kmsg.NewPtrDescribeLogDirsRequest(), 0},
 			{kmsg.NewPtrElectLeadersRequest(), 0},
 		} {

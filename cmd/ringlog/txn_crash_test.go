@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestExactlyOnceAcrossKillNine runs franz-go's GroupTransactSession
+// consume-transform-produce loop (read input, write one output record per
+// input record, commit the input offsets in the same transaction) while
+// the broker is killed with SIGKILL twice and restarted on the same port.
+// The output topic read with read_committed must hold each input record
+// exactly once.
+func TestExactlyOnceAcrossKillNine(t *testing.T) {
+	dir := t.TempDir()
+	ctx := deadlineCtx(t, 150*time.Second)
+	flags := []string{"--group-initial-rebalance-delay", "0s", "--group-min-session-timeout", "500ms"}
+	b := startServe(t, dir, flags...)
+	addr := b.Kafka
+	flags = append(flags, "--kafka-addr", addr) // restarts keep the port
+	adm := kadm.NewClient(procClient(t, addr))
+	for _, topic := range []string{"eos-in", "eos-out"} {
+		if r, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil || r.Err != nil {
+			t.Fatal(err, r.Err)
+		}
+	}
+	const n = 1500
+	prod := procClient(t, addr, kgo.DefaultProduceTopic("eos-in"))
+	for i := 0; i < n; i++ {
+		prod.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("v%04d", i))}, nil)
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(addr),
+		kgo.TransactionalID("eos-loop"),
+		kgo.TransactionTimeout(10*time.Second),
+		kgo.ConsumerGroup("eos-group"),
+		kgo.ConsumeTopics("eos-in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.SessionTimeout(3*time.Second),
+		kgo.HeartbeatInterval(300*time.Millisecond),
+		kgo.RetryTimeout(60*time.Second),
+		kgo.DefaultProduceTopic("eos-out"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	var mu sync.Mutex
+	commits, aborts := 0, 0
+	loopCtx, stop := context.WithCancel(ctx)
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		for loopCtx.Err() == nil {
+			fs := sess.PollRecords(loopCtx, 100)
+			if loopCtx.Err() != nil {
+				return
+			}
+			if err := sess.Begin(); err != nil {
+				t.Errorf("begin: %v", err)
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				sess.Produce(loopCtx, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)}, nil)
+			})
+			committed, err := sess.End(loopCtx, kgo.TryCommit)
+			mu.Lock()
+			if committed {
+				commits++
+			} else {
+				aborts++
+			}
+			mu.Unlock()
+			if err != nil && loopCtx.Err() == nil {
+				t.Logf("transaction not committed (it is retried): %v", err)
+			}
+		}
+	}()
+
+	reader := func() *kgo.Client {
+		return procClient(t, addr, kgo.ConsumeTopics("eos-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	// countOut reads the committed output once through and counts values.
+	countOut := func() map[string]int {
+		cl := reader()
+		defer cl.Close()
+		seen := map[string]int{}
+		offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, "eos-out")
+		if err != nil {
+			return seen
+		}
+		want := map[int32]int64{}
+		offs.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+		got := map[int32]int64{}
+		done := func() bool {
+			for p, end := range want {
+				if got[p] < end-1 && end > 0 {
+					return false
+				}
+			}
+			return true
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for !done() && rctx.Err() == nil {
+			cl.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
+				seen[string(r.Value)]++
+				got[r.Partition] = r.Offset
+			})
+		}
+		return seen
+	}
+	waitOutput := func(atLeast int) {
+		t.Helper()
+		for ctx.Err() == nil {
+			if len(countOut()) >= atLeast {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("output never reached %d records", atLeast)
+	}
+
+	for _, at := range []int{n / 4, n / 2} {
+		waitOutput(at)
+		b.kill()
+		b = startServe(t, dir, flags...)
+	}
+	for ctx.Err() == nil {
+		if seen := countOut(); len(seen) >= n {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop()
+	<-loopDone
+	seen := countOut()
+	mu.Lock()
+	t.Logf("%d transactions committed, %d not committed, across two SIGKILLs", commits, aborts)
+	mu.Unlock()
+	if len(seen) != n {
+		t.Fatalf("read_committed output holds %d distinct records, want %d", len(seen), n)
+	}
+	var dups []string
+	for v, c := range seen {
+		if c != 1 {
+			dups = append(dups, fmt.Sprintf("%s×%d", v, c))
+		}
+	}
+	if len(dups) > 0 {
+		t.Fatalf("records in the committed output more than once: %v", dups)
+	}
+	for i := 0; i < n; i++ {
+		if v := fmt.Sprintf("out-v%04d", i); seen[v] != 1 {
+			t.Fatalf("%s missing", v)
+		}
+	}
+	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal("ran out of time")
+	}
+}
