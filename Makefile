@@ -16,9 +16,11 @@ FUZZ_TARGETS := \
 	./wal:FuzzReplicaModel \
 	./wal:FuzzEpochCheckpoint \
 	./wal:FuzzLoadIndexes \
+	./wal:FuzzTxnIndex \
 	./engine:FuzzDecodeMeta \
 	./engine:FuzzProducerSnapshot \
 	./engine:FuzzCoordinatorApply \
+	./engine:FuzzTxnStateApply \
 	./client:FuzzDecodeRecords \
 	./client:FuzzResponses \
 	./netio:FuzzKafkaFrame \

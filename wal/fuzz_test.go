@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"os"
@@ -302,6 +303,31 @@ func FuzzEpochCheckpoint(f *testing.F) {
 		}
 		if e := epochsFromHeaders(readAll(t, l, false)); !slices.Equal(l.EpochEntries(), e) && !(len(l.EpochEntries()) == len(e)+1 && l.EpochEntries()[len(e)].StartOffset == l.EndOffset()) {
 			t.Fatalf("after marker %q: epochs %v, headers %v", data, l.EpochEntries(), e)
+		}
+	})
+}
+
+// FuzzTxnIndex decodes arbitrary .txnindex bytes: an accepted file is
+// whole entries in marker order inside the segment, and encodes back to
+// the same bytes (a torn tail aside).
+func FuzzTxnIndex(f *testing.F) {
+	f.Add(encodeAbortedTxn(encodeAbortedTxn(nil, AbortedTxn{ProducerID: 1, FirstOffset: 10, LastOffset: 12, LastStableOffset: 13}),
+		AbortedTxn{ProducerID: 2, FirstOffset: 11, LastOffset: 20, LastStableOffset: 21}), int64(5))
+	f.Add(make([]byte, txnEntrySize+3), int64(0))
+	f.Fuzz(func(t *testing.T, b []byte, base int64) {
+		entries, err := decodeTxnIndex(b, base)
+		if err != nil {
+			return
+		}
+		var out []byte
+		for i, a := range entries {
+			if a.LastOffset < base || a.FirstOffset > a.LastOffset || i > 0 && entries[i-1].LastOffset >= a.LastOffset {
+				t.Fatalf("accepted entry %d %+v", i, a)
+			}
+			out = encodeAbortedTxn(out, a)
+		}
+		if !bytes.Equal(out, b[:len(b)/txnEntrySize*txnEntrySize]) {
+			t.Fatal("entries do not encode back to the file")
 		}
 	})
 }
