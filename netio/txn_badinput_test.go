@@ -1,0 +1,184 @@
+package netio_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+type txnRaw struct {
+	t   *testing.T
+	ctx context.Context
+	cl  *kgo.Client
+}
+
+func (x txnRaw) req(r kmsg.Request) kmsg.Response {
+	x.t.Helper()
+	resp, err := x.cl.Request(x.ctx, r)
+	if err != nil {
+		x.t.Fatalf("%T: %v", r, err)
+	}
+	return resp
+}
+
+func (x txnRaw) init(id string, timeoutMs int32) (int64, int16, int16) {
+	x.t.Helper()
+	r := kmsg.NewPtrInitProducerIDRequest()
+	r.TransactionalID, r.TransactionTimeoutMillis = &id, timeoutMs
+	resp := x.req(r).(*kmsg.InitProducerIDResponse)
+	return resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode
+}
+
+func (x txnRaw) add(id string, pid int64, epoch int16, topics map[string][]int32) map[string]map[int32]int16 {
+	x.t.Helper()
+	r := kmsg.NewPtrAddPartitionsToTxnRequest()
+	r.SetVersion(3)
+	r.TransactionalID, r.ProducerID, r.ProducerEpoch = id, pid, epoch
+	for topic, ps := range topics {
+		r.Topics = append(r.Topics, kmsg.AddPartitionsToTxnRequestTopic{Topic: topic, Partitions: ps})
+	}
+	resp := x.req(r).(*kmsg.AddPartitionsToTxnResponse)
+	out := map[string]map[int32]int16{}
+	for _, t := range resp.Topics {
+		out[t.Topic] = map[int32]int16{}
+		for _, p := range t.Partitions {
+			out[t.Topic][p.Partition] = p.ErrorCode
+		}
+	}
+	return out
+}
+
+func (x txnRaw) end(id string, pid int64, epoch int16, commit bool) int16 {
+	x.t.Helper()
+	r := kmsg.NewPtrEndTxnRequest()
+	r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit = id, pid, epoch, commit
+	return x.req(r).(*kmsg.EndTxnResponse).ErrorCode
+}
+
+// noError is code 0 for wantCode.
+var noError = &kerr.Error{Message: "NONE", Code: 0}
+
+func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
+	t.Helper()
+	if got != want.Code {
+		t.Fatalf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
+	}
+}
+
+// TestTxnBadInput sends the transaction APIs what a buggy or stale client
+// would: each gets Kafka's error code, nothing crashes, and nothing is
+// half-committed.
+func TestTxnBadInput(t *testing.T) {
+	b := startBroker(t, withEngine(func(c *engine.Config) { c.Transactions.CheckInterval = 50 * time.Millisecond }))
+	ctx := testCtx(t, 30*time.Second)
+	b.e2eCreate(ctx, "bad-txn", 2, nil)
+	x := txnRaw{t, ctx, b.client()}
+
+	if _, _, code := x.init("too-long", int32((16 * time.Minute).Milliseconds())); code != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("a timeout past transaction.max.timeout.ms: %v", kerr.ErrorForCode(code))
+	}
+	wantCode(t, "EndTxn of an unknown id", x.end("never-initialized", 1, 0, true), kerr.InvalidProducerIDMapping)
+
+	pid, epoch, code := x.init("bad", 60000)
+	wantCode(t, "InitProducerId", code, noError)
+	wantCode(t, "EndTxn with no transaction", x.end("bad", pid, epoch, true), kerr.InvalidTxnState)
+	wantCode(t, "EndTxn(abort) with no transaction", x.end("bad", pid, epoch, false), kerr.InvalidTxnState)
+
+	// An unknown topic fails the whole request: nothing is added.
+	res := x.add("bad", pid, epoch, map[string][]int32{"bad-txn": {0}, "no-such-topic": {0}})
+	wantCode(t, "AddPartitions unknown topic", res["no-such-topic"][0], kerr.UnknownTopicOrPartition)
+	wantCode(t, "AddPartitions known topic next to an unknown one", res["bad-txn"][0], kerr.OperationNotAttempted)
+	res = x.add("bad", pid, epoch, map[string][]int32{"bad-txn": {7}})
+	wantCode(t, "AddPartitions unknown partition", res["bad-txn"][7], kerr.UnknownTopicOrPartition)
+	wantCode(t, "EndTxn after refused adds", x.end("bad", pid, epoch, true), kerr.InvalidTxnState)
+
+	// Wrong producer id and wrong epochs.
+	res = x.add("bad", pid+1, epoch, map[string][]int32{"bad-txn": {0}})
+	wantCode(t, "AddPartitions wrong producer id", res["bad-txn"][0], kerr.InvalidProducerIDMapping)
+	res = x.add("bad", pid, epoch+1, map[string][]int32{"bad-txn": {0}})
+	wantCode(t, "AddPartitions future epoch", res["bad-txn"][0], kerr.ProducerFenced)
+
+	// A transactional batch for a partition not added is refused.
+	res = x.add("bad", pid, epoch, map[string][]int32{"bad-txn": {0}})
+	wantCode(t, "AddPartitions", res["bad-txn"][0], noError)
+	produce := func(partition int32, pid int64, epoch int16, seq int32) int16 {
+		bl := batch.NewBuilder()
+		bl.ProducerID, bl.ProducerEpoch, bl.BaseSequence, bl.Transactional = pid, epoch, seq, true
+		bl.Add(time.Now().UnixMilli(), nil, []byte("v"), nil)
+		data, _ := bl.Build(nil, batch.CodecNone)
+		id := "bad"
+		r := kmsg.NewPtrProduceRequest()
+		r.TransactionID, r.Acks, r.TimeoutMillis = &id, -1, 5000
+		r.Topics = []kmsg.ProduceRequestTopic{{Topic: "bad-txn", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: partition, Records: data}}}}
+		return x.req(r).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	wantCode(t, "transactional produce to a partition not added", produce(1, pid, epoch, 0), kerr.InvalidTxnState)
+	wantCode(t, "transactional produce", produce(0, pid, epoch, 0), noError)
+	p0 := b.e2ePart("bad-txn", 0)
+	if lso := p0.LastStableOffset(); lso != 0 {
+		t.Fatalf("LSO %d with a transaction open at 0", lso)
+	}
+
+	// A concurrent transaction on the same id: a second InitProducerId
+	// fences the first instance and aborts its transaction.
+	pid2, epoch2, code := x.init("bad", 60000)
+	wantCode(t, "second InitProducerId", code, noError)
+	if pid2 != pid || epoch2 <= epoch {
+		t.Fatalf("second InitProducerId: %d/%d after %d/%d", pid2, epoch2, pid, epoch)
+	}
+	wantCode(t, "EndTxn of the fenced instance", x.end("bad", pid, epoch, true), kerr.ProducerFenced)
+	wantCode(t, "produce of the fenced instance", produce(0, pid, epoch, 1), kerr.InvalidProducerEpoch)
+	if lso, hw := p0.LastStableOffset(), p0.HighWatermark(); lso != hw || hw != 2 {
+		t.Fatalf("after the fencing abort: LSO %d, HW %d; want both 2 (data + marker)", lso, hw)
+	}
+	if ab := p0.AbortedTxns(nil, 0, 10); len(ab) != 1 || ab[0].ProducerID != pid {
+		t.Fatalf("the fenced transaction is not in the aborted index: %+v", ab)
+	}
+
+	// transaction.timeout.ms: the coordinator aborts and fences.
+	pid3, epoch3, code := x.init("slow", 300)
+	wantCode(t, "InitProducerId slow", code, noError)
+	res = x.add("slow", pid3, epoch3, map[string][]int32{"bad-txn": {1}})
+	wantCode(t, "AddPartitions slow", res["bad-txn"][1], noError)
+	txns := b.Eng.Transactions()
+	deadline := time.Now().Add(10 * time.Second)
+	for txns.Timeouts.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if txns.Timeouts.Load() == 0 {
+		t.Fatal("the transaction past its timeout was not aborted")
+	}
+	wantCode(t, "EndTxn after the timeout", x.end("slow", pid3, epoch3, true), kerr.ProducerFenced)
+	infos := txns.Describe([]string{"slow", "bad", "nobody"})
+	if infos[0].State != engine.TxnCompleteAbort || infos[0].Epoch != epoch3+1 || infos[1].State != engine.TxnEmpty || infos[2].State != engine.TxnDead {
+		t.Fatalf("states: %+v", infos)
+	}
+	if got := txns.List([]engine.TxnState{engine.TxnCompleteAbort}, nil, 0); len(got) != 1 || got[0].ID != "slow" {
+		t.Fatalf("ListTransactions(CompleteAbort) = %+v", got)
+	}
+
+	// DescribeTransactions and ListTransactions over the wire.
+	dr := kmsg.NewPtrDescribeTransactionsRequest()
+	dr.TransactionalIDs = []string{"slow", "nobody"}
+	dresp := x.req(dr).(*kmsg.DescribeTransactionsResponse)
+	if len(dresp.TransactionStates) != 2 || dresp.TransactionStates[0].State != "CompleteAbort" || dresp.TransactionStates[1].ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("DescribeTransactions: %+v", dresp.TransactionStates)
+	}
+	lr := kmsg.NewPtrListTransactionsRequest()
+	lr.StateFilters = []string{"Empty", "Bogus"}
+	lresp := x.req(lr).(*kmsg.ListTransactionsResponse)
+	if len(lresp.TransactionStates) != 1 || lresp.TransactionStates[0].TransactionalID != "bad" || len(lresp.UnknownStateFilters) != 1 {
+		t.Fatalf("ListTransactions: %+v", lresp)
+	}
+	// The broker still serves everyone.
+	if err := b.client().ProduceSync(ctx, &kgo.Record{Topic: "bad-txn", Value: []byte("ok")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
