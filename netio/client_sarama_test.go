@@ -250,3 +250,83 @@ func keys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestSaramaTransactions: sarama's transactional producer commits one
+// transaction and aborts another; sarama's read_committed consumer sees
+// only the committed records, its read_uncommitted one all of them.
+func TestSaramaTransactions(t *testing.T) {
+	b := startBroker(t)
+	const topic = "sarama-txn"
+	cfg := saramaConfig()
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Idempotent = true
+	cfg.Producer.Transaction.ID = "sarama-txn-producer"
+	cfg.Producer.Transaction.Timeout = 10 * time.Second
+	cfg.Producer.Retry.Backoff = 50 * time.Millisecond
+	cfg.Net.MaxOpenRequests = 1
+	prod, err := sarama.NewSyncProducer([]string{b.Addr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	run := func(commit bool, vals ...string) {
+		t.Helper()
+		if err := prod.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)}); err != nil {
+				t.Fatalf("send %s: %v", v, err)
+			}
+		}
+		if commit {
+			err = prod.CommitTxn()
+		} else {
+			err = prod.AbortTxn()
+		}
+		if err != nil {
+			t.Fatalf("end transaction (commit %v): %v", commit, err)
+		}
+	}
+	run(true, "s1", "s2")
+	run(false, "x1")
+	run(true, "s3")
+	read := func(level sarama.IsolationLevel, n int) []string {
+		t.Helper()
+		ccfg := saramaConfig()
+		ccfg.Consumer.IsolationLevel = level
+		cons, err := sarama.NewConsumer([]string{b.Addr}, ccfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		pc, err := cons.ConsumePartition(topic, 0, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		var got []string
+		timeout := time.After(10 * time.Second)
+		for len(got) < n {
+			select {
+			case m := <-pc.Messages():
+				got = append(got, string(m.Value))
+			case <-timeout:
+				t.Fatalf("read %v of %d", got, n)
+			}
+		}
+		select { // nothing more
+		case m := <-pc.Messages():
+			t.Fatalf("extra record %q", m.Value)
+		case <-time.After(300 * time.Millisecond):
+		}
+		return got
+	}
+	if got := fmt.Sprint(read(sarama.ReadCommitted, 3)); got != "[s1 s2 s3]" {
+		t.Fatalf("read_committed: %s", got)
+	}
+	if got := fmt.Sprint(read(sarama.ReadUncommitted, 4)); got != "[s1 s2 x1 s3]" {
+		t.Fatalf("read_uncommitted: %s", got)
+	}
+}
