@@ -168,6 +168,12 @@ var (
 	descWritten    = prometheus.NewDesc("ringlog_engine_bytes_written_total", "Record batch bytes written by the writer shards.", nil, nil)
 	descSubmits    = prometheus.NewDesc("ringlog_engine_submissions_total", "I/O submissions by the writer shards (each one a group commit).", nil, nil)
 	descCommitted  = prometheus.NewDesc("ringlog_group_committed_offset", "A consumer group's committed offset.", []string{"group", "topic", "partition"}, nil)
+	descLSO        = prometheus.NewDesc("ringlog_partition_last_stable_offset", "End of what read_committed consumers may read: the first offset of the oldest open transaction, else the high watermark.", []string{"topic", "partition"}, nil)
+	descTxnCommits = prometheus.NewDesc("ringlog_transactions_committed_total", "Transactions the coordinator committed.", nil, nil)
+	descTxnAborts  = prometheus.NewDesc("ringlog_transactions_aborted_total", "Transactions the coordinator aborted (by EndTxn, a timeout or a fencing InitProducerId).", nil, nil)
+	descTxnTimeout = prometheus.NewDesc("ringlog_transactions_timed_out_total", "Transactions aborted because they ran past transaction.timeout.ms.", nil, nil)
+	descTxnFenced  = prometheus.NewDesc("ringlog_transactions_producers_fenced_total", "Requests refused or transactions aborted because a newer producer epoch fenced the caller.", nil, nil)
+	descTxnOpen    = prometheus.NewDesc("ringlog_transactions_open", "Transactional ids with a transaction open now.", nil, nil)
 	descLag        = prometheus.NewDesc("ringlog_group_lag", "Records a group has still to consume in a partition: the high watermark minus the committed offset or, without a commit, minus the log start offset. Every partition of every topic the group has a commit in or is subscribed to (as ringlog group describe).", []string{"group", "topic", "partition"}, nil)
 )
 
@@ -176,7 +182,8 @@ type engineCollector struct{ e *engine.Engine }
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descHW, descStart, descSize, descOffline,
 		descLeader, descISR, descUnderRep, descFollowLag, descShrinks, descExpands, descTruncHW,
-		descQueue, descWritten, descSubmits, descCommitted, descLag} {
+		descQueue, descWritten, descSubmits, descCommitted, descLag,
+		descLSO, descTxnCommits, descTxnAborts, descTxnTimeout, descTxnFenced, descTxnOpen} {
 		ch <- d
 	}
 }
@@ -197,6 +204,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 			if err == nil {
 				ch <- prometheus.MustNewConstMetric(descEnd, prometheus.GaugeValue, float64(l.EndOffset()), labels...)
 				ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.HighWatermark()), labels...)
+				ch <- prometheus.MustNewConstMetric(descLSO, prometheus.GaugeValue, float64(p.LastStableOffset()), labels...)
 				ch <- prometheus.MustNewConstMetric(descStart, prometheus.GaugeValue, float64(l.StartOffset()), labels...)
 				ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(l.Size()), labels...)
 			} else {
@@ -245,6 +253,13 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.e.EngineStats()
 	ch <- prometheus.MustNewConstMetric(descWritten, prometheus.CounterValue, float64(st.BytesWritten.Load()))
 	ch <- prometheus.MustNewConstMetric(descSubmits, prometheus.CounterValue, float64(st.Submissions.Load()))
+	if tx := c.e.Transactions(); tx != nil {
+		ch <- prometheus.MustNewConstMetric(descTxnCommits, prometheus.CounterValue, float64(tx.Commits.Load()))
+		ch <- prometheus.MustNewConstMetric(descTxnAborts, prometheus.CounterValue, float64(tx.Aborts.Load()))
+		ch <- prometheus.MustNewConstMetric(descTxnTimeout, prometheus.CounterValue, float64(tx.Timeouts.Load()))
+		ch <- prometheus.MustNewConstMetric(descTxnFenced, prometheus.CounterValue, float64(tx.Fenced.Load()))
+		ch <- prometheus.MustNewConstMetric(descTxnOpen, prometheus.GaugeValue, float64(len(tx.List([]engine.TxnState{engine.TxnOngoing}, nil, 0))))
+	}
 	ch <- prometheus.MustNewConstMetric(descShrinks, prometheus.CounterValue, float64(st.ISRShrinks.Load()))
 	ch <- prometheus.MustNewConstMetric(descExpands, prometheus.CounterValue, float64(st.ISRExpands.Load()))
 	ch <- prometheus.MustNewConstMetric(descTruncHW, prometheus.CounterValue, float64(st.TruncatedBelowHW.Load()))

@@ -23,6 +23,7 @@ func commands() []command {
 		{"serve", "run the broker", runServe},
 		{"topic", "create, list, describe, alter and delete topics", runTopic},
 		{"group", "list, describe, reset and delete consumer groups", runGroup},
+		{"txn", "list transactional producers and their open transactions", runTxn},
 		{"produce", "produce standard input lines to a topic", runProduce},
 		{"consume", "print records of a topic", runConsume},
 		{"user", "add, list and delete SASL/SCRAM users (offline)", runUser},
