@@ -60,8 +60,15 @@ func (e *Engine) CompactNow() wal.CompactionStats {
 func (e *Engine) compactPartition(p *Partition, opts wal.CompactOptions) (wal.CompactionStats, error) {
 	var plan *wal.CompactionPlan
 	err := p.shard.Call(func() error {
+		o := opts
+		switch u := p.unstable.Load(); {
+		case u == 1:
+			return nil // a transaction open at offset 0 holds every segment
+		case u > 1:
+			o.Unstable = u - 1 // segments reaching an open transaction wait
+		}
 		if l, err := p.Log(); err == nil {
-			plan = l.PlanCompaction(opts)
+			plan = l.PlanCompaction(o)
 		}
 		return nil
 	})

@@ -141,6 +141,8 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&e.RepairCorruptLogs, "repair-corrupt-logs", def.Engine.RepairCorruptLogs, "at start, move damaged bytes in the middle of a log aside and keep every valid batch (default: keep such a partition offline)")
 	fs.DurationVar(&e.RetentionCheckInterval, "retention-check-interval", def.Engine.RetentionCheckInterval, "how often retention runs")
 	fs.DurationVar(&e.Groups.MinSessionTimeout, "group-min-session-timeout", def.Engine.Groups.MinSessionTimeout, "smallest session timeout a group member may ask for (group.min.session.timeout.ms)")
+	fs.DurationVar(&e.Transactions.MaxTimeout, "transaction-max-timeout", def.Engine.Transactions.MaxTimeout, "largest transaction.timeout.ms a transactional producer may ask for (transaction.max.timeout.ms)")
+	fs.DurationVar(&e.Transactions.IDExpiration, "transactional-id-expiration", def.Engine.Transactions.IDExpiration, "forget a transactional id idle this long (transactional.id.expiration.ms)")
 	fs.DurationVar(&e.Groups.MaxSessionTimeout, "group-max-session-timeout", def.Engine.Groups.MaxSessionTimeout, "largest session timeout a group member may ask for (group.max.session.timeout.ms)")
 	fs.DurationVar(&e.Groups.InitialRebalanceDelay, "group-initial-rebalance-delay", def.Engine.Groups.InitialRebalanceDelay, "how long a new group waits for more members before its first generation (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
