@@ -564,6 +564,10 @@ type FetchedOffset struct {
 	Partition int32
 	CommittedOffset
 	Found bool
+	// Unstable: an open transaction committed an offset of this
+	// partition that is not visible yet (OffsetFetch's require_stable
+	// answers UNSTABLE_OFFSET_COMMIT).
+	Unstable bool
 }
 
 // FetchOffsets returns the group's committed offsets: for the given
@@ -578,6 +582,7 @@ func (c *Coordinator) FetchOffsets(groupID string, topics map[string][]int32) ([
 	}
 	g := c.group(groupID, false)
 	var out []FetchedOffset
+	defer func() { c.markUnstable(groupID, out) }()
 	if topics == nil {
 		if g == nil {
 			return nil, nil

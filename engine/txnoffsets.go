@@ -67,6 +67,27 @@ func (c *Coordinator) completeTxnOffsets(pid int64, commit bool) {
 	}
 }
 
+// markUnstable flags the offsets an open transaction of the group has
+// committed but not yet made visible.
+func (c *Coordinator) markUnstable(group string, out []FetchedOffset) {
+	c.txnMu.Lock()
+	defer c.txnMu.Unlock()
+	if len(c.txnOffsets) == 0 {
+		return
+	}
+	pending := map[topicPartition]bool{}
+	for _, offs := range c.txnOffsets {
+		for _, o := range offs {
+			if o.group == group {
+				pending[o.tp] = true
+			}
+		}
+	}
+	for i := range out {
+		out[i].Unstable = pending[topicPartition{out[i].Topic, out[i].Partition}]
+	}
+}
+
 // PendingTxnOffsets counts the offsets waiting for their transactions
 // (tests, the CLI).
 func (c *Coordinator) PendingTxnOffsets() int {

@@ -12,8 +12,12 @@ import (
 //   - The committed offset, leader epoch and metadata of each partition
 //     asked for (offset -1 when none); null topics (v2+) means every
 //     partition the group committed.
-//   - RequireStable (v7+) is always satisfied: without transactions no
-//     commit is ever pending. franz-go and librdkafka send it.
+//   - RequireStable (v7+): a partition whose offset an open transaction
+//     committed (TxnOffsetCommit, not yet ended) answers
+//     UNSTABLE_OFFSET_COMMIT, which the client retries, so a consumer
+//     taking over never starts from an offset the transaction is about to
+//     move (KIP-447). Without it the last visible commit is returned.
+//     franz-go and librdkafka send it.
 //   - The committed leader epoch is returned: OffsetForLeaderEpoch is
 //     exact here, so clients can validate it.
 //   - v8 fetches several groups at once.
@@ -49,6 +53,10 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 				p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				p.Partition = f.Partition
 				p.Offset, p.LeaderEpoch, p.Metadata = fetchedFields(f)
+				if f.Unstable && req.RequireStable {
+					p.ErrorCode, p.Offset = kerr.UnstableOffsetCommit.Code, -1
+					r.failed = true
+				}
 				g.Topics[i].Partitions = append(g.Topics[i].Partitions, p)
 			}
 			resp.Groups = append(resp.Groups, g)
@@ -77,6 +85,10 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 		p := kmsg.NewOffsetFetchResponseTopicPartition()
 		p.Partition = f.Partition
 		p.Offset, p.LeaderEpoch, p.Metadata = fetchedFields(f)
+		if f.Unstable && req.RequireStable && r.version >= 7 {
+			p.ErrorCode, p.Offset = kerr.UnstableOffsetCommit.Code, -1
+			r.failed = true
+		}
 		if err != nil && r.version < 2 {
 			p.ErrorCode = resp.ErrorCode
 		}

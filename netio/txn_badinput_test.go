@@ -182,3 +182,71 @@ func TestTxnBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTxnOffsetCommitVisibility: offsets committed in a transaction are
+// invisible (UNSTABLE_OFFSET_COMMIT under require_stable) until it
+// commits, dropped when it aborts, and come back after a restart.
+func TestTxnOffsetCommitVisibility(t *testing.T) {
+	b := startBroker(t)
+	ctx := testCtx(t, 30*time.Second)
+	b.e2eCreate(ctx, "txn-offsets", 1, nil)
+	x := txnRaw{t, ctx, b.client()}
+	pid, epoch, code := x.init("offsets-txn", 60000)
+	wantCode(t, "InitProducerId", code, noError)
+	commitIn := func(offset int64) int16 {
+		r := kmsg.NewPtrTxnOffsetCommitRequest()
+		r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = "offsets-txn", "txn-group", pid, epoch, -1
+		r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "txn-offsets", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+		return x.req(r).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	addOffsets := func() int16 {
+		r := kmsg.NewPtrAddOffsetsToTxnRequest()
+		r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Group = "offsets-txn", pid, epoch, "txn-group"
+		return x.req(r).(*kmsg.AddOffsetsToTxnResponse).ErrorCode
+	}
+	fetch := func(x txnRaw, stable bool) (int64, int16) {
+		r := kmsg.NewPtrOffsetFetchRequest()
+		r.SetVersion(7)
+		r.Group, r.RequireStable = "txn-group", stable
+		r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "txn-offsets", Partitions: []int32{0}}}
+		p := x.req(r).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode
+	}
+	wantCode(t, "TxnOffsetCommit before AddOffsetsToTxn", commitIn(5), kerr.InvalidTxnState)
+	wantCode(t, "AddOffsetsToTxn", addOffsets(), noError)
+	wantCode(t, "TxnOffsetCommit", commitIn(5), noError)
+	if off, code := fetch(x, true); code != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("require_stable during the transaction: offset %d, %v", off, kerr.ErrorForCode(code))
+	}
+	if off, code := fetch(x, false); off != -1 || code != 0 {
+		t.Fatalf("the uncommitted offset is visible: %d %v", off, kerr.ErrorForCode(code))
+	}
+	wantCode(t, "EndTxn commit", x.end("offsets-txn", pid, epoch, true), noError)
+	if off, code := fetch(x, true); off != 5 || code != 0 {
+		t.Fatalf("after the commit: offset %d, %v", off, kerr.ErrorForCode(code))
+	}
+	// An aborted transaction's offsets never appear.
+	wantCode(t, "AddOffsetsToTxn 2", addOffsets(), noError)
+	wantCode(t, "TxnOffsetCommit 2", commitIn(9), noError)
+	wantCode(t, "EndTxn abort", x.end("offsets-txn", pid, epoch, false), noError)
+	if off, _ := fetch(x, true); off != 5 {
+		t.Fatalf("after the abort: offset %d, want 5", off)
+	}
+	// A transaction left open across a restart stays pending, then
+	// commits; the replay of __consumer_offsets gives the same answers.
+	wantCode(t, "AddOffsetsToTxn 3", addOffsets(), noError)
+	wantCode(t, "TxnOffsetCommit 3", commitIn(12), noError)
+	b.restart()
+	x2 := txnRaw{t, ctx, b.client()}
+	if off, code := fetch(x2, true); code != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("require_stable after the restart: offset %d, %v", off, kerr.ErrorForCode(code))
+	}
+	wantCode(t, "EndTxn commit after the restart", x2.end("offsets-txn", pid, epoch, true), noError)
+	if off, code := fetch(x2, true); off != 12 || code != 0 {
+		t.Fatalf("after the restart and commit: offset %d, %v", off, kerr.ErrorForCode(code))
+	}
+	b.restart()
+	if off, _ := fetch(txnRaw{t, ctx, b.client()}, true); off != 12 {
+		t.Fatalf("replayed offset %d, want 12", off)
+	}
+}
