@@ -619,26 +619,35 @@ func (c *TxnCoordinator) AddOffsets(id string, producerID int64, epoch int16, gr
 	return c.add(m, []TopicPartition{{OffsetsTopic, p.Index}})
 }
 
-// checkOffsetsCommit is TxnOffsetCommit's check on the transaction side:
+// lockOffsetsCommit is TxnOffsetCommit's check on the transaction side:
 // the producer's open transaction must hold the group's offsets
-// partition.
-func (c *TxnCoordinator) checkOffsetsCommit(id string, producerID int64, epoch int16, group string) error {
-	m := c.lookup(id)
+// partition. On success the id stays locked until unlock is called, so
+// the commit's records are written (and pending) before any EndTxn of
+// the transaction can write its markers.
+func (c *TxnCoordinator) lockOffsetsCommit(id string, producerID int64, epoch int16, group string) (unlock func(), err error) {
+	m := c.lockLive(id)
 	if m == nil {
-		return fmt.Errorf("%w: transactional id %q is unknown", kerr.InvalidProducerIDMapping, id)
+		return nil, fmt.Errorf("%w: transactional id %q is unknown", kerr.InvalidProducerIDMapping, id)
 	}
 	p := c.eng.coord.partitionFor(group)
-	if p == nil {
-		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
-	}
-	if v := m.view.Load(); v != nil && epoch < v.epoch {
+	switch {
+	case p == nil:
+		err = fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
+	case m.pid != producerID:
+		err = fmt.Errorf("%w: transactional id %q has producer id %d, not %d", kerr.InvalidProducerIDMapping, id, m.pid, producerID)
+	case epoch < m.epoch:
 		c.Fenced.Add(1)
-		return fmt.Errorf("%w: producer %d epoch %d is fenced by epoch %d", kerr.ProducerFenced, producerID, epoch, v.epoch)
+		err = fmt.Errorf("%w: producer %d epoch %d is fenced by epoch %d", kerr.ProducerFenced, producerID, epoch, m.epoch)
+	default:
+		if verr := c.verify(m, producerID, epoch, TopicPartition{OffsetsTopic, p.Index}); verr != nil {
+			err = fmt.Errorf("%w (call AddOffsetsToTxn for group %q first)", verr, group)
+		}
 	}
-	if err := c.verify(m, producerID, epoch, TopicPartition{OffsetsTopic, p.Index}); err != nil {
-		return fmt.Errorf("%w (call AddOffsetsToTxn for group %q first)", err, group)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err
 	}
-	return nil
+	return m.mu.Unlock, nil
 }
 
 // EndTxn commits or aborts the id's transaction. Retrying the call that

@@ -114,9 +114,11 @@ func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instance
 	if err != nil {
 		return nil, err
 	}
-	if err := txns.checkOffsetsCommit(txnID, producerID, epoch, groupID); err != nil {
+	unlock, err := txns.lockOffsetsCommit(txnID, producerID, epoch, groupID)
+	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if generation >= 0 {
 		if err := g.CheckCommit(memberID, instanceID, generation); err != nil {
 			return nil, err
