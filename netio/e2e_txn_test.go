@@ -92,6 +92,23 @@ func TestE2ETransactionsCommitAndAbort(t *testing.T) {
 	if lso := p.LastStableOffset(); lso != 9 {
 		t.Fatalf("LSO %d with a transaction open at 9", lso)
 	}
+	// ListOffsets honours the isolation level: latest is the LSO for
+	// read_committed, the high watermark for read_uncommitted.
+	adm := b.e2eAdmin()
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if so, _ := stable.Lookup(topic, 0); so.Offset != 9 {
+		t.Fatalf("read_committed latest offset %d, want the LSO 9", so.Offset)
+	}
+	if eo, _ := ends.Lookup(topic, 0); eo.Offset != 10 {
+		t.Fatalf("read_uncommitted latest offset %d, want the high watermark 10", eo.Offset)
+	}
 	rc := b.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	got := pollUntil(short, rc, 4)
@@ -106,14 +123,11 @@ func TestE2ETransactionsCommitAndAbort(t *testing.T) {
 	if fmt.Sprint(values(got)) != "[c1 c2 c3 open]" {
 		t.Fatalf("after the commit read_committed got %v", values(got))
 	}
-	// ListOffsets honours the isolation level.
-	adm := b.e2eAdmin()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
+	if stable, err = adm.ListCommittedOffsets(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	if o, _ := ends.Lookup(topic, 0); o.Offset != p.HighWatermark() {
-		t.Fatalf("end offset %d, want %d", o.Offset, p.HighWatermark())
+	if so, _ := stable.Lookup(topic, 0); so.Offset != p.HighWatermark() {
+		t.Fatalf("read_committed latest offset %d after the commit, want %d", so.Offset, p.HighWatermark())
 	}
 }
 
