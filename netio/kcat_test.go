@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -99,5 +101,29 @@ func TestKcatCodecsAndGroups(t *testing.T) {
 	meta := runKcat(t, "", "-b", b.Addr, "-L")
 	if !strings.Contains(meta, `topic "kcat-zstd" with 1 partitions`) {
 		t.Fatalf("metadata listing:\n%s", meta)
+	}
+}
+
+// TestKcatReadCommitted: librdkafka (through kcat) as the read_committed
+// consumer of franz-go's transactions: the aborted records never reach
+// it, the committed ones do, and -e ends at the last stable offset.
+func TestKcatReadCommitted(t *testing.T) {
+	kcatPath(t)
+	b := startBroker(t)
+	ctx := testCtx(t, 30*time.Second)
+	const topic = "kcat-txn"
+	b.e2eCreate(ctx, topic, 1, nil)
+	prod := b.client(kgo.TransactionalID("kcat-txn-producer"))
+	txnProduce(t, ctx, prod, topic, true, "c1")
+	txnProduce(t, ctx, prod, topic, false, "a1", "a2")
+	txnProduce(t, ctx, prod, topic, true, "c2")
+	read := func(level string) string {
+		return runKcat(t, "", "-b", b.Addr, "-t", topic, "-C", "-o", "beginning", "-e", "-q", "-f", "%s\n", "-X", "isolation.level="+level)
+	}
+	if got := read("read_committed"); got != "c1\nc2\n" {
+		t.Fatalf("kcat read_committed:\n%s", got)
+	}
+	if got := read("read_uncommitted"); got != "c1\na1\na2\nc2\n" {
+		t.Fatalf("kcat read_uncommitted:\n%s", got)
 	}
 }
