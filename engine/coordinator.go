@@ -40,7 +40,7 @@ type Coordinator struct {
 	// txnMu guards txnOffsets: producer id -> offsets committed in its
 	// open transaction (txnoffsets.go); a leaf lock.
 	txnMu      sync.Mutex
-	txnOffsets map[int64][]pendingTxnOffset
+	txnOffsets map[int64][]groupOffset
 }
 
 // Offsets-topic layout.
@@ -516,10 +516,27 @@ func (c *Coordinator) CommitOffsets(groupID, memberID string, instanceID *string
 	if err := g.CheckCommit(memberID, instanceID, generation); err != nil {
 		return nil, err
 	}
+	errs, recs, offs := c.commitRecords(groupID, commits)
+	if len(recs) == 0 {
+		return errs, nil
+	}
+	if err := c.write(groupID, recs); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	for _, o := range offs {
+		g.offsets[o.tp] = o.off
+	}
+	g.unlock()
+	return errs, nil
+}
+
+// commitRecords checks each commit (known partition, metadata size) and
+// builds the __consumer_offsets records of those that pass: errs has one
+// entry per commit, recs and offs one per record.
+func (c *Coordinator) commitRecords(groupID string, commits []OffsetCommit) (errs []error, recs []kv, offs []groupOffset) {
 	errs = make([]error, len(commits))
 	now := c.sched.Now().UnixMilli()
-	var recs []kv
-	var ok []int
 	for i, cm := range commits {
 		t := c.eng.Topic(cm.Topic)
 		if t == nil || t.Partition(cm.Partition) == nil {
@@ -537,25 +554,10 @@ func (c *Coordinator) CommitOffsets(groupID, memberID string, instanceID *string
 		key := (&kmsg.OffsetCommitKey{Version: 1, Group: groupID, Topic: cm.Topic, Partition: cm.Partition}).AppendTo(nil)
 		val := (&kmsg.OffsetCommitValue{Version: 3, Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTimestamp: now}).AppendTo(nil)
 		recs = append(recs, kv{key, val})
-		ok = append(ok, i)
+		offs = append(offs, groupOffset{group: groupID, tp: topicPartition{cm.Topic, cm.Partition},
+			off: CommittedOffset{Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTime: now}})
 	}
-	if len(recs) == 0 {
-		return errs, nil
-	}
-	if err := c.write(groupID, recs); err != nil {
-		return nil, err
-	}
-	g.mu.Lock()
-	for _, i := range ok {
-		cm := commits[i]
-		md := ""
-		if cm.Metadata != nil {
-			md = *cm.Metadata
-		}
-		g.offsets[topicPartition{cm.Topic, cm.Partition}] = CommittedOffset{Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTime: now}
-	}
-	g.unlock()
-	return errs, nil
+	return errs, recs, offs
 }
 
 // FetchedOffset is a committed offset as OffsetFetch reports it.

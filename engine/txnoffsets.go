@@ -15,8 +15,9 @@ import (
 // log, so a restart between the marker and the coordinator's bookkeeping
 // loses nothing.
 
-// pendingTxnOffset is one offset waiting for its transaction's end.
-type pendingTxnOffset struct {
+// groupOffset is one group's offset of one partition: a commit's, or
+// one waiting for its transaction's end.
+type groupOffset struct {
 	group string
 	tp    topicPartition
 	off   CommittedOffset
@@ -35,16 +36,16 @@ func (c *Coordinator) stageTxnOffset(pid int64, key, value []byte) error {
 	if err := v.ReadFrom(value); err != nil {
 		return err
 	}
-	c.addTxnOffsets(pid, []pendingTxnOffset{{group: k.Group, tp: topicPartition{k.Topic, k.Partition},
+	c.addTxnOffsets(pid, []groupOffset{{group: k.Group, tp: topicPartition{k.Topic, k.Partition},
 		off: CommittedOffset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp}}})
 	return nil
 }
 
-func (c *Coordinator) addTxnOffsets(pid int64, offs []pendingTxnOffset) {
+func (c *Coordinator) addTxnOffsets(pid int64, offs []groupOffset) {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
 	if c.txnOffsets == nil {
-		c.txnOffsets = map[int64][]pendingTxnOffset{}
+		c.txnOffsets = map[int64][]groupOffset{}
 	}
 	c.txnOffsets[pid] = append(c.txnOffsets[pid], offs...)
 }
@@ -124,30 +125,7 @@ func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instance
 			return nil, err
 		}
 	}
-	errs = make([]error, len(commits))
-	now := c.sched.Now().UnixMilli()
-	var recs []kv
-	var offs []pendingTxnOffset
-	for i, cm := range commits {
-		t := c.eng.Topic(cm.Topic)
-		if t == nil || t.Partition(cm.Partition) == nil {
-			errs[i] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, cm.Topic, cm.Partition)
-			continue
-		}
-		md := ""
-		if cm.Metadata != nil {
-			md = *cm.Metadata
-		}
-		if len(md) > MaxOffsetMetadata {
-			errs[i] = fmt.Errorf("%w: %d bytes of metadata, the limit is %d", kerr.OffsetMetadataTooLarge, len(md), MaxOffsetMetadata)
-			continue
-		}
-		key := (&kmsg.OffsetCommitKey{Version: 1, Group: groupID, Topic: cm.Topic, Partition: cm.Partition}).AppendTo(nil)
-		val := (&kmsg.OffsetCommitValue{Version: 3, Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTimestamp: now}).AppendTo(nil)
-		recs = append(recs, kv{key, val})
-		offs = append(offs, pendingTxnOffset{group: groupID, tp: topicPartition{cm.Topic, cm.Partition},
-			off: CommittedOffset{Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTime: now}})
-	}
+	errs, recs, offs := c.commitRecords(groupID, commits)
 	if len(recs) == 0 {
 		return errs, nil
 	}
