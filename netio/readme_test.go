@@ -8,8 +8,8 @@ import (
 )
 
 // TestREADMEListsServedAPIs keeps the README's API tables honest: every
-// row of apiTable, and of the tables served with security on (SASL,
-// credentials, ACLs), appears with the versions ApiVersions advertises,
+// row of apiTable, of the transaction APIs (single node), and of the
+// tables served with security on (SASL, credentials, ACLs), appears with the versions ApiVersions advertises,
 // and the README lists nothing else.
 func TestREADMEListsServedAPIs(t *testing.T) {
 	b, err := os.ReadFile("../README.md")
@@ -28,7 +28,7 @@ func TestREADMEListsServedAPIs(t *testing.T) {
 		listed[int16(key)] = [2]int16{int16(lo), int16(hi)}
 	}
 	var served []apiHandler
-	for _, tbl := range [][]apiHandler{apiTable, saslAPITable, credentialAPITable, aclAPITable} {
+	for _, tbl := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable} {
 		served = append(served, tbl...)
 	}
 	for _, h := range served {
