@@ -420,21 +420,19 @@ func (c *TxnCoordinator) InitProducerID(id string, timeout time.Duration, produc
 		}
 	case TxnOngoing:
 		// Fence the previous instance: abort its transaction at a new
-		// epoch, which the new instance then uses.
+		// epoch (the markers fence it at the partitions), then give the
+		// new instance the epoch after that, as Kafka does.
 		c.Fenced.Add(1)
-		if err := c.bumpEpoch(m); err != nil {
-			return -1, -1, err
-		}
+		fenceEpoch(m)
 		if err := c.end(m, false); err != nil {
 			return -1, -1, err
 		}
-		m.timeout, m.state, m.start, m.updated = timeout, TxnEmpty, time.Time{}, c.eng.now()
-		m.parts = map[TopicPartition]bool{}
-		if err := c.persist(m); err != nil {
-			return -1, -1, err
+		if m.state != TxnCompleteAbort {
+			// Decided, markers not all written: the background pass
+			// finishes them; the client retries.
+			return -1, -1, fmt.Errorf("%w: aborting the open transaction of %q", kerr.ConcurrentTransactions, id)
 		}
-		m.publish()
-		return m.pid, m.epoch, nil
+		now = c.eng.now()
 	}
 	prevPID, prevEpoch := m.pid, m.epoch
 	if err := c.bumpEpoch(m); err != nil {
@@ -450,10 +448,19 @@ func (c *TxnCoordinator) InitProducerID(id string, timeout time.Duration, produc
 	return m.pid, m.epoch, nil
 }
 
+// fenceEpoch moves m to its next epoch under the same producer id (m.mu
+// held), before an abort whose markers must carry the transaction's
+// producer id and fence its older epoch. At the last epoch it stays.
+func fenceEpoch(m *txnMeta) {
+	if m.epoch < math.MaxInt16 {
+		m.epoch++
+	}
+}
+
 // bumpEpoch moves m to its next epoch, or to a fresh producer id when the
 // epoch is exhausted (m.mu held; persisted by the caller).
 func (c *TxnCoordinator) bumpEpoch(m *txnMeta) error {
-	if m.epoch < math.MaxInt16-1 {
+	if m.epoch < math.MaxInt16 {
 		m.epoch++
 		return nil
 	}
@@ -808,10 +815,7 @@ func (c *TxnCoordinator) keep(m *txnMeta) {
 		// (its next call is PRODUCER_FENCED), as Kafka does.
 		c.eng.logger.Info("aborting a transaction past its timeout", "transactional_id", m.id, "producer_id", m.pid, "timeout", m.timeout)
 		c.Timeouts.Add(1)
-		if err := c.bumpEpoch(m); err != nil {
-			c.eng.logger.Warn("abort of a timed-out transaction", "transactional_id", m.id, "err", err)
-			return
-		}
+		fenceEpoch(m)
 		if err := c.end(m, false); err != nil {
 			c.eng.logger.Warn("abort of a timed-out transaction", "transactional_id", m.id, "err", err)
 		}

@@ -105,7 +105,7 @@ func TestTxnPreparedFinishedAfterCrash(t *testing.T) {
 		t.Fatalf("partition 1: LSO %d HW %d, want 0 and 1", lso, hw)
 	}
 	// A new instance of "open" fences it and aborts its transaction.
-	if _, ep, err := e2.Transactions().InitProducerID("open", time.Minute, -1, -1); err != nil || ep != epoch2+1 {
+	if _, ep, err := e2.Transactions().InitProducerID("open", time.Minute, -1, -1); err != nil || ep != epoch2+2 {
 		t.Fatalf("InitProducerId of the open id: epoch %d, %v", ep, err)
 	}
 	if lso := q1.LastStableOffset(); lso != 2 {
