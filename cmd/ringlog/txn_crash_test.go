@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,12 +62,13 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 
 	var mu sync.Mutex
 	commits, aborts := 0, 0
+	var inTxn atomic.Bool // between Begin and the end of End
 	loopCtx, stop := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
 		for loopCtx.Err() == nil {
-			fs := sess.PollRecords(loopCtx, 100)
+			fs := sess.PollRecords(loopCtx, 25)
 			if loopCtx.Err() != nil {
 				return
 			}
@@ -74,10 +76,15 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 				t.Errorf("begin: %v", err)
 				return
 			}
+			inTxn.Store(true)
 			fs.EachRecord(func(r *kgo.Record) {
 				sess.Produce(loopCtx, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)}, nil)
 			})
+			// Keep each transaction open a little, so the kills land
+			// inside transactions as well as between them.
+			time.Sleep(20 * time.Millisecond)
 			committed, err := sess.End(loopCtx, kgo.TryCommit)
+			inTxn.Store(false)
 			mu.Lock()
 			if committed {
 				commits++
@@ -113,18 +120,18 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 		}
 		return seen
 	}
-	waitOutput := func(atLeast int) {
-		t.Helper()
-		for ctx.Err() == nil {
-			if len(countOut()) >= atLeast {
-				return
-			}
-		}
-		t.Fatalf("output never reached %d records", atLeast)
+	// Kill after the loop committed some transactions, while it is
+	// inside one (between Begin and End).
+	committedSoFar := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return commits
 	}
-
-	for _, at := range []int{n / 4, n / 2} {
-		waitOutput(at)
+	for _, at := range []int{15, 35} {
+		for ctx.Err() == nil && (committedSoFar() < at || !inTxn.Load()) {
+			time.Sleep(time.Millisecond)
+		}
+		t.Logf("SIGKILL after %d committed transactions, one open: %v", committedSoFar(), inTxn.Load())
 		b.kill()
 		b = startServe(t, dir, flags...)
 	}
