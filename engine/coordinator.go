@@ -286,7 +286,7 @@ func (c *Coordinator) apply(key, value []byte) (int, error) {
 			return 0, err
 		}
 		g := c.group(k.Group, true)
-		tp := topicPartition{k.Topic, k.Partition}
+		tp := TopicPartition{k.Topic, k.Partition}
 		g.mu.Lock()
 		if value == nil {
 			delete(g.offsets, tp)
@@ -554,7 +554,7 @@ func (c *Coordinator) commitRecords(groupID string, commits []OffsetCommit) (err
 		key := (&kmsg.OffsetCommitKey{Version: 1, Group: groupID, Topic: cm.Topic, Partition: cm.Partition}).AppendTo(nil)
 		val := (&kmsg.OffsetCommitValue{Version: 3, Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTimestamp: now}).AppendTo(nil)
 		recs = append(recs, kv{key, val})
-		offs = append(offs, groupOffset{group: groupID, tp: topicPartition{cm.Topic, cm.Partition},
+		offs = append(offs, groupOffset{group: groupID, tp: TopicPartition{cm.Topic, cm.Partition},
 			off: CommittedOffset{Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: md, CommitTime: now}})
 	}
 	return errs, recs, offs
@@ -612,7 +612,7 @@ func (c *Coordinator) FetchOffsets(groupID string, topics map[string][]int32) ([
 			f := FetchedOffset{Topic: t, Partition: p}
 			if g != nil {
 				g.mu.Lock()
-				o, ok := g.offsets[topicPartition{t, p}]
+				o, ok := g.offsets[TopicPartition{t, p}]
 				g.unlock()
 				f.CommittedOffset, f.Found = o, ok
 			}
@@ -660,7 +660,7 @@ func (c *Coordinator) DeleteGroup(id string) error {
 
 // DeleteOffsets removes committed offsets of partitions the group is not
 // subscribed to (OffsetDelete). errs has one entry per partition.
-func (c *Coordinator) DeleteOffsets(id string, parts []topicPartitionRef) ([]error, error) {
+func (c *Coordinator) DeleteOffsets(id string, parts []TopicPartition) ([]error, error) {
 	if err := c.checkCoordinator(id); err != nil {
 		return nil, err
 	}
@@ -671,13 +671,13 @@ func (c *Coordinator) DeleteOffsets(id string, parts []topicPartitionRef) ([]err
 	subscribed := g.subscribedTopics()
 	errs := make([]error, len(parts))
 	var recs []kv
-	var del []topicPartition
+	var del []TopicPartition
 	for i, p := range parts {
 		if subscribed[p.Topic] {
 			errs[i] = fmt.Errorf("%w: group %q consumes %s", kerr.GroupSubscribedToTopic, id, p.Topic)
 			continue
 		}
-		tp := topicPartition{p.Topic, p.Partition}
+		tp := TopicPartition{p.Topic, p.Partition}
 		recs = append(recs, kv{key: (&kmsg.OffsetCommitKey{Version: 1, Group: id, Topic: tp.Topic, Partition: tp.Partition}).AppendTo(nil)})
 		del = append(del, tp)
 	}
@@ -692,12 +692,6 @@ func (c *Coordinator) DeleteOffsets(id string, parts []topicPartitionRef) ([]err
 		g.unlock()
 	}
 	return errs, nil
-}
-
-// topicPartitionRef names a partition in coordinator calls.
-type topicPartitionRef = struct {
-	Topic     string
-	Partition int32
 }
 
 // subscribedTopics returns the topics the members' consumer-protocol
@@ -756,7 +750,7 @@ func (c *Coordinator) Lags() []GroupLag {
 			}
 			for _, p := range t.Partitions() {
 				committed, lag := int64(-1), int64(-1)
-				o, ok := offsets[topicPartition{name, p.Index}]
+				o, ok := offsets[TopicPartition{name, p.Index}]
 				if ok {
 					committed = o.Offset
 				}

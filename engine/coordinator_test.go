@@ -100,7 +100,7 @@ func TestCoordinatorReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, co, "partial", "", -1, map[int32]int64{0: 7, 1: 8}, nil)
-	errs, err := co.DeleteOffsets("partial", []topicPartitionRef{{Topic: "t", Partition: 1}})
+	errs, err := co.DeleteOffsets("partial", []TopicPartition{{Topic: "t", Partition: 1}})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("delete offsets: %v %v", errs, err)
 	}
@@ -147,7 +147,7 @@ func TestCoordinatorReplay(t *testing.T) {
 	if err := g.Heartbeat(member, nil, 1); err != nil {
 		t.Fatalf("heartbeat of the restored member: %v", err)
 	}
-	errs, err = co.DeleteOffsets("live", []topicPartitionRef{{Topic: "t", Partition: 2}})
+	errs, err = co.DeleteOffsets("live", []TopicPartition{{Topic: "t", Partition: 2}})
 	if err != nil || !errors.Is(errs[0], kerr.GroupSubscribedToTopic) {
 		t.Fatalf("deleting a subscribed topic's offsets: %v %v", errs, err)
 	}

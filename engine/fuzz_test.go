@@ -163,7 +163,7 @@ func FuzzCoordinatorApply(f *testing.F) {
 			t.Fatalf("commit of group %q not kept", k.Group)
 		}
 		g.mu.Lock()
-		got := g.offsets[topicPartition{k.Topic, k.Partition}]
+		got := g.offsets[TopicPartition{k.Topic, k.Partition}]
 		g.mu.Unlock()
 		want := CommittedOffset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp}
 		if !reflect.DeepEqual(got, want) {

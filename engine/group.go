@@ -186,13 +186,8 @@ type Group struct {
 	syncTimer    Timer // leader's SyncGroup deadline
 	initialEnd   time.Time
 	stateSince   time.Time
-	offsets      map[topicPartition]CommittedOffset
+	offsets      map[TopicPartition]CommittedOffset
 	completions  []func()
-}
-
-type topicPartition struct {
-	Topic     string
-	Partition int32
 }
 
 // CommittedOffset is a group's committed position in one partition.
@@ -206,7 +201,7 @@ type CommittedOffset struct {
 func newGroup(id string, cfg *GroupConfig, sched Scheduler, onStable func(*Group, GroupSnapshot, func(error))) *Group {
 	return &Group{ID: id, cfg: cfg, sched: sched, onStable: onStable, state: StateEmpty,
 		members: map[string]*member{}, pending: map[string]Timer{}, static: map[string]string{},
-		offsets: map[topicPartition]CommittedOffset{}, stateSince: sched.Now()}
+		offsets: map[TopicPartition]CommittedOffset{}, stateSince: sched.Now()}
 }
 
 // unlock releases the mutex and runs the completions queued under it.

@@ -120,7 +120,7 @@ func ParseTxnState(s string) (TxnState, bool) {
 	return 0, false
 }
 
-// TopicPartition names one partition.
+// TopicPartition names one partition (group offsets, transactions).
 type TopicPartition struct {
 	Topic     string
 	Partition int32

@@ -19,7 +19,7 @@ import (
 // one waiting for its transaction's end.
 type groupOffset struct {
 	group string
-	tp    topicPartition
+	tp    TopicPartition
 	off   CommittedOffset
 }
 
@@ -36,7 +36,7 @@ func (c *Coordinator) stageTxnOffset(pid int64, key, value []byte) error {
 	if err := v.ReadFrom(value); err != nil {
 		return err
 	}
-	c.addTxnOffsets(pid, []groupOffset{{group: k.Group, tp: topicPartition{k.Topic, k.Partition},
+	c.addTxnOffsets(pid, []groupOffset{{group: k.Group, tp: TopicPartition{k.Topic, k.Partition},
 		off: CommittedOffset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp}}})
 	return nil
 }
@@ -76,7 +76,7 @@ func (c *Coordinator) markUnstable(group string, out []FetchedOffset) {
 	if len(c.txnOffsets) == 0 {
 		return
 	}
-	pending := map[topicPartition]bool{}
+	pending := map[TopicPartition]bool{}
 	for _, offs := range c.txnOffsets {
 		for _, o := range offs {
 			if o.group == group {
@@ -85,7 +85,7 @@ func (c *Coordinator) markUnstable(group string, out []FetchedOffset) {
 		}
 	}
 	for i := range out {
-		out[i].Unstable = pending[topicPartition{out[i].Topic, out[i].Partition}]
+		out[i].Unstable = pending[TopicPartition{out[i].Topic, out[i].Partition}]
 	}
 }
 

@@ -3,6 +3,8 @@ package netio
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
 )
 
 // OffsetDelete, key 47, version 0.
@@ -18,19 +20,13 @@ func handleOffsetDelete(s *Server, r *request) frameOutcome {
 		return frameDone
 	}
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	var parts []struct {
-		Topic     string
-		Partition int32
-	}
+	var parts []engine.TopicPartition
 	for _, t := range req.Topics {
 		if !r.topicAllowed(kmsg.ACLOperationRead, t.Topic) {
 			continue // answered TOPIC_AUTHORIZATION_FAILED below, nothing deleted
 		}
 		for _, p := range t.Partitions {
-			parts = append(parts, struct {
-				Topic     string
-				Partition int32
-			}{t.Topic, p.Partition})
+			parts = append(parts, engine.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 		}
 	}
 	var errs []error
