@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -326,9 +327,9 @@ func (c *TxnCoordinator) persist(m *txnMeta) error {
 	for tp := range m.parts {
 		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
 	}
-	for _, name := range sortedKeys(byTopic) {
+	for _, name := range slices.Sorted(maps.Keys(byTopic)) {
 		ps := byTopic[name]
-		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+		slices.Sort(ps)
 		v.Topics = append(v.Topics, kmsg.TxnMetadataValueTopic{Topic: name, Partitions: ps})
 	}
 	return c.write(m.id, []kv{{key, v.AppendTo(nil)}})
@@ -677,7 +678,7 @@ func (c *TxnCoordinator) EndTxn(id string, producerID int64, epoch int16, commit
 	case m.state == TxnEmpty:
 		return fmt.Errorf("%w: transactional id %q has no open transaction", kerr.InvalidTxnState, id)
 	default:
-		return fmt.Errorf("%w: the last transaction of %q ended with %s, not %s", kerr.InvalidTxnState, id, m.state, map[bool]string{true: "a commit", false: "an abort"}[commit])
+		return fmt.Errorf("%w: the last transaction of %q ended as %s; this request asks for commit=%v", kerr.InvalidTxnState, id, m.state, commit)
 	}
 }
 
@@ -706,26 +707,26 @@ func (c *TxnCoordinator) end(m *txnMeta, commit bool) error {
 // partition in it, applies or drops the group offsets committed in it,
 // and records the end (m.mu held).
 func (c *TxnCoordinator) complete(m *txnMeta) error {
-	commit := m.state == TxnPrepareCommit
+	prepared, parts, start := m.state, m.parts, m.start
+	commit := prepared == TxnPrepareCommit
 	if err := c.writeMarkers(m, commit); err != nil {
 		return err
 	}
 	c.eng.coord.completeTxnOffsets(m.pid, commit)
-	m.state, m.updated, m.start = TxnCompleteAbort, c.eng.now(), time.Time{}
+	m.state, m.updated, m.start, m.parts = TxnCompleteAbort, c.eng.now(), time.Time{}, map[TopicPartition]bool{}
 	if commit {
 		m.state = TxnCompleteCommit
+	}
+	if err := c.persist(m); err != nil {
+		// The markers are written; the retry (or a restart replaying
+		// the Prepare record) writes them again, which changes nothing.
+		m.state, m.parts, m.start = prepared, parts, start
+		return err
+	}
+	if commit {
 		c.Commits.Add(1)
 	} else {
 		c.Aborts.Add(1)
-	}
-	done := m.parts
-	m.parts = map[TopicPartition]bool{}
-	if err := c.persist(m); err != nil {
-		// The markers are written; a restart replays the Prepare record
-		// and writes them again, which changes nothing.
-		m.parts = done
-		m.state = map[bool]TxnState{true: TxnPrepareCommit, false: TxnPrepareAbort}[commit]
-		return err
 	}
 	m.publish()
 	return nil
@@ -901,13 +902,4 @@ func (m *txnMeta) info() TxnInfo {
 		return a.Partition < b.Partition
 	})
 	return in
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -107,7 +106,7 @@ func (s *Shard) stageMarker(sa *stagedAppend, l *wal.Log) {
 	if m.Commit {
 		typ = batch.ControlCommit
 	}
-	req.Batches = [][]byte{batch.AppendControl(nil, m.ProducerID, m.ProducerEpoch, typ, m.CoordinatorEpoch, time.Now().UnixMilli())}
+	req.Batches = [][]byte{batch.AppendControl(nil, m.ProducerID, m.ProducerEpoch, typ, m.CoordinatorEpoch, s.eng.now().UnixMilli())}
 	tk, err := s.batch.Append(l, req.Batches, s.syncs(req, p.topic.Config()))
 	if err != nil {
 		sa.res.Err = fmt.Errorf("%w: %s: %w", kerr.KafkaStorageError, p, err)

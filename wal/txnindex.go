@@ -158,13 +158,9 @@ func (l *Log) AbortedTxns(dst []AbortedTxn, from, upTo int64) []AbortedTxn {
 	if i < 0 {
 		i = 0
 	}
+	// Every segment from the one holding from on: a marker far past upTo
+	// may still end a transaction that started before it.
 	for _, s := range l.segs[i:] {
-		if s.base >= upTo && len(s.aborted) > 0 && s.aborted[0].FirstOffset >= upTo {
-			// Entries further on may still start earlier (long
-			// transactions), so only stop at a segment starting past
-			// upTo whose first entry starts past it too.
-			continue
-		}
 		for _, a := range s.aborted {
 			if a.LastOffset >= from && a.FirstOffset < upTo {
 				dst = append(dst, a)
