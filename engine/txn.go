@@ -844,6 +844,20 @@ func (c *TxnCoordinator) keep(m *txnMeta) {
 	}
 }
 
+// Open counts the ids with a transaction open now, from their published
+// views (no id's lock: a scrape never waits for markers being written).
+func (c *TxnCoordinator) Open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.txns {
+		if v := m.view.Load(); v != nil && v.state == TxnOngoing {
+			n++
+		}
+	}
+	return n
+}
+
 // Describe returns the ids' states; a missing id's State is TxnDead.
 func (c *TxnCoordinator) Describe(ids []string) []TxnInfo {
 	out := make([]TxnInfo, 0, len(ids))

@@ -258,7 +258,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descTxnAborts, prometheus.CounterValue, float64(tx.Aborts.Load()))
 		ch <- prometheus.MustNewConstMetric(descTxnTimeout, prometheus.CounterValue, float64(tx.Timeouts.Load()))
 		ch <- prometheus.MustNewConstMetric(descTxnFenced, prometheus.CounterValue, float64(tx.Fenced.Load()))
-		ch <- prometheus.MustNewConstMetric(descTxnOpen, prometheus.GaugeValue, float64(len(tx.List([]engine.TxnState{engine.TxnOngoing}, nil, 0))))
+		ch <- prometheus.MustNewConstMetric(descTxnOpen, prometheus.GaugeValue, float64(tx.Open()))
 	}
 	ch <- prometheus.MustNewConstMetric(descShrinks, prometheus.CounterValue, float64(st.ISRShrinks.Load()))
 	ch <- prometheus.MustNewConstMetric(descExpands, prometheus.CounterValue, float64(st.ISRExpands.Load()))
