@@ -180,10 +180,13 @@ type Engine struct {
 
 // Stats are engine-wide counters.
 type Stats struct {
-	Syncs        atomic.Int64 // fdatasync-bearing submissions
-	SyncNanos    atomic.Int64
-	Submissions  atomic.Int64
-	BytesWritten atomic.Int64
+	Syncs       atomic.Int64 // fdatasync-bearing submissions
+	SyncNanos   atomic.Int64
+	Submissions atomic.Int64
+	// InlineAppends counts appends written on the appender's goroutine
+	// (the direct-write fast path; each is one of Submissions).
+	InlineAppends atomic.Int64
+	BytesWritten  atomic.Int64
 	// Replication (cluster mode).
 	TruncatedBelowHW atomic.Int64 // follower truncations below the high watermark
 	ISRShrinks       atomic.Int64 // ISR shrinks this broker's leaders asked for and got

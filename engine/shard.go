@@ -15,7 +15,9 @@ import (
 
 // AppendRequest is one produce to one partition, handed to the partition's
 // shard. Batches must have passed batch.Validate and stay untouched until
-// Done is called; Done runs on the shard goroutine and must not block.
+// Done is called. Done runs while the shard's work is held (on the shard
+// goroutine, or, for an Inline request, on the caller's goroutine before
+// Append returns) and must not block.
 type AppendRequest struct {
 	Partition *Partition
 	Batches   [][]byte
@@ -41,6 +43,13 @@ type AppendRequest struct {
 	// Marker, when set, makes the request a transaction marker: the
 	// shard writes the control batch (Batches and Headers are unused).
 	Marker *TxnMarker
+	// Inline lets Append write the request on the caller's goroutine
+	// when the shard is idle (the direct-write fast path): Done may then
+	// run before Append returns, so the caller must be ready for that and
+	// must not hold a lock that a Done callback of another request could
+	// take. Only requests that need no fdatasync go inline, so the caller
+	// never waits for the disk, only for a write into the page cache.
+	Inline bool
 	Done   func(AppendResult)
 }
 
@@ -58,10 +67,20 @@ type AppendResult struct {
 // every append of a drain shares one submission and, per partition, one
 // fdatasync), then completes them. It also runs its partitions'
 // housekeeping (retention, flush.ms) and control functions (Do, Call).
+//
+// Whoever does the shard's work holds work: the goroutine for each pass,
+// or an appender on the direct-write fast path (Append of an Inline
+// request that finds the shard idle: nothing queued, no pass running),
+// which writes its one request itself instead of waking the goroutine,
+// saving two goroutine handoffs per produce. Everything the goroutine owns
+// belongs to the holder of work, so the fast path keeps one writer per
+// log and the order of appends.
 type Shard struct {
 	id      int
 	eng     *Engine
 	backend ring.Backend
+
+	work sync.Mutex // held by the shard goroutine's pass or an inline append
 
 	mu          sync.Mutex // guards queue, queuedBytes, roomWaiters, ctl, stopping
 	queue       []*AppendRequest
@@ -80,6 +99,7 @@ type Shard struct {
 	staged   []stagedAppend
 	touched  map[*Partition]struct{}
 	spare    []*AppendRequest
+	one      [1]*AppendRequest // an inline append's request
 	lastKeep time.Time
 	stopErr  error
 }
@@ -147,11 +167,28 @@ func (s *Shard) OnRoom(fn func()) {
 // waits for OnRoom. A request admitted is always queued, so the bound can
 // be overshot by the requests admitted at the same moment (one per event
 // loop at most).
+//
+// An Inline request that needs no fdatasync is written at once on the
+// caller's goroutine when nothing is queued or running on the shard (see
+// Shard); otherwise it is queued like any other.
 func (s *Shard) Append(req *AppendRequest) {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
 		req.Done(AppendResult{Err: fmt.Errorf("%w: broker is shutting down", kerr.NotLeaderForPartition), LogAppendTime: -1, LogStartOffset: -1})
+		return
+	}
+	// Nothing queued and no pass running: no earlier append or control
+	// function can be ahead of req, so writing it now keeps their order.
+	// (TryLock under mu never waits, so the order work → mu of a pass
+	// cannot deadlock with it.)
+	if req.Inline && len(s.queue) == 0 && len(s.ctl) == 0 && s.mayInline(req) && s.work.TryLock() {
+		s.mu.Unlock()
+		s.one[0] = req
+		s.write(s.one[:])
+		s.one[0] = nil
+		s.eng.stats.InlineAppends.Add(1)
+		s.work.Unlock()
 		return
 	}
 	s.queue = append(s.queue, req)
@@ -198,6 +235,12 @@ func (s *Shard) Call(fn func() error) error {
 	return <-errc
 }
 
+// mayInline reports whether req may take the direct-write fast path: a
+// produce whose acknowledgement waits for no fdatasync (and no replica).
+func (s *Shard) mayInline(req *AppendRequest) bool {
+	return req.Marker == nil && !req.Replica && !s.syncs(req, req.Partition.topic.Config())
+}
+
 func (s *Shard) signal() {
 	select {
 	case s.wake <- struct{}{}:
@@ -239,9 +282,14 @@ func (s *Shard) run(ready chan<- error) {
 	defer tick.Stop()
 	s.lastKeep = time.Now()
 	for {
+		housekeep := false
 		select {
 		case <-s.wake:
 		case <-tick.C:
+			housekeep = true
+		}
+		s.work.Lock()
+		if housekeep {
 			s.housekeeping()
 		}
 		s.mu.Lock()
@@ -259,9 +307,11 @@ func (s *Shard) run(ready chan<- error) {
 			s.mu.Unlock()
 			if left == 0 {
 				s.shutdown()
+				// work stays held: nothing may touch the closed logs.
 				return
 			}
 		}
+		s.work.Unlock()
 	}
 }
 
@@ -275,7 +325,28 @@ func (s *Shard) drain() {
 		s.spare = reqs
 		return
 	}
-	var released int64
+	released := s.write(reqs)
+	clear(reqs)
+	s.spare = reqs[:0]
+
+	s.mu.Lock()
+	s.queuedBytes -= released
+	var waiters []func()
+	if s.queuedBytes < s.limit {
+		waiters = s.roomWaiters
+		s.roomWaiters = nil
+	}
+	s.mu.Unlock()
+	for _, fn := range waiters {
+		fn()
+	}
+}
+
+// write stages reqs, submits them to the backend in one go, completes
+// each one and wakes the fetches of the partitions it appended to; it
+// returns the bytes the requests counted against the queue. The caller
+// holds work.
+func (s *Shard) write(reqs []*AppendRequest) (released int64) {
 	for _, req := range reqs {
 		s.stage(req)
 		released += int64(req.Bytes)
@@ -348,20 +419,7 @@ func (s *Shard) drain() {
 	s.batch.Reset()
 	clear(s.staged)
 	s.staged = s.staged[:0]
-	clear(reqs)
-	s.spare = reqs[:0]
-
-	s.mu.Lock()
-	s.queuedBytes -= released
-	var waiters []func()
-	if s.queuedBytes < s.limit {
-		waiters = s.roomWaiters
-		s.roomWaiters = nil
-	}
-	s.mu.Unlock()
-	for _, fn := range waiters {
-		fn()
-	}
+	return released
 }
 
 // stage checks one request (partition state, idempotence) and stages its

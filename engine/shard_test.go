@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/wal/batch"
 )
 
 // Partitions are spread over the shards by shardFor, every partition of
@@ -339,5 +341,183 @@ func TestShardStopAnswersQueued(t *testing.T) {
 				t.Fatalf("%s: record %d is %q, want %q", p, j, r.Value, want)
 			}
 		}
+	}
+}
+
+// submitInline is submit with Inline set: the direct-write fast path.
+func submitInline(t testing.TB, p *Partition, acks int16, batches ...[]byte) (<-chan AppendResult, bool) {
+	t.Helper()
+	req := &AppendRequest{Partition: p, Batches: batches, Acks: acks, Inline: true}
+	for _, b := range batches {
+		h, err := batch.Validate(b, batch.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Headers = append(req.Headers, h)
+		req.Bytes += len(b)
+	}
+	done := make(chan AppendResult, 1)
+	req.Done = func(r AppendResult) { done <- r }
+	p.Shard().Append(req)
+	return done, len(done) == 1 // answered before Append returned
+}
+
+// The direct-write fast path: an Inline acks=1 append to an idle shard is
+// written and answered before Append returns (one submission, fetches
+// woken), an acks=all one is not (it would wait for the disk on the
+// caller's goroutine), and behind a busy shard an Inline append queues and
+// keeps its place after what was queued before it.
+func TestShardInlineAppend(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "inline", Partitions: 2, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	s := p.Shard()
+	st := e.EngineStats()
+	// The shard adopts the partitions with Do: let that pass run first.
+	if err := s.Call(func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	w := NewWaiter()
+	p.Watch(w)
+	defer p.Unwatch(w)
+	inl, subs := st.InlineAppends.Load(), st.Submissions.Load()
+	c, sync := submitInline(t, p, 1, buildBatch(t, 1000, -1, 0, 0, values("a", 3)...))
+	if !sync {
+		t.Fatal("an acks=1 inline append to an idle shard was not answered before Append returned")
+	}
+	if r := result(t, c); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("inline append: offset %d %v, want 0", r.BaseOffset, r.Err)
+	}
+	if d := st.InlineAppends.Load() - inl; d != 1 {
+		t.Fatalf("InlineAppends moved by %d, want 1", d)
+	}
+	if d := st.Submissions.Load() - subs; d != 1 {
+		t.Fatalf("Submissions moved by %d, want 1", d)
+	}
+	select {
+	case <-w.C:
+	default:
+		t.Fatal("the inline append did not wake the partition's fetch waiter")
+	}
+	if hw := p.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d after the inline append, want 3", hw)
+	}
+
+	// acks=all asks for an fdatasync: never on the caller's goroutine.
+	inl = st.InlineAppends.Load()
+	c, _ = submitInline(t, p, -1, buildBatch(t, 1000, -1, 0, 0, values("b", 1)...))
+	if r := result(t, c); r.Err != nil || r.BaseOffset != 3 {
+		t.Fatalf("acks=all append: offset %d %v, want 3", r.BaseOffset, r.Err)
+	}
+	if st.InlineAppends.Load() != inl {
+		t.Fatal("an acks=all append took the inline path")
+	}
+
+	// A busy shard: the inline append queues behind what is queued.
+	release := holdShard(t, s)
+	first := submit(t, p, 1, buildBatch(t, 1000, -1, 0, 0, values("c", 2)...))
+	second, sync := submitInline(t, p, 1, buildBatch(t, 1000, -1, 0, 0, values("d", 2)...))
+	if sync {
+		t.Fatal("an inline append was answered while the shard was held")
+	}
+	other, sync := submitInline(t, top.Partition(1), 1, buildBatch(t, 1000, -1, 0, 0, values("e", 1)...))
+	if sync {
+		t.Fatal("an inline append behind queued work was answered before it")
+	}
+	release()
+	if r := result(t, first); r.Err != nil || r.BaseOffset != 4 {
+		t.Fatalf("queued append: offset %d %v, want 4", r.BaseOffset, r.Err)
+	}
+	if r := result(t, second); r.Err != nil || r.BaseOffset != 6 {
+		t.Fatalf("inline append behind it: offset %d %v, want 6", r.BaseOffset, r.Err)
+	}
+	if r := result(t, other); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("inline append to another partition: offset %d %v, want 0", r.BaseOffset, r.Err)
+	}
+	recs := readLog(t, p)
+	want := []string{"a-0", "a-1", "a-2", "b-0", "c-0", "c-1", "d-0", "d-1"}
+	if len(recs) != len(want) {
+		t.Fatalf("%d records read, want %d", len(recs), len(want))
+	}
+	for i, r := range recs {
+		if string(r.Value) != want[i] || r.Offset != int64(i) {
+			t.Fatalf("record %d: %q at %d, want %q", i, r.Value, r.Offset, want[i])
+		}
+	}
+}
+
+// Inline and queued appends, acks=1 and acks=all, and control functions
+// from many goroutines at once on one partition: the log has one writer at
+// a time (the race detector watches), offsets stay dense, and each
+// goroutine's appends land in the order it made them.
+func TestShardInlineConcurrent(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "mixed", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	const writers, appends = 4, 150
+	var wg sync.WaitGroup
+	bases := make([][]int64, writers)
+	var calls atomic.Int64
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < appends; i++ {
+				data := buildBatch(t, 1000, -1, 0, 0, values(fmt.Sprintf("w%d-%d", w, i), 1+i%3)...)
+				var c <-chan AppendResult
+				switch i % 4 {
+				case 0, 1:
+					c, _ = submitInline(t, p, 1, data)
+				case 2:
+					c = submit(t, p, -1, data)
+				default:
+					c = submit(t, p, 1, data)
+					p.Shard().Do(func() { calls.Add(1) })
+				}
+				r := result(t, c)
+				if r.Err != nil {
+					t.Error(r.Err)
+					return
+				}
+				bases[w] = append(bases[w], r.BaseOffset)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	var total int64
+	for w := range bases {
+		for i := 1; i < len(bases[w]); i++ {
+			if bases[w][i] <= bases[w][i-1] {
+				t.Fatalf("writer %d: append %d at offset %d, after %d", w, i, bases[w][i], bases[w][i-1])
+			}
+		}
+		for i := 0; i < appends; i++ {
+			total += int64(1 + i%3)
+		}
+	}
+	if hw := p.HighWatermark(); hw != total {
+		t.Fatalf("high watermark %d, want %d", hw, total)
+	}
+	recs := readLog(t, p)
+	for i, r := range recs {
+		if r.Offset != int64(i) {
+			t.Fatalf("record %d at offset %d", i, r.Offset)
+		}
+	}
+	if int64(len(recs)) != total {
+		t.Fatalf("%d records read, want %d", len(recs), total)
+	}
+	if e.EngineStats().InlineAppends.Load() == 0 {
+		t.Fatal("no append took the inline path")
 	}
 }

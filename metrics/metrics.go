@@ -167,6 +167,7 @@ var (
 	descQueue      = prometheus.NewDesc("ringlog_shard_queue_bytes", "Bytes of produce requests queued for a writer shard.", []string{"shard"}, nil)
 	descWritten    = prometheus.NewDesc("ringlog_engine_bytes_written_total", "Record batch bytes written by the writer shards.", nil, nil)
 	descSubmits    = prometheus.NewDesc("ringlog_engine_submissions_total", "I/O submissions by the writer shards (each one a group commit).", nil, nil)
+	descInline     = prometheus.NewDesc("ringlog_engine_inline_appends_total", "Appends written on the appender's goroutine by the direct-write fast path (an idle shard, no fdatasync); each is one of the submissions.", nil, nil)
 	descCommitted  = prometheus.NewDesc("ringlog_group_committed_offset", "A consumer group's committed offset.", []string{"group", "topic", "partition"}, nil)
 	descLSO        = prometheus.NewDesc("ringlog_partition_last_stable_offset", "End of what read_committed consumers may read: the first offset of the oldest open transaction, else the high watermark.", []string{"topic", "partition"}, nil)
 	descTxnCommits = prometheus.NewDesc("ringlog_transactions_committed_total", "Transactions the coordinator committed.", nil, nil)
@@ -182,7 +183,7 @@ type engineCollector struct{ e *engine.Engine }
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descHW, descStart, descSize, descOffline,
 		descLeader, descISR, descUnderRep, descFollowLag, descShrinks, descExpands, descTruncHW,
-		descQueue, descWritten, descSubmits, descCommitted, descLag,
+		descQueue, descWritten, descSubmits, descInline, descCommitted, descLag,
 		descLSO, descTxnCommits, descTxnAborts, descTxnTimeout, descTxnFenced, descTxnOpen} {
 		ch <- d
 	}
@@ -253,6 +254,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.e.EngineStats()
 	ch <- prometheus.MustNewConstMetric(descWritten, prometheus.CounterValue, float64(st.BytesWritten.Load()))
 	ch <- prometheus.MustNewConstMetric(descSubmits, prometheus.CounterValue, float64(st.Submissions.Load()))
+	ch <- prometheus.MustNewConstMetric(descInline, prometheus.CounterValue, float64(st.InlineAppends.Load()))
 	if tx := c.e.Transactions(); tx != nil {
 		ch <- prometheus.MustNewConstMetric(descTxnCommits, prometheus.CounterValue, float64(tx.Commits.Load()))
 		ch <- prometheus.MustNewConstMetric(descTxnAborts, prometheus.CounterValue, float64(tx.Aborts.Load()))

@@ -37,6 +37,10 @@ import (
 //     produces after it on that connection until it is done, to keep
 //     their appends in request order. Off the loop, a produce waits for
 //     its shards' room instead of pausing the connection.
+//   - An idle writer shard writes an acks=0/1 produce on the event loop
+//     itself (engine.AppendRequest.Inline, the direct-write fast path): a
+//     write into the page cache, then the response goes out with a
+//     non-blocking send, with no handoff to the shard goroutine and back.
 //   - Backpressure: if a target writer shard's queue is full the request
 //     is not admitted: its frame stays whole in the connection's
 //     conn.frame, the connection is paused (conn.roomOrPause), and once the
@@ -243,6 +247,10 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 		w.p.Shard().Append(&engine.AppendRequest{
 			Partition: w.p, Batches: w.batches, Headers: w.headers, Acks: req.Acks, Bytes: n,
 			Timeout: time.Duration(req.TimeoutMillis) * time.Millisecond,
+			// Done is ready to run before Append returns (pending
+			// counts every work already, the slot exists), and holds
+			// no lock: an idle shard writes it on this goroutine.
+			Inline: true,
 			Done: func(res engine.AppendResult) {
 				w.rp.ErrorCode = errCode(res.Err)
 				if res.Err != nil {

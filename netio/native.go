@@ -287,7 +287,7 @@ func (s *Server) nativeProduceTo(r *request, t *engine.Topic, terr error, partit
 		r.resp = r.conn.slot()
 	}
 	h, _ := batch.ParseHeader(data)
-	p.Shard().Append(&engine.AppendRequest{Partition: p, Batches: [][]byte{data}, Headers: []batch.Header{h}, Acks: 1, Bytes: len(data),
+	p.Shard().Append(&engine.AppendRequest{Partition: p, Batches: [][]byte{data}, Headers: []batch.Header{h}, Acks: 1, Bytes: len(data), Inline: true,
 		Done: func(res engine.AppendResult) {
 			if res.Err != nil {
 				r.nativeRespond(nativeProduceResp(NativeCodeFor(res.Err), partition, -1, 0))
