@@ -10,7 +10,7 @@ import (
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
-func openTestEngine(t *testing.T, dir string, mod func(*Config)) *Engine {
+func openTestEngine(t testing.TB, dir string, mod func(*Config)) *Engine {
 	t.Helper()
 	cfg := Config{DataDir: dir, AutoCreateTopics: true, DefaultPartitions: 1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), CompactionInterval: time.Hour}

@@ -18,7 +18,7 @@ import (
 
 // openEngine opens an engine on dir that is closed when the test ends,
 // after any shard the test holds (holdShard) was let go.
-func openEngine(t *testing.T, dir string, mod func(*Config)) *Engine {
+func openEngine(t testing.TB, dir string, mod func(*Config)) *Engine {
 	t.Helper()
 	e := openTestEngine(t, dir, mod)
 	t.Cleanup(func() { e.Close() })

@@ -221,10 +221,17 @@ func (p *Partition) remove(stray bool) {
 
 // Waiter is a fetch parked until any of the partitions it watches gets new
 // data (or it times out). Register it on each partition with Watch, wait
-// on C, then Unwatch.
+// on C (or be called on Wake), then Unwatch.
 type Waiter struct {
-	// C receives a value when a watched partition's high watermark moves.
+	// C receives a value when a watched partition's high watermark moves
+	// (when Wake is nil).
 	C chan struct{}
+	// Wake, when set, is called instead, on the goroutine that moved the
+	// high watermark (a shard's, an event loop's on the direct-write
+	// fast path, a follower fetch's), with no engine lock held. It must
+	// not block: it may answer the fetch at once (a non-blocking send)
+	// but must not wait for anything.
+	Wake func()
 }
 
 // NewWaiter returns a waiter.
@@ -235,6 +242,13 @@ func (p *Partition) Watch(w *Waiter) {
 	p.waitMu.Lock()
 	p.waiters = append(p.waiters, w)
 	p.waitMu.Unlock()
+}
+
+// Watchers is how many waiters watch p now.
+func (p *Partition) Watchers() int {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	return len(p.waiters)
 }
 
 // Unwatch removes w from p.
@@ -252,14 +266,29 @@ func (p *Partition) Unwatch(w *Waiter) {
 	p.waitMu.Unlock()
 }
 
-// notify wakes exactly the fetches waiting on this partition.
+// notify wakes exactly the fetches waiting on this partition: their
+// Wake functions run here, after waitMu is released (a woken fetch may
+// Unwatch).
 func (p *Partition) notify() {
 	p.waitMu.Lock()
+	if len(p.waiters) == 0 {
+		p.waitMu.Unlock()
+		return
+	}
+	var buf [8]func()
+	wakes := buf[:0]
 	for _, w := range p.waiters {
+		if w.Wake != nil {
+			wakes = append(wakes, w.Wake)
+			continue
+		}
 		select {
 		case w.C <- struct{}{}:
 		default:
 		}
 	}
 	p.waitMu.Unlock()
+	for _, fn := range wakes {
+		fn()
+	}
 }

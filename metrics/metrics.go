@@ -34,6 +34,8 @@ type Metrics struct {
 	ConnectionsClosed *prometheus.CounterVec
 	SendfileBytes     prometheus.Counter
 	CopiedBytes       prometheus.Counter
+	// FetchesParked is the long-poll fetches waiting for data now.
+	FetchesParked prometheus.Gauge
 	SyncSeconds       prometheus.Histogram
 }
 
@@ -84,12 +86,15 @@ func New(apis ...API) *Metrics {
 	m.CopiedBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlog_fetch_copied_bytes_total", Help: "Record bytes sent to consumers through a user-space copy.",
 	})
+	m.FetchesParked = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ringlog_fetches_parked", Help: "Long-poll fetches waiting for data (MinBytes) or MaxWaitMs now.",
+	})
 	m.SyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "ringlog_fsync_duration_seconds", Help: "Duration of writer-shard submissions that included fdatasync (group commit).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
 	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen, m.ConnectionsClosed,
-		m.SendfileBytes, m.CopiedBytes, m.SyncSeconds,
+		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.SyncSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each API's instruments are resolved once, so the request path does
 	// no label lookups.

@@ -46,9 +46,12 @@ type conn struct {
 	cond   sync.Cond
 	queue  []*response
 	closed bool
-	// done is closed with the connection, so that work parked for it
-	// (long-poll fetches) ends with it.
+	// done is closed with the connection, so that work waiting for it
+	// ends with it.
 	done chan struct{}
+	// parked are the connection's long-poll fetches waiting for data
+	// (fetch.park); close abandons them, Drain expires them.
+	parked map[*fetch]struct{}
 
 	// inflight counts requests parsed and not yet written.
 	inflight atomic.Int32
@@ -276,10 +279,59 @@ func (c *conn) close(onLoop bool) {
 	if !c.writerUp && !c.writing {
 		releases = c.takeReleases()
 	}
+	parked := c.takeParked()
 	c.mu.Unlock()
 	c.cond.Broadcast()
 	for _, f := range releases {
 		f()
+	}
+	for _, f := range parked {
+		f.abandon()
+	}
+}
+
+// park registers a long-poll fetch; false if the connection is closed.
+func (c *conn) park(f *fetch) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	if c.parked == nil {
+		c.parked = map[*fetch]struct{}{}
+	}
+	c.parked[f] = struct{}{}
+	c.srv.parkedFetches.Add(1)
+	c.srv.metrics.FetchesParked.Inc()
+	return true
+}
+
+// unpark forgets a parked fetch once it is over.
+func (c *conn) unpark(f *fetch) {
+	c.mu.Lock()
+	delete(c.parked, f)
+	c.mu.Unlock()
+	c.srv.parkedFetches.Add(-1)
+	c.srv.metrics.FetchesParked.Dec()
+}
+
+// takeParked returns the parked fetches (c.mu held): they are woken once
+// it is unlocked, since waking one may answer it, which takes c.mu.
+func (c *conn) takeParked() []*fetch {
+	var out []*fetch
+	for f := range c.parked {
+		out = append(out, f)
+	}
+	return out
+}
+
+// expireParked answers every parked fetch of the connection now (drain).
+func (c *conn) expireParked() {
+	c.mu.Lock()
+	parked := c.takeParked()
+	c.mu.Unlock()
+	for _, f := range parked {
+		f.expire()
 	}
 }
 

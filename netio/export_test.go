@@ -37,6 +37,9 @@ var ValidateRecords = validateRecords
 // ErrCode is errCode.
 var ErrCode = errCode
 
+// ParkedFetches is how many long-poll fetches wait for data now.
+func (s *Server) ParkedFetches() int64 { return s.parkedFetches.Load() }
+
 // OpenConns is how many connections the server holds open.
 func (s *Server) OpenConns() int64 { return s.conns.Load() }
 

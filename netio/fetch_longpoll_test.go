@@ -11,10 +11,10 @@ import (
 )
 
 // TestFetchLongPollEndsWithConnection: a fetch parked for MaxWaitMs (here
-// 60s, MinBytes never reachable) must not outlive its connection: before
-// the fix each one kept a goroutine, a timer and a partition watch (woken,
-// and re-reading the log, on every append) for the whole MaxWaitMs after
-// the client had gone.
+// 60s, MinBytes never reachable) must not outlive its connection: it holds
+// a timer, its request and a partition watch (woken, and re-reading the
+// log, on every append) that must go with the client, not at MaxWaitMs.
+// Parked fetches take no goroutine.
 func TestFetchLongPollEndsWithConnection(t *testing.T) {
 	b := startBroker(t)
 	if _, err := b.Eng.CreateTopic(engine.CreateTopicRequest{Name: "lp", Partitions: 1, ReplicationFactor: 1}); err != nil {
@@ -46,25 +46,25 @@ func TestFetchLongPollEndsWithConnection(t *testing.T) {
 		rc.write(reqFrame(f, 12, int32(i)))
 		rcs = append(rcs, rc)
 	}
-	// Every fetch is parked: one goroutine each.
+	p := b.Eng.Topic("lp").Partition(0)
 	deadline := time.Now().Add(3 * time.Second)
-	for runtime.NumGoroutine() < g0+conns {
+	for b.Kafka.ParkedFetches() < conns || p.Watchers() < conns {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines, want at least %d with %d parked fetches", runtime.NumGoroutine(), g0+conns, conns)
+			t.Fatalf("%d fetches parked, %d watching the partition, want %d", b.Kafka.ParkedFetches(), p.Watchers(), conns)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	// No goroutine per parked fetch (a few may come and go meanwhile).
+	if n := settle(); n > g0+conns/5 {
+		t.Errorf("%d goroutines with %d parked fetches (%d before): a goroutine per fetch", n, conns, g0)
 	}
 	for _, rc := range rcs {
 		rc.c.Close()
 	}
 	deadline = time.Now().Add(3 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= g0+conns/5 {
-			break
-		}
+	for b.Kafka.ParkedFetches() != 0 || p.Watchers() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines 3s after closing %d connections with parked fetches (%d before): the fetches outlive their connections", n, conns, g0)
+			t.Fatalf("3s after closing %d connections with parked fetches, %d are still parked and %d watch the partition: the fetches outlive their connections", conns, b.Kafka.ParkedFetches(), p.Watchers())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -55,6 +56,16 @@ type fetch struct {
 	parts   [][]*engine.Partition // per request topic, per partition
 	topics  []fetchTopicResult
 	bytes   int64
+
+	// A parked fetch's state (park): the runner's role and its wakes,
+	// the flags the timer, the drain and the close set, and what it
+	// watches.
+	wakes     atomic.Int32
+	expired   atomic.Bool
+	abandoned atomic.Bool
+	waiter    *engine.Waiter
+	watched   []*engine.Partition
+	timer     *time.Timer
 }
 
 func handleFetch(s *Server, r *request) frameOutcome {
@@ -81,7 +92,7 @@ func handleFetch(s *Server, r *request) frameOutcome {
 		return frameDone
 	}
 	f.release()
-	go f.wait()
+	f.park()
 	return frameDone
 }
 
@@ -224,49 +235,118 @@ func (f *fetch) release() {
 	}
 }
 
-// wait parks the fetch until enough bytes arrive or MaxWaitMs passes.
-func (f *fetch) wait() {
-	w := engine.NewWaiter()
-	var watched []*engine.Partition
+// park waits for enough bytes (MinBytes), MaxWaitMs, the connection's
+// close or the server's drain, without a goroutine: the fetch watches its
+// partitions with a Waiter whose Wake is the fetch's own wake, so the
+// append that brings the bytes (on its shard's goroutine, or on an event
+// loop by the direct-write fast path) reads and answers the fetch at once,
+// with no handoff to another goroutine. The timer (time.AfterFunc), the
+// close (conn.close) and the drain (Server.Drain) only set a flag and wake
+// it the same way.
+//
+// Exactly one caller at a time runs the fetch (settle): wakes counts the
+// wakes since the runner last looked, and whoever raises it from 0 runs;
+// the others return at once, and the runner looks again before it lets
+// go. So a wake never waits, never takes a lock, and none is lost — which
+// keeps the notifier free of lock order with the fetch, even when reading
+// one fetch (a follower's, moving the high watermark) wakes another. park
+// holds the runner's role while it sets up, so no wake runs a fetch whose
+// watches, timer or registration are not all in place.
+func (f *fetch) park() {
+	f.wakes.Store(1)
+	c := f.r.conn
+	if !c.park(f) {
+		// Closed already: nobody to answer.
+		f.r.finish()
+		return
+	}
+	f.waiter = &engine.Waiter{Wake: f.wake}
 	for i := range f.parts {
 		for _, p := range f.parts[i] {
 			if p != nil {
-				p.Watch(w)
-				watched = append(watched, p)
+				p.Watch(f.waiter)
+				f.watched = append(f.watched, p)
 			}
 		}
 	}
-	defer func() {
-		for _, p := range watched {
-			p.Unwatch(w)
-		}
-	}()
-	timer := time.NewTimer(time.Duration(f.req.MaxWaitMillis) * time.Millisecond)
-	defer timer.Stop()
-	// Data may have arrived between the first read and Watch.
-	f.read()
-	for f.bytes < int64(f.req.MinBytes) && !f.hasError() {
-		f.release()
-		select {
-		case <-w.C:
-		case <-timer.C:
-			f.read()
-			f.respond(0)
-			return
-		case <-f.r.conn.done:
-			// Nobody to answer: stop watching now rather than at
-			// MaxWaitMs (which the client may set to days).
-			f.r.finish()
-			return
-		case <-f.s.drained:
-			// Shutting down: answer with what there is now.
-			f.read()
-			f.respond(0)
-			return
-		}
-		f.read()
+	f.timer = time.AfterFunc(time.Duration(f.req.MaxWaitMillis)*time.Millisecond, func() {
+		f.expired.Store(true)
+		f.wake()
+	})
+	select {
+	case <-f.s.drained:
+		// Drain may have looked for parked fetches before this one
+		// registered: answer with what there is now.
+		f.expired.Store(true)
+	default:
 	}
-	f.respond(0)
+	// Data may have arrived between the first read and Watch.
+	f.settle()
+}
+
+// wake asks for the parked fetch to be looked at again (see park).
+func (f *fetch) wake() {
+	if f.wakes.Add(1) == 1 {
+		f.settle()
+	}
+}
+
+// settle runs the parked fetch until it is answered or no wake is left
+// unseen (the caller holds the runner's role).
+func (f *fetch) settle() {
+	for {
+		n := f.wakes.Load()
+		if f.step() {
+			// Answered: the role is never given back, so later wakes
+			// return at once.
+			return
+		}
+		if f.wakes.Add(-n) == 0 {
+			return
+		}
+	}
+}
+
+// step looks at the parked fetch once: abandoned with its connection, it
+// ends silently; with enough bytes, an error, or past MaxWaitMs (or
+// draining), it answers. It reports whether the fetch is over.
+func (f *fetch) step() bool {
+	if f.abandoned.Load() {
+		f.unpark()
+		f.r.finish()
+		return true
+	}
+	f.read()
+	if f.bytes >= int64(f.req.MinBytes) || f.hasError() || f.expired.Load() {
+		f.unpark()
+		f.respond(0)
+		return true
+	}
+	f.release()
+	return false
+}
+
+// unpark stops the timer and the watches and forgets the fetch on its
+// connection (runner only).
+func (f *fetch) unpark() {
+	f.timer.Stop()
+	for _, p := range f.watched {
+		p.Unwatch(f.waiter)
+	}
+	f.r.conn.unpark(f)
+}
+
+// expire answers a parked fetch now with what there is (the server's
+// drain).
+func (f *fetch) expire() {
+	f.expired.Store(true)
+	f.wake()
+}
+
+// abandon ends a parked fetch whose connection closed, without an answer.
+func (f *fetch) abandon() {
+	f.abandoned.Store(true)
+	f.wake()
 }
 
 // respond queues the response; the chunks are released once sent.

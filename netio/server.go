@@ -139,10 +139,12 @@ type Server struct {
 	handlers  [maxAPIKey + 1]*apiHandler
 	draining  atomic.Bool
 	drained   chan struct{} // closed by Drain: parked fetches answer at once
-	drainOnce sync.Once
-	live      sync.Map // *conn -> struct{}: open connections, for Drain and the reaper
-	refusals  limitedWarn
-	reaped    limitedWarn
+	// parkedFetches counts long-poll fetches waiting now (fetch.park).
+	parkedFetches atomic.Int64
+	drainOnce     sync.Once
+	live          sync.Map // *conn -> struct{}: open connections, for Drain and the reaper
+	refusals      limitedWarn
+	reaped        limitedWarn
 	// tls is the TLS front end of SSL and SASL_SSL listeners; nil for
 	// plaintext ones (gnet listens itself).
 	tls         *tlsFront
@@ -330,6 +332,12 @@ func (s *Server) Advertised() (string, int32) {
 func (s *Server) Drain(ctx context.Context) error {
 	s.draining.Store(true)
 	s.drainOnce.Do(func() { close(s.drained) })
+	// Parked fetches answer with what they have (a fetch parking now
+	// sees drained itself).
+	s.live.Range(func(k, _ any) bool {
+		k.(*conn).expireParked()
+		return true
+	})
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
