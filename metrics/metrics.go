@@ -36,7 +36,7 @@ type Metrics struct {
 	CopiedBytes       prometheus.Counter
 	// FetchesParked is the long-poll fetches waiting for data now.
 	FetchesParked prometheus.Gauge
-	SyncSeconds       prometheus.Histogram
+	SyncSeconds   prometheus.Histogram
 }
 
 type apiInstruments struct {
