@@ -40,9 +40,10 @@
 //
 // An inline handler may still finish later, elsewhere: a produce is
 // answered from its writer shard's goroutine (engine.AppendRequest.Done),
-// a Kafka fetch that must wait for data parks on a goroutine of its own
-// (fetch.wait, woken by the shard's append notification, its MaxWaitMs
-// timer, Drain or the connection's close), and JoinGroup and SyncGroup
+// a Kafka fetch that must wait for data parks without a goroutine
+// (fetch.park) and is read and answered by whoever wakes it (the append's
+// notification on a shard goroutine or event loop, its MaxWaitMs timer,
+// Drain or the connection's close), and JoinGroup and SyncGroup
 // are answered by whichever goroutine completes the group's phase (another
 // member's request on some event loop, a group timer, or the coordinator's
 // persistence goroutine).

@@ -166,27 +166,30 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // waitParkedFetch waits until the broker holds a fetch parked in a long
-// poll: its goroutine profile (the pprof endpoint of --http-addr) shows a
-// goroutine in netio's fetch.wait.
+// poll: its ringlog_fetches_parked gauge (the /metrics endpoint of
+// --http-addr) is above zero. A parked fetch holds no goroutine, so the
+// gauge is the only outside view of it.
 func waitParkedFetch(t *testing.T, b *serveProc) {
 	t.Helper()
-	const parked = "netio.(*fetch).wait("
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get("http://" + b.HTTP + "/debug/pprof/goroutine?debug=2")
+		resp, err := http.Get("http://" + b.HTTP + "/metrics")
 		if err != nil {
-			t.Fatalf("goroutine profile: %v", err)
+			t.Fatalf("metrics: %v", err)
 		}
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
-			t.Fatalf("goroutine profile: %v", err)
+			t.Fatalf("metrics: %v", err)
 		}
-		if strings.Contains(string(body), parked) {
-			return
+		for _, line := range strings.Split(string(body), "\n") {
+			v, ok := strings.CutPrefix(line, "ringlog_fetches_parked ")
+			if ok && v != "0" {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no fetch parked in the broker within 10s (no goroutine in %s)", parked)
+			t.Fatal("no fetch parked in the broker within 10s (ringlog_fetches_parked stayed 0)")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
