@@ -16,6 +16,7 @@ type cpuSample struct {
 	self    time.Duration
 	broker  time.Duration
 	brokerK bool
+	steal   time.Duration // the machine's steal time so far, all CPUs
 }
 
 // clockTick is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
@@ -30,7 +31,29 @@ func sampleCPU(brokerPID int) cpuSample {
 	if brokerPID > 0 {
 		s.broker, s.brokerK = procCPU(brokerPID)
 	}
+	s.steal = stealTime()
 	return s
+}
+
+// stealTime is the steal column of /proc/stat's cpu line: time the
+// hypervisor ran other guests while this one had work (0 off Linux or on
+// bare metal).
+func stealTime() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	// cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	v, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(v) * clockTick
 }
 
 // procCPU reads utime+stime of a process from /proc/PID/stat.
@@ -66,6 +89,7 @@ func (res *Result) setCPU(a, b cpuSample) {
 		return
 	}
 	res.LoadGenCores = (b.self - a.self).Seconds() / wall
+	res.StealCores = (b.steal - a.steal).Seconds() / wall
 	if a.brokerK && b.brokerK {
 		res.BrokerCores = (b.broker - a.broker).Seconds() / wall
 	}

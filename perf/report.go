@@ -60,6 +60,11 @@ type Result struct {
 	// pid was given.
 	LoadGenCores float64 `json:"loadgen_cpu_cores"`
 	BrokerCores  float64 `json:"broker_cpu_cores,omitempty"`
+	// StealCores is the CPU time the hypervisor gave to others while the
+	// guest wanted it ("steal" in /proc/stat), over all CPUs, in cores:
+	// on a shared VM, a run with steal lost that much of its machine, and
+	// its latency tail shows it. Zero where it cannot be read.
+	StealCores float64 `json:"steal_cpu_cores,omitempty"`
 	// SendLag is how late the load generator handed records to the
 	// client relative to their due times (fixed-rate runs): its own
 	// share of the latency.
@@ -339,7 +344,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		p("| %s | %.1f | %s; %.2f GiB in %.1fs |\n", r.Name, r.MBPerSec, r.Detail, float64(r.Bytes)/(1<<30), r.Seconds)
 	}
 	p("\n## Produce sweep (max rate, 1 producer, %s measured after %s warm-up)\n\n", (sc.PointDuration - sc.Warmup).D(), sc.Warmup.D())
-	p("| record | acks | partitions | records/s | MB/s | ack p50 ms | ack p99 ms | ack p99.9 ms | ack max ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| record | acks | partitions | records/s | MB/s | ack p50 ms | ack p99 ms | ack p99.9 ms | ack max ms | CPU cores loadgen / broker | broker CPU µs/record |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	rows := append(append([]*Result{}, sr.Sweep...), func() []*Result {
 		if sr.Many != nil {
 			return []*Result{sr.Many}
@@ -351,8 +356,8 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		if l == nil {
 			l = &Latency{}
 		}
-		p("| %s | %s | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f | %s |\n", sizeName(r.Config.RecordSize), r.Config.Acks, r.Config.Partitions,
-			r.RecordsPerSec, r.MBPerSec, l.P50, l.P99, l.P999, l.Max, cpuCell(r))
+		p("| %s | %s | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", sizeName(r.Config.RecordSize), r.Config.Acks, r.Config.Partitions,
+			r.RecordsPerSec, r.MBPerSec, l.P50, l.P99, l.P999, l.Max, cpuCell(r), usPerRecordCell(r))
 	}
 	if sr.Many != nil {
 		p("\nThe %d-partition point is measured after a %s warm-up: after creating that many partitions the broker reached half of its measured rate only %ds after the run started (per-second timeline in results.jsonl).\n",
@@ -362,12 +367,12 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	if len(sr.ProdRuns) > 1 || len(sr.RawProduce) > 0 {
 		p("\n## Producer clients (%s, %d partitions)\n\n", sizeName(sc.RefSize), sc.RefPartitions)
 		p("franz-go producers build, partition and encode every record; the raw producer (`perf ingest`) sends one prebuilt Produce request (a batch per partition, ~1 MB in all) over and over, up to 5 in flight: the broker's ingest rate without a producer client's per-record work competing for the same cores. The broker checks every batch's CRC and writes every byte either way.\n\n")
-		p("| client | acks | producers | records/s | MB/s | CPU cores loadgen / broker |\n|---|---|---|---|---|---|\n")
+		p("| client | acks | producers | records/s | MB/s | CPU cores loadgen / broker | broker CPU µs/record |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range sr.ProdRuns {
-			p("| franz-go | %s | %d | %.0f | %.1f | %s |\n", r.Config.Acks, r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r))
+			p("| franz-go | %s | %d | %.0f | %.1f | %s | %s |\n", r.Config.Acks, r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r), usPerRecordCell(r))
 		}
 		for _, r := range sr.RawProduce {
-			p("| raw produce | %s | %d | %.0f | %.1f | %s |\n", r.Config.Acks, r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r))
+			p("| raw produce | %s | %d | %.0f | %.1f | %s | %s |\n", r.Config.Acks, r.Config.Producers, r.RecordsPerSec, r.MBPerSec, cpuCell(r), usPerRecordCell(r))
 		}
 	}
 	if len(sr.Consume) > 0 || len(sr.RawConsume) > 0 {
@@ -384,7 +389,8 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	if len(sr.Latency) > 0 {
 		p("\n## End-to-end latency at fixed rates (%s, 1 producer, 1 consumer, %s measured after %s warm-up)\n\n", sizeName(sc.RefSize), (sc.LatencyDuration - sc.Warmup).D(), sc.Warmup.D())
 		p("Latency is measured from each record's scheduled send time (coordinated omission avoided); send lag is how late the load generator itself was. Generator Ps is the load generator's GOMAXPROCS: runs at up to half of the max use %d (it needs less than a core there, and its idle Ps' spinning would take CPU from the broker on shared cores).\n\n", sc.LatencyProcs)
-		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("Broker CPU µs/record is the broker's CPU time per record, the produce and the fetch of it together; steal is the CPU the hypervisor gave to other guests meanwhile (cores, from /proc/stat): a run with steal lost that much of its 2 cores, and its tail shows it.\n\n")
+		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker | broker CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range sr.Latency {
 			l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
 			if l == nil {
@@ -396,8 +402,8 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			if g == nil {
 				g = &Latency{}
 			}
-			p("| %s | %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s |\n", r.Config.Acks, r.OfferedRate, r.RecordsPerSec,
-				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r))
+			p("| %s | %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s | %s | %s |\n", r.Config.Acks, r.OfferedRate, r.RecordsPerSec,
+				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r))
 		}
 	}
 	if len(sr.Charts) > 0 {
@@ -420,6 +426,28 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	p("\n## Files\n\n`results.jsonl`: one JSON line per run (configuration, environment, throughput, latency percentiles) and per reference; `targets.json`: the targets above.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// BrokerMicrosPerRecord is the broker's CPU time per record of the run
+// (BrokerCores over the record rate), in µs; 0 without the broker's CPU.
+func (r *Result) BrokerMicrosPerRecord() float64 {
+	if r.BrokerCores == 0 || r.RecordsPerSec == 0 {
+		return 0
+	}
+	return r.BrokerCores * 1e6 / r.RecordsPerSec
+}
+
+// usPerRecordCell is BrokerMicrosPerRecord for a table, "-" without it.
+func usPerRecordCell(r *Result) string {
+	if us := r.BrokerMicrosPerRecord(); us > 0 {
+		return fmt.Sprintf("%.2f", us)
+	}
+	return "-"
+}
+
+// stealCell is StealCores for a table.
+func stealCell(r *Result) string {
+	return fmt.Sprintf("%.2f", r.StealCores)
 }
 
 // cpuCell is "loadgen / broker" cores of a run.

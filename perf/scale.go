@@ -228,24 +228,24 @@ func WriteScaleSummary(w io.Writer, res *ScaleResult) error {
 	p("| broker | io.backend %s, %d broker(s); highest API versions served (ApiVersions): %s |\n", orUnknown(e.BrokerBackend), e.BrokerCount, orUnknown(e.BrokerAPIs))
 	p("| records | %s, acks=%s, linger %s, compression %s |\n", sizeName(base.RecordSize), base.Acks, base.Linger.D(), base.Compression)
 	p("\n## Throughput (max rate, %s measured after %s warm-up)\n\n", (base.Duration - base.Warmup).D(), base.Warmup.D())
-	p("| producers | partitions | records/s | MB/s | ack p50 ms | ack p99 ms | ack max ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|\n")
+	p("| producers | partitions | records/s | MB/s | ack p50 ms | ack p99 ms | ack max ms | CPU cores loadgen / broker | broker CPU µs/record |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Throughput {
 		l := r.ProduceLatency
 		if l == nil {
 			l = &Latency{}
 		}
-		p("| %d | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %s |\n", r.Config.Producers, r.Config.Partitions, r.RecordsPerSec, r.MBPerSec, l.P50, l.P99, l.Max, cpuCell(r))
+		p("| %d | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %s | %s |\n", r.Config.Producers, r.Config.Partitions, r.RecordsPerSec, r.MBPerSec, l.P50, l.P99, l.Max, cpuCell(r), usPerRecordCell(r))
 	}
 	p("\nMB = 2^20 bytes, as in Kafka's tools. Ack latency of max-rate runs is closed-loop (from the send call, with the client's buffer full) and mostly shows queueing.\n")
 	if len(res.Latency) > 0 {
 		p("\n## End-to-end latency at fractions of the best throughput\n\n")
-		p("| offered records/s | achieved records/s | e2e p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | CPU cores loadgen / broker |\n|---|---|---|---|---|---|---|---|\n")
+		p("| offered records/s | achieved records/s | e2e p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | CPU cores loadgen / broker | broker CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range res.Latency {
 			l := r.E2ELatency
 			if l == nil {
 				l = &Latency{}
 			}
-			p("| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", r.OfferedRate, r.RecordsPerSec, l.P50, l.P99, l.P999, l.P9999, l.Max, cpuCell(r))
+			p("| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s | %s |\n", r.OfferedRate, r.RecordsPerSec, l.P50, l.P99, l.P999, l.P9999, l.Max, cpuCell(r), usPerRecordCell(r), stealCell(r))
 		}
 	}
 	if len(res.Charts) > 0 {
