@@ -51,6 +51,12 @@ type Config struct {
 	// ShardQueueBytes bounds the bytes queued for one shard; past it the
 	// shard refuses new appends until it drains (backpressure). 0: 64 MiB.
 	ShardQueueBytes int64
+	// PassBytes bounds the bytes of produce requests one pass of a writer
+	// shard takes from its queue (at least one request), so the group
+	// commit's latency is bounded: the first request of a pass waits for
+	// at most this much to be written (and synced) before its answer,
+	// and a deep queue is answered pass by pass. 0: 8 MiB.
+	PassBytes int64
 	// AutoCreateTopics creates unknown topics on Metadata and Produce.
 	AutoCreateTopics bool
 	// DefaultPartitions is the partition count of auto-created topics and
@@ -106,7 +112,7 @@ type Config struct {
 
 // DefaultConfig is the engine configuration that ships (package broker's
 // DefaultConfig builds on it; DataDir is left to the caller). Open fills a
-// zero Shards, ShardQueueBytes, DefaultPartitions, RetentionCheckInterval,
+// zero Shards, ShardQueueBytes, PassBytes, DefaultPartitions, RetentionCheckInterval,
 // CompactionInterval and group session timeouts from it; a zero
 // AutoCreateTopics, WritebackBytes or Groups.InitialRebalanceDelay means
 // off, so a Config built field by field is not what ships: start from
@@ -115,6 +121,7 @@ func DefaultConfig() Config {
 	return Config{
 		Shards:                 0, // one per CPU
 		ShardQueueBytes:        64 << 20,
+		PassBytes:              8 << 20,
 		AutoCreateTopics:       true,
 		DefaultPartitions:      1,
 		WritebackBytes:         1 << 20,
@@ -205,6 +212,9 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if cfg.ShardQueueBytes <= 0 {
 		cfg.ShardQueueBytes = def.ShardQueueBytes
+	}
+	if cfg.PassBytes <= 0 {
+		cfg.PassBytes = def.PassBytes
 	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = def.DefaultPartitions

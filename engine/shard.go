@@ -85,6 +85,7 @@ type Shard struct {
 	mu          sync.Mutex // guards queue, queuedBytes, roomWaiters, ctl, stopping
 	queue       []*AppendRequest
 	queuedBytes int64
+	passBytes   int64 // a pass's bound (Config.PassBytes)
 	limit       int64
 	roomWaiters []func()
 	ctl         []func()
@@ -94,14 +95,18 @@ type Shard struct {
 	done chan struct{}
 
 	// Owned by the shard goroutine.
-	parts    map[*Partition]struct{}
-	batch    wal.Batch
-	staged   []stagedAppend
-	touched  map[*Partition]struct{}
-	spare    []*AppendRequest
-	one      [1]*AppendRequest // an inline append's request
-	lastKeep time.Time
-	stopErr  error
+	parts   map[*Partition]struct{}
+	batch   wal.Batch
+	staged  []stagedAppend
+	touched map[*Partition]struct{}
+	spare   []*AppendRequest
+	one     [1]*AppendRequest // an inline append's request
+	// A pass's requests split by whether their partition syncs in it
+	// (drain), and the partitions that do.
+	unsynced, synced []*AppendRequest
+	syncing          map[*Partition]struct{}
+	lastKeep         time.Time
+	stopErr          error
 }
 
 type stagedAppend struct {
@@ -120,9 +125,10 @@ type stagedAppend struct {
 
 func newShard(e *Engine, id int) (*Shard, error) {
 	s := &Shard{
-		id: id, eng: e, limit: e.cfg.ShardQueueBytes,
+		id: id, eng: e, limit: e.cfg.ShardQueueBytes, passBytes: e.cfg.PassBytes,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 		parts: map[*Partition]struct{}{}, touched: map[*Partition]struct{}{},
+		syncing: map[*Partition]struct{}{},
 	}
 	ready := make(chan error, 1)
 	go s.run(ready)
@@ -315,31 +321,91 @@ func (s *Shard) run(ready chan<- error) {
 	}
 }
 
-// drain takes everything queued and writes it in one submission.
+// drain writes everything queued, pass by pass: each pass takes requests
+// from the head of the queue up to passBytes (at least one), so a deep
+// queue is answered as it is written rather than all at the end, and the
+// first request of a pass waits for at most passBytes of writes and their
+// syncs (the bound on the group commit's latency). Within a pass, the
+// partitions that need no fdatasync are written and answered first, then
+// those that sync: an acks=1 produce never waits behind another
+// partition's fdatasync, while each partition's requests stay in one
+// submission, in order.
+//
+// It writes only what was queued when it started: requests queued since
+// signalled the goroutine, which runs its control functions and
+// housekeeping before it drains again, so a steady stream of produces
+// cannot starve them.
 func (s *Shard) drain() {
 	s.mu.Lock()
-	reqs := s.queue
-	s.queue = s.spare[:0]
+	left := len(s.queue)
 	s.mu.Unlock()
-	if len(reqs) == 0 {
-		s.spare = reqs
-		return
-	}
-	released := s.write(reqs)
-	clear(reqs)
-	s.spare = reqs[:0]
+	for left > 0 {
+		s.mu.Lock()
+		n, bytes := 0, int64(0)
+		for n < left && (n == 0 || bytes+int64(s.queue[n].Bytes) <= s.passBytes) {
+			bytes += int64(s.queue[n].Bytes)
+			n++
+		}
+		queued := s.queue
+		reqs := queued[:n]
+		s.queue = append(s.spare[:0], queued[n:]...)
+		clear(queued[n:]) // moved: the array is the next spare
+		s.mu.Unlock()
+		left -= n
+		released := s.writePass(reqs)
+		clear(reqs)
+		s.spare = reqs[:0]
 
-	s.mu.Lock()
-	s.queuedBytes -= released
-	var waiters []func()
-	if s.queuedBytes < s.limit {
-		waiters = s.roomWaiters
-		s.roomWaiters = nil
+		s.mu.Lock()
+		s.queuedBytes -= released
+		var waiters []func()
+		if s.queuedBytes < s.limit {
+			waiters = s.roomWaiters
+			s.roomWaiters = nil
+		}
+		s.mu.Unlock()
+		for _, fn := range waiters {
+			fn()
+		}
 	}
-	s.mu.Unlock()
-	for _, fn := range waiters {
-		fn()
+}
+
+// writePass writes one pass: the requests of partitions that sync in it
+// after those of partitions that do not (see drain). It returns the bytes
+// the requests counted against the queue.
+func (s *Shard) writePass(reqs []*AppendRequest) int64 {
+	for _, req := range reqs {
+		if s.mustSync(req) {
+			s.syncing[req.Partition] = struct{}{}
+		}
 	}
+	if len(s.syncing) == 0 {
+		return s.write(reqs)
+	}
+	for _, req := range reqs {
+		if _, ok := s.syncing[req.Partition]; ok {
+			s.synced = append(s.synced, req)
+		} else {
+			s.unsynced = append(s.unsynced, req)
+		}
+	}
+	clear(s.syncing)
+	var released int64
+	if len(s.unsynced) > 0 {
+		released += s.write(s.unsynced)
+	}
+	released += s.write(s.synced)
+	clear(s.unsynced)
+	clear(s.synced)
+	s.unsynced, s.synced = s.unsynced[:0], s.synced[:0]
+	return released
+}
+
+// mustSync reports whether req's acknowledgement waits for an fdatasync:
+// a replica append, or a produce or marker under acks=all (unless write
+// caching is on).
+func (s *Shard) mustSync(req *AppendRequest) bool {
+	return req.Replica || s.syncs(req, req.Partition.topic.Config())
 }
 
 // write stages reqs, submits them to the backend in one go, completes

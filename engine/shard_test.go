@@ -6,9 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -520,4 +522,141 @@ func TestShardInlineConcurrent(t *testing.T) {
 	if e.EngineStats().InlineAppends.Load() == 0 {
 		t.Fatal("no append took the inline path")
 	}
+}
+
+// gatedSyncs is a backend whose submissions that carry an fdatasync wait
+// for gate, so a test can hold a shard inside its sync.
+type gatedSyncs struct {
+	gate  <-chan struct{}
+	inner ring.Backend
+}
+
+func (g gatedSyncs) Name() string { return g.inner.Name() }
+func (g gatedSyncs) Close() error { return g.inner.Close() }
+func (g gatedSyncs) Run(ops []ring.Op) error {
+	for _, op := range ops {
+		if op.Kind == ring.OpFdatasync {
+			<-g.gate
+			break
+		}
+	}
+	return g.inner.Run(ops)
+}
+
+// An acks=1 produce queued in the same pass as another partition's
+// acks=all produce is written and answered while that one's fdatasync is
+// still running (no head-of-line blocking across partitions); on the
+// syncing partition itself, a later acks=1 produce keeps its place behind
+// the acks=all one (FIFO per partition).
+func TestShardAcks1NotBehindAnotherPartitionsSync(t *testing.T) {
+	gate := make(chan struct{})
+	var opened atomic.Bool
+	open := func() {
+		if opened.CompareAndSwap(false, true) {
+			close(gate)
+		}
+	}
+	e := openEngine(t, t.TempDir(), func(c *Config) {
+		c.Shards = 1
+		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend { return gatedSyncs{gate, b} }
+	})
+	t.Cleanup(open) // before the engine's close (cleanups run last first)
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "hol", Partitions: 2, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Shards()[0]
+	release := holdShard(t, s)
+	synced := submit(t, top.Partition(0), -1, buildBatch(t, 1000, -1, 0, 0, values("all", 1)...))
+	behind := submit(t, top.Partition(0), 1, buildBatch(t, 1000, -1, 0, 0, values("one-behind", 1)...))
+	other := submit(t, top.Partition(1), 1, buildBatch(t, 1000, -1, 0, 0, values("one", 1)...))
+	release()
+	if r := result(t, other); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("acks=1 to the other partition: offset %d %v, want 0", r.BaseOffset, r.Err)
+	}
+	if hw := top.Partition(1).HighWatermark(); hw != 1 {
+		t.Fatalf("the other partition's high watermark is %d while the sync runs, want 1", hw)
+	}
+	select {
+	case r := <-synced:
+		t.Fatalf("the acks=all produce was answered (%+v) before its fdatasync", r)
+	case r := <-behind:
+		t.Fatalf("the acks=1 produce behind an acks=all one on its partition was answered (%+v) before it", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	open()
+	if r := result(t, synced); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("acks=all: offset %d %v, want 0", r.BaseOffset, r.Err)
+	}
+	if r := result(t, behind); r.Err != nil || r.BaseOffset != 1 {
+		t.Fatalf("acks=1 behind it: offset %d %v, want 1", r.BaseOffset, r.Err)
+	}
+}
+
+// A deep queue is written pass by pass, each at most PassBytes (the bound
+// on a group commit's latency): the requests of a pass are answered
+// before the next pass is submitted, and offsets stay dense and in order.
+func TestShardPassBytesBoundsAGroupCommit(t *testing.T) {
+	var answered atomic.Int64
+	var seen []int64 // answers before each submission (shard goroutine only)
+	e := openEngine(t, t.TempDir(), func(c *Config) {
+		c.Shards = 1
+		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend {
+			return observed{func() { seen = append(seen, answered.Load()) }, b}
+		}
+	})
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "passes", Partitions: 3, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Shards()[0]
+	one := buildBatch(t, 1000, -1, 0, 0, values("r0", 4)...) // as large as each request below
+	s.passBytes = int64(2 * len(one)) // two requests a pass (set before any pass reads it)
+	if err := s.Call(func() error { seen = seen[:0]; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	release := holdShard(t, s)
+	const n = 9
+	var dones []<-chan AppendResult
+	for i := 0; i < n; i++ {
+		req := buildBatch(t, 1000, -1, 0, 0, values(fmt.Sprintf("r%d", i), 4)...)
+		c := make(chan AppendResult, 1)
+		p := top.Partition(int32(i % 3))
+		r := &AppendRequest{Partition: p, Batches: [][]byte{req}, Acks: 1, Bytes: len(req)}
+		h, err := batch.Validate(req, batch.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Headers = []batch.Header{h}
+		r.Done = func(res AppendResult) { answered.Add(1); c <- res }
+		p.Shard().Append(r)
+		dones = append(dones, c)
+	}
+	release()
+	for i, c := range dones {
+		if r := result(t, c); r.Err != nil || r.BaseOffset != int64(i/3*4) {
+			t.Fatalf("request %d: offset %d %v, want %d", i, r.BaseOffset, r.Err, i/3*4)
+		}
+	}
+	var got []int64
+	if err := s.Call(func() error { got = append(got, seen...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{0, 2, 4, 6, 8}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("answers before each submission %v, want %v (passes of 2 requests, each answered before the next)", got, want)
+	}
+}
+
+// observed is a backend that calls before ahead of each submission.
+type observed struct {
+	before func()
+	inner  ring.Backend
+}
+
+func (o observed) Name() string { return o.inner.Name() }
+func (o observed) Close() error { return o.inner.Close() }
+func (o observed) Run(ops []ring.Op) error {
+	o.before()
+	return o.inner.Run(ops)
 }

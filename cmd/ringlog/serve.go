@@ -128,6 +128,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.IntVar(&f.defaultPartitions, "default-partitions", int(def.Engine.DefaultPartitions), "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&e.Shards, "shards", def.Engine.Shards, "writer shards (0: one per CPU)")
+	fs.Int64Var(&e.PassBytes, "shard-pass-bytes", def.Engine.PassBytes, "bytes of produce requests a writer shard writes (and syncs) in one group commit at most; bounds how long the first request of a busy shard's pass waits for its answer")
 	fs.Int64Var(&e.ShardQueueBytes, "shard-queue-bytes", def.Engine.ShardQueueBytes, "bytes of produce requests queued per writer shard before the broker stops reading from the connections that feed it")
 	fs.IntVar(&c.Kafka.MaxRequestBytes, "max-request-bytes", def.Kafka.MaxRequestBytes, "largest request frame accepted; larger ones close the connection before being read")
 	fs.IntVar(&c.Kafka.MaxConnections, "max-connections", def.Kafka.MaxConnections, "client connections accepted at once")
