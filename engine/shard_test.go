@@ -611,7 +611,7 @@ func TestShardPassBytesBoundsAGroupCommit(t *testing.T) {
 	}
 	s := e.Shards()[0]
 	one := buildBatch(t, 1000, -1, 0, 0, values("r0", 4)...) // as large as each request below
-	s.passBytes = int64(2 * len(one)) // two requests a pass (set before any pass reads it)
+	s.passBytes = int64(2 * len(one))                        // two requests a pass (set before any pass reads it)
 	if err := s.Call(func() error { seen = seen[:0]; return nil }); err != nil {
 		t.Fatal(err)
 	}
