@@ -598,9 +598,11 @@ func TestShardAcks1NotBehindAnotherPartitionsSync(t *testing.T) {
 // before the next pass is submitted, and offsets stay dense and in order.
 func TestShardPassBytesBoundsAGroupCommit(t *testing.T) {
 	var answered atomic.Int64
-	var seen []int64 // answers before each submission (shard goroutine only)
+	var seen []int64                                         // answers before each submission (shard goroutine only)
+	one := buildBatch(t, 1000, -1, 0, 0, values("r0", 4)...) // as large as each request below
 	e := openEngine(t, t.TempDir(), func(c *Config) {
 		c.Shards = 1
+		c.PassBytes = int64(2 * len(one)) // two requests a pass
 		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend {
 			return observed{func() { seen = append(seen, answered.Load()) }, b}
 		}
@@ -610,8 +612,6 @@ func TestShardPassBytesBoundsAGroupCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := e.Shards()[0]
-	one := buildBatch(t, 1000, -1, 0, 0, values("r0", 4)...) // as large as each request below
-	s.passBytes = int64(2 * len(one))                        // two requests a pass (set before any pass reads it)
 	if err := s.Call(func() error { seen = seen[:0]; return nil }); err != nil {
 		t.Fatal(err)
 	}
