@@ -55,6 +55,9 @@ type conn struct {
 
 	// inflight counts requests parsed and not yet written.
 	inflight atomic.Int32
+	// clientID is the client id of the connection's last request, shared
+	// by the requests that send the same one (handleFrame).
+	clientID atomic.Pointer[string]
 	// paused is set by the event loop when it stops parsing (in-flight
 	// limit or a full writer shard); whoever resumes it clears it and
 	// wakes the loop.
@@ -364,8 +367,12 @@ func (c *conn) takeReady(batch []*response, limit int64) []*response {
 		n++
 	}
 	batch = append(batch[:0], c.queue[:n]...)
-	clear(c.queue[:n])
-	c.queue = c.queue[n:]
+	// Move the rest to the front rather than reslicing past the taken
+	// ones, so the queue's array is reused and slot never reallocates it
+	// once it is as long as the connection's pipeline.
+	m := copy(c.queue, c.queue[n:])
+	clear(c.queue[m:])
+	c.queue = c.queue[:m]
 	return batch
 }
 
@@ -575,6 +582,14 @@ func (c *conn) sendParts(parts []part, rc syscall.RawConn) ([]part, error) {
 		rest, _, err := c.sendSome(c.fd, parts)
 		return rest, err
 	}
+	return c.sendPartsWaiting(parts, rc)
+}
+
+// sendPartsWaiting is sendParts with the writer goroutine's dup: a
+// function of its own because the closure that rc.Write takes moves the
+// variables it captures to the heap, which would cost the inline path an
+// allocation per response.
+func (c *conn) sendPartsWaiting(parts []part, rc syscall.RawConn) ([]part, error) {
 	var werr error
 	err := rc.Write(func(fd uintptr) bool {
 		var again bool

@@ -121,8 +121,16 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		if int(idLen) > len(b) {
 			return s.malformed(c, r, "client id runs past the frame")
 		}
-		id := string(b[:idLen])
-		r.clientID = &id
+		// A client sends the same id on every request: reuse the
+		// connection's last one rather than allocate it each time.
+		raw := b[:idLen]
+		if last := c.clientID.Load(); last != nil && *last == string(raw) {
+			r.clientID = last
+		} else {
+			id := string(raw)
+			r.clientID = &id
+			c.clientID.Store(r.clientID)
+		}
 		b = b[idLen:]
 	}
 	if !c.auth.done.Load() && (c.auth.failed.Load() || !preAuthAllowed(r.key)) {
