@@ -14,7 +14,8 @@
 #   produce-all   max-rate produce, acks=all
 # all with PARTITIONS (16) partitions of RECORD_SIZE (1024) B records, the
 # load generator at GOMAXPROCS PROCS (1), DURATION (10s) runs after a
-# WARMUP (2s). Every run also reads the broker's CPU time and its Go heap
+# WARMUP (2s); ONLY limits the measurements to some of these names. Every
+# run also reads the broker's CPU time and its Go heap
 # allocations (go_memstats_mallocs_total from /metrics) before and after,
 # for CPU µs and allocations per record.
 #
@@ -43,7 +44,8 @@ here=$(dirname "$(realpath "$0")")
 mkdir -p "$out"
 : >"$out/runs.jsonl"
 
-names=(e2e-10k e2e-10k-all e2e-half produce-1 produce-all)
+# ONLY (default: all of them) picks measurements, e.g. ONLY="produce-1 produce-all".
+read -r -a names <<<"${ONLY:-e2e-10k e2e-10k-all e2e-half produce-1 produce-all}"
 # args NAME: the load generator's command line for a measurement.
 args() {
 	case $1 in
@@ -110,8 +112,9 @@ for r in $(seq 1 "$rounds"); do
 	done
 done
 
-# median SIDE NAME FIELD [KIND]: the median over the rounds.
-median() {
+# values SIDE NAME FIELD [KIND]: the measurement's values, one a line, in
+# round order.
+values() {
 	local side=$1 name=$2 field=$3 kind=${4:-}
 	grep "\"label\":\"$side:$name\"" "$out/runs.jsonl" | while read -r l; do
 		if [ -n "$kind" ]; then
@@ -119,28 +122,44 @@ median() {
 		elif [ "$field" = us_per_record ]; then
 			awk -v b="$(num broker_cpu_cores <<<"$l")" -v r="$(num records_per_sec <<<"$l")" 'BEGIN { printf "%.4f\n", (r > 0 ? b * 1e6 / r : 0) }'
 		elif [ "$field" = mallocs_per_record ]; then
-			# allocations over the whole run (warm-up included) per record sent
+			# allocations over the whole run (warm-up included) per record acknowledged
 			awk -v m="$(num broker_mallocs <<<"$l")" -v s="$(num acked <<<"$l")" 'BEGIN { printf "%.4f\n", (s > 0 ? m / s : 0) }'
 		else
 			num "$field" <<<"$l"
 		fi
-	done | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'
+	done
 }
+# median: of the numbers on stdin.
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'; }
+# row LABEL NAME FIELD [KIND]: medians of both builds, their ratio, and the
+# geometric mean and range of the per-round ratios (each round ran both).
 row() {
-	local label=$1 name=$2 field=$3 kind=${4:-} b a
-	b=$(median before "$name" "$field" "$kind")
-	a=$(median after "$name" "$field" "$kind")
-	awk -v l="$label" -v b="$b" -v a="$a" 'BEGIN { printf "| %s | %.3f | %.3f | %s |\n", l, b, a, (b > 0 ? sprintf("%.2f", a / b) : "-") }'
+	local label=$1 name=$2 field=$3 kind=${4:-}
+	paste <(values before "$name" "$field" "$kind") <(values after "$name" "$field" "$kind") |
+		awk -v l="$label" '{
+			b[NR] = $1; a[NR] = $2
+			if ($1 > 0 && $2 > 0) { r = $2 / $1; s += log(r); n++; if (!lo || r < lo) lo = r; if (r > hi) hi = r }
+		} END {
+			mb = median(b, NR); ma = median(a, NR)
+			printf "| %s | %.3f | %.3f | %s | %s |\n", l, mb, ma, (mb > 0 ? sprintf("%.2f", ma / mb) : "-"), (n ? sprintf("%.2f (%.2f-%.2f)", exp(s / n), lo, hi) : "-")
+		}
+		function median(v, k,    i, j, t) {
+			for (i = 2; i <= k; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+			return k ? v[int((k + 1) / 2)] : 0
+		}'
 }
 {
 	echo "# Before/after: $(basename "$before") against $(basename "$after")"
 	echo
 	echo "$(nproc) cores, $(uname -r); $rounds rounds, builds alternated; ${partitions} partitions, ${size} B records,"
-	echo "load generator GOMAXPROCS ${procs}, ${duration} runs (${warmup} warm-up). Medians over the rounds."
+	echo "load generator GOMAXPROCS ${procs}, ${duration} runs (${warmup} warm-up). Medians over the rounds,"
+	echo "and the ratios of the runs of each round (the two builds minutes apart) with their range: the host's drift"
+	echo "moves both runs of a round, so the per-round ratios are the steadier figure."
 	echo
-	echo "| measurement | before | after | after/before |"
-	echo "|---|---|---|---|"
+	echo "| measurement | before | after | after/before (medians) | per-round after/before: geo-mean (range) |"
+	echo "|---|---|---|---|---|"
 	for name in e2e-10k e2e-10k-all e2e-half; do
+		[[ " ${names[*]} " == *" $name "* ]] || continue
 		row "$name: records/s" "$name" records_per_sec
 		row "$name: e2e p50 ms" "$name" p50 e2e_latency_ms
 		row "$name: e2e p99 ms" "$name" p99 e2e_latency_ms
@@ -150,6 +169,7 @@ row() {
 		row "$name: broker allocations/record" "$name" mallocs_per_record
 	done
 	for name in produce-1 produce-all; do
+		[[ " ${names[*]} " == *" $name "* ]] || continue
 		row "$name: records/s" "$name" records_per_sec
 		row "$name: ack p99 ms" "$name" p99 produce_latency_ms
 		row "$name: broker CPU µs/record" "$name" us_per_record

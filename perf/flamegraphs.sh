@@ -11,26 +11,31 @@
 # flame graph SVGs into OUT_DIR (default flamegraphs/) with
 # 'ringlog-perf flamegraph' (raw profiles and top-function lists next to
 # them). RINGLOG_PERF_BIN names the ringlog-perf binary (default
-# ./bin/ringlog-perf).
+# ./bin/ringlog-perf). RATE (default max) fixes the e2e load's records/s,
+# for profiles of the per-record path at a low rate (RATE=10000: a produce
+# and a fetch per record), with the load generator at GOMAXPROCS PROCS
+# (default 0: all CPUs).
 set -euo pipefail
 
 out=${1:-flamegraphs}
 bin=${RINGLOG_PERF_BIN:-./bin/ringlog-perf}
 secs=${PROFILE_SECONDS:-20}
+rate=${RATE:-max}
+procs=${PROCS:-0}
 : "${RINGLOG_BROKERS:?run me inside perf/with-broker.sh}"
 : "${RINGLOG_HTTP:?run me inside perf/with-broker.sh}"
 mkdir -p "$out"
 
 load_secs=$((secs + 8))
-echo "flamegraph: ${load_secs}s of e2e load (1 KiB records, 16 partitions, acks=1, max rate); profiling the broker for ${secs}s" >&2
-"$bin" e2e --brokers "$RINGLOG_BROKERS" --record-size 1024 --partitions 16 --acks 1 \
+echo "flamegraph: ${load_secs}s of e2e load (1 KiB records, 16 partitions, acks=1, rate $rate); profiling the broker for ${secs}s" >&2
+"$bin" e2e --brokers "$RINGLOG_BROKERS" --record-size 1024 --partitions 16 --acks 1 --rate "$rate" --procs "$procs" \
 	--duration "${load_secs}s" --warmup 2s --report-every 5s >"$out/load.txt" &
 load=$!
 sleep 3
 
 base="http://$RINGLOG_HTTP/debug/pprof"
 "$bin" flamegraph --pprof "$base/profile?seconds=$secs" --save-profile "$out/cpu.pb.gz" \
-	--title "ringlog broker CPU, ${secs}s under e2e load (1 KiB, 16 partitions, acks=1, max rate)" \
+	--title "ringlog broker CPU, ${secs}s under e2e load (1 KiB, 16 partitions, acks=1, rate $rate)" \
 	--out "$out/cpu.svg" --top 25 >"$out/cpu-top.txt" &
 cpu=$!
 "$bin" flamegraph --pprof "$base/allocs?seconds=$secs" --save-profile "$out/allocs-under-load.pb.gz" --sample alloc_space \
