@@ -408,8 +408,15 @@ func (c *conn) writeInline() {
 		// goroutine, so that this caller's time stays bounded.
 		c.wakeWriter()
 	}
+	closed := c.closed
 	c.mu.Unlock()
-	c.cond.Broadcast() // the writer goroutine, or OnClose waiting for inline
+	if closed {
+		// The writer goroutine or OnClose waits for this write to end.
+		// (Open, nobody waits for it: the writer goroutine waits for
+		// work, which wakeWriter signals; waking it for nothing on
+		// every inline response cost a futex and a scheduling round.)
+		c.cond.Broadcast()
+	}
 	for _, f := range releases {
 		f()
 	}
