@@ -660,3 +660,39 @@ func (o observed) Run(ops []ring.Op) error {
 	o.before()
 	return o.inner.Run(ops)
 }
+
+// A large append (over inlineMaxBytes) is handed to the shard goroutine
+// even when the shard is idle, so its page-cache copy does not hold the
+// caller's event loop.
+func TestShardLargeAppendNotInline(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "large", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	if err := p.Shard().Call(func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	st := e.EngineStats()
+	inl := st.InlineAppends.Load()
+	big := make([]rec, 0, 80)
+	for i := 0; i < cap(big); i++ {
+		big = append(big, pair(fmt.Sprint(i), fmt.Sprintf("%01024d", i)))
+	}
+	b := buildBatch(t, 1000, -1, 0, 0, big...)
+	if len(b) <= inlineMaxBytes {
+		t.Fatalf("test batch of %d bytes is not over inlineMaxBytes", len(b))
+	}
+	c, _ := submitInline(t, p, 1, b)
+	if r := result(t, c); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("large append: offset %d %v, want 0", r.BaseOffset, r.Err)
+	}
+	if st.InlineAppends.Load() != inl {
+		t.Fatal("an append over inlineMaxBytes took the inline path")
+	}
+	c, sync := submitInline(t, p, 1, buildBatch(t, 1000, -1, 0, 0, values("small", 1)...))
+	if r := result(t, c); !sync || r.Err != nil || r.BaseOffset != int64(len(big)) {
+		t.Fatalf("small append after it: inline %v, offset %d %v, want inline at %d", sync, r.BaseOffset, r.Err, len(big))
+	}
+}
