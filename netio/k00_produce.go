@@ -57,6 +57,10 @@ import (
 //     transaction, with this partition added (checkTransactional);
 //     control batches cannot be produced (INVALID_RECORD).
 
+// inlineProduceMaxBytes is the largest produce request whose appends may
+// be written on the event loop (engine.AppendRequest.Inline).
+const inlineProduceMaxBytes = 64 << 10
+
 func handleProduce(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrProduceRequest()
 	if err := r.decode(req); err != nil {
@@ -249,8 +253,12 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 			Timeout: time.Duration(req.TimeoutMillis) * time.Millisecond,
 			// Done is ready to run before Append returns (pending
 			// counts every work already, the slot exists), and holds
-			// no lock: an idle shard writes it on this goroutine.
-			Inline: true,
+			// no lock: an idle shard writes it on this goroutine —
+			// for a small request only. A large one (many partitions'
+			// batches) goes to the shards, which copy it while this
+			// loop reads the next request: inline, one connection's
+			// produce would be read, checked and written on one core.
+			Inline: len(r.frame) <= inlineProduceMaxBytes,
 			Done: func(res engine.AppendResult) {
 				w.rp.ErrorCode = errCode(res.Err)
 				if res.Err != nil {

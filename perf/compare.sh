@@ -12,6 +12,8 @@
 #                 half of the committed suite's max), acks=1
 #   produce-1     max-rate produce, acks=1
 #   produce-all   max-rate produce, acks=all
+#   ingest-1      max-rate raw produce (ringlog-perf ingest: prebuilt
+#                 batches, no client library), acks=1; not in the default set
 # all with PARTITIONS (16) partitions of RECORD_SIZE (1024) B records, the
 # load generator at GOMAXPROCS PROCS (1), DURATION (10s) runs after a
 # WARMUP (2s); ONLY limits the measurements to some of these names. Every
@@ -54,6 +56,7 @@ args() {
 	e2e-half) echo "e2e --rate $half --acks 1" ;;
 	produce-1) echo "produce --acks 1" ;;
 	produce-all) echo "produce --acks all" ;;
+	ingest-1) echo "ingest --acks 1" ;;
 	esac
 }
 
@@ -168,7 +171,7 @@ row() {
 		row "$name: broker CPU µs/record" "$name" us_per_record
 		row "$name: broker allocations/record" "$name" mallocs_per_record
 	done
-	for name in produce-1 produce-all; do
+	for name in produce-1 produce-all ingest-1; do
 		[[ " ${names[*]} " == *" $name "* ]] || continue
 		row "$name: records/s" "$name" records_per_sec
 		row "$name: ack p99 ms" "$name" p99 produce_latency_ms
