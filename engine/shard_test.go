@@ -524,25 +524,6 @@ func TestShardInlineConcurrent(t *testing.T) {
 	}
 }
 
-// gatedSyncs is a backend whose submissions that carry an fdatasync wait
-// for gate, so a test can hold a shard inside its sync.
-type gatedSyncs struct {
-	gate  <-chan struct{}
-	inner ring.Backend
-}
-
-func (g gatedSyncs) Name() string { return g.inner.Name() }
-func (g gatedSyncs) Close() error { return g.inner.Close() }
-func (g gatedSyncs) Run(ops []ring.Op) error {
-	for _, op := range ops {
-		if op.Kind == ring.OpFdatasync {
-			<-g.gate
-			break
-		}
-	}
-	return g.inner.Run(ops)
-}
-
 // An acks=1 produce queued in the same pass as another partition's
 // acks=all produce is written and answered while that one's fdatasync is
 // still running (no head-of-line blocking across partitions); on the
@@ -558,7 +539,17 @@ func TestShardAcks1NotBehindAnotherPartitionsSync(t *testing.T) {
 	}
 	e := openEngine(t, t.TempDir(), func(c *Config) {
 		c.Shards = 1
-		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend { return gatedSyncs{gate, b} }
+		// Submissions that carry an fdatasync wait for the gate.
+		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend {
+			return observed{func(ops []ring.Op) {
+				for _, op := range ops {
+					if op.Kind == ring.OpFdatasync {
+						<-gate
+						return
+					}
+				}
+			}, b}
+		}
 	})
 	t.Cleanup(open) // before the engine's close (cleanups run last first)
 	top, err := e.CreateTopic(CreateTopicRequest{Name: "hol", Partitions: 2, ReplicationFactor: 1})
@@ -604,7 +595,7 @@ func TestShardPassBytesBoundsAGroupCommit(t *testing.T) {
 		c.Shards = 1
 		c.PassBytes = int64(2 * len(one)) // two requests a pass
 		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend {
-			return observed{func() { seen = append(seen, answered.Load()) }, b}
+			return observed{func([]ring.Op) { seen = append(seen, answered.Load()) }, b}
 		}
 	})
 	top, err := e.CreateTopic(CreateTopicRequest{Name: "passes", Partitions: 3, ReplicationFactor: 1})
@@ -648,16 +639,17 @@ func TestShardPassBytesBoundsAGroupCommit(t *testing.T) {
 	}
 }
 
-// observed is a backend that calls before ahead of each submission.
+// observed is a backend that calls before with each submission's ops
+// ahead of running them (a test's hook: count, wait, record).
 type observed struct {
-	before func()
+	before func(ops []ring.Op)
 	inner  ring.Backend
 }
 
 func (o observed) Name() string { return o.inner.Name() }
 func (o observed) Close() error { return o.inner.Close() }
 func (o observed) Run(ops []ring.Op) error {
-	o.before()
+	o.before(ops)
 	return o.inner.Run(ops)
 }
 
