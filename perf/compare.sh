@@ -86,18 +86,21 @@ num() { grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
 # lat KIND FIELD: a percentile of produce_latency_ms or e2e_latency_ms.
 lat() { grep -o "\"$1\":{[^}]*}" | head -1 | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 
-# summarize: "records/s, p50/p99/p99.9, CPU µs and allocations per record".
-summarize() {
-	local l rps br mal kind=e2e_latency_ms
+# us_per_record: the broker's CPU µs per record of the JSON line on stdin.
+us_per_record() {
+	local l
 	l=$(cat)
-	rps=$(num records_per_sec <<<"$l")
-	br=$(num broker_cpu_cores <<<"$l")
-	mal=$(num broker_mallocs <<<"$l")
-	secs=$(num measured_seconds <<<"$l")
+	awk -v b="$(num broker_cpu_cores <<<"$l")" -v r="$(num records_per_sec <<<"$l")" 'BEGIN { printf "%.4f\n", (r > 0 ? b * 1e6 / r : 0) }'
+}
+
+# summarize: records/s, p50/p99/p99.9 and CPU µs per record of the JSON
+# line on stdin.
+summarize() {
+	local l kind=e2e_latency_ms
+	l=$(cat)
 	if ! grep -q '"e2e_latency_ms":{' <<<"$l"; then kind=produce_latency_ms; fi
-	awk -v rps="${rps:-0}" -v br="${br:-0}" -v mal="${mal:-0}" -v p50="$(lat $kind p50 <<<"$l")" \
+	awk -v rps="$(num records_per_sec <<<"$l")" -v us="$(us_per_record <<<"$l")" -v p50="$(lat $kind p50 <<<"$l")" \
 		-v p99="$(lat $kind p99 <<<"$l")" -v p999="$(lat $kind p99_9 <<<"$l")" -v k="$kind" 'BEGIN {
-		us = rps > 0 ? br * 1e6 / rps : 0
 		printf "%.0f rec/s  %s p50 %.3f p99 %.3f p99.9 %.3f ms  broker %.2f µs/rec", rps, (k ~ /e2e/ ? "e2e" : "ack"), p50, p99, p999, us
 	}'
 }
@@ -123,7 +126,7 @@ values() {
 		if [ -n "$kind" ]; then
 			lat "$kind" "$field" <<<"$l"
 		elif [ "$field" = us_per_record ]; then
-			awk -v b="$(num broker_cpu_cores <<<"$l")" -v r="$(num records_per_sec <<<"$l")" 'BEGIN { printf "%.4f\n", (r > 0 ? b * 1e6 / r : 0) }'
+			us_per_record <<<"$l"
 		elif [ "$field" = mallocs_per_record ]; then
 			# allocations over the whole run (warm-up included) per record acknowledged
 			awk -v m="$(num broker_mallocs <<<"$l")" -v s="$(num acked <<<"$l")" 'BEGIN { printf "%.4f\n", (s > 0 ? m / s : 0) }'
@@ -132,8 +135,6 @@ values() {
 		fi
 	done
 }
-# median: of the numbers on stdin.
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'; }
 # row LABEL NAME FIELD [KIND]: medians of both builds, their ratio, and the
 # geometric mean and range of the per-round ratios (each round ran both).
 row() {
