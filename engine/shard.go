@@ -248,11 +248,14 @@ func (s *Shard) Call(fn func() error) error {
 // reading of the next request instead of holding the loop, and the
 // handoff the fast path saves is small next to that copy.
 func (s *Shard) mayInline(req *AppendRequest) bool {
-	return req.Bytes <= inlineMaxBytes && req.Marker == nil && !req.Replica && !s.syncs(req, req.Partition.topic.Config())
+	return req.Bytes <= InlineMaxBytes && req.Marker == nil && !req.Replica && !s.syncs(req, req.Partition.topic.Config())
 }
 
-// inlineMaxBytes is the largest append the direct-write fast path takes.
-const inlineMaxBytes = 64 << 10
+// InlineMaxBytes is the largest append the direct-write fast path takes.
+// A caller sending many appends for one request (a Kafka produce to many
+// partitions) should set Inline only when the whole request is this small,
+// or one connection's appends are all copied on its one goroutine.
+const InlineMaxBytes = 64 << 10
 
 func (s *Shard) signal() {
 	select {

@@ -653,7 +653,7 @@ func (o observed) Run(ops []ring.Op) error {
 	return o.inner.Run(ops)
 }
 
-// A large append (over inlineMaxBytes) is handed to the shard goroutine
+// A large append (over InlineMaxBytes) is handed to the shard goroutine
 // even when the shard is idle, so its page-cache copy does not hold the
 // caller's event loop.
 func TestShardLargeAppendNotInline(t *testing.T) {
@@ -673,15 +673,15 @@ func TestShardLargeAppendNotInline(t *testing.T) {
 		big = append(big, pair(fmt.Sprint(i), fmt.Sprintf("%01024d", i)))
 	}
 	b := buildBatch(t, 1000, -1, 0, 0, big...)
-	if len(b) <= inlineMaxBytes {
-		t.Fatalf("test batch of %d bytes is not over inlineMaxBytes", len(b))
+	if len(b) <= InlineMaxBytes {
+		t.Fatalf("test batch of %d bytes is not over InlineMaxBytes", len(b))
 	}
 	c, _ := submitInline(t, p, 1, b)
 	if r := result(t, c); r.Err != nil || r.BaseOffset != 0 {
 		t.Fatalf("large append: offset %d %v, want 0", r.BaseOffset, r.Err)
 	}
 	if st.InlineAppends.Load() != inl {
-		t.Fatal("an append over inlineMaxBytes took the inline path")
+		t.Fatal("an append over InlineMaxBytes took the inline path")
 	}
 	c, sync := submitInline(t, p, 1, buildBatch(t, 1000, -1, 0, 0, values("small", 1)...))
 	if r := result(t, c); !sync || r.Err != nil || r.BaseOffset != int64(len(big)) {

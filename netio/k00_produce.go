@@ -57,10 +57,6 @@ import (
 //     transaction, with this partition added (checkTransactional);
 //     control batches cannot be produced (INVALID_RECORD).
 
-// inlineProduceMaxBytes is the largest produce request whose appends may
-// be written on the event loop (engine.AppendRequest.Inline).
-const inlineProduceMaxBytes = 64 << 10
-
 func handleProduce(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrProduceRequest()
 	if err := r.decode(req); err != nil {
@@ -258,7 +254,7 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 			// batches) goes to the shards, which copy it while this
 			// loop reads the next request: inline, one connection's
 			// produce would be read, checked and written on one core.
-			Inline: len(r.frame) <= inlineProduceMaxBytes,
+			Inline: len(r.frame) <= engine.InlineMaxBytes,
 			Done: func(res engine.AppendResult) {
 				w.rp.ErrorCode = errCode(res.Err)
 				if res.Err != nil {
