@@ -113,11 +113,7 @@ func TestShardRoutingAndDenseOffsets(t *testing.T) {
 // (group commit), with one fdatasync for all of them when any asked for
 // it, and the requests complete in queue order.
 func TestShardGroupCommit(t *testing.T) {
-	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "gc", Partitions: 4, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, top := oneShardTopic(t, "gc", 4, nil)
 	s := e.Shards()[0]
 	st := e.EngineStats()
 	for round, acks := range []int16{-1, 1} {
@@ -223,11 +219,7 @@ func TestShardBackpressure(t *testing.T) {
 // Do and Call run functions on the shard goroutine, in the order they
 // were queued, serialized with the appends.
 func TestShardDoAndCall(t *testing.T) {
-	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "ctl", Partitions: 1, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, top := oneShardTopic(t, "ctl", 1, nil)
 	p := top.Partition(0)
 	s := p.Shard()
 	release := holdShard(t, s)
@@ -370,11 +362,7 @@ func submitInline(t testing.TB, p *Partition, acks int16, batches ...[]byte) (<-
 // caller's goroutine), and behind a busy shard an Inline append queues and
 // keeps its place after what was queued before it.
 func TestShardInlineAppend(t *testing.T) {
-	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "inline", Partitions: 2, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, top := oneShardTopic(t, "inline", 2, nil)
 	p := top.Partition(0)
 	s := p.Shard()
 	st := e.EngineStats()
@@ -382,6 +370,7 @@ func TestShardInlineAppend(t *testing.T) {
 	if err := s.Call(func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+	waitShardIdle(t, s)
 
 	w := NewWaiter()
 	p.Watch(w)
@@ -457,11 +446,7 @@ func TestShardInlineAppend(t *testing.T) {
 // a time (the race detector watches), offsets stay dense, and each
 // goroutine's appends land in the order it made them.
 func TestShardInlineConcurrent(t *testing.T) {
-	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "mixed", Partitions: 1, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, top := oneShardTopic(t, "mixed", 1, nil)
 	p := top.Partition(0)
 	const writers, appends = 4, 150
 	var wg sync.WaitGroup
@@ -537,8 +522,7 @@ func TestShardAcks1NotBehindAnotherPartitionsSync(t *testing.T) {
 			close(gate)
 		}
 	}
-	e := openEngine(t, t.TempDir(), func(c *Config) {
-		c.Shards = 1
+	e, top := oneShardTopic(t, "hol", 2, func(c *Config) {
 		// Submissions that carry an fdatasync wait for the gate.
 		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend {
 			return observed{func(ops []ring.Op) {
@@ -552,10 +536,6 @@ func TestShardAcks1NotBehindAnotherPartitionsSync(t *testing.T) {
 		}
 	})
 	t.Cleanup(open) // before the engine's close (cleanups run last first)
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "hol", Partitions: 2, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := e.Shards()[0]
 	release := holdShard(t, s)
 	synced := submit(t, top.Partition(0), -1, buildBatch(t, 1000, -1, 0, 0, values("all", 1)...))
@@ -591,17 +571,12 @@ func TestShardPassBytesBoundsAGroupCommit(t *testing.T) {
 	var answered atomic.Int64
 	var seen []int64                                         // answers before each submission (shard goroutine only)
 	one := buildBatch(t, 1000, -1, 0, 0, values("r0", 4)...) // as large as each request below
-	e := openEngine(t, t.TempDir(), func(c *Config) {
-		c.Shards = 1
+	e, top := oneShardTopic(t, "passes", 3, func(c *Config) {
 		c.PassBytes = int64(2 * len(one)) // two requests a pass
 		c.WrapBackend = func(_ int, b ring.Backend) ring.Backend {
 			return observed{func([]ring.Op) { seen = append(seen, answered.Load()) }, b}
 		}
 	})
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "passes", Partitions: 3, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := e.Shards()[0]
 	if err := s.Call(func() error { seen = seen[:0]; return nil }); err != nil {
 		t.Fatal(err)
@@ -657,11 +632,7 @@ func (o observed) Run(ops []ring.Op) error {
 // even when the shard is idle, so its page-cache copy does not hold the
 // caller's event loop.
 func TestShardLargeAppendNotInline(t *testing.T) {
-	e := openEngine(t, t.TempDir(), func(c *Config) { c.Shards = 1 })
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "large", Partitions: 1, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, top := oneShardTopic(t, "large", 1, nil)
 	p := top.Partition(0)
 	if err := p.Shard().Call(func() error { return nil }); err != nil {
 		t.Fatal(err)
@@ -683,8 +654,41 @@ func TestShardLargeAppendNotInline(t *testing.T) {
 	if st.InlineAppends.Load() != inl {
 		t.Fatal("an append over InlineMaxBytes took the inline path")
 	}
+	// The goroutine may still be ending the large append's pass.
+	waitShardIdle(t, p.Shard())
 	c, sync := submitInline(t, p, 1, buildBatch(t, 1000, -1, 0, 0, values("small", 1)...))
 	if r := result(t, c); !sync || r.Err != nil || r.BaseOffset != int64(len(big)) {
 		t.Fatalf("small append after it: inline %v, offset %d %v, want inline at %d", sync, r.BaseOffset, r.Err, len(big))
 	}
+}
+
+// waitShardIdle waits until no pass holds s's work (its goroutine may
+// still be finishing one after the answers it gave), so that an inline
+// append finds the shard idle.
+func waitShardIdle(t *testing.T, s *Shard) {
+	t.Helper()
+	waitUntil(t, "the shard is idle", func() bool {
+		if s.work.TryLock() {
+			s.work.Unlock()
+			return true
+		}
+		return false
+	})
+}
+
+// oneShardTopic opens an engine with one writer shard (cfg, if set,
+// adjusts its configuration further) and creates a topic on it.
+func oneShardTopic(t *testing.T, name string, partitions int32, cfg func(*Config)) (*Engine, *Topic) {
+	t.Helper()
+	e := openEngine(t, t.TempDir(), func(c *Config) {
+		c.Shards = 1
+		if cfg != nil {
+			cfg(c)
+		}
+	})
+	top, err := e.CreateTopic(CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, top
 }
