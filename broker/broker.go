@@ -353,7 +353,7 @@ func New(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 		b.store = st
-		scfg.Security.Store = st
+		scfg.Security.Source, scfg.Security.Writer = st, st
 		scfg.Security.Mechanisms = cfg.Security.SASLMechanisms
 		if cfg.Security.Authorizer {
 			scfg.Security.Authorizer = security.NewAuthorizer(st, cfg.Security.SuperUsers)

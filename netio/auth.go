@@ -46,9 +46,14 @@ func (p SecurityProtocol) String() string {
 // Security is authentication and authorization, shared by a broker's
 // listeners.
 type Security struct {
-	// Store holds the SCRAM credentials and the ACLs. SASL listeners
-	// need it; with it, the credential and ACL APIs are served.
-	Store *security.Store
+	// Source holds the SCRAM credentials and the ACLs: a single
+	// broker's Store, or in cluster mode the replicated image. SASL
+	// listeners need it; with it, the credential and ACL APIs are served.
+	Source security.Source
+	// Writer changes them: the Store, or in cluster mode the
+	// controller's proposals (a broker that is not the controller
+	// forwards the request to it first). Needed with Source.
+	Writer security.Writer
 	// Authorizer checks every request against the ACLs; nil: every
 	// principal may do everything.
 	Authorizer *security.Authorizer
@@ -135,7 +140,7 @@ func (s *Server) checkSecurity() error {
 	if p.usesTLS() && s.cfg.TLS == nil {
 		return fmt.Errorf("%s needs a TLS certificate and key", p)
 	}
-	if p.usesSASL() && s.cfg.Security.Store == nil {
+	if p.usesSASL() && s.cfg.Security.Source == nil {
 		return fmt.Errorf("%s needs the credential store", p)
 	}
 	for _, m := range s.cfg.Security.Mechanisms {

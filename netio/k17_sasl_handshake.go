@@ -34,7 +34,7 @@ func handleSaslHandshake(s *Server, r *request) frameOutcome {
 	case !slices.Contains(resp.SupportedMechanisms, req.Mechanism):
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 	default:
-		ex, err := security.NewExchange(s.cfg.Security.Store, req.Mechanism)
+		ex, err := security.NewExchange(s.cfg.Security.Source, req.Mechanism)
 		if err != nil {
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 			break

@@ -42,7 +42,7 @@ func handleDescribeAcls(s *Server, r *request) frameOutcome {
 			pt   kmsg.ACLResourcePatternType
 		}
 		index := map[key]int{}
-		for _, a := range s.cfg.Security.Store.ACLs() {
+		for _, a := range s.cfg.Security.Source.ACLs() {
 			if !f.Matches(a) {
 				continue
 			}
@@ -84,7 +84,7 @@ func handleCreateAcls(s *Server, r *request) frameOutcome {
 	}
 	var errs []error
 	if allowed {
-		errs = s.cfg.Security.Store.CreateACLs(acls)
+		errs = s.cfg.Security.Writer.CreateACLs(acls)
 	}
 	for i := range acls {
 		res := kmsg.NewCreateACLsResponseResult()
@@ -126,7 +126,7 @@ func handleDeleteAcls(s *Server, r *request) frameOutcome {
 	var deleted [][]security.ACL
 	var storeErr error
 	if allowed && len(valid) > 0 {
-		deleted, storeErr = s.cfg.Security.Store.DeleteACLs(valid)
+		deleted, storeErr = s.cfg.Security.Writer.DeleteACLs(valid)
 	}
 	next := 0
 	for i := range filters {

@@ -23,7 +23,7 @@ func handleDescribeUserScramCredentials(s *Server, r *request) frameOutcome {
 		r.respond(resp)
 		return frameDone
 	}
-	users := s.cfg.Security.Store.Users()
+	users := s.cfg.Security.Source.Users()
 	infos := map[string][]kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo{}
 	for _, u := range users {
 		for _, m := range u.Mechanisms {

@@ -26,7 +26,7 @@ func handleAlterUserScramCredentials(s *Server, r *request) frameOutcome {
 		return frameDone
 	}
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-	store := s.cfg.Security.Store
+	store := s.cfg.Security.Writer
 	allowed := r.clusterAllowed(kmsg.ACLOperationAlter)
 	count := map[string]int{}
 	for _, d := range req.Deletions {

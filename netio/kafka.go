@@ -77,7 +77,7 @@ var saslAPITable = []apiHandler{
 }
 
 // credentialAPITable is served when the broker keeps credentials
-// (Security.Store), aclAPITable when the authorizer is on.
+// (Security.Source), aclAPITable when the authorizer is on.
 var credentialAPITable = []apiHandler{
 	{key: 50, name: "DescribeUserScramCredentials", min: 0, max: 0, advMin: 0, async: true, handler: handleDescribeUserScramCredentials},
 	{key: 51, name: "AlterUserScramCredentials", min: 0, max: 0, advMin: 0, async: true, handler: handleAlterUserScramCredentials},

@@ -63,7 +63,7 @@ type Config struct {
 	Native bool
 	// Protocol is the listener's security protocol (Kafka's names):
 	// PLAINTEXT (the zero value), SSL, SASL_PLAINTEXT or SASL_SSL. SSL
-	// and SASL_SSL need TLS; the SASL ones need Security.Store.
+	// and SASL_SSL need TLS; the SASL ones need Security.Source.
 	Protocol SecurityProtocol
 	// TLS is the server side of SSL and SASL_SSL listeners (certificate,
 	// client authentication). Build it with GetConfigForClient or
@@ -213,7 +213,7 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	if cfg.Protocol.usesSASL() {
 		extra = append(extra, saslAPITable...)
 	}
-	if cfg.Security.Store != nil && !cfg.Native {
+	if cfg.Security.Source != nil && !cfg.Native {
 		extra = append(extra, credentialAPITable...)
 	}
 	if cfg.Security.Authorizer != nil && !cfg.Native {

@@ -39,12 +39,12 @@ type ACL struct {
 	Permission   kmsg.ACLPermissionType      `json:"permission"`
 }
 
-// validate refuses what Kafka's CreateAcls refuses: wildcard enums (ANY,
+// Validate refuses what Kafka's CreateAcls refuses: wildcard enums (ANY,
 // MATCH) and UNKNOWN ones, an empty name, a cluster not named
 // kafka-cluster, a principal not of the form User:NAME or User:*, an
 // empty host. Text that is not UTF-8 is refused too: the store's JSON
 // could not keep it as it is.
-func (a ACL) validate() error {
+func (a ACL) Validate() error {
 	switch {
 	case !concreteResource(a.ResourceType):
 		return fmt.Errorf("%w: resource type %v", ErrInvalidACL, a.ResourceType)

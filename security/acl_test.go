@@ -33,7 +33,7 @@ func TestACLValidation(t *testing.T) {
 	} {
 		a := good
 		edit(&a)
-		if err := a.validate(); !errors.Is(err, ErrInvalidACL) {
+		if err := a.Validate(); !errors.Is(err, ErrInvalidACL) {
 			t.Errorf("%s: %v, want ErrInvalidACL", name, err)
 		}
 	}
@@ -52,7 +52,7 @@ func TestACLValidation(t *testing.T) {
 	} {
 		a := good
 		edit(&a)
-		if err := a.validate(); err != nil {
+		if err := a.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

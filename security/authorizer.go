@@ -4,21 +4,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Authorizer decides requests from a Store's ACLs with the semantics of
+// Authorizer decides requests from a Source's ACLs with the semantics of
 // Kafka's StandardAuthorizer: super users may do everything; otherwise a
 // matching DENY wins over any ALLOW, and with no matching ALLOW the
-// request is denied. It reads the ACLs through the store's atomic
-// snapshot, so a decision takes no lock and allocates nothing, and every
+// request is denied. It reads the ACLs through the source's immutable
+// snapshot (Source.ACLs), so a decision takes no lock and allocates nothing, and every
 // decision after a change has returned sees it.
 type Authorizer struct {
-	store *Store
+	src   Source
 	super map[string]bool // read-only after NewAuthorizer
 }
 
-// NewAuthorizer decides from store's ACLs, allowing superUsers
+// NewAuthorizer decides from src's ACLs, allowing superUsers
 // (principals, "User:admin") everything.
-func NewAuthorizer(store *Store, superUsers []string) *Authorizer {
-	a := &Authorizer{store: store, super: make(map[string]bool, len(superUsers))}
+func NewAuthorizer(src Source, superUsers []string) *Authorizer {
+	a := &Authorizer{src: src, super: make(map[string]bool, len(superUsers))}
 	for _, u := range superUsers {
 		a.super[u] = true
 	}
@@ -38,7 +38,7 @@ func (a *Authorizer) Authorize(principal, host string, op kmsg.ACLOperation, rt 
 		return true
 	}
 	allowed := false
-	acls := *a.store.acls.Load()
+	acls := a.src.ACLs()
 	for i := range acls {
 		b := &acls[i]
 		if b.ResourceType != rt || !b.appliesTo(name) ||

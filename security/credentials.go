@@ -150,7 +150,7 @@ func FromSalted(m Mechanism, salt, saltedPassword []byte, iterations int) (Scram
 // unknown mechanism, iterations out of bounds, no salt, keys of the wrong
 // size) verifies nothing.
 func (c ScramCredential) VerifyPassword(password string) bool {
-	if c.check() != nil {
+	if c.Check() != nil {
 		return false
 	}
 	salted, err := saltPassword(c.Mechanism, password, c.Salt, c.Iterations)
@@ -161,9 +161,9 @@ func (c ScramCredential) VerifyPassword(password string) bool {
 	return err == nil && hmac.Equal(derived.StoredKey, c.StoredKey)
 }
 
-// check reports what makes c unusable: an unknown mechanism, iterations
+// Check reports what makes c unusable: an unknown mechanism, iterations
 // out of bounds, no salt, or keys of the wrong size.
-func (c ScramCredential) check() error {
+func (c ScramCredential) Check() error {
 	if err := checkParams(c.Mechanism, c.Iterations); err != nil {
 		return err
 	}

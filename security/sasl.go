@@ -46,7 +46,7 @@ func SupportedMechanisms() []string {
 // NewExchange starts an exchange of the named SASL mechanism (exactly as
 // SupportedMechanisms spells it) against store's credentials; another
 // name is an error wrapping ErrUnsupportedMechanism.
-func NewExchange(store *Store, mechanism string) (Exchange, error) {
+func NewExchange(store Source, mechanism string) (Exchange, error) {
 	switch mechanism {
 	case mechanismPlain:
 		return NewPlain(store), nil

@@ -8,7 +8,7 @@ import (
 // plainExchange is RFC 4616 PLAIN, checked against the user's SCRAM
 // credential: one store of secrets serves both mechanisms.
 type plainExchange struct {
-	store     *Store
+	store     Source
 	over      bool
 	principal string
 }
@@ -19,7 +19,7 @@ type plainExchange struct {
 // if it has only that. A wrong password and an unknown user fail alike,
 // with ErrAuthenticationFailed and the same cost; a message that is not
 // PLAIN fails with ErrMalformedSASL.
-func NewPlain(store *Store) Exchange { return &plainExchange{store: store} }
+func NewPlain(store Source) Exchange { return &plainExchange{store: store} }
 
 func (p *plainExchange) Step(msg []byte) ([]byte, bool, error) {
 	if p.over {
@@ -47,7 +47,7 @@ func (p *plainExchange) verify(user, password string) bool {
 			return c.VerifyPassword(password)
 		}
 	}
-	p.store.decoy(user, ScramSHA512).VerifyPassword(password)
+	p.store.Decoy(user, ScramSHA512).VerifyPassword(password)
 	return false
 }
 

@@ -18,9 +18,9 @@ import (
 // empty gs2 flag (a client-first-message starting with ",") and panics.
 // Both sides check the proof over the AuthMessage as the client sent it,
 // so the tolerance weakens nothing. An unknown user gets a decoy
-// credential (decoy.go) and fails at the proof like a wrong password.
+// credential (Decoys) and fails at the proof like a wrong password.
 type scramExchange struct {
-	store *Store
+	store Source
 	mech  Mechanism
 	// newNonce makes the server's part of the nonce; tests replace it.
 	newNonce func() (string, error)
@@ -57,7 +57,7 @@ const serverNonceSize = 24
 // no delegation tokens here) fail with ErrMalformedSASL; a mechanism that
 // is not SCRAM-SHA-256 or SCRAM-SHA-512 fails at the first step with
 // ErrUnsupportedMechanism.
-func NewScram(store *Store, m Mechanism) Exchange {
+func NewScram(store Source, m Mechanism) Exchange {
 	return &scramExchange{store: store, mech: m, newNonce: randomNonce}
 }
 
@@ -141,7 +141,7 @@ func (x *scramExchange) handleFirst(m string) (string, error) {
 	x.user, x.gs2, x.clientFirst, x.nonce = user, flag+","+authzField+",", bare, cnonce+snonce
 	x.cred, x.known = x.store.Credential(user, x.mech)
 	if !x.known {
-		x.cred = x.store.decoy(user, x.mech)
+		x.cred = x.store.Decoy(user, x.mech)
 	}
 	x.serverFirst = "r=" + x.nonce + ",s=" + base64.StdEncoding.EncodeToString(x.cred.Salt) + ",i=" + strconv.Itoa(x.cred.Iterations)
 	return x.serverFirst, nil

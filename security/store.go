@@ -2,7 +2,6 @@ package security
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -29,8 +27,8 @@ var ErrNoSuchCredential = errors.New("no such SCRAM credential")
 // snapshots behind atomic pointers, replaced whole by each change, so the
 // authorizer on every request and SASL exchanges never wait for a save.
 type Store struct {
-	path     string
-	decoyKey []byte // secret of this Store's made-up credentials (decoy.go)
+	Decoys // the made-up credentials of unknown users
+	path   string
 
 	mu    sync.Mutex // held by changes, across their save
 	users atomic.Pointer[userMap]
@@ -69,10 +67,11 @@ func OpenStore(path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("security store: empty path")
 	}
-	s := &Store{path: path, decoyKey: make([]byte, 32)}
-	if _, err := rand.Read(s.decoyKey); err != nil {
-		return nil, fmt.Errorf("security store: random key: %w", err)
+	decoys, err := NewDecoys()
+	if err != nil {
+		return nil, err
 	}
+	s := &Store{Decoys: decoys, path: path}
 	users, acls := userMap{}, []ACL{}
 	b, err := os.ReadFile(path)
 	switch {
@@ -108,14 +107,14 @@ func decodeStore(b []byte) (storeFile, error) {
 	}
 	users := make(userMap, len(f.Users))
 	for name, creds := range f.Users {
-		if err := checkUserName(name); err != nil {
+		if err := CheckUserName(name); err != nil {
 			return f, err
 		}
 		for m, c := range creds {
 			if c.Mechanism != m {
 				return f, fmt.Errorf("user %q: a %s credential filed under %s", name, c.Mechanism, m)
 			}
-			if err := c.check(); err != nil {
+			if err := c.Check(); err != nil {
 				return f, fmt.Errorf("user %q: %w", name, err)
 			}
 		}
@@ -125,7 +124,7 @@ func decodeStore(b []byte) (storeFile, error) {
 	}
 	acls := make([]ACL, 0, len(f.ACLs))
 	for i, a := range f.ACLs {
-		if err := a.validate(); err != nil {
+		if err := a.Validate(); err != nil {
 			return f, fmt.Errorf("ACL %d: %w", i, err)
 		}
 		if !slices.Contains(acls, a) {
@@ -136,9 +135,9 @@ func decodeStore(b []byte) (storeFile, error) {
 	return f, nil
 }
 
-// checkUserName refuses a name no credential can be kept under: empty,
+// CheckUserName refuses a name no credential can be kept under: empty,
 // or not UTF-8 (JSON would change it).
-func checkUserName(name string) error {
+func CheckUserName(name string) error {
 	if name == "" || !utf8.ValidString(name) {
 		return fmt.Errorf("user name %q: want a non-empty UTF-8 name", name)
 	}
@@ -176,17 +175,17 @@ func (s *Store) Users() []UserInfo {
 		}
 		out = append(out, u)
 	}
-	slices.SortFunc(out, func(a, b UserInfo) int { return strings.Compare(a.Name, b.Name) })
+	SortUsers(out)
 	return out
 }
 
 // UpsertCredential sets user's credential for c.Mechanism, replacing any
 // it had, and saves the store.
 func (s *Store) UpsertCredential(user string, c ScramCredential) error {
-	if err := checkUserName(user); err != nil {
+	if err := CheckUserName(user); err != nil {
 		return fmt.Errorf("security store: %w", err)
 	}
-	if err := c.check(); err != nil {
+	if err := c.Check(); err != nil {
 		return fmt.Errorf("security store: user %q: %w", user, err)
 	}
 	s.mu.Lock()
@@ -246,7 +245,7 @@ func (s *Store) CreateACLs(add []ACL) []error {
 	cur := *s.acls.Load()
 	next := slices.Clip(cur) // appends copy: cur stays as readers see it
 	for i, a := range add {
-		if errs[i] = a.validate(); errs[i] != nil {
+		if errs[i] = a.Validate(); errs[i] != nil {
 			continue
 		}
 		if !slices.Contains(next, a) {
