@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,6 +59,7 @@ type txn struct {
 	ownBrokers    bool
 	ownTopics     bool // topics, topicIDs and collisions
 	ownBrokerCfgs bool
+	ownScram      bool
 	ownTopic      map[string]bool
 }
 
@@ -126,6 +128,14 @@ func (t *txn) apply(rec Record, res *Result, top bool) *RefusedError {
 		return t.alterConfigs(r)
 	case AllocateProducerIDs:
 		return t.allocateProducerIDs(r, res)
+	case UpsertScramCredential:
+		return t.upsertScram(r)
+	case DeleteScramCredential:
+		return t.deleteScram(r)
+	case CreateACLs:
+		return t.createACLs(r)
+	case DeleteACLs:
+		return t.deleteACLs(r)
 	case Batch:
 		if !top {
 			return refuse(kerr.InvalidRequest, "a Batch inside a Batch")
@@ -177,13 +187,16 @@ func (t *txn) registerBroker(r RegisterBroker, res *Result) *RefusedError {
 	if len(r.Rack) > maxRack {
 		return refuse(kerr.InvalidRegistration, "broker %d: rack is %d bytes, the limit is %d", r.ID, len(r.Rack), maxRack)
 	}
-	if cur, ok := t.img.brokers[r.ID]; ok && cur.Incarnation == r.Incarnation &&
+	if err := checkListeners(r.Listeners); err != nil {
+		return refuse(kerr.InvalidRegistration, "broker %d: %v", r.ID, err)
+	}
+	if cur, ok := t.img.brokers[r.ID]; ok && cur.Incarnation == r.Incarnation && slices.Equal(cur.Listeners, r.Listeners) &&
 		cur.KafkaAddr == r.KafkaAddr && cur.ControllerAddr == r.ControllerAddr && cur.Rack == r.Rack {
 		res.BrokerEpoch = cur.Epoch // a retried registration
 		return nil
 	}
 	b := Broker{ID: r.ID, Incarnation: r.Incarnation, Epoch: int64(t.index), KafkaAddr: r.KafkaAddr,
-		ControllerAddr: r.ControllerAddr, Rack: r.Rack, Fenced: true}
+		ControllerAddr: r.ControllerAddr, Rack: r.Rack, Listeners: r.Listeners, Fenced: true}
 	t.brokers()[r.ID] = b
 	res.BrokerEpoch = b.Epoch
 	return nil

@@ -68,6 +68,27 @@ func encodeBody(e *encoder, rec Record) {
 		e.str(r.KafkaAddr)
 		e.str(r.ControllerAddr)
 		e.str(r.Rack)
+		if len(r.Listeners) > 0 { // kind 12
+			e.uvarint(uint64(len(r.Listeners)))
+			for _, l := range r.Listeners {
+				e.str(l.Name)
+				e.str(l.Addr)
+			}
+		}
+	case UpsertScramCredential:
+		e.str(r.User)
+		e.u8(uint8(r.Mechanism))
+		e.varint(int64(r.Credential.Iterations))
+		e.bytes(r.Credential.Salt)
+		e.bytes(r.Credential.StoredKey)
+		e.bytes(r.Credential.ServerKey)
+	case DeleteScramCredential:
+		e.str(r.User)
+		e.u8(uint8(r.Mechanism))
+	case CreateACLs:
+		e.acls(r.ACLs)
+	case DeleteACLs:
+		e.acls(r.ACLs)
 	case FenceBroker:
 		e.varint(int64(r.ID))
 		e.varint(r.Epoch)
@@ -137,6 +158,29 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 		return InitCluster{ClusterID: d.str()}
 	case KindRegisterBroker:
 		return RegisterBroker{ID: d.int32(), Incarnation: d.uuid(), KafkaAddr: d.str(), ControllerAddr: d.str(), Rack: d.str()}
+	case KindRegisterBrokerListeners:
+		r := RegisterBroker{ID: d.int32(), Incarnation: d.uuid(), KafkaAddr: d.str(), ControllerAddr: d.str(), Rack: d.str()}
+		n := d.count(2)
+		if n == 0 && d.err == nil {
+			d.fail("RegisterBroker of kind 12 without listeners (that is kind 2)")
+		}
+		if n > 0 {
+			r.Listeners = make([]Listener, n)
+			for i := range r.Listeners {
+				r.Listeners[i] = Listener{Name: d.str(), Addr: d.str()}
+			}
+		}
+		return r
+	case KindUpsertScramCredential:
+		r := UpsertScramCredential{User: d.str(), Mechanism: ScramMechanism(d.u8())}
+		r.Credential = ScramCredential{Iterations: d.int32(), Salt: d.bytes(), StoredKey: d.bytes(), ServerKey: d.bytes()}
+		return r
+	case KindDeleteScramCredential:
+		return DeleteScramCredential{User: d.str(), Mechanism: ScramMechanism(d.u8())}
+	case KindCreateACLs:
+		return CreateACLs{ACLs: d.acls()}
+	case KindDeleteACLs:
+		return DeleteACLs{ACLs: d.acls()}
 	case KindFenceBroker:
 		return FenceBroker{ID: d.int32(), Epoch: d.varint()}
 	case KindUnfenceBroker:
@@ -411,4 +455,47 @@ func (d *decoder) strMap() map[string]string {
 		m[k], prev = v, k
 	}
 	return m
+}
+
+// bytes writes a byte string: uv length, the bytes.
+func (e *encoder) bytes(b []byte) { e.uvarint(uint64(len(b))); e.b = append(e.b, b...) }
+
+// acls writes a list of bindings: per binding u8 resource type, str
+// name, u8 pattern type, str principal, str host, u8 operation, u8
+// permission.
+func (e *encoder) acls(acls []ACLBinding) {
+	e.uvarint(uint64(len(acls)))
+	for _, a := range acls {
+		e.u8(uint8(a.ResourceType))
+		e.str(a.ResourceName)
+		e.u8(uint8(a.PatternType))
+		e.str(a.Principal)
+		e.str(a.Host)
+		e.u8(uint8(a.Operation))
+		e.u8(uint8(a.Permission))
+	}
+}
+
+// bytes reads a byte string (nil when empty), copied out of the input.
+func (d *decoder) bytes() []byte {
+	n := d.count(1)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	b := append([]byte(nil), d.b[:n]...)
+	d.b = d.b[n:]
+	return b
+}
+
+func (d *decoder) acls() []ACLBinding {
+	n := d.count(7)
+	if n == 0 {
+		return nil
+	}
+	out := make([]ACLBinding, n)
+	for i := range out {
+		out[i] = ACLBinding{ResourceType: int8(d.u8()), ResourceName: d.str(), PatternType: int8(d.u8()),
+			Principal: d.str(), Host: d.str(), Operation: int8(d.u8()), Permission: int8(d.u8())}
+	}
+	return out
 }

@@ -24,6 +24,11 @@ func sampleRecords() []Record {
 		AlterConfigs{Type: ConfigTopic, Name: "orders", Ops: []ConfigOp{{Key: "retention.ms", Value: "5"}, {Key: "segment.ms", Delete: true}}},
 		AllocateProducerIDs{Broker: 2, BrokerEpoch: 12, Count: 1000},
 		Batch{Records: []Record{FenceBroker{ID: 1, Epoch: 2}, ChangePartition{TopicID: tid, Leader: new(int32(NoLeader))}}},
+		RegisterBroker{ID: 4, Incarnation: inc, KafkaAddr: "127.0.0.1:9092", Listeners: []Listener{{Name: "PLAINTEXT", Addr: "127.0.0.1:9092"}, {Name: "SASL_SSL", Addr: "h:9095"}}},
+		UpsertScramCredential{User: "alice", Mechanism: ScramSHA256, Credential: ScramCredential{Iterations: 4096, Salt: []byte("salt"), StoredKey: bytes.Repeat([]byte{1}, 32), ServerKey: bytes.Repeat([]byte{2}, 32)}},
+		DeleteScramCredential{User: "alice", Mechanism: ScramSHA512},
+		CreateACLs{ACLs: []ACLBinding{{ResourceType: 2, ResourceName: "orders", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}}},
+		DeleteACLs{ACLs: []ACLBinding{{ResourceType: 4, ResourceName: "kafka-cluster", PatternType: 4, Principal: "User:*", Host: "10.0.0.1", Operation: 2, Permission: 2}}},
 	}
 }
 

@@ -63,7 +63,7 @@ func Diff(old, new *Image) Delta {
 		switch {
 		case !ok:
 			d.Brokers = append(d.Brokers, BrokerChange{New: b})
-		case ob != b:
+		case !ob.Equal(b):
 			d.Brokers = append(d.Brokers, BrokerChange{Old: &ob, New: b})
 		}
 	}

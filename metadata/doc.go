@@ -11,11 +11,15 @@
 //
 //   - the cluster id (set once by InitCluster);
 //   - brokers: id, incarnation id, broker epoch (the log index of its
-//     registration), Kafka and controller endpoints, rack, fenced flag;
+//     registration), Kafka and controller endpoints, named listeners,
+//     rack, fenced flag;
 //   - topics: name, id, internal flag, config overrides, and per partition
 //     the replicas, ISR, leader, leader epoch and partition epoch;
 //   - cluster-wide broker config defaults;
-//   - the next producer id (blocks are handed out by AllocateProducerIDs).
+//   - the next producer id (blocks are handed out by AllocateProducerIDs);
+//   - SCRAM credentials (salt, iterations, StoredKey, ServerKey per user
+//     and mechanism: never a password) and ACL bindings, which every
+//     broker authenticates and authorizes from (cluster.SecuritySource).
 //
 // Images are immutable. Apply copies what a record changes (copy-on-write:
 // the touched maps and topics) and shares the rest, so readers hold an
@@ -29,7 +33,8 @@
 // node refuses the same records with the same text:
 //
 //	InitCluster          id is 1-64 of [A-Za-z0-9._-]; a different id than the set one: INCONSISTENT_CLUSTER_ID
-//	RegisterBroker       id ≥ 0, non-zero incarnation, host:port endpoints: else INVALID_REGISTRATION;
+//	RegisterBroker       id ≥ 0, non-zero incarnation, host:port endpoints, listeners named [A-Z0-9_]{1,64}
+//	                     once each (at most 16): else INVALID_REGISTRATION;
 //	                     an identical registration is a no-op; otherwise a new epoch (= log index), fenced
 //	Fence/UnfenceBroker  registered (BROKER_ID_NOT_REGISTERED), epoch current (STALE_BROKER_EPOCH)
 //	CreateTopic          valid name (INVALID_TOPIC_EXCEPTION), new (TOPIC_ALREADY_EXISTS), no '.'/'_'/case
@@ -51,6 +56,11 @@
 //	                     name (cluster default); keys 1-255 bytes (INVALID_CONFIG), not repeated
 //	                     (INVALID_REQUEST). Values are the proposer's to validate.
 //	AllocateProducerIDs  broker registered with its epoch (STALE_BROKER_EPOCH); 1..MaxProducerIDBlock ids
+//	UpsertScramCredential  non-empty user, salt (≤ 1 KiB) and iterations ≥ 1, keys the hash's size
+//	                     (UNACCEPTABLE_CREDENTIAL); mechanism 1 or 2 (UNSUPPORTED_SASL_MECHANISM)
+//	DeleteScramCredential the user has that mechanism (RESOURCE_NOT_FOUND)
+//	CreateACLs           concrete enums and non-empty strings (INVALID_REQUEST); present ones are skipped
+//	DeleteACLs           none: absent bindings are skipped (the proposer resolves filters to bindings)
 //	Batch                every record, in order, atomically; batches do not nest
 //
 // Epochs: a leader change (including to NoLeader) bumps the leader epoch
@@ -87,6 +97,15 @@
 //	9  AlterConfigs         u8 resourceType, str name, list of (str key, bool delete, str value)
 //	10 AllocateProducerIDs  sv broker, sv brokerEpoch, sv count
 //	11 Batch                list of (u8 kind, body)
+//	12 RegisterBroker       kind 2's fields, then list of (str name, str addr) listeners, at least one
+//	13 UpsertScramCredential str user, u8 mechanism, sv iterations, bytes salt, bytes storedKey, bytes serverKey
+//	14 DeleteScramCredential str user, u8 mechanism
+//	15 CreateACLs           list of acl
+//	16 DeleteACLs           list of acl
+//
+//	bytes uv length, bytes
+//	acl   u8 resourceType, str name, u8 patternType, str principal, str host, u8 operation, u8 permission
+//	      (Kafka's enum numbers)
 //
 // The encoding is deterministic, and DecodeRecord accepts nothing else:
 // trailing bytes, non-0/1 booleans, unordered or repeated map keys,
@@ -102,7 +121,13 @@
 //	 "brokers":[{"id","incarnation","epoch","kafka_addr","controller_addr","rack","fenced"}…],
 //	 "topics":[{"name","id","internal","partitions":[{"replicas","isr","leader",
 //	            "leader_epoch","partition_epoch"}…],"configs":{…}}…],
-//	 "broker_configs":{…}}
+//	 "broker_configs":{…},
+//	 "scram":[{"user","mechanism","iterations","salt","stored_key","server_key"}…],
+//	 "acls":[{"resource_type","resource_name","pattern_type","principal","host","operation","permission"}…]}
+//
+// Brokers carry "listeners":[{"name","addr"}…] when registered with them;
+// credentials are sorted by user and mechanism, byte strings base64, and
+// ACLs kept sorted and unique.
 //
 // Brokers are sorted by id, topics by name, map keys sorted, empty fields
 // omitted: the encoding is a function of the content, and Image.Hash (the

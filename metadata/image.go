@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -79,9 +80,31 @@ type Broker struct {
 	ControllerAddr string `json:"controller_addr,omitempty"`
 	// Rack is broker.rack, empty when unset.
 	Rack string `json:"rack,omitempty"`
+	// Listeners are its named Kafka listeners (RegisterBroker.Listeners).
+	Listeners []Listener `json:"listeners,omitempty"`
 	// Fenced brokers lead nothing and do not join an ISR. A registration
 	// starts fenced; the controller unfences a broker once it has caught up.
 	Fenced bool `json:"fenced,omitempty"`
+}
+
+// Equal reports whether b and o are the same registration in every field.
+func (b Broker) Equal(o Broker) bool {
+	return b.ID == o.ID && b.Incarnation == o.Incarnation && b.Epoch == o.Epoch && b.KafkaAddr == o.KafkaAddr &&
+		b.ControllerAddr == o.ControllerAddr && b.Rack == o.Rack && b.Fenced == o.Fenced && slices.Equal(b.Listeners, o.Listeners)
+}
+
+// Listener returns the address of b's listener named name. A broker
+// registered without listeners has one, PLAINTEXT, at KafkaAddr.
+func (b Broker) Listener(name string) (string, bool) {
+	if len(b.Listeners) == 0 {
+		return b.KafkaAddr, name == "PLAINTEXT"
+	}
+	for _, l := range b.Listeners {
+		if l.Name == name {
+			return l.Addr, true
+		}
+	}
+	return "", false
 }
 
 // Partition is one partition's replication state. Leader and ISR are
@@ -128,6 +151,8 @@ type Image struct {
 	topicIDs       map[UUID]string   // id → name
 	collisions     map[string]string // collisionKey(name) → name
 	brokerConfigs  map[string]string
+	scram          map[string]map[ScramMechanism]ScramCredential // user → mechanism → credential
+	acls           []ACLBinding                                  // sorted by compareACLs, unique
 }
 
 // NewImage returns the image of a new, empty cluster (index 0, no cluster
@@ -140,6 +165,7 @@ func NewImage() *Image {
 		topicIDs:       map[UUID]string{},
 		collisions:     map[string]string{},
 		brokerConfigs:  map[string]string{},
+		scram:          map[string]map[ScramMechanism]ScramCredential{},
 	}
 }
 

@@ -18,6 +18,12 @@ const (
 	KindAlterConfigs        Kind = 9
 	KindAllocateProducerIDs Kind = 10
 	KindBatch               Kind = 11
+	// KindRegisterBrokerListeners is a RegisterBroker with Listeners.
+	KindRegisterBrokerListeners Kind = 12
+	KindUpsertScramCredential   Kind = 13
+	KindDeleteScramCredential   Kind = 14
+	KindCreateACLs              Kind = 15
+	KindDeleteACLs              Kind = 16
 )
 
 var kindNames = map[Kind]string{
@@ -32,6 +38,12 @@ var kindNames = map[Kind]string{
 	KindAlterConfigs:        "AlterConfigs",
 	KindAllocateProducerIDs: "AllocateProducerIDs",
 	KindBatch:               "Batch",
+
+	KindRegisterBrokerListeners: "RegisterBroker",
+	KindUpsertScramCredential:   "UpsertScramCredential",
+	KindDeleteScramCredential:   "DeleteScramCredential",
+	KindCreateACLs:              "CreateACLs",
+	KindDeleteACLs:              "DeleteACLs",
 }
 
 // String is the record type's name.
@@ -60,7 +72,7 @@ type InitCluster struct {
 }
 
 // RegisterBroker registers a broker process. A registration identical to
-// the current one (same incarnation, endpoints and rack) is a no-op that
+// the current one (same incarnation, endpoints, listeners and rack) is a no-op that
 // returns the current epoch; any other replaces it with a new, fenced
 // registration whose epoch is the record's log index.
 type RegisterBroker struct {
@@ -69,6 +81,11 @@ type RegisterBroker struct {
 	KafkaAddr      string
 	ControllerAddr string // may be empty
 	Rack           string
+	// Listeners are the broker's named Kafka listeners, KafkaAddr's
+	// among them (none: KafkaAddr is its one, PLAINTEXT, listener). A
+	// registration with listeners is encoded as kind 12, one without as
+	// kind 2, which brokers before listeners wrote.
+	Listeners []Listener
 }
 
 // FenceBroker fences broker ID if its current epoch is Epoch. Fencing a
@@ -193,7 +210,12 @@ type Batch struct {
 func (InitCluster) Kind() Kind { return KindInitCluster }
 
 // Kind implements Record.
-func (RegisterBroker) Kind() Kind { return KindRegisterBroker }
+func (r RegisterBroker) Kind() Kind {
+	if len(r.Listeners) > 0 {
+		return KindRegisterBrokerListeners
+	}
+	return KindRegisterBroker
+}
 
 // Kind implements Record.
 func (FenceBroker) Kind() Kind { return KindFenceBroker }

@@ -26,6 +26,8 @@ type snapshot struct {
 	Brokers        []Broker          `json:"brokers,omitempty"`
 	Topics         []*Topic          `json:"topics,omitempty"`
 	BrokerConfigs  map[string]string `json:"broker_configs,omitempty"`
+	Scram          []snapshotScram   `json:"scram,omitempty"`
+	ACLs           []ACLBinding      `json:"acls,omitempty"`
 }
 
 // EncodeImage encodes the whole image as JSON (the Raft snapshot).
@@ -39,6 +41,8 @@ func encodeImage(img *Image, withIndex bool) []byte {
 		Brokers:        img.Brokers(),
 		Topics:         img.Topics(),
 		BrokerConfigs:  img.brokerConfigs,
+		Scram:          img.scramList(),
+		ACLs:           img.acls,
 	}
 	if withIndex {
 		s.Index = img.index
@@ -102,6 +106,12 @@ func buildImage(s *snapshot) (*Image, error) {
 		if !utf8.ValidString(b.KafkaAddr) || !utf8.ValidString(b.ControllerAddr) || !utf8.ValidString(b.Rack) {
 			return nil, fmt.Errorf("broker %d: a string is not UTF-8", b.ID)
 		}
+		if err := checkListeners(b.Listeners); err != nil {
+			return nil, fmt.Errorf("broker %d: %v", b.ID, err)
+		}
+		if len(b.Listeners) == 0 {
+			b.Listeners = nil
+		}
 		img.brokers[b.ID] = b
 	}
 	for _, t := range s.Topics {
@@ -154,6 +164,9 @@ func buildImage(s *snapshot) (*Image, error) {
 			return nil, fmt.Errorf("broker config %q is not UTF-8", k)
 		}
 		img.brokerConfigs[k] = v
+	}
+	if err := img.restoreSecurity(s.Scram, s.ACLs); err != nil {
+		return nil, err
 	}
 	return img, nil
 }

@@ -20,6 +20,13 @@ func richImage(t testing.TB) *Image {
 	img, _ = step(t, img, ChangePartition{TopicID: a.ID, Partition: 1, Leader: new(int32(p.Replicas[2])), ISR: p.Replicas[2:]})
 	img, _ = step(t, img, AllocateProducerIDs{Broker: 1, BrokerEpoch: mustBroker(t, img, 1).Epoch, Count: 50})
 	img, _ = step(t, img, CreateTopic{Name: "__consumer_offsets", ID: NewUUID(), Internal: true, Replicas: [][]int32{{2, 3}}})
+	img, _ = step(t, img, RegisterBroker{ID: 4, Incarnation: UUID{4}, KafkaAddr: "h4:9092", Listeners: []Listener{{Name: "SSL", Addr: "h4:9092"}, {Name: "SASL_SSL", Addr: "h4:9095"}}})
+	img, _ = step(t, img, UpsertScramCredential{User: "bob", Mechanism: ScramSHA512, Credential: sampleScram(ScramSHA512)})
+	img, _ = step(t, img, UpsertScramCredential{User: "alice", Mechanism: ScramSHA256, Credential: sampleScram(ScramSHA256)})
+	img, _ = step(t, img, CreateACLs{ACLs: []ACLBinding{
+		{ResourceType: 2, ResourceName: "orders", PatternType: 3, Principal: "User:bob", Host: "*", Operation: 4, Permission: 3},
+		{ResourceType: 2, ResourceName: "ord", PatternType: 4, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3},
+	}})
 	return img
 }
 
@@ -109,4 +116,10 @@ func FuzzDecodeImage(f *testing.F) {
 			img.Apply(img.Index()+1, rec)
 		}
 	})
+}
+
+// sampleScram is a well-formed credential of mechanism m.
+func sampleScram(m ScramMechanism) ScramCredential {
+	return ScramCredential{Iterations: 4096, Salt: []byte("pepper"),
+		StoredKey: bytes.Repeat([]byte{7}, m.keySize()), ServerKey: bytes.Repeat([]byte{9}, m.keySize())}
 }
