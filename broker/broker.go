@@ -39,6 +39,7 @@ import (
 
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/metrics"
 	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/security"
@@ -199,21 +200,35 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Cluster != nil {
-		// Brokers register one address, which clients (Metadata) and
-		// the other brokers (replication, forwarding) both use, in
-		// plaintext; credentials and ACLs are not in the quorum.
-		const why = " is single-broker only for now: in cluster mode each broker registers one PLAINTEXT Kafka address, used by clients and by the other brokers, and credentials and ACLs are not in the metadata quorum yet"
-		switch {
-		case c.Security.Authorizer:
-			return &ConfigError{"authorizer", "(ACLs)" + why}
-		case len(c.Listeners) > 0:
-			return &ConfigError{"listeners", "(more listeners, TLS, SASL)" + why}
-		case c.Kafka.Protocol != "" && c.Kafka.Protocol != netio.Plaintext:
-			return &ConfigError{"kafka-security-protocol", string(c.Kafka.Protocol) + why}
+		if err := c.validateClusterListeners(); err != nil {
+			return err
 		}
 	}
 	if _, _, err := net.SplitHostPort(c.NativeAddr); err == nil && !c.Security.NativeInsecure && !isLoopback(c.NativeAddr) {
 		return &ConfigError{"native-addr", fmt.Sprintf("%s is not a loopback address: the native protocol has no TLS or SASL, so anyone who reaches it can read and write every topic; bind it to 127.0.0.1, or pass --native-insecure to accept that", c.NativeAddr)}
+	}
+	return nil
+}
+
+// validateClusterListeners refuses listeners cluster mode cannot
+// register. Each listener is registered under its security protocol's
+// name, and clients are sent to the other brokers' listener of the same
+// name, so a name may appear once. --kafka-addr's listener is the
+// inter-broker one, which the brokers' own connections (replica fetches,
+// forwarded requests) use in plaintext.
+func (c Config) validateClusterListeners() error {
+	if c.Security.Authorizer {
+		return &ConfigError{"authorizer", "(ACLs) is single-broker only for now: in cluster mode admin requests forwarded to the controller are not yet authorized as their client; ACLs can be created, and are kept in the metadata quorum, but are not enforced"}
+	}
+	if p := c.Kafka.Protocol; p != "" && p != netio.Plaintext {
+		return &ConfigError{"kafka-security-protocol", string(p) + ": in cluster mode --kafka-addr is the inter-broker listener, which the brokers reach in PLAINTEXT; keep it PLAINTEXT (on a private address) and give clients SSL or SASL listeners with --listeners"}
+	}
+	seen := map[netio.SecurityProtocol]bool{netio.Plaintext: true}
+	for _, l := range c.Listeners {
+		if seen[l.Protocol] {
+			return &ConfigError{"listeners", fmt.Sprintf("has two %s listeners (--kafka-addr is the PLAINTEXT one): in cluster mode a listener is named by its protocol, so each protocol may appear once", l.Protocol)}
+		}
+		seen[l.Protocol] = true
 	}
 	return nil
 }
@@ -345,23 +360,6 @@ func New(cfg Config) (*Broker, error) {
 	}
 	scfg := cfg.Kafka
 	scfg.Native, scfg.Logger, scfg.Metrics = false, cfg.Logger, b.metrics
-	if cfg.needsStore() {
-		path := filepath.Join(cfg.Engine.DataDir, "security.json")
-		st, err := security.OpenStore(path)
-		if err != nil {
-			closeEngine()
-			return nil, err
-		}
-		b.store = st
-		scfg.Security.Source, scfg.Security.Writer = st, st
-		scfg.Security.Mechanisms = cfg.Security.SASLMechanisms
-		if cfg.Security.Authorizer {
-			scfg.Security.Authorizer = security.NewAuthorizer(st, cfg.Security.SuperUsers)
-		}
-	}
-	if b.tls != nil {
-		scfg.TLS = b.tls.Config()
-	}
 	if cfg.Cluster != nil {
 		ccfg := *cfg.Cluster
 		ccfg.DataDir, ccfg.DefaultPartitions, ccfg.Logger = cfg.Engine.DataDir, eng.DefaultPartitions(), cfg.Logger
@@ -373,6 +371,26 @@ func New(cfg Config) (*Broker, error) {
 		b.cluster = cl
 		scfg.Cluster = cl
 		b.metrics.RegisterController(cl.Node().IsLeader)
+		// Credentials and ACLs are in the metadata image: their APIs are
+		// served on every broker, the changes committed by the
+		// controller.
+		scfg.Security.Source, scfg.Security.Writer = cl.Security(), cl.Security()
+	} else if cfg.needsStore() {
+		path := filepath.Join(cfg.Engine.DataDir, "security.json")
+		st, err := security.OpenStore(path)
+		if err != nil {
+			closeEngine()
+			return nil, err
+		}
+		b.store = st
+		scfg.Security.Source, scfg.Security.Writer = st, st
+	}
+	scfg.Security.Mechanisms = cfg.Security.SASLMechanisms
+	if cfg.Security.Authorizer {
+		scfg.Security.Authorizer = security.NewAuthorizer(scfg.Security.Source, cfg.Security.SuperUsers)
+	}
+	if b.tls != nil {
+		scfg.TLS = b.tls.Config()
 	}
 	b.kafka = netio.NewServer(eng, scfg)
 	if err := b.kafka.Start(); err != nil {
@@ -413,8 +431,13 @@ func New(cfg Config) (*Broker, error) {
 		go b.http.Serve(httpLn)
 	}
 	if b.cluster != nil {
-		host, port := b.kafka.Advertised()
-		b.cluster.Start(net.JoinHostPort(host, strconv.Itoa(int(port))))
+		// The first listener, --kafka-addr's, is the inter-broker one.
+		var ls []metadata.Listener
+		for _, s := range append([]*netio.Server{b.kafka}, b.extra...) {
+			host, port := s.Advertised()
+			ls = append(ls, metadata.Listener{Name: string(s.Protocol()), Addr: net.JoinHostPort(host, strconv.Itoa(int(port)))})
+		}
+		b.cluster.Start(ls)
 	}
 	return b, nil
 }

@@ -26,22 +26,7 @@ import (
 // request was itself forwarded): then, and when no controller is known or
 // reachable, the answer is NOT_CONTROLLER, which clients retry.
 func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response {
-	if !c.node.IsLeader() {
-		if forwarded {
-			return errorResponse(req, kerr.NotController, "this broker is not the controller")
-		}
-		leader := c.ControllerID()
-		if leader < 0 {
-			return errorResponse(req, kerr.NotController, "no controller is known (election under way)")
-		}
-		b, ok := c.Image().Broker(leader)
-		if !ok {
-			return errorResponse(req, kerr.NotController, fmt.Sprintf("the controller, broker %d, has not registered its address yet", leader))
-		}
-		resp, err := kwire.CallWith(ctx, c.cfg.Dial, b.KafkaAddr, req)
-		if err != nil {
-			return errorResponse(req, kerr.NotController, fmt.Sprintf("forwarding to the controller, broker %d: %v", leader, err))
-		}
+	if resp, ok := c.Forward(ctx, req, forwarded); ok {
 		return resp
 	}
 	switch r := req.(type) {
@@ -65,6 +50,32 @@ func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) k
 		return c.alterPartition(ctx, r)
 	}
 	return errorResponse(req, kerr.InvalidRequest, fmt.Sprintf("%s is not an admin request", kmsg.NameForKey(req.Key())))
+}
+
+// Forward sends req to the controller and returns its answer, true; on
+// the controller it returns false: the caller handles req there. A
+// request that was itself forwarded (forwarded set), or one no controller
+// can take now, is answered NOT_CONTROLLER, which clients retry.
+func (c *Cluster) Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool) {
+	if c.node.IsLeader() {
+		return nil, false
+	}
+	if forwarded {
+		return errorResponse(req, kerr.NotController, "this broker is not the controller"), true
+	}
+	leader := c.ControllerID()
+	if leader < 0 {
+		return errorResponse(req, kerr.NotController, "no controller is known (election under way)"), true
+	}
+	b, ok := c.Image().Broker(leader)
+	if !ok {
+		return errorResponse(req, kerr.NotController, fmt.Sprintf("the controller, broker %d, has not registered its address yet", leader)), true
+	}
+	resp, err := kwire.CallWith(ctx, c.cfg.Dial, b.KafkaAddr, req)
+	if err != nil {
+		return errorResponse(req, kerr.NotController, fmt.Sprintf("forwarding to the controller, broker %d: %v", leader, err)), true
+	}
+	return resp, true
 }
 
 // propose commits rec and returns the refusal or failure as an error.
@@ -432,12 +443,17 @@ func (c *Cluster) brokerRegistration(ctx context.Context, req *kmsg.BrokerRegist
 		if cid := c.Image().ClusterID(); req.ClusterID != "" && cid != "" && req.ClusterID != cid {
 			return fmt.Errorf("%w: broker %d belongs to cluster %s, this is %s", kerr.InconsistentClusterID, req.BrokerID, req.ClusterID, cid)
 		}
-		if len(req.Listeners) != 1 {
-			return fmt.Errorf("%w: want exactly one listener (the Kafka address), got %d", kerr.InvalidRegistration, len(req.Listeners))
+		if len(req.Listeners) == 0 {
+			return fmt.Errorf("%w: no listener (the first is the inter-broker one)", kerr.InvalidRegistration)
 		}
-		l := req.Listeners[0]
-		rec := metadata.RegisterBroker{ID: req.BrokerID, Incarnation: req.IncarnationID,
-			KafkaAddr: net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))}
+		rec := metadata.RegisterBroker{ID: req.BrokerID, Incarnation: req.IncarnationID}
+		for _, l := range req.Listeners {
+			rec.Listeners = append(rec.Listeners, metadata.Listener{Name: l.Name, Addr: net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))})
+		}
+		rec.KafkaAddr = rec.Listeners[0].Addr
+		if len(rec.Listeners) == 1 && rec.Listeners[0].Name == "PLAINTEXT" {
+			rec.Listeners = nil // one PLAINTEXT listener: the registration brokers without listeners made
+		}
 		if v, ok := c.cfg.Voters.Lookup(req.BrokerID); ok {
 			rec.ControllerAddr = v.Addr
 		}
@@ -570,6 +586,40 @@ func errorResponse(req kmsg.Request, code *kerr.Error, msg string) kmsg.Response
 	case *kmsg.AlterPartitionRequest:
 		resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
 		resp.ErrorCode = code.Code
+		return resp
+	case *kmsg.CreateACLsRequest:
+		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			res := kmsg.NewCreateACLsResponseResult()
+			res.ErrorCode, res.ErrorMessage = code.Code, m
+			resp.Results = append(resp.Results, res)
+		}
+		return resp
+	case *kmsg.DeleteACLsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for range r.Filters {
+			res := kmsg.NewDeleteACLsResponseResult()
+			res.ErrorCode, res.ErrorMessage = code.Code, m
+			resp.Results = append(resp.Results, res)
+		}
+		return resp
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		seen := map[string]bool{}
+		add := func(user string) {
+			if !seen[user] {
+				seen[user] = true
+				res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				res.User, res.ErrorCode, res.ErrorMessage = user, code.Code, m
+				resp.Results = append(resp.Results, res)
+			}
+		}
+		for _, d := range r.Deletions {
+			add(d.Name)
+		}
+		for _, u := range r.Upsertions {
+			add(u.Name)
+		}
 		return resp
 	}
 	resp := req.ResponseKind()

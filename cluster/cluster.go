@@ -155,7 +155,10 @@ type Cluster struct {
 	eng    *engine.Engine
 	voters []int32 // sorted
 
-	kafkaAddr string // advertised, set by Start
+	// listeners are the advertised Kafka listeners, set by Start; the
+	// first is the one the other brokers use.
+	listeners []metadata.Listener
+	sec       *Security
 	// last is the image the publisher reconciled last (run's goroutine
 	// only); nil before the first.
 	last *metadata.Image
@@ -224,6 +227,10 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "cluster"), node: node, eng: eng,
 		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	c.fetch.c = c
+	if c.sec, err = newSecurity(c); err != nil {
+		node.Shutdown()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	for _, v := range cfg.Voters {
 		c.voters = append(c.voters, v.ID)
 	}
@@ -234,10 +241,12 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	return c, nil
 }
 
-// Start begins registration and the publisher, advertising kafkaAddr
-// (host:port) to clients.
-func (c *Cluster) Start(kafkaAddr string) {
-	c.kafkaAddr = kafkaAddr
+// Start begins registration and the publisher, advertising listeners
+// (named by their security protocol, addresses host:port) to clients. The
+// first is the inter-broker listener: replica fetchers and forwarded
+// requests of the other brokers connect to it.
+func (c *Cluster) Start(listeners []metadata.Listener) {
+	c.listeners = listeners
 	c.wg.Add(3)
 	go c.run()
 	go c.controlLoop()
@@ -379,10 +388,17 @@ func (c *Cluster) stopContext() (context.Context, context.CancelFunc) {
 // being refused (PeerMismatch) for MismatchGrace stops with that error.
 func (c *Cluster) register() (int64, bool) {
 	inc := metadata.NewUUID()
-	host, port, err := splitHostPort(c.kafkaAddr)
-	if err != nil {
-		c.fail(fmt.Errorf("cluster: advertised kafka address %q: %w", c.kafkaAddr, err))
-		return 0, false
+	var reqListeners []kmsg.BrokerRegistrationRequestListener
+	for _, ln := range c.listeners {
+		host, port, err := splitHostPort(ln.Addr)
+		if err != nil {
+			c.fail(fmt.Errorf("cluster: advertised address %q of listener %s: %w", ln.Addr, ln.Name, err))
+			return 0, false
+		}
+		l := kmsg.NewBrokerRegistrationRequestListener()
+		l.Name, l.Host, l.Port = ln.Name, host, uint16(port)
+		l.SecurityProtocol = securityProtocolCode(ln.Name)
+		reqListeners = append(reqListeners, l)
 	}
 	var mismatchSince time.Time
 	var lastErr error
@@ -402,9 +418,7 @@ func (c *Cluster) register() (int64, bool) {
 		req.BrokerID = c.cfg.NodeID
 		req.ClusterID = c.node.ClusterID()
 		req.IncarnationID = inc
-		l := kmsg.NewBrokerRegistrationRequestListener()
-		l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", host, uint16(port), 0
-		req.Listeners = append(req.Listeners, l)
+		req.Listeners = reqListeners
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
 		resp := c.Admin(ctx, req, false).(*kmsg.BrokerRegistrationResponse)

@@ -50,6 +50,10 @@ type Cluster interface {
 	// CoordinatorFor is the broker that coordinates group, -1 when none
 	// does (yet).
 	CoordinatorFor(group string) int32
+	// Forward sends req to the controller and returns its answer and
+	// true; false on the controller, which handles req itself.
+	// forwarded: req was itself forwarded here (then NOT_CONTROLLER).
+	Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool)
 	// CaughtUp reports whether this broker's image holds everything
 	// committed before it registered (false right after a start: Raft
 	// may still be replaying, and a topic missing from the image may
@@ -68,19 +72,58 @@ func (s *Server) clusterAdmin(r *request, req kmsg.Request) bool {
 	if cl == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
-	defer cancel()
-	r.respond(cl.Admin(ctx, req, clientName(r) == kwire.ForwardClientID))
+	if s.authorizedAdmin(r, req) {
+		return true
+	}
+	r.respond(s.adminCall(r, req))
 	return true
 }
 
+// forwardToController answers req with the controller's answer when in
+// cluster mode on a broker that is not the controller; it reports
+// whether it did (false: handle req here). The caller has checked its
+// client's authorization: the controller checks the forwarding broker's.
+func (s *Server) forwardToController(r *request, req kmsg.Request) bool {
+	cl := s.cfg.Cluster
+	if cl == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	resp, ok := cl.Forward(ctx, req, clientName(r) == kwire.ForwardClientID)
+	if ok {
+		r.respond(resp)
+	}
+	return ok
+}
+
+// listenerAddr is the address of broker b's listener of this server's
+// name (its security protocol), where clients of this listener connect;
+// false when b has no such listener (it is then left out, as Kafka
+// leaves out brokers without the client's listener).
+func (s *Server) listenerAddr(b metadata.Broker) (string, int32, bool) {
+	addr, ok := b.Listener(string(s.cfg.Protocol))
+	if !ok {
+		return "", 0, false
+	}
+	host, port := brokerHostPort(addr)
+	return host, port, true
+}
+
 // handleClusterInternal serves the internal APIs of cluster mode
-// (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds); they exist
-// only there, and are not advertised in ApiVersions.
+// (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
+// AlterPartition); they exist only there, and are not advertised in
+// ApiVersions. With the authorizer on they need CLUSTER_ACTION on the
+// cluster (the brokers' principal is a super user).
 func handleClusterInternal(s *Server, r *request) frameOutcome {
 	req := kmsg.RequestForKey(r.key)
 	if err := r.decode(req); err != nil {
 		r.closeMalformed(err)
+		return frameDone
+	}
+	if s.cfg.Cluster != nil && !r.clusterAllowed(kmsg.ACLOperationClusterAction) {
+		r.failed = true
+		r.respond(internalDenied(req))
 		return frameDone
 	}
 	s.clusterAdmin(r, req)
@@ -102,14 +145,16 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	resp.AuthorizedOperations = notAsked
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterOps
+		resp.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeCluster, clusterResource, clusterOps)
 	}
 	var out []kmsg.MetadataResponseTopic
 	all := req.Topics == nil || (r.version == 0 && len(req.Topics) == 0)
 	if all {
 		img := cl.Image()
 		for _, t := range img.Topics() {
-			out = append(out, imageTopic(img, t, req))
+			if r.topicAllowed(kmsg.ACLOperationDescribe, t.Name) {
+				out = append(out, r.imageTopic(img, t, req))
+			}
 		}
 	} else {
 		autoOK := s.eng.AutoCreateTopics() && (r.version < 4 || req.AllowAutoTopicCreation)
@@ -117,8 +162,11 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 			img := cl.Image()
 			switch {
 			case rt.Topic == nil && r.version >= 10:
-				if t := img.TopicByID(metadata.UUID(rt.TopicID)); t != nil {
-					out = append(out, imageTopic(img, t, req))
+				if t := img.TopicByID(metadata.UUID(rt.TopicID)); t != nil && r.topicAllowed(kmsg.ACLOperationDescribe, t.Name) {
+					out = append(out, r.imageTopic(img, t, req))
+				} else if t != nil {
+					out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.TopicAuthorizationFailed.Code, TopicID: rt.TopicID, AuthorizedOperations: notAsked})
+					r.failed = true
 				} else {
 					out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.UnknownTopicID.Code, TopicID: rt.TopicID, AuthorizedOperations: notAsked})
 					r.failed = true
@@ -126,6 +174,11 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 				continue
 			case rt.Topic == nil:
 				out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.InvalidTopicException.Code, AuthorizedOperations: notAsked})
+				r.failed = true
+				continue
+			case !r.topicAllowed(kmsg.ACLOperationDescribe, *rt.Topic):
+				// Whether it exists or not: no DESCRIBE, no answer.
+				out = append(out, kmsg.MetadataResponseTopic{ErrorCode: kerr.TopicAuthorizationFailed.Code, Topic: rt.Topic, AuthorizedOperations: notAsked})
 				r.failed = true
 				continue
 			}
@@ -139,7 +192,7 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 					// answer that clients do not count as "unknown topic"
 					// (franz-go fails records after a few of those).
 					err = fmt.Errorf("%w: this broker is still catching up with the cluster metadata", kerr.LeaderNotAvailable)
-				} else if autoOK {
+				} else if autoOK && r.mayCreateTopic(*rt.Topic) {
 					// Through the controller; returns once this broker
 					// has the topic.
 					if _, err = s.eng.GetOrCreateTopic(*rt.Topic); err == nil {
@@ -160,7 +213,7 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 				r.failed = true
 				continue
 			}
-			out = append(out, imageTopic(cl.Image(), t, req))
+			out = append(out, r.imageTopic(cl.Image(), t, req))
 		}
 	}
 	// Brokers and controller after the topics: an auto-created topic's
@@ -168,7 +221,10 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 	// not yet caught up) are left out, as Kafka does.
 	img := cl.Image()
 	for _, b := range img.LiveBrokers() {
-		host, port := brokerHostPort(b.KafkaAddr)
+		host, port, ok := s.listenerAddr(b)
+		if !ok {
+			continue
+		}
 		mb := kmsg.MetadataResponseBroker{NodeID: b.ID, Host: host, Port: port}
 		if b.Rack != "" {
 			rack := b.Rack
@@ -186,11 +242,11 @@ func (s *Server) clusterMetadata(r *request, req *kmsg.MetadataRequest) {
 // imageTopic is one topic of the image as Metadata describes it.
 // Replicas on brokers that are fenced or not registered are listed as
 // offline (OfflineReplicas), as Kafka lists replicas on dead brokers.
-func imageTopic(img *metadata.Image, t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+func (r *request) imageTopic(img *metadata.Image, t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	name := t.Name
 	mt := kmsg.MetadataResponseTopic{Topic: &name, TopicID: t.ID, IsInternal: t.Internal, AuthorizedOperations: notAsked}
 	if req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = topicOps
+		mt.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeTopic, t.Name, topicOps)
 	}
 	for i, p := range t.Partitions {
 		mp := kmsg.MetadataResponseTopicPartition{Partition: int32(i), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
@@ -219,7 +275,10 @@ func (s *Server) clusterDescribe(r *request, req *kmsg.DescribeClusterRequest) {
 		if b.Fenced && !req.IncludeFencedBrokers {
 			continue
 		}
-		host, port := brokerHostPort(b.KafkaAddr)
+		host, port, ok := s.listenerAddr(b)
+		if !ok {
+			continue
+		}
 		db := kmsg.DescribeClusterResponseBroker{NodeID: b.ID, Host: host, Port: port, IsFenced: b.Fenced}
 		if b.Rack != "" {
 			rack := b.Rack
@@ -229,7 +288,7 @@ func (s *Server) clusterDescribe(r *request, req *kmsg.DescribeClusterRequest) {
 	}
 	resp.ClusterAuthorizedOperations = notAsked
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOps
+		resp.ClusterAuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeCluster, clusterResource, clusterOps)
 	}
 	r.respond(resp)
 }
@@ -253,6 +312,28 @@ func (s *Server) clusterCoordinator(group string) (int32, string, int32, error) 
 	if b.Fenced {
 		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the coordinating broker "+strconv.Itoa(int(id))+" is fenced (starting up)"))
 	}
-	host, port := brokerHostPort(b.KafkaAddr)
+	host, port, ok := s.listenerAddr(b)
+	if !ok {
+		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the coordinating broker "+strconv.Itoa(int(id))+" has no "+string(s.cfg.Protocol)+" listener"))
+	}
 	return id, host, port, nil
+}
+
+// internalDenied answers an internal request whose sender lacks
+// CLUSTER_ACTION.
+func internalDenied(req kmsg.Request) kmsg.Response {
+	code := kerr.ClusterAuthorizationFailed.Code
+	resp := req.ResponseKind()
+	switch rr := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		rr.ErrorCode, rr.BrokerEpoch = code, -1
+	case *kmsg.BrokerHeartbeatResponse:
+		rr.ErrorCode, rr.IsFenced = code, true
+	case *kmsg.AllocateProducerIDsResponse:
+		rr.ErrorCode = code
+	case *kmsg.AlterPartitionResponse:
+		rr.ErrorCode = code
+	}
+	resp.SetVersion(req.GetVersion())
+	return resp
 }

@@ -13,9 +13,13 @@ import (
 // The ACL APIs: DescribeAcls (29), CreateAcls (30) and DeleteAcls (31),
 // versions 0-3, served when the authorizer is on (without it Kafka
 // answers SECURITY_DISABLED; here they are absent from ApiVersions).
-// Describe needs DESCRIBE on the cluster, create and delete ALTER. The
-// bindings live in the data directory's security.json: each change is
-// durable before the answer, and every request checked after it sees it.
+// Describe needs DESCRIBE on the cluster, create and delete ALTER. On a
+// single broker the bindings live in the data directory's security.json:
+// each change is durable before the answer, and every request checked
+// after it sees it. In cluster mode they live in the metadata image:
+// create and delete are forwarded to the controller, which commits them
+// to the quorum before the answer; each broker sees them once it has
+// applied that record (Kafka's ACLs propagate the same way).
 // Version 0 has no pattern type: its bindings and filters are LITERAL.
 
 func handleDescribeAcls(s *Server, r *request) frameOutcome {
@@ -73,6 +77,9 @@ func handleCreateAcls(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	allowed := r.clusterAllowed(kmsg.ACLOperationAlter)
+	if allowed && s.forwardToController(r, req) {
+		return frameDone
+	}
 	acls := make([]security.ACL, 0, len(req.Creations))
 	for _, c := range req.Creations {
 		a := security.ACL{ResourceType: c.ResourceType, ResourceName: c.ResourceName, PatternType: c.ResourcePatternType,
@@ -109,6 +116,9 @@ func handleDeleteAcls(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	allowed := r.clusterAllowed(kmsg.ACLOperationAlter)
+	if allowed && s.forwardToController(r, req) {
+		return frameDone
+	}
 	filters := make([]security.ACLFilter, 0, len(req.Filters))
 	invalid := make([]error, len(req.Filters))
 	var valid []security.ACLFilter

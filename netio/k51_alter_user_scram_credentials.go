@@ -18,7 +18,9 @@ import (
 // UNACCEPTABLE_CREDENTIAL (empty name or salt, iterations out of
 // 4096..16384), DUPLICATE_RESOURCE (a user named twice in one request:
 // nothing is changed for it), RESOURCE_NOT_FOUND (deleting a credential
-// that does not exist). Each change is durable before the answer.
+// that does not exist). Each change is durable before the answer: saved
+// on a single broker, committed to the metadata quorum in cluster mode
+// (forwarded to the controller, which proposes it).
 func handleAlterUserScramCredentials(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
 	if err := r.decode(req); err != nil {
@@ -28,6 +30,9 @@ func handleAlterUserScramCredentials(s *Server, r *request) frameOutcome {
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	store := s.cfg.Security.Writer
 	allowed := r.clusterAllowed(kmsg.ACLOperationAlter)
+	if allowed && s.forwardToController(r, req) {
+		return frameDone
+	}
 	count := map[string]int{}
 	for _, d := range req.Deletions {
 		count[d.Name]++

@@ -319,6 +319,10 @@ func (s *Server) protoName() string {
 // Addr is the bound address.
 func (s *Server) Addr() *net.TCPAddr { return s.addr.Load() }
 
+// Protocol is the listener's security protocol, which is also its
+// listener name in cluster mode.
+func (s *Server) Protocol() SecurityProtocol { return s.cfg.Protocol }
+
 // Advertised is the host and port given to clients in Metadata.
 func (s *Server) Advertised() (string, int32) {
 	if a := s.adv.Load(); a != nil {

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/ringlog/ringlog/internal/testcerts"
+)
+
+// secureCluster is a testCluster whose brokers also have a SASL_SSL
+// listener: --kafka-addr stays the PLAINTEXT inter-broker listener.
+type secureCluster struct {
+	*testCluster
+	certs   *testcerts.Set
+	saslSSL []string // by node id - 1
+}
+
+func newSecureCluster(t *testing.T, n int) *secureCluster {
+	c := &secureCluster{testCluster: newTestCluster(t, n), certs: testcerts.New(t)}
+	for _, p := range freePorts(t, n) {
+		c.saslSSL = append(c.saslSSL, "127.0.0.1:"+strconv.Itoa(p))
+	}
+	return c
+}
+
+func (c *secureCluster) start(id int, extra ...string) *serveProc {
+	args := append(c.args(id, c.voters), "--listeners", "SASL_SSL://"+c.saslSSL[id-1],
+		"--tls-cert", c.certs.ServerCert, "--tls-key", c.certs.ServerKey, "--sasl-mechanisms", "SCRAM-SHA-512,PLAIN")
+	c.procs[id-1] = startServe(c.t, c.dirs[id-1], append(args, extra...)...)
+	return c.procs[id-1]
+}
+
+// saslClient connects to the SASL_SSL listeners as user.
+func (c *secureCluster) saslClient(t *testing.T, user, pass string, opts ...kgo.Opt) *kgo.Client {
+	return procClient(t, c.saslSSL[0], append([]kgo.Opt{kgo.SeedBrokers(c.saslSSL...),
+		kgo.DialTLSConfig(&tls.Config{RootCAs: c.certs.CAPool, ServerName: "localhost"}),
+		kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())}, opts...)...)
+}
+
+// nonController is a broker id that is not the controller in v.
+func nonController(v view) int {
+	if v.Controller == 1 {
+		return 2
+	}
+	return 1
+}
+
+// TestClusterSCRAMOverSASLSSL: credentials created through one broker
+// are committed to the metadata quorum and authenticate clients on every
+// broker's SASL_SSL listener, and Metadata on that listener sends clients
+// to the other brokers' SASL_SSL listeners (never the PLAINTEXT ones).
+func TestClusterSCRAMOverSASLSSL(t *testing.T) {
+	c := newSecureCluster(t, 3)
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+	}
+	ctx := deadlineCtx(t, 3*time.Minute)
+	v := c.converge(ctx, 3)
+
+	// A user created on a broker that is not the controller (forwarded).
+	other := nonController(v)
+	adm := kadm.NewClient(procClient(t, c.kafka[other-1]))
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("create alice through broker %d: %v %v", other, err, res.Error())
+	}
+	for i, addr := range c.kafka {
+		adm := kadm.NewClient(procClient(t, addr))
+		waitFor(t, ctx, fmt.Sprintf("broker %d to describe alice's credential", i+1), func() bool {
+			d, err := adm.DescribeUserSCRAMs(ctx, "alice")
+			return err == nil && d.Error() == nil && len(d["alice"].CredInfos) == 1 && d["alice"].CredInfos[0].Iterations == 4096
+		})
+	}
+
+	// Every broker's SASL_SSL listener knows alice; Metadata on it lists
+	// the SASL_SSL addresses.
+	for i, addr := range c.saslSSL {
+		cl := procClient(t, addr, kgo.DialTLSConfig(&tls.Config{RootCAs: c.certs.CAPool, ServerName: "localhost"}),
+			kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()))
+		m, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(-2147483648))
+		if err != nil {
+			t.Fatalf("Metadata over SASL_SSL on broker %d: %v", i+1, err)
+		}
+		var got []string
+		for _, b := range m.Brokers {
+			got = append(got, fmt.Sprintf("%s:%d", b.Host, b.Port))
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(c.saslSSL))
+		if !slices.Equal(got, want) {
+			t.Fatalf("broker %d's SASL_SSL Metadata lists %v, want the SASL_SSL listeners %v", i+1, got, want)
+		}
+	}
+	// Produce with acks=all to a replicated topic and read it back, all
+	// over SASL_SSL.
+	if r, err := adm.CreateTopic(ctx, 3, 3, nil, "secure"); err != nil || r.Err != nil {
+		t.Fatalf("create secure: %v %v", err, r.Err)
+	}
+	cl := c.saslClient(t, "alice", "alice-secret", kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("secure"))
+	const n = 60
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, kgo.StringRecord("r"+strconv.Itoa(i)), func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce over SASL_SSL: %v", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	consumer := c.saslClient(t, "alice", "alice-secret", kgo.ConsumeTopics("secure"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	for len(seen) < n && ctx.Err() == nil {
+		consumer.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+	if len(seen) != n {
+		t.Fatalf("read %d of %d records back over SASL_SSL", len(seen), n)
+	}
+
+	// A wrong password fails fast on any broker.
+	bad := c.saslClient(t, "alice", "wrong")
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(wctx, bad.Broker(-2147483648)); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password: got %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	// Deleting the credential (through another broker) locks alice out
+	// everywhere.
+	adm = kadm.NewClient(procClient(t, c.kafka[v.Controller-1]))
+	res, err = adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "alice", Mechanism: kadm.ScramSha512}}, nil)
+	if err != nil || res.Error() != nil {
+		t.Fatalf("delete alice: %v %v", err, res.Error())
+	}
+	res, _ = adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "alice", Mechanism: kadm.ScramSha512}}, nil)
+	if err := res.Error(); !errors.Is(err, kerr.ResourceNotFound) {
+		t.Fatalf("deleting alice twice: got %v, want RESOURCE_NOT_FOUND", err)
+	}
+	for i, addr := range c.saslSSL {
+		waitFor(t, ctx, fmt.Sprintf("broker %d to refuse alice", i+1), func() bool {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(&tls.Config{RootCAs: c.certs.CAPool, ServerName: "localhost"}),
+				kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()))
+			if err != nil {
+				return false
+			}
+			defer cl.Close()
+			_, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(-2147483648))
+			return errors.Is(err, kerr.SaslAuthenticationFailed)
+		})
+	}
+}
