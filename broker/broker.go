@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,18 +218,48 @@ func (c Config) Validate() error {
 // inter-broker one, which the brokers' own connections (replica fetches,
 // forwarded requests) use in plaintext.
 func (c Config) validateClusterListeners() error {
+	inter := c.Kafka.Protocol
+	if inter == "" {
+		inter = netio.Plaintext
+	}
+	if inter == netio.SASLPlaintext || inter == netio.SASLSSL {
+		return &ConfigError{"kafka-security-protocol", string(inter) + ": in cluster mode --kafka-addr is the inter-broker listener, and brokers authenticate to each other with TLS client certificates (SSL), not SASL; use SSL (or PLAINTEXT on a private address) there and give clients SASL listeners with --listeners"}
+	}
 	if c.Security.Authorizer {
-		return &ConfigError{"authorizer", "(ACLs) is single-broker only for now: in cluster mode admin requests forwarded to the controller are not yet authorized as their client; ACLs can be created, and are kept in the metadata quorum, but are not enforced"}
+		if err := c.checkInterBrokerPrincipal(inter); err != nil {
+			return err
+		}
 	}
-	if p := c.Kafka.Protocol; p != "" && p != netio.Plaintext {
-		return &ConfigError{"kafka-security-protocol", string(p) + ": in cluster mode --kafka-addr is the inter-broker listener, which the brokers reach in PLAINTEXT; keep it PLAINTEXT (on a private address) and give clients SSL or SASL listeners with --listeners"}
-	}
-	seen := map[netio.SecurityProtocol]bool{netio.Plaintext: true}
+	seen := map[netio.SecurityProtocol]bool{inter: true}
 	for _, l := range c.Listeners {
 		if seen[l.Protocol] {
-			return &ConfigError{"listeners", fmt.Sprintf("has two %s listeners (--kafka-addr is the PLAINTEXT one): in cluster mode a listener is named by its protocol, so each protocol may appear once", l.Protocol)}
+			return &ConfigError{"listeners", fmt.Sprintf("has two %s listeners (--kafka-addr's is %s): in cluster mode a listener is named by its protocol, so each protocol may appear once", l.Protocol, inter)}
 		}
 		seen[l.Protocol] = true
+	}
+	return nil
+}
+
+// checkInterBrokerPrincipal: with the authorizer on, the other brokers
+// need CLUSTER_ACTION (replica fetches, registrations, forwarded admin
+// requests) as the principal they have on the inter-broker listener, so
+// that principal must be a super user.
+func (c Config) checkInterBrokerPrincipal(inter netio.SecurityProtocol) error {
+	if inter == netio.Plaintext {
+		if !slices.Contains(c.Security.SuperUsers, "User:ANONYMOUS") {
+			return &ConfigError{"authorizer", "in cluster mode needs the brokers' principal on the inter-broker listener (--kafka-addr) to be a super user: on PLAINTEXT that is User:ANONYMOUS, so anyone who reaches that listener could do anything. Use --kafka-security-protocol SSL with --tls-client-auth required and the brokers' certificate principals in --super-users, or, if --kafka-addr is on a private network, add User:ANONYMOUS to --super-users"}
+		}
+		return nil
+	}
+	if c.Security.TLS.ClientAuth != "required" {
+		return &ConfigError{"tls-client-auth", fmt.Sprintf("is %q: with --authorizer in cluster mode the brokers authenticate to each other's SSL inter-broker listener with their certificates, so set it to required", c.Security.TLS.ClientAuth)}
+	}
+	p, err := c.Security.TLS.Principal()
+	if err != nil {
+		return &ConfigError{"tls-cert", err.Error()}
+	}
+	if !slices.Contains(c.Security.SuperUsers, p) {
+		return &ConfigError{"super-users", fmt.Sprintf("lacks %s, the principal this broker's certificate gives it on the other brokers: with --authorizer in cluster mode every broker's principal must be a super user (separate principals with ';')", p)}
 	}
 	return nil
 }
@@ -363,6 +394,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Cluster != nil {
 		ccfg := *cfg.Cluster
 		ccfg.DataDir, ccfg.DefaultPartitions, ccfg.Logger = cfg.Engine.DataDir, eng.DefaultPartitions(), cfg.Logger
+		if cfg.Kafka.Protocol == netio.SSL {
+			ccfg.KafkaTLS = b.tls.ClientConfig
+		}
 		cl, err := cluster.Open(ccfg, eng)
 		if err != nil {
 			closeEngine()
@@ -392,7 +426,11 @@ func New(cfg Config) (*Broker, error) {
 	if b.tls != nil {
 		scfg.TLS = b.tls.Config()
 	}
-	b.kafka = netio.NewServer(eng, scfg)
+	kafkaCfg := scfg
+	if kafkaCfg.Protocol == netio.SASLSSL {
+		kafkaCfg.TLS = b.tls.SASLConfig()
+	}
+	b.kafka = netio.NewServer(eng, kafkaCfg)
 	if err := b.kafka.Start(); err != nil {
 		closeEngine()
 		return nil, err
@@ -405,6 +443,9 @@ func New(cfg Config) (*Broker, error) {
 	for _, l := range cfg.Listeners {
 		lcfg := scfg
 		lcfg.Protocol, lcfg.Addr, lcfg.AdvertisedAddr = l.Protocol, l.Addr, l.AdvertisedAddr
+		if l.Protocol == netio.SASLSSL {
+			lcfg.TLS = b.tls.SASLConfig()
+		}
 		srv := netio.NewServer(eng, lcfg)
 		if err := srv.Start(); err != nil {
 			stopListeners()

@@ -18,6 +18,7 @@ import (
 	"github.com/ringlog/ringlog/client"
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/internal/brokertest"
+	"github.com/ringlog/ringlog/internal/testcerts"
 	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/security"
 )
@@ -38,6 +39,14 @@ func TestDefaultConfigValid(t *testing.T) {
 // TestValidate names the refused setting, and New refuses before touching
 // the data directory.
 func TestValidate(t *testing.T) {
+	certs := testcerts.New(t)
+	bcert, bkey := certs.Broker("b1")
+	interSSL := func(c *broker.Config, clientAuth string, superUsers ...string) {
+		c.Cluster = &cluster.Config{}
+		c.Kafka.Protocol = netio.SSL
+		c.Security.TLS = security.TLSFiles{CertFile: bcert, KeyFile: bkey, ClientCAFile: certs.CAFile, ClientAuth: clientAuth}
+		c.Security.Authorizer, c.Security.SuperUsers = true, superUsers
+	}
 	for _, tc := range []struct {
 		setting string
 		change  func(*broker.Config)
@@ -61,6 +70,14 @@ func TestValidate(t *testing.T) {
 		{"authorizer", func(c *broker.Config) {
 			c.Security.Authorizer = true
 			c.Cluster = &cluster.Config{}
+		}},
+		// With the authorizer in cluster mode, the brokers' principal on
+		// the inter-broker listener must be a super user.
+		{"tls-client-auth", func(c *broker.Config) { interSSL(c, "requested", "User:CN=b1,O=ringlog-test") }},
+		{"super-users", func(c *broker.Config) { interSSL(c, "required", "User:admin") }},
+		{"listeners", func(c *broker.Config) {
+			interSSL(c, "required", "User:CN=b1,O=ringlog-test")
+			c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}, {Protocol: netio.SSL, Addr: "127.0.0.1:0"}}
 		}},
 		{"kafka-security-protocol", func(c *broker.Config) { c.Kafka.Protocol = "KERBEROS" }},
 	} {
@@ -217,5 +234,32 @@ func TestExposureLimits(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("pprof on a loopback HTTP listener: %d", resp.StatusCode)
+	}
+}
+
+// TestValidateClusterSecurity: the settings cluster mode accepts.
+func TestValidateClusterSecurity(t *testing.T) {
+	certs := testcerts.New(t)
+	bcert, bkey := certs.Broker("b1")
+	for name, change := range map[string]func(*broker.Config){
+		"SASL_SSL and SSL client listeners, PLAINTEXT inter-broker": func(c *broker.Config) {
+			c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}, {Protocol: netio.SSL, Addr: "127.0.0.1:0"}}
+			c.Security.TLS = security.TLSFiles{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientAuth: "none"}
+		},
+		"authorizer with User:ANONYMOUS a super user": func(c *broker.Config) {
+			c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:ANONYMOUS"}
+		},
+		"authorizer with the brokers' certificate principal a super user": func(c *broker.Config) {
+			c.Kafka.Protocol = netio.SSL
+			c.Security.TLS = security.TLSFiles{CertFile: bcert, KeyFile: bkey, ClientCAFile: certs.CAFile, ClientAuth: "required"}
+			c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:admin", "User:CN=b1,O=ringlog-test"}
+		},
+	} {
+		cfg := brokertest.Config(filepath.Join(t.TempDir(), "data"))
+		cfg.Cluster = &cluster.Config{}
+		change(&cfg)
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

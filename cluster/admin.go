@@ -71,7 +71,7 @@ func (c *Cluster) Forward(ctx context.Context, req kmsg.Request, forwarded bool)
 	if !ok {
 		return errorResponse(req, kerr.NotController, fmt.Sprintf("the controller, broker %d, has not registered its address yet", leader)), true
 	}
-	resp, err := kwire.CallWith(ctx, c.cfg.Dial, b.KafkaAddr, req)
+	resp, err := kwire.CallWith(ctx, c.kafkaDial, b.KafkaAddr, req)
 	if err != nil {
 		return errorResponse(req, kerr.NotController, fmt.Sprintf("forwarding to the controller, broker %d: %v", leader, err)), true
 	}

@@ -55,6 +55,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -141,6 +142,12 @@ type Config struct {
 	// net.Dialer). Tests route links through proxies with it
 	// (--peer-dial-map).
 	Dial kwire.DialFunc
+	// KafkaTLS, when set, makes the connections to the other brokers'
+	// inter-broker (Kafka) listeners TLS: replica fetches, registrations,
+	// heartbeats and forwarded requests. It is called for each connection
+	// (a certificate reload applies to the next one); an empty ServerName
+	// is set to the peer's host. Raft's own connections stay as they are.
+	KafkaTLS func() *tls.Config
 	// Raft timing (zero: quorum's defaults).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
 	// Logger receives the cluster's and Raft's logs.
@@ -842,4 +849,30 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("bad port %q", p)
 	}
 	return host, port, nil
+}
+
+// kafkaDial connects to another broker's inter-broker listener: through
+// Config.Dial, then TLS when Config.KafkaTLS is set.
+func (c *Cluster) kafkaDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := c.cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	conn, err := dial(ctx, network, addr)
+	if err != nil || c.cfg.KafkaTLS == nil {
+		return conn, err
+	}
+	cfg := c.cfg.KafkaTLS()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }

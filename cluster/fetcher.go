@@ -202,7 +202,7 @@ func (f *fetcher) round(ctx context.Context) error {
 			return errors.New("leader not registered")
 		}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		conn, err := kwire.DialWith(dctx, f.fs.c.cfg.Dial, b.KafkaAddr)
+		conn, err := kwire.DialWith(dctx, f.fs.c.kafkaDial, b.KafkaAddr)
 		cancel()
 		if err != nil {
 			return err

@@ -14,6 +14,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/security"
 )
 
 // The TLS front end (SSL and SASL_SSL listeners). gnet's event loops read
@@ -156,7 +158,7 @@ func (f *tlsFront) serve(nc net.Conn) {
 	}
 	peer := &peerInfo{remote: nc.RemoteAddr().String()}
 	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
-		peer.principal = "User:" + certs[0].Subject.String()
+		peer.principal = security.CertPrincipal(certs[0])
 	}
 	b, err := f.enroll(tc, peer)
 	// Enrolled (OnOpen has counted it, or refused it) or failed.

@@ -29,6 +29,7 @@ type TLSFiles struct {
 type TLSReloader struct {
 	files TLSFiles
 	cur   atomic.Pointer[tls.Config]
+	sasl  atomic.Pointer[tls.Config] // cur without client certificates
 }
 
 // NewTLSReloader reads the files once; an error names the file and what
@@ -48,6 +49,9 @@ func (r *TLSReloader) Reload() error {
 	if err != nil {
 		return err
 	}
+	sasl := cfg.Clone()
+	sasl.ClientAuth = tls.NoClientCert
+	r.sasl.Store(sasl)
 	r.cur.Store(cfg)
 	return nil
 }
@@ -59,6 +63,49 @@ func (r *TLSReloader) Config() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return r.cur.Load(), nil
+		},
+	}
+}
+
+// CertPrincipal is the principal of a client certificate (mTLS):
+// User:<its subject>, as Kafka's default principal builder names it
+// ("User:CN=broker-1,O=example").
+func CertPrincipal(cert *x509.Certificate) string { return "User:" + cert.Subject.String() }
+
+// Principal is the principal this broker's own certificate gives it when
+// it connects to another broker with it.
+func (f TLSFiles) Principal() (string, error) {
+	cfg, err := f.load()
+	if err != nil {
+		return "", err
+	}
+	leaf := cfg.Certificates[0].Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cfg.Certificates[0].Certificate[0]); err != nil {
+			return "", fmt.Errorf("TLS certificate %s: %w", f.CertFile, err)
+		}
+	}
+	return CertPrincipal(leaf), nil
+}
+
+// ClientConfig is a tls.Config for one connection to another broker's
+// TLS listener, from the current files: it presents this broker's
+// certificate (so the certificate needs the clientAuth key usage as well
+// as serverAuth) and trusts the peer's if --tls-client-ca signed it, or
+// the system's roots when no client CAs are set.
+func (r *TLSReloader) ClientConfig() *tls.Config {
+	cur := r.cur.Load()
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: cur.Certificates, RootCAs: cur.ClientCAs}
+}
+
+// SASLConfig is a SASL_SSL listener's tls.Config: Config without client
+// certificates, since SASL authenticates there (as in Kafka, whose
+// ssl.client.auth applies to SSL listeners only).
+func (r *TLSReloader) SASLConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.sasl.Load(), nil
 		},
 	}
 }

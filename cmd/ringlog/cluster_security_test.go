@@ -161,3 +161,124 @@ func TestClusterSCRAMOverSASLSSL(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterAuthorizerWithMTLSBetweenBrokers runs three brokers whose
+// inter-broker listener is SSL with required client certificates, the
+// brokers' certificate principal a super user, and the authorizer on:
+// replication and forwarding work as that principal, ACLs created on one
+// broker reach every broker, and a SASL_SSL client gets exactly what its
+// ACLs allow, resource by resource, whichever broker it asks.
+func TestClusterAuthorizerWithMTLSBetweenBrokers(t *testing.T) {
+	c := newSecureCluster(t, 3)
+	bcert, bkey := c.certs.Broker("broker")
+	pair, err := tls.LoadX509KeyPair(bcert, bkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtls := kgo.DialTLSConfig(&tls.Config{RootCAs: c.certs.CAPool, ServerName: "localhost", Certificates: []tls.Certificate{pair}})
+	c.clientOpts = []kgo.Opt{mtls}
+	for id := 1; id <= 3; id++ {
+		c.start(id, "--kafka-security-protocol", "SSL", "--tls-cert", bcert, "--tls-key", bkey, "--tls-client-ca", c.certs.CAFile,
+			"--tls-client-auth", "required", "--authorizer", "--super-users", "User:CN=broker,O=ringlog-test;User:admin")
+	}
+	ctx := deadlineCtx(t, 3*time.Minute)
+	v := c.converge(ctx, 3)
+	other := nonController(v)
+
+	// The first user and its ACLs come from a super user (here the
+	// brokers' own certificate), through a broker that is not the
+	// controller.
+	super := kadm.NewClient(procClient(t, c.kafka[other-1], mtls))
+	res, err := super.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("create alice: %v %v", err, res.Error())
+	}
+	acl := kadm.NewACLs().Allow("User:alice").Topics("team-").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Operations(kadm.OpDescribe, kadm.OpWrite, kadm.OpCreate, kadm.OpRead)
+	cr, err := super.CreateACLs(ctx, acl)
+	if err != nil || len(cr) != 4 {
+		t.Fatalf("create alice's ACLs: %v %+v", err, cr)
+	}
+	for _, r := range cr {
+		if r.Err != nil {
+			t.Fatalf("create alice's ACLs: %v", r.Err)
+		}
+	}
+	for _, topic := range []string{"team-orders", "secret"} {
+		if r, err := super.CreateTopic(ctx, 3, 3, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
+	for i, addr := range c.kafka {
+		cl := procClient(t, addr, mtls)
+		waitFor(t, ctx, fmt.Sprintf("broker %d to describe alice's 4 ACLs", i+1), func() bool {
+			req := kmsg.NewPtrDescribeACLsRequest()
+			req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+			req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			resp, err := req.RequestWith(ctx, cl.Broker(-2147483648))
+			return err == nil && resp.ErrorCode == 0 && len(resp.Resources) == 1 && len(resp.Resources[0].ACLs) == 4
+		})
+	}
+
+	// alice sees and writes team-* only, on every broker.
+	alice := c.saslClient(t, "alice", "alice-secret", kgo.RequiredAcks(kgo.AllISRAcks()))
+	m, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, alice.Broker(-2147483648))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics []string
+	for _, mt := range m.Topics {
+		topics = append(topics, *mt.Topic)
+	}
+	if !slices.Equal(topics, []string{"team-orders"}) {
+		t.Fatalf("alice's Metadata lists %v, want only team-orders", topics)
+	}
+	for i := 0; i < 30; i++ {
+		if err := alice.ProduceSync(ctx, &kgo.Record{Topic: "team-orders", Value: []byte("v" + strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("alice's acks=all produce to team-orders (replicated over mTLS): %v", err)
+		}
+	}
+	if err := alice.ProduceSync(ctx, &kgo.Record{Topic: "secret", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice's produce to secret: got %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+
+	// CreateTopics on a broker that is not the controller: the allowed
+	// topic is created (forwarded), the other refused here, in order.
+	direct := procClient(t, c.saslSSL[other-1], kgo.DialTLSConfig(&tls.Config{RootCAs: c.certs.CAPool, ServerName: "localhost"}),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()))
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"team-new", "other-new"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 3
+		ct.Topics = append(ct.Topics, rt)
+	}
+	ctr, err := ct.RequestWith(ctx, direct.Broker(-2147483648))
+	if err != nil || len(ctr.Topics) != 2 || ctr.Topics[0].Topic != "team-new" || ctr.Topics[0].ErrorCode != 0 ||
+		ctr.Topics[1].Topic != "other-new" || ctr.Topics[1].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("alice's CreateTopics [team-new other-new] on broker %d: %v %+v", other, err, ctr)
+	}
+	// Cluster-level changes need ALTER on the cluster.
+	ares, err := kadm.NewClient(direct).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "mallory", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "x"}})
+	if err == nil {
+		err = ares.Error()
+	}
+	if !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice creating a user: got %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+
+	// Deleting the ACLs (through a broker that is not the controller)
+	// takes team-orders away from alice everywhere.
+	dr, err := super.DeleteACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("team-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAny))
+	if err != nil || len(dr) != 1 || dr[0].Err != nil || len(dr[0].Deleted) != 4 {
+		t.Fatalf("delete alice's ACLs: %v %+v", err, dr)
+	}
+	for i, addr := range c.saslSSL {
+		waitFor(t, ctx, fmt.Sprintf("broker %d to hide team-orders from alice", i+1), func() bool {
+			cl := procClient(t, addr, kgo.DialTLSConfig(&tls.Config{RootCAs: c.certs.CAPool, ServerName: "localhost"}),
+				kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()))
+			defer cl.Close()
+			m, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(-2147483648))
+			return err == nil && len(m.Topics) == 0
+		})
+	}
+}

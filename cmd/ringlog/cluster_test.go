@@ -57,6 +57,9 @@ type testCluster struct {
 	// links, when set (newLinkNet), proxies every link between the
 	// brokers started with replicatedArgs.
 	links *linkNet
+	// clientOpts are how converge's clients reach the kafka listeners
+	// (TLS, for a cluster whose inter-broker listener is SSL).
+	clientOpts []kgo.Opt
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
@@ -86,8 +89,8 @@ func (c *testCluster) start(id int) *serveProc {
 }
 
 // metadataFrom asks broker addr for the whole cluster's metadata.
-func metadataFrom(ctx context.Context, addr string) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+func metadataFrom(ctx context.Context, addr string, opts ...kgo.Opt) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +143,7 @@ func (c *testCluster) converge(ctx context.Context, want int) view {
 			if p == nil || p.exited() {
 				continue
 			}
-			m, err := metadataFrom(ctx, c.kafka[i])
+			m, err := metadataFrom(ctx, c.kafka[i], c.clientOpts...)
 			if err != nil {
 				lastErr = err
 				break

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,21 @@ func checkServes(t *testing.T, b *serveProc) {
 	got := readBackTopic(t, ctx, b.Kafka, topic, 1)
 	if _, ok := got.byValue["ping"]; !ok || got.ends[0] != 1 {
 		t.Fatalf("broker on %s: produced record not read back (%v)", b.Kafka, got.ends)
+	}
+}
+
+func TestSplitPrincipals(t *testing.T) {
+	for in, want := range map[string][]string{
+		"User:admin":                        {"User:admin"},
+		"User:a, User:b":                    {"User:a", "User:b"},
+		"User:CN=b1,O=example":              {"User:CN=b1,O=example"},
+		"User:CN=b1,O=example,User:admin":   {"User:CN=b1,O=example", "User:admin"},
+		"User:CN=b1,O=ex;User:CN=b2,O=ex; ": {"User:CN=b1,O=ex", "User:CN=b2,O=ex"},
+		"":                                  nil,
+		"User:CN=a\\,b,O=x;User:admin":      {"User:CN=a\\,b,O=x", "User:admin"},
+	} {
+		if got := splitPrincipals(in); !slices.Equal(got, want) {
+			t.Errorf("splitPrincipals(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -111,7 +111,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Security.TLS.ClientAuth, "tls-client-auth", def.Security.TLS.ClientAuth, "client certificates: none, requested or required (ssl.client.auth)")
 	fs.StringVar(&f.saslMechanisms, "sasl-mechanisms", "", "SASL mechanisms offered, comma-separated (default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512); PLAIN checks passwords against the SCRAM credentials")
 	fs.BoolVar(&c.Security.Authorizer, "authorizer", def.Security.Authorizer, "check every request against the ACLs: deny unless an ACL allows (super users excepted)")
-	fs.StringVar(&f.superUsers, "super-users", "", "principals allowed everything, comma-separated, e.g. User:admin")
+	fs.StringVar(&f.superUsers, "super-users", "", "principals allowed everything, separated by ';' (Kafka's super.users) or by ',' before each User:, e.g. 'User:admin;User:CN=broker-1,O=example'")
 	fs.BoolVar(&c.Security.NativeInsecure, "native-insecure", def.Security.NativeInsecure, "allow --native-addr on an address that is not loopback (the native protocol has no TLS or SASL)")
 	fs.IntVar(&c.Kafka.Security.MaxUnauthenticatedConns, "max-unauthenticated-connections", def.Kafka.Security.MaxUnauthenticatedConns, "per SASL listener, connections not authenticated yet; more are closed at accept")
 	fs.IntVar(&c.Kafka.Security.MaxUnauthenticatedBytes, "max-unauthenticated-request-bytes", def.Kafka.Security.MaxUnauthenticatedBytes, "largest request accepted before authentication (sasl.server.max.receive.size)")
@@ -181,7 +181,7 @@ func (f *serveFlags) config() (broker.Config, error) {
 		return cfg, cli.Usagef("--listeners: %v", err)
 	}
 	cfg.Security.SASLMechanisms = splitList(f.saslMechanisms)
-	cfg.Security.SuperUsers = splitList(f.superUsers)
+	cfg.Security.SuperUsers = splitPrincipals(f.superUsers)
 	for _, u := range cfg.Security.SuperUsers {
 		if !strings.HasPrefix(u, "User:") || len(u) == len("User:") {
 			return cfg, cli.Usagef("--super-users: %q is not a principal of the form User:NAME", u)
@@ -384,6 +384,36 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 func splitList(v string) []string {
 	var out []string
 	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// splitPrincipals splits a list of principals. A certificate principal
+// holds commas ("User:CN=b1,O=example"), so ';' separates them, as in
+// Kafka's super.users; without any ';', a ',' separates them only where
+// the next principal starts ("User:a,User:b").
+func splitPrincipals(v string) []string {
+	if strings.Contains(v, ";") {
+		return splitOn(v, ";")
+	}
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if n := len(out); n > 0 && !strings.HasPrefix(strings.TrimSpace(item), "User:") {
+			out[n-1] += "," + item
+			continue
+		}
+		out = append(out, item)
+	}
+	return splitOn(strings.Join(out, ";"), ";")
+}
+
+// splitOn splits v on sep, trimming spaces and dropping empty items.
+func splitOn(v, sep string) []string {
+	var out []string
+	for _, item := range strings.Split(v, sep) {
 		if item = strings.TrimSpace(item); item != "" {
 			out = append(out, item)
 		}

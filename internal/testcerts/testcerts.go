@@ -76,6 +76,22 @@ func (s *Set) Server(name string) (certFile, keyFile string) {
 	return s.sign(name, tmpl)
 }
 
+// Broker signs a certificate a broker both serves with and presents to
+// other brokers (serverAuth and clientAuth) for 127.0.0.1, ::1 and
+// localhost, with subject CN=cn,O=ringlog-test (principal
+// "User:CN=cn,O=ringlog-test"); it returns its certificate and key files.
+func (s *Set) Broker(cn string) (certFile, keyFile string) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: []string{"ringlog-test"}},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+	}
+	return s.sign("broker-"+cn, tmpl)
+}
+
 // Client signs a client certificate with subject CN=cn, O=ringlog-test,
 // valid now, or expired an hour ago when expired is set; it returns it
 // ready for a tls.Config.
