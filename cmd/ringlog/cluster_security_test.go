@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +85,27 @@ func TestClusterSCRAMOverSASLSSL(t *testing.T) {
 			d, err := adm.DescribeUserSCRAMs(ctx, "alice")
 			return err == nil && d.Error() == nil && len(d["alice"].CredInfos) == 1 && d["alice"].CredInfos[0].Iterations == 4096
 		})
+	}
+
+	// The CLI manages a cluster's users over the Kafka API; a cluster
+	// member's data directory has none to edit.
+	pw := filepath.Join(t.TempDir(), "bob.pw")
+	if err := os.WriteFile(pw, []byte("bob-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runBinary(t, time.Minute, "user", "add", "--brokers", c.kafka[other-1], "--name", "bob",
+		"--password-file", pw, "--mechanism", "SCRAM-SHA-512"); code != 0 || !strings.Contains(out, "user bob: SCRAM-SHA-512 credential set") {
+		t.Fatalf("user add --brokers: exit %d, %q %q", code, out, errOut)
+	}
+	waitFor(t, ctx, "user list --brokers to show alice and bob", func() bool {
+		code, out, _ := runBinary(t, time.Minute, "user", "list", "--brokers", c.kafka[v.Controller-1])
+		return code == 0 && strings.Contains(out, "alice") && strings.Contains(out, "bob")
+	})
+	if code, _, errOut := runBinary(t, time.Minute, "user", "list", "--data-dir", c.dirs[0]); code != 1 || !strings.Contains(errOut, "--brokers") {
+		t.Fatalf("user list on a cluster member's data directory: exit %d, %q; want 1 and a pointer to --brokers", code, errOut)
+	}
+	if code, out, errOut := runBinary(t, time.Minute, "user", "delete", "--brokers", c.kafka[2], "--name", "bob"); code != 0 || !strings.Contains(out, "SCRAM-SHA-512 credential deleted") {
+		t.Fatalf("user delete --brokers: exit %d, %q %q", code, out, errOut)
 	}
 
 	// Every broker's SASL_SSL listener knows alice; Metadata on it lists
