@@ -2,7 +2,6 @@ package netio_test
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,40 +15,16 @@ import (
 // kcat is librdkafka's command-line client: a third, independent Kafka
 // client implementation (after franz-go, sarama and kafka-go). .ci/run
 // installs it and sets RINGLOG_REQUIRE_KCAT so CI never skips this.
-func kcatPath(t *testing.T) string {
-	p, err := exec.LookPath("kcat")
-	if err != nil {
-		testenv.Missing(t, testenv.Kcat, "kcat not installed (apt-get install kcat)")
-	}
-	return p
-}
+func kcatPath(t *testing.T) string { return testenv.KcatPath(t) }
 
 func runKcat(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	out, err := kcatOutput(t, stdin, args...)
-	if err != nil {
-		t.Fatalf("kcat %v: %v\n%s", args, err, out)
-	}
-	return out
+	return testenv.RunKcat(t, stdin, args...)
 }
 
-// kcatOutput runs kcat and returns its output and exit error; a kcat
-// still running after 20 s fails the test (a hang).
 func kcatOutput(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(kcatPath(t), args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("kcat %v hung", args)
-	}
-	return string(out), err
+	return testenv.KcatOutput(t, stdin, args...)
 }
 
 func TestKcatCodecsAndGroups(t *testing.T) {

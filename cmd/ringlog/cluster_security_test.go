@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/ringlog/ringlog/internal/testcerts"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // secureCluster is a testCluster whose brokers also have a SASL_SSL
@@ -151,6 +152,22 @@ func TestClusterSCRAMOverSASLSSL(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("read %d of %d records back over SASL_SSL", len(seen), n)
+	}
+
+	// librdkafka (kcat) over SASL_SSL with SCRAM-SHA-512: it follows
+	// Metadata to each partition leader's SASL_SSL listener.
+	kc := []string{"-b", c.saslSSL[2], "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+		"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret", "-X", "ssl.ca.location=" + c.certs.CAFile}
+	testenv.RunKcat(t, "k1\nk2\nk3\nk4\nk5\nk6\n", append(kc, "-P", "-t", "secure", "-X", "acks=all")...)
+	kout := testenv.RunKcat(t, "", append(kc, "-C", "-t", "secure", "-o", "beginning", "-e", "-q")...)
+	for i := 1; i <= 6; i++ {
+		if !strings.Contains(kout, "k"+strconv.Itoa(i)+"\n") {
+			t.Fatalf("kcat read back %q over SASL_SSL, want k1..k6", kout)
+		}
+	}
+	if out, err := testenv.KcatOutput(t, "", append(kc[:len(kc)-4], "-X", "sasl.password=wrong", "-X", "ssl.ca.location="+c.certs.CAFile, "-L", "-m", "5")...); err == nil ||
+		!strings.Contains(out, "Authentication failed") {
+		t.Fatalf("kcat with a wrong password: %v\n%s", err, out)
 	}
 
 	// A wrong password fails fast on any broker.
