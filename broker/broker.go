@@ -20,6 +20,7 @@ package broker
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,7 @@ import (
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/metrics"
 	"github.com/ringlog/ringlog/netio"
+	"github.com/ringlog/ringlog/quorum"
 	"github.com/ringlog/ringlog/security"
 )
 
@@ -222,6 +224,9 @@ func (c Config) validateClusterListeners() error {
 	if inter == "" {
 		inter = netio.Plaintext
 	}
+	if inter == netio.SSL && c.Security.TLS.ClientCAFile == "" {
+		return &ConfigError{"tls-client-ca", "is needed with an SSL inter-broker listener in cluster mode: the brokers check each other's certificates against it (the metadata quorum's connections are mutual TLS then)"}
+	}
 	if inter == netio.SASLPlaintext || inter == netio.SASLSSL {
 		return &ConfigError{"kafka-security-protocol", string(inter) + ": in cluster mode --kafka-addr is the inter-broker listener, and brokers authenticate to each other with TLS client certificates (SSL), not SASL; use SSL (or PLAINTEXT on a private address) there and give clients SASL listeners with --listeners"}
 	}
@@ -395,7 +400,21 @@ func New(cfg Config) (*Broker, error) {
 		ccfg := *cfg.Cluster
 		ccfg.DataDir, ccfg.DefaultPartitions, ccfg.Logger = cfg.Engine.DataDir, eng.DefaultPartitions(), cfg.Logger
 		if cfg.Kafka.Protocol == netio.SSL {
+			// The brokers' Kafka connections to each other and the
+			// quorum's are TLS with this broker's certificate; with
+			// the authorizer, a quorum peer's principal must be a
+			// super user (Validate made sure this broker's is).
 			ccfg.KafkaTLS = b.tls.ClientConfig
+			ccfg.RaftTLS = &quorum.TLS{Server: b.tls.PeerServerConfig, Client: b.tls.ClientConfig}
+			if cfg.Security.Authorizer {
+				supers := cfg.Security.SuperUsers
+				ccfg.RaftTLS.Peer = func(cert *x509.Certificate) error {
+					if p := security.CertPrincipal(cert); !slices.Contains(supers, p) {
+						return fmt.Errorf("principal %s is not a super user (--super-users)", p)
+					}
+					return nil
+				}
+			}
 		}
 		cl, err := cluster.Open(ccfg, eng)
 		if err != nil {

@@ -75,6 +75,10 @@ func TestValidate(t *testing.T) {
 		// the inter-broker listener must be a super user.
 		{"tls-client-auth", func(c *broker.Config) { interSSL(c, "requested", "User:CN=b1,O=ringlog-test") }},
 		{"super-users", func(c *broker.Config) { interSSL(c, "required", "User:admin") }},
+		{"tls-client-ca", func(c *broker.Config) {
+			interSSL(c, "none")
+			c.Security.Authorizer, c.Security.TLS.ClientCAFile = false, ""
+		}},
 		{"listeners", func(c *broker.Config) {
 			interSSL(c, "required", "User:CN=b1,O=ringlog-test")
 			c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}, {Protocol: netio.SSL, Addr: "127.0.0.1:0"}}

@@ -148,6 +148,9 @@ type Config struct {
 	// (a certificate reload applies to the next one); an empty ServerName
 	// is set to the peer's host. Raft's own connections stay as they are.
 	KafkaTLS func() *tls.Config
+	// RaftTLS, when set, runs the metadata quorum's connections over
+	// mutual TLS (quorum.Config.TLS).
+	RaftTLS *quorum.TLS
 	// Raft timing (zero: quorum's defaults).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
 	// Logger receives the cluster's and Raft's logs.
@@ -225,7 +228,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	}
 	node, err := quorum.Open(quorum.Config{
 		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, MetadataDir), Voters: cfg.Voters,
-		BindAddr: cfg.ControllerAddr, Logger: cfg.Logger, Dial: quorum.DialFunc(cfg.Dial),
+		BindAddr: cfg.ControllerAddr, Logger: cfg.Logger, Dial: quorum.DialFunc(cfg.Dial), TLS: cfg.RaftTLS,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 	})
 	if err != nil {

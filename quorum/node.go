@@ -65,6 +65,9 @@ type Config struct {
 	BindAddr string
 	// Dial connects to peers (default: a net.Dialer).
 	Dial DialFunc
+	// TLS, when set, runs every Raft connection over mutual TLS, before
+	// the handshake; nil: plain TCP.
+	TLS *TLS
 	// Raft timing; zero values take the defaults above.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -275,6 +278,7 @@ func (n *Node) start(self Voter) (err error) {
 	}
 	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer}
 	n.stream = newStreamLayer(ln, self.Addr, cfg.Dial, cfg.HandshakeTimeout, hs)
+	n.stream.tls = cfg.TLS
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.stream, MaxPool: 3, Timeout: cfg.RPCTimeout, Logger: hcl.Named("transport"),
 	})

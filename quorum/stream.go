@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -191,6 +192,7 @@ type streamLayer struct {
 	dial      DialFunc
 	timeout   time.Duration // handshake deadline
 	hs        *handshaker
+	tls       *TLS // nil: plain TCP; set before the first connection
 
 	conns     chan net.Conn
 	done      chan struct{}
@@ -257,12 +259,13 @@ func (s *streamLayer) acceptLoop() {
 	}
 }
 
-func (s *streamLayer) handshakeIn(c net.Conn) {
+func (s *streamLayer) handshakeIn(raw net.Conn) {
 	defer s.wg.Done()
 	handed := false
+	c := raw
 	defer func() {
 		s.mu.Lock()
-		delete(s.pending, c)
+		delete(s.pending, raw)
 		s.mu.Unlock()
 		if !handed {
 			c.Close()
@@ -270,6 +273,13 @@ func (s *streamLayer) handshakeIn(c net.Conn) {
 	}()
 	remote := c.RemoteAddr().String()
 	c.SetDeadline(time.Now().Add(s.timeout))
+	if s.tls != nil {
+		tc := tls.Server(raw, s.tls.Server())
+		c = tc
+		if err := s.tls.handshake(tc); err != nil {
+			return // not a peer with a certificate this node accepts; its dialer sees why
+		}
+	}
 	peer, err := readHello(c)
 	if err != nil {
 		return // a port scanner, a half-open dial, or a non-ringlog client
@@ -332,6 +342,14 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, err
 	}
 	c.SetDeadline(time.Now().Add(s.timeout))
+	if s.tls != nil {
+		tc := tls.Client(c, s.tls.client(addr))
+		if err := s.tls.handshake(tc); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("quorum: TLS with %s: %w", addr, err)
+		}
+		c = tc
+	}
 	if _, err := c.Write(s.hs.hello().encode()); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("quorum: handshake with %s: %w", addr, err)

@@ -30,6 +30,7 @@ type TLSReloader struct {
 	files TLSFiles
 	cur   atomic.Pointer[tls.Config]
 	sasl  atomic.Pointer[tls.Config] // cur without client certificates
+	peer  atomic.Pointer[tls.Config] // cur requiring client certificates
 }
 
 // NewTLSReloader reads the files once; an error names the file and what
@@ -52,6 +53,9 @@ func (r *TLSReloader) Reload() error {
 	sasl := cfg.Clone()
 	sasl.ClientAuth = tls.NoClientCert
 	r.sasl.Store(sasl)
+	peer := cfg.Clone()
+	peer.ClientAuth = tls.RequireAndVerifyClientCert
+	r.peer.Store(peer)
 	r.cur.Store(cfg)
 	return nil
 }
@@ -106,6 +110,18 @@ func (r *TLSReloader) SASLConfig() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return r.sasl.Load(), nil
+		},
+	}
+}
+
+// PeerServerConfig is the configuration of a connection another broker
+// opened (the metadata quorum's): Config requiring a client certificate
+// that --tls-client-ca verifies, whatever --tls-client-auth says.
+func (r *TLSReloader) PeerServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.peer.Load(), nil
 		},
 	}
 }
