@@ -31,7 +31,7 @@ type secureCluster struct {
 	saslSSL []string // by node id - 1
 }
 
-func newSecureCluster(t *testing.T, n int) *secureCluster {
+func newSecureCluster(t testing.TB, n int) *secureCluster {
 	c := &secureCluster{testCluster: newTestCluster(t, n), certs: testcerts.New(t)}
 	for _, p := range freePorts(t, n) {
 		c.saslSSL = append(c.saslSSL, "127.0.0.1:"+strconv.Itoa(p))

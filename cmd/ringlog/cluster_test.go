@@ -48,7 +48,7 @@ func freePorts(t testing.TB, n int) []int {
 
 // testCluster is n brokers, every one a voter, on fixed loopback ports.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	voters string
 	dirs   []string
 	kafka  []string // by node id - 1
@@ -62,7 +62,7 @@ type testCluster struct {
 	clientOpts []kgo.Opt
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t testing.TB, n int) *testCluster {
 	ports := freePorts(t, 2*n)
 	c := &testCluster{t: t}
 	var vs []string
