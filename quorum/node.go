@@ -277,8 +277,7 @@ func (n *Node) start(self Voter) (err error) {
 		}
 	}
 	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer}
-	n.stream = newStreamLayer(ln, self.Addr, cfg.Dial, cfg.HandshakeTimeout, hs)
-	n.stream.tls = cfg.TLS
+	n.stream = newStreamLayer(ln, self.Addr, cfg.Dial, cfg.TLS, cfg.HandshakeTimeout, hs)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.stream, MaxPool: 3, Timeout: cfg.RPCTimeout, Logger: hcl.Named("transport"),
 	})

@@ -192,7 +192,7 @@ type streamLayer struct {
 	dial      DialFunc
 	timeout   time.Duration // handshake deadline
 	hs        *handshaker
-	tls       *TLS // nil: plain TCP; set before the first connection
+	tls       *TLS // nil: plain TCP
 
 	conns     chan net.Conn
 	done      chan struct{}
@@ -211,8 +211,8 @@ type advertisedAddr string
 func (a advertisedAddr) Network() string { return "tcp" }
 func (a advertisedAddr) String() string  { return string(a) }
 
-func newStreamLayer(ln net.Listener, advertise string, dial DialFunc, timeout time.Duration, hs *handshaker) *streamLayer {
-	s := &streamLayer{ln: ln, advertise: advertisedAddr(advertise), dial: dial, timeout: timeout, hs: hs,
+func newStreamLayer(ln net.Listener, advertise string, dial DialFunc, tlsCfg *TLS, timeout time.Duration, hs *handshaker) *streamLayer {
+	s := &streamLayer{ln: ln, advertise: advertisedAddr(advertise), dial: dial, tls: tlsCfg, timeout: timeout, hs: hs,
 		conns: make(chan net.Conn), done: make(chan struct{}), pending: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.acceptLoop()
