@@ -122,6 +122,32 @@ func ParseListeners(spec string) ([]Listener, error) {
 	return out, nil
 }
 
+// SetAdvertised sets the advertised address of listeners from spec, a
+// list as ParseListeners reads it (Kafka's advertised.listeners): each
+// entry names the listener of its protocol.
+func SetAdvertised(listeners []Listener, spec string) error {
+	adv, err := ParseListeners(spec)
+	if err != nil {
+		return err
+	}
+	for _, a := range adv {
+		found := false
+		for i := range listeners {
+			if listeners[i].Protocol == a.Protocol {
+				if listeners[i].AdvertisedAddr != "" {
+					return fmt.Errorf("%s is advertised twice", a.Protocol)
+				}
+				listeners[i].AdvertisedAddr, found = a.Addr, true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s://%s: no %s listener in --listeners", a.Protocol, a.Addr, a.Protocol)
+		}
+	}
+	return nil
+}
+
 // SecurityConfig is TLS, SASL and ACLs. Credentials and ACLs live in the
 // data directory's security.json. Single broker only for now: cluster
 // mode refuses them (see Validate).
@@ -202,6 +228,10 @@ func (c Config) Validate() error {
 			return &ConfigError{"tls-cert", err.Error()}
 		}
 	}
+	if c.Security.Authorizer && slices.Contains(c.Security.SuperUsers, "User:ANONYMOUS") && c.Security.TLS.ClientAuth != "required" &&
+		slices.Contains(c.protocols(), netio.SSL) {
+		return &ConfigError{"super-users", "lists User:ANONYMOUS, and an SSL listener without --tls-client-auth required gives every client that sends no certificate that principal, so it would be a super user: require client certificates, or drop User:ANONYMOUS"}
+	}
 	if c.Cluster != nil {
 		if err := c.validateClusterListeners(); err != nil {
 			return err
@@ -218,7 +248,7 @@ func (c Config) Validate() error {
 // name, and clients are sent to the other brokers' listener of the same
 // name, so a name may appear once. --kafka-addr's listener is the
 // inter-broker one, which the brokers' own connections (replica fetches,
-// forwarded requests) use in plaintext.
+// forwarded requests) use, in PLAINTEXT or SSL (with their certificates).
 func (c Config) validateClusterListeners() error {
 	inter := c.Kafka.Protocol
 	if inter == "" {
@@ -495,7 +525,7 @@ func New(cfg Config) (*Broker, error) {
 		var ls []metadata.Listener
 		for _, s := range append([]*netio.Server{b.kafka}, b.extra...) {
 			host, port := s.Advertised()
-			ls = append(ls, metadata.Listener{Name: string(s.Protocol()), Addr: net.JoinHostPort(host, strconv.Itoa(int(port)))})
+			ls = append(ls, metadata.Listener{Name: s.Protocol().String(), Addr: net.JoinHostPort(host, strconv.Itoa(int(port)))})
 		}
 		b.cluster.Start(ls)
 	}

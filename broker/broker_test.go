@@ -75,6 +75,11 @@ func TestValidate(t *testing.T) {
 		// the inter-broker listener must be a super user.
 		{"tls-client-auth", func(c *broker.Config) { interSSL(c, "requested", "User:CN=b1,O=ringlog-test") }},
 		{"super-users", func(c *broker.Config) { interSSL(c, "required", "User:admin") }},
+		{"super-users", func(c *broker.Config) {
+			c.Listeners = []broker.Listener{{Protocol: netio.SSL, Addr: "127.0.0.1:0"}}
+			c.Security.TLS = security.TLSFiles{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientAuth: "requested", ClientCAFile: certs.CAFile}
+			c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:ANONYMOUS"}
+		}},
 		{"tls-client-ca", func(c *broker.Config) {
 			interSSL(c, "none")
 			c.Security.Authorizer, c.Security.TLS.ClientCAFile = false, ""

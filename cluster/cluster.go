@@ -866,7 +866,7 @@ func (c *Cluster) kafkaDial(ctx context.Context, network, addr string) (net.Conn
 	if err != nil || c.cfg.KafkaTLS == nil {
 		return conn, err
 	}
-	cfg := c.cfg.KafkaTLS()
+	cfg := c.cfg.KafkaTLS().Clone()
 	if cfg.ServerName == "" {
 		if host, _, err := net.SplitHostPort(addr); err == nil {
 			cfg.ServerName = host

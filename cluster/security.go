@@ -100,9 +100,7 @@ func (s *Security) ACLs() []security.ACL {
 	}
 	acls := make([]security.ACL, len(from))
 	for i, b := range from {
-		acls[i] = security.ACL{ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
-			PatternType: kmsg.ACLResourcePatternType(b.PatternType), Principal: b.Principal, Host: b.Host,
-			Operation: kmsg.ACLOperation(b.Operation), Permission: kmsg.ACLPermissionType(b.Permission)}
+		acls[i] = aclOf(b)
 	}
 	s.acls.Store(&aclCache{from: from, acls: acls})
 	return acls
@@ -114,6 +112,14 @@ func sameSlice(a, b []metadata.ACLBinding) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
+// aclOf is an image binding as the authorizer reads it.
+func aclOf(b metadata.ACLBinding) security.ACL {
+	return security.ACL{ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
+		PatternType: kmsg.ACLResourcePatternType(b.PatternType), Principal: b.Principal, Host: b.Host,
+		Operation: kmsg.ACLOperation(b.Operation), Permission: kmsg.ACLPermissionType(b.Permission)}
+}
+
+// binding is an ACL as the image keeps it.
 func binding(a security.ACL) metadata.ACLBinding {
 	return metadata.ACLBinding{ResourceType: int8(a.ResourceType), ResourceName: a.ResourceName, PatternType: int8(a.PatternType),
 		Principal: a.Principal, Host: a.Host, Operation: int8(a.Operation), Permission: int8(a.Permission)}
@@ -194,9 +200,18 @@ func (s *Security) DeleteACLs(filters []security.ACLFilter) ([][]security.ACL, e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Resolve the filters against everything committed, not just what
+	// this (possibly new) controller has applied so far.
+	ctx, cancel := context.WithTimeout(context.Background(), securityTimeout)
+	defer cancel()
+	img, err := s.c.node.ConsistentImage(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", kerr.NotController, err)
+	}
 	matched := make([][]security.ACL, len(filters))
 	var rec metadata.DeleteACLs
-	for _, a := range s.ACLs() {
+	for _, b := range img.ACLs() {
+		a := aclOf(b)
 		hit := false
 		for i, f := range filters {
 			if f.Matches(a) {

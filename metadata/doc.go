@@ -19,7 +19,7 @@
 //   - the next producer id (blocks are handed out by AllocateProducerIDs);
 //   - SCRAM credentials (salt, iterations, StoredKey, ServerKey per user
 //     and mechanism: never a password) and ACL bindings, which every
-//     broker authenticates and authorizes from (cluster.SecuritySource).
+//     broker authenticates and authorizes from (cluster.Security).
 //
 // Images are immutable. Apply copies what a record changes (copy-on-write:
 // the touched maps and topics) and shares the rest, so readers hold an

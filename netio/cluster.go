@@ -97,12 +97,29 @@ func (s *Server) forwardToController(r *request, req kmsg.Request) bool {
 	return ok
 }
 
+// staleSecurity reports whether c must be turned away because this
+// broker's image may hold out-of-date credentials or ACLs: right after a
+// start the image is the last snapshot until Raft replays the rest
+// (CaughtUp), and a revoked ACL or a new user must not be judged from
+// it. With the authorizer on, or on a SASL listener, connections are
+// closed at their first request until then, as if the broker were not
+// listening yet (clients go to another broker); only super users known
+// before any SASL exchange (the other brokers, by certificate or as
+// User:ANONYMOUS on a PLAINTEXT inter-broker listener) are served.
+func (s *Server) staleSecurity(c *conn) bool {
+	a := s.cfg.Security.Authorizer
+	if (a == nil && !s.cfg.Protocol.usesSASL()) || s.cfg.Cluster.CaughtUp() {
+		return false
+	}
+	return a == nil || !a.IsSuper(c.principal())
+}
+
 // listenerAddr is the address of broker b's listener of this server's
 // name (its security protocol), where clients of this listener connect;
 // false when b has no such listener (it is then left out, as Kafka
 // leaves out brokers without the client's listener).
 func (s *Server) listenerAddr(b metadata.Broker) (string, int32, bool) {
-	addr, ok := b.Listener(string(s.cfg.Protocol))
+	addr, ok := b.Listener(s.cfg.Protocol.String())
 	if !ok {
 		return "", 0, false
 	}

@@ -49,6 +49,9 @@ func (s *Server) authorizedAdmin(r *request, req kmsg.Request) bool {
 		denied := func(name *string, id [16]byte) kmsg.DeleteTopicsResponseTopic {
 			tr := kmsg.NewDeleteTopicsResponseTopic()
 			tr.Topic, tr.TopicID, tr.ErrorCode = name, id, kerr.TopicAuthorizationFailed.Code
+			if name == nil {
+				tr.ErrorCode = kerr.UnknownTopicID.Code
+			}
 			return tr
 		}
 		if req.Version < 6 {
@@ -62,22 +65,28 @@ func (s *Server) authorizedAdmin(r *request, req kmsg.Request) bool {
 				})
 		} else {
 			img := s.cfg.Cluster.Image()
+			// nameOf names a topic given by name or by id; an id this
+			// broker's image does not know is answered here, never
+			// forwarded unchecked (the controller's image may know it).
 			nameOf := func(t kmsg.DeleteTopicsRequestTopic) (string, bool) {
-				if t.Topic != nil {
+				if t.Topic != nil && *t.Topic != "" {
 					return *t.Topic, true
 				}
 				if mt := img.TopicByID(metadata.UUID(t.TopicID)); mt != nil {
 					return mt.Name, true
 				}
-				return "", false // unknown id: the controller answers UNKNOWN_TOPIC_ID
+				return "", false
 			}
 			resp.Topics = forwardAuthorized(r, req.Topics,
 				func(t kmsg.DeleteTopicsRequestTopic) bool {
 					name, ok := nameOf(t)
-					return !ok || r.topicAllowed(kmsg.ACLOperationDelete, name)
+					return ok && r.topicAllowed(kmsg.ACLOperationDelete, name)
 				},
 				func(t kmsg.DeleteTopicsRequestTopic) kmsg.DeleteTopicsResponseTopic {
-					return denied(t.Topic, t.TopicID)
+					if name, ok := nameOf(t); ok {
+						return denied(&name, t.TopicID)
+					}
+					return denied(nil, t.TopicID)
 				},
 				func(sub []kmsg.DeleteTopicsRequestTopic) []kmsg.DeleteTopicsResponseTopic {
 					c := *req

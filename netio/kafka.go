@@ -137,6 +137,10 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		s.logger.Warn("closing connection: request before SASL authentication completed", "remote", c.remote, "api_key", r.key, "client", clientName(r))
 		return frameClose
 	}
+	if s.cfg.Cluster != nil && s.staleSecurity(c) {
+		s.logger.Debug("closing connection: this broker has not caught up with the cluster's credentials and ACLs yet", "remote", c.remote, "client", clientName(r))
+		return frameClose
+	}
 	var h *apiHandler
 	if r.key >= 0 && r.key <= maxAPIKey {
 		h = s.handlers[r.key]

@@ -28,7 +28,7 @@ type TLS struct {
 
 // client is Client's configuration for a connection to addr.
 func (t *TLS) client(addr string) *tls.Config {
-	cfg := t.Client()
+	cfg := t.Client().Clone()
 	if cfg.ServerName == "" {
 		if host, _, err := net.SplitHostPort(addr); err == nil {
 			cfg.ServerName = host

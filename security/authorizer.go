@@ -8,8 +8,11 @@ import (
 // Kafka's StandardAuthorizer: super users may do everything; otherwise a
 // matching DENY wins over any ALLOW, and with no matching ALLOW the
 // request is denied. It reads the ACLs through the source's immutable
-// snapshot (Source.ACLs), so a decision takes no lock and allocates nothing, and every
-// decision after a change has returned sees it.
+// snapshot (Source.ACLs), so a decision takes no lock and allocates
+// nothing. Every decision after a change has returned sees it on a
+// single broker; in cluster mode, once this broker has applied the
+// change's record (at once on the controller, within a Raft round trip
+// elsewhere).
 type Authorizer struct {
 	src   Source
 	super map[string]bool // read-only after NewAuthorizer
@@ -24,6 +27,9 @@ func NewAuthorizer(src Source, superUsers []string) *Authorizer {
 	}
 	return a
 }
+
+// IsSuper reports whether principal is a super user.
+func (a *Authorizer) IsSuper(principal string) bool { return a.super[principal] }
 
 // Authorize reports whether principal ("User:alice"), connected from
 // host, may do op on the resource of type rt named name. A binding

@@ -300,3 +300,22 @@ func TestSplitPrincipals(t *testing.T) {
 		}
 	}
 }
+
+func TestAdvertisedListeners(t *testing.T) {
+	ls, err := broker.ParseListeners("SASL_SSL://0.0.0.0:9095,SSL://0.0.0.0:9096")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.SetAdvertised(ls, "SSL://h1:9096, SASL_SSL://h1:9095"); err != nil {
+		t.Fatal(err)
+	}
+	if ls[0].AdvertisedAddr != "h1:9095" || ls[1].AdvertisedAddr != "h1:9096" {
+		t.Fatalf("advertised %+v", ls)
+	}
+	for _, bad := range []string{"PLAINTEXT://h1:9092", "SSL://h1:1,SSL://h1:2", "SSL://nohost"} {
+		ls, _ := broker.ParseListeners("SSL://0.0.0.0:9096")
+		if err := broker.SetAdvertised(ls, bad); err == nil {
+			t.Errorf("SetAdvertised(%q): no error", bad)
+		}
+	}
+}

@@ -82,6 +82,7 @@ type serveFlags struct {
 	replicationFactor   int
 	peerDialMap         string
 	listeners           string
+	advertisedListeners string
 	kafkaProtocol       string
 	saslMechanisms      string
 	superUsers          string
@@ -105,6 +106,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.HTTPAddr, "http-addr", def.HTTPAddr, "HTTP listener for /metrics, /healthz and /debug/pprof (empty: off)")
 	fs.StringVar(&f.kafkaProtocol, "kafka-security-protocol", "PLAINTEXT", "security protocol of --kafka-addr: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (in cluster mode the inter-broker listener: PLAINTEXT or SSL)")
 	fs.StringVar(&f.listeners, "listeners", "", "more Kafka listeners, `PROTOCOL://HOST:PORT,...` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), e.g. SASL_SSL://0.0.0.0:9095")
+	fs.StringVar(&f.advertisedListeners, "advertised-listeners", "", "what clients of each --listeners entry are told to connect to, `PROTOCOL://HOST:PORT,...` (Kafka's advertised.listeners; default: the bound address)")
 	fs.StringVar(&c.Security.TLS.CertFile, "tls-cert", def.Security.TLS.CertFile, "PEM certificate (chain) of SSL and SASL_SSL listeners; SIGHUP reloads it, with --tls-key and --tls-client-ca")
 	fs.StringVar(&c.Security.TLS.KeyFile, "tls-key", def.Security.TLS.KeyFile, "PEM private key of --tls-cert")
 	fs.StringVar(&c.Security.TLS.ClientCAFile, "tls-client-ca", def.Security.TLS.ClientCAFile, "PEM CAs that client certificates are checked against (mTLS; the principal is User:<certificate subject>)")
@@ -179,6 +181,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	if cfg.Listeners, err = broker.ParseListeners(f.listeners); err != nil {
 		return cfg, cli.Usagef("--listeners: %v", err)
+	}
+	if err := broker.SetAdvertised(cfg.Listeners, f.advertisedListeners); err != nil {
+		return cfg, cli.Usagef("--advertised-listeners: %v", err)
 	}
 	cfg.Security.SASLMechanisms = splitList(f.saslMechanisms)
 	cfg.Security.SuperUsers = splitPrincipals(f.superUsers)

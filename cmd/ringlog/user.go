@@ -155,18 +155,16 @@ func runUserAdd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer s.Close()
-		var ups []kadm.UpsertSCRAM
+		// One request per mechanism: a request may name a user once.
 		for _, m := range mechs {
-			ups = append(ups, kadm.UpsertSCRAM{User: name, Mechanism: kadmMechanism(m), Iterations: int32(iterations), Password: pass})
-		}
-		res, err := s.adm.AlterUserSCRAMs(s.ctx, nil, ups)
-		if err == nil {
-			err = res.Error()
-		}
-		if err != nil {
-			return s.explain(err)
-		}
-		for _, m := range mechs {
+			ups := []kadm.UpsertSCRAM{{User: name, Mechanism: kadmMechanism(m), Iterations: int32(iterations), Password: pass}}
+			res, err := s.adm.AlterUserSCRAMs(s.ctx, nil, ups)
+			if err == nil {
+				err = res.Error()
+			}
+			if err != nil {
+				return s.explain(err)
+			}
 			fmt.Fprintf(stdout, "user %s: %s credential set (%d iterations)\n", name, m, iterations)
 		}
 		return nil
