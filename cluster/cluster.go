@@ -866,16 +866,5 @@ func (c *Cluster) kafkaDial(ctx context.Context, network, addr string) (net.Conn
 	if err != nil || c.cfg.KafkaTLS == nil {
 		return conn, err
 	}
-	cfg := c.cfg.KafkaTLS().Clone()
-	if cfg.ServerName == "" {
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			cfg.ServerName = host
-		}
-	}
-	tc := tls.Client(conn, cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
-	}
-	return tc, nil
+	return (&quorum.TLS{Client: c.cfg.KafkaTLS}).Dialed(ctx, conn, addr)
 }

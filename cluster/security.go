@@ -98,10 +98,7 @@ func (s *Security) ACLs() []security.ACL {
 	if cur := s.acls.Load(); cur != nil && sameSlice(cur.from, from) {
 		return cur.acls
 	}
-	acls := make([]security.ACL, len(from))
-	for i, b := range from {
-		acls[i] = aclOf(b)
-	}
+	acls := aclsOf(from)
 	s.acls.Store(&aclCache{from: from, acls: acls})
 	return acls
 }
@@ -112,11 +109,15 @@ func sameSlice(a, b []metadata.ACLBinding) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// aclOf is an image binding as the authorizer reads it.
-func aclOf(b metadata.ACLBinding) security.ACL {
-	return security.ACL{ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
-		PatternType: kmsg.ACLResourcePatternType(b.PatternType), Principal: b.Principal, Host: b.Host,
-		Operation: kmsg.ACLOperation(b.Operation), Permission: kmsg.ACLPermissionType(b.Permission)}
+// aclsOf is the image's bindings as the authorizer reads them.
+func aclsOf(from []metadata.ACLBinding) []security.ACL {
+	acls := make([]security.ACL, len(from))
+	for i, b := range from {
+		acls[i] = security.ACL{ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
+			PatternType: kmsg.ACLResourcePatternType(b.PatternType), Principal: b.Principal, Host: b.Host,
+			Operation: kmsg.ACLOperation(b.Operation), Permission: kmsg.ACLPermissionType(b.Permission)}
+	}
+	return acls
 }
 
 // binding is an ACL as the image keeps it.
@@ -208,20 +209,10 @@ func (s *Security) DeleteACLs(filters []security.ACLFilter) ([][]security.ACL, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", kerr.NotController, err)
 	}
-	matched := make([][]security.ACL, len(filters))
+	matched, _, removed := security.MatchFilters(aclsOf(img.ACLs()), filters)
 	var rec metadata.DeleteACLs
-	for _, b := range img.ACLs() {
-		a := aclOf(b)
-		hit := false
-		for i, f := range filters {
-			if f.Matches(a) {
-				matched[i] = append(matched[i], a)
-				hit = true
-			}
-		}
-		if hit {
-			rec.ACLs = append(rec.ACLs, binding(a))
-		}
+	for _, a := range removed {
+		rec.ACLs = append(rec.ACLs, binding(a))
 	}
 	if len(rec.ACLs) == 0 {
 		return matched, nil

@@ -276,7 +276,7 @@ func (s *streamLayer) handshakeIn(raw net.Conn) {
 	if s.tls != nil {
 		tc := tls.Server(raw, s.tls.Server())
 		c = tc
-		if err := s.tls.handshake(tc); err != nil {
+		if err := s.tls.handshake(context.Background(), tc); err != nil {
 			return // not a peer with a certificate this node accepts; its dialer sees why
 		}
 	}
@@ -343,12 +343,9 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	c.SetDeadline(time.Now().Add(s.timeout))
 	if s.tls != nil {
-		tc := tls.Client(c, s.tls.client(addr))
-		if err := s.tls.handshake(tc); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("quorum: TLS with %s: %w", addr, err)
+		if c, err = s.tls.Dialed(ctx, c, addr); err != nil {
+			return nil, fmt.Errorf("quorum: %w", err)
 		}
-		c = tc
 	}
 	if _, err := c.Write(s.hs.hello().encode()); err != nil {
 		c.Close()

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -26,21 +27,29 @@ type TLS struct {
 	Peer func(*x509.Certificate) error
 }
 
-// client is Client's configuration for a connection to addr.
-func (t *TLS) client(addr string) *tls.Config {
+// Dialed runs the client side of TLS on conn, a connection to addr,
+// with Client's configuration (an empty ServerName set to addr's host),
+// bounded by ctx, and checks the peer's certificate. On an error conn is
+// closed. Package cluster uses it for the brokers' Kafka connections too.
+func (t *TLS) Dialed(ctx context.Context, conn net.Conn, addr string) (*tls.Conn, error) {
 	cfg := t.Client().Clone()
 	if cfg.ServerName == "" {
 		if host, _, err := net.SplitHostPort(addr); err == nil {
 			cfg.ServerName = host
 		}
 	}
-	return cfg
+	tc := tls.Client(conn, cfg)
+	if err := t.handshake(ctx, tc); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("TLS with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
-// handshake runs c's TLS handshake (under the connection's deadline) and
-// checks the peer's certificate.
-func (t *TLS) handshake(c *tls.Conn) error {
-	if err := c.Handshake(); err != nil {
+// handshake runs c's TLS handshake (bounded by ctx and the connection's
+// deadline) and checks the peer's certificate.
+func (t *TLS) handshake(ctx context.Context, c *tls.Conn) error {
+	if err := c.HandshakeContext(ctx); err != nil {
 		return err
 	}
 	certs := c.ConnectionState().PeerCertificates

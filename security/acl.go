@@ -101,6 +101,30 @@ type ACLFilter struct {
 	Permission   kmsg.ACLPermissionType
 }
 
+// MatchFilters splits acls by filters (DeleteAcls' semantics): matched
+// holds, per filter, the bindings it matches (a binding two filters match
+// is listed under both); kept the bindings no filter matches, removed the
+// others, each in acls' order.
+func MatchFilters(acls []ACL, filters []ACLFilter) (matched [][]ACL, kept, removed []ACL) {
+	matched = make([][]ACL, len(filters))
+	kept = make([]ACL, 0, len(acls))
+	for _, a := range acls {
+		hit := false
+		for i, f := range filters {
+			if f.Matches(a) {
+				matched[i] = append(matched[i], a)
+				hit = true
+			}
+		}
+		if hit {
+			removed = append(removed, a)
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	return matched, kept, removed
+}
+
 // ValidateFilter refuses a filter with an UNKNOWN or out-of-range enum;
 // the error wraps ErrInvalidACL.
 func ValidateFilter(f ACLFilter) error {

@@ -281,20 +281,7 @@ func (s *Store) DeleteACLs(filters []ACLFilter) ([][]ACL, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := *s.acls.Load()
-	matched := make([][]ACL, len(filters))
-	next := make([]ACL, 0, len(cur))
-	for _, a := range cur {
-		hit := false
-		for i, f := range filters {
-			if f.Matches(a) {
-				matched[i] = append(matched[i], a)
-				hit = true
-			}
-		}
-		if !hit {
-			next = append(next, a)
-		}
-	}
+	matched, next, _ := MatchFilters(cur, filters)
 	if len(next) == len(cur) {
 		return matched, nil
 	}

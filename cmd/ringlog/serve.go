@@ -386,15 +386,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
-}
+func splitList(v string) []string { return splitOn(v, ",") }
 
 // splitPrincipals splits a list of principals. A certificate principal
 // holds commas ("User:CN=b1,O=example"), so ';' separates them, as in
