@@ -113,10 +113,12 @@ func codeOf(err error) (int16, *string) {
 	return code, &m
 }
 
-// isOffsetsName reports whether name is, or collides with, the cluster's
-// __consumer_offsets (created by the controller, never by a client).
-func isOffsetsName(name string) bool {
-	return strings.ToLower(strings.ReplaceAll(name, ".", "_")) == engine.OffsetsTopic
+// isInternalName reports whether name is, or collides with, the cluster's
+// __consumer_offsets or __transaction_state (created by the controller,
+// never by a client).
+func isInternalName(name string) bool {
+	n := strings.ToLower(strings.ReplaceAll(name, ".", "_"))
+	return n == engine.OffsetsTopic || n == engine.TransactionStateTopic
 }
 
 // checkReplicationFactor refuses a replication factor the live brokers
@@ -155,7 +157,7 @@ func (c *Cluster) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestT
 	if err := engine.ValidateTopicName(rt.Topic); err != nil {
 		return err
 	}
-	if isOffsetsName(rt.Topic) {
+	if isInternalName(rt.Topic) {
 		return fmt.Errorf("%w: %s is the brokers' internal topic", kerr.InvalidTopicException, rt.Topic)
 	}
 	configs := map[string]string{}
@@ -255,7 +257,7 @@ func (c *Cluster) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsReques
 			err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
 		}
 		if t := img.Topic(rec.Name); err == nil && ((t != nil && t.Internal) || (rec.Name == "" && img.TopicByID(rec.ID) != nil && img.TopicByID(rec.ID).Internal)) {
-			err = fmt.Errorf("%w: %s is the brokers' internal topic", kerr.InvalidTopicException, engine.OffsetsTopic)
+			err = fmt.Errorf("%w: that is one of the brokers' internal topics", kerr.InvalidTopicException)
 		}
 		if err == nil {
 			_, err = c.propose(ctx, rec)

@@ -105,6 +105,9 @@ const (
 	// DefaultOffsetsPartitions is the partition count of the cluster's
 	// __consumer_offsets.
 	DefaultOffsetsPartitions = 16
+	// DefaultTxnStatePartitions is the partition count of the cluster's
+	// __transaction_state (Kafka: 50; fewer partitions, fewer logs).
+	DefaultTxnStatePartitions = 8
 	// isrTick is how often leaders look for ISR changes to ask for.
 	isrTick = 250 * time.Millisecond
 )
@@ -135,6 +138,10 @@ type Config struct {
 	// __consumer_offsets (offsets.topic.num.partitions; 0:
 	// DefaultOffsetsPartitions), fixed when the controller creates it.
 	OffsetsPartitions int32
+	// TxnStatePartitions is the partition count of the cluster's
+	// __transaction_state (transaction.state.log.num.partitions; 0:
+	// DefaultTxnStatePartitions), fixed when the controller creates it.
+	TxnStatePartitions int32
 	// MismatchGrace: see DefaultMismatchGrace (0: the default).
 	MismatchGrace time.Duration
 	// Dial opens every connection this broker makes to another broker:
@@ -220,6 +227,9 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	if cfg.ReplicaLagMax <= 0 {
 		cfg.ReplicaLagMax = DefaultReplicaLagMax
 	}
+	if cfg.TxnStatePartitions <= 0 {
+		cfg.TxnStatePartitions = DefaultTxnStatePartitions
+	}
 	if cfg.OffsetsPartitions <= 0 {
 		cfg.OffsetsPartitions = DefaultOffsetsPartitions
 	}
@@ -247,6 +257,8 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	eng.SetClusterHooks(engine.ClusterHooks{
 		AutoCreateTopic:     c.autoCreateTopic,
 		AllocateProducerIDs: c.allocateProducerIDs,
+		VerifyTxn:           c.verifyTxn,
+		WriteTxnMarkers:     c.writeTxnMarkers,
 	})
 	return c, nil
 }
@@ -320,6 +332,17 @@ func (c *Cluster) CoordinatorFor(group string) int32 {
 		return -1
 	}
 	return t.Partitions[engine.OffsetsPartitionFor(group, len(t.Partitions))].Leader
+}
+
+// TxnCoordinatorFor is the broker coordinating transactional id: the
+// leader of its partition of the cluster's __transaction_state; -1 while
+// the topic does not exist or that partition has no leader.
+func (c *Cluster) TxnCoordinatorFor(id string) int32 {
+	t := c.Image().Topic(engine.TransactionStateTopic)
+	if t == nil || len(t.Partitions) == 0 {
+		return -1
+	}
+	return t.Partitions[engine.TxnPartitionFor(id, len(t.Partitions))].Leader
 }
 
 // CaughtUp reports whether this broker's image holds everything committed
@@ -753,6 +776,9 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 			if it.Name == engine.OffsetsTopic && it.Internal && !c.followCoordinator(int32(i), cur, st) {
 				ok = false
 			}
+			if it.Name == engine.TransactionStateTopic && it.Internal && !c.followTxnCoordinator(int32(i), cur, st) {
+				ok = false
+			}
 			if st.Role == engine.RoleFollower {
 				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch}
 			}
@@ -779,6 +805,27 @@ func (c *Cluster) followCoordinator(i int32, cur, st engine.ReplicaState) bool {
 	}
 	if err := co.LoadPartition(i); err != nil {
 		c.log.Error("cannot load the groups of an offsets partition", "partition", i, "err", err)
+		return false
+	}
+	return true
+}
+
+// followTxnCoordinator makes the transaction coordinator follow the
+// leadership of partition i of __transaction_state, as followCoordinator
+// does for groups.
+func (c *Cluster) followTxnCoordinator(i int32, cur, st engine.ReplicaState) bool {
+	tc := c.eng.Transactions()
+	if st.Role != engine.RoleLeader {
+		if tc.Loaded(i) {
+			tc.UnloadPartition(i)
+		}
+		return true
+	}
+	if tc.Loaded(i) && cur.Role == engine.RoleLeader && cur.LeaderEpoch == st.LeaderEpoch {
+		return true
+	}
+	if err := tc.LoadPartition(i); err != nil {
+		c.log.Error("cannot load the transactions of a transaction-state partition", "partition", i, "err", err)
 		return false
 	}
 	return true

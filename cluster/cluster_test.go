@@ -113,12 +113,13 @@ func TestErrorResponseCoversEveryItem(t *testing.T) {
 	}
 }
 
-// Names that are, or collide with, the brokers' local __consumer_offsets
-// are refused.
-func TestOffsetsNameCollision(t *testing.T) {
-	for name, want := range map[string]bool{"__consumer_offsets": true, "__consumer.offsets": true, "__Consumer_Offsets": true, "consumer_offsets": false, "orders": false} {
-		if got := isOffsetsName(name); got != want {
-			t.Errorf("isOffsetsName(%q) = %v, want %v", name, got, want)
+// Names that are, or collide with, the cluster's internal topics are
+// refused.
+func TestInternalNameCollision(t *testing.T) {
+	for name, want := range map[string]bool{"__consumer_offsets": true, "__consumer.offsets": true, "__Consumer_Offsets": true, "consumer_offsets": false, "orders": false,
+		"__transaction_state": true, "__transaction.state": true, "transaction_state": false} {
+		if got := isInternalName(name); got != want {
+			t.Errorf("isInternalName(%q) = %v, want %v", name, got, want)
 		}
 	}
 }

@@ -118,7 +118,8 @@ func (c *Cluster) controlOnce(since time.Time) {
 		}
 		img = c.Image()
 	}
-	c.ensureOffsetsTopic(ctx, img)
+	c.ensureInternalTopic(ctx, img, engine.OffsetsTopic, c.cfg.OffsetsPartitions)
+	c.ensureInternalTopic(ctx, img, engine.TransactionStateTopic, c.cfg.TxnStatePartitions)
 	changes := electionChanges(img)
 	if len(changes) == 0 {
 		return
@@ -222,28 +223,29 @@ func (c *Cluster) alterPartition(ctx context.Context, req *kmsg.AlterPartitionRe
 	return resp
 }
 
-// ensureOffsetsTopic creates the cluster's __consumer_offsets (internal,
-// compacted, OffsetsPartitions partitions, replication factor min(3,
-// voters), min.insync.replicas min(2, that)) once that many brokers are
-// live, so that it never starts with fewer copies than it will have.
-func (c *Cluster) ensureOffsetsTopic(ctx context.Context, img *metadata.Image) {
-	if img.Topic(engine.OffsetsTopic) != nil {
+// ensureInternalTopic creates one of the cluster's internal topics,
+// __consumer_offsets or __transaction_state (internal, compacted, parts
+// partitions, replication factor min(3, voters), min.insync.replicas
+// min(2, that)) once that many brokers are live, so that it never starts
+// with fewer copies than it will have.
+func (c *Cluster) ensureInternalTopic(ctx context.Context, img *metadata.Image, name string, parts int32) {
+	if img.Topic(name) != nil {
 		return
 	}
 	rf := min(3, len(c.voters))
 	if len(img.LiveBrokers()) < rf {
 		return
 	}
-	replicas, err := metadata.PlaceReplicas(img, 0, int(c.cfg.OffsetsPartitions), rf)
+	replicas, err := metadata.PlaceReplicas(img, 0, int(parts), rf)
 	if err != nil {
-		c.log.Warn("controller: cannot place __consumer_offsets", "err", err)
+		c.log.Warn("controller: cannot place an internal topic", "topic", name, "err", err)
 		return
 	}
-	rec := metadata.CreateTopic{Name: engine.OffsetsTopic, ID: metadata.NewUUID(), Internal: true, Replicas: replicas,
+	rec := metadata.CreateTopic{Name: name, ID: metadata.NewUUID(), Internal: true, Replicas: replicas,
 		Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "8388608", "min.insync.replicas": strconv.Itoa(min(2, rf))}}
 	if _, err := c.propose(ctx, rec); err != nil {
-		c.log.Warn("controller: cannot create __consumer_offsets", "err", err)
+		c.log.Warn("controller: cannot create an internal topic", "topic", name, "err", err)
 		return
 	}
-	c.log.Info("controller: created the cluster's __consumer_offsets", "partitions", c.cfg.OffsetsPartitions, "replication_factor", rf)
+	c.log.Info("controller: created an internal topic", "topic", name, "partitions", parts, "replication_factor", rf)
 }

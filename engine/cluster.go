@@ -17,6 +17,14 @@ type ClusterHooks struct {
 	// AllocateProducerIDs reserves a block of producer ids from the
 	// controller: [first, first+count).
 	AllocateProducerIDs func() (first int64, count int32, err error)
+	// VerifyTxn asks the coordinator of transactional id (another
+	// broker) whether tp is in the open transaction of producer
+	// pid/epoch (AddPartitionsToTxn v4, verify only); nil means it is.
+	VerifyTxn func(id string, pid int64, epoch int16, tp TopicPartition) error
+	// WriteTxnMarkers sends mk to the leaders of parts (WriteTxnMarkers)
+	// and returns an error per partition, nil where the marker is
+	// written (or the topic no longer exists).
+	WriteTxnMarkers func(mk TxnMarker, parts []TopicPartition) []error
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the

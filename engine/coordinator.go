@@ -413,6 +413,12 @@ func (c *Coordinator) write(group string, recs []kv) error {
 // writeAs is write with the records in a transactional batch of the
 // given producer (TxnOffsetCommit) when txn is set.
 func (c *Coordinator) writeAs(group string, recs []kv, txn *TxnMarker) error {
+	return c.writeThen(group, recs, txn, nil)
+}
+
+// writeThen is writeAs calling written, when set, as soon as the records
+// are written, before any marker appended after them completes.
+func (c *Coordinator) writeThen(group string, recs []kv, txn *TxnMarker, written func()) error {
 	p := c.partitionFor(group)
 	if p == nil {
 		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
@@ -421,7 +427,7 @@ func (c *Coordinator) writeAs(group string, recs []kv, txn *TxnMarker) error {
 	if txn != nil {
 		b.ProducerID, b.ProducerEpoch, b.Transactional = txn.ProducerID, txn.ProducerEpoch, true
 	}
-	err := appendBuilt(p, b, c.sched.Now().UnixMilli(), recs)
+	err := appendBuilt(p, b, c.sched.Now().UnixMilli(), recs, written)
 	if err != nil {
 		if errors.Is(err, kerr.NotLeaderForPartition) {
 			// The partition's leadership moved (cluster mode): so did the
@@ -437,10 +443,12 @@ func (c *Coordinator) writeAs(group string, recs []kv, txn *TxnMarker) error {
 // partition and waits until they are durable (fdatasync'ed, unless
 // write caching).
 func appendRecords(p *Partition, ts int64, recs []kv) error {
-	return appendBuilt(p, batch.NewBuilder(), ts, recs)
+	return appendBuilt(p, batch.NewBuilder(), ts, recs, nil)
 }
 
-func appendBuilt(p *Partition, b *batch.Builder, ts int64, recs []kv) error {
+// appendBuilt appends recs as one batch of b, acks=all, and waits;
+// written, when set, runs in the append's completion on success.
+func appendBuilt(p *Partition, b *batch.Builder, ts int64, recs []kv, written func()) error {
 	for _, r := range recs {
 		b.Add(ts, r.key, r.value, nil)
 	}
@@ -454,7 +462,12 @@ func appendBuilt(p *Partition, b *batch.Builder, ts int64, recs []kv) error {
 	}
 	done := make(chan AppendResult, 1)
 	p.Shard().Append(&AppendRequest{Partition: p, Batches: [][]byte{data}, Headers: []batch.Header{h}, Acks: -1, Bytes: len(data), Internal: true,
-		Done: func(r AppendResult) { done <- r }})
+		Done: func(r AppendResult) {
+			if r.Err == nil && written != nil {
+				written()
+			}
+			done <- r
+		}})
 	return (<-done).Err
 }
 

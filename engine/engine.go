@@ -177,7 +177,7 @@ type Engine struct {
 	backendName string
 	stats       Stats
 	coord       *Coordinator
-	txn         *TxnCoordinator // nil in cluster mode
+	txn         *TxnCoordinator
 
 	hooks       atomic.Pointer[ClusterHooks] // nil: single node
 	cleanerStop chan struct{}
@@ -303,12 +303,10 @@ func Open(cfg Config) (*Engine, error) {
 		e.stopShards()
 		return nil, fmt.Errorf("engine: group coordinator: %w", err)
 	}
-	if !cfg.Replicated {
-		e.txn = newTxnCoordinator(e, cfg.Transactions)
-		if err := e.txn.start(); err != nil {
-			e.stopShards()
-			return nil, fmt.Errorf("engine: transaction coordinator: %w", err)
-		}
+	e.txn = newTxnCoordinator(e, cfg.Transactions)
+	if err := e.txn.start(); err != nil {
+		e.stopShards()
+		return nil, fmt.Errorf("engine: transaction coordinator: %w", err)
 	}
 	e.cleanerStop, e.cleanerDone = make(chan struct{}), make(chan struct{})
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)
@@ -674,8 +672,9 @@ func (e *Engine) stopShards() []error {
 // Coordinator is the group coordinator.
 func (e *Engine) Coordinator() *Coordinator { return e.coord }
 
-// Transactions returns the transaction coordinator; nil in cluster mode,
-// where transactions are not available.
+// Transactions returns the transaction coordinator (in cluster mode, of
+// the transactional ids whose __transaction_state partitions this broker
+// leads).
 func (e *Engine) Transactions() *TxnCoordinator { return e.txn }
 
 // ClusterID is the id generated when the data directory was created.

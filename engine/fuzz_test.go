@@ -222,7 +222,7 @@ func FuzzTxnStateApply(f *testing.F) {
 		} else if value == nil {
 			value = []byte{}
 		}
-		c := &TxnCoordinator{txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
+		c := &txnTable{txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
 		if err := c.apply(key, value); err != nil {
 			return
 		}

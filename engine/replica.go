@@ -202,6 +202,7 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 			return fmt.Errorf("engine: %s: become leader at epoch %d: %w", p, st.LeaderEpoch, err)
 		}
 		r.epochStart = p.log.EndOffset()
+		p.guards.reset() // verifications are per leadership
 		r.followers = map[int32]*followerState{}
 		for _, id := range st.Replicas {
 			if id != self {
@@ -223,6 +224,7 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 		r.acks = nil
 		r.followers = nil
 		r.pendingISR = nil
+		p.guards.reset()
 		if old.Role == RoleLeader {
 			p.topic.eng.logger.Info("no longer leading partition", "partition", p.String(), "leader", st.Leader, "leader_epoch", st.LeaderEpoch)
 		}

@@ -524,6 +524,19 @@ func (s *Shard) stage(req *AppendRequest) {
 			return
 		}
 	}
+	if p.rep != nil {
+		// Cluster mode: a transactional batch needs its producer's
+		// verification, still standing now that it is staged after
+		// any marker queued before it (txnverify.go).
+		for i := range req.Headers {
+			if h := &req.Headers[i]; h.Transactional() {
+				if err := p.checkTxnGuard(h.ProducerID, h.ProducerEpoch); err != nil {
+					sa.res.Err = err
+					return
+				}
+			}
+		}
+	}
 	// Idempotence: every batch of the request must pass. The producer
 	// state is updated only once the whole request is staged, so a batch
 	// that follows a new batch of the same producer and epoch in this
@@ -641,6 +654,23 @@ func (s *Shard) stageReplica(sa *stagedAppend) {
 		h, err := batch.ParseHeader(b)
 		if err != nil || !h.Idempotent() {
 			continue
+		}
+		// Follow the transactions too, so that this replica knows the
+		// open ones (its last stable offset, the aborted index) when it
+		// becomes leader.
+		if h.Control() {
+			typ, err := batch.ControlRecordType(b, &h)
+			if err != nil {
+				p.topic.eng.logger.Warn("skipping an unreadable replicated control batch", "partition", p.String(), "offset", h.BaseOffset, "err", err)
+				continue
+			}
+			if err := p.endTxn(h.ProducerID, h.ProducerEpoch, typ == batch.ControlCommit, h.BaseOffset); err != nil {
+				p.topic.eng.logger.Error("aborted-transaction index", "partition", p.String(), "err", err)
+			}
+			continue
+		}
+		if h.Transactional() {
+			p.beginTxn(h.ProducerID, h.BaseOffset)
 		}
 		if st := p.producers[h.ProducerID]; st != nil && h.ProducerEpoch < st.Epoch {
 			continue

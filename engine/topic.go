@@ -88,6 +88,9 @@ type Partition struct {
 	// unstable is 1 + the smallest first offset of an open transaction
 	// (0: none), published by the shard for LastStableOffset.
 	unstable atomic.Int64
+	// guards are the producers verified with their transaction
+	// coordinators (cluster mode; txnverify.go).
+	guards txnGuards
 
 	waitMu  sync.Mutex
 	waiters []*Waiter
@@ -97,8 +100,8 @@ type Partition struct {
 	// mode); it has no log here and never gets one.
 	notHosted bool
 
-	// rep is the replication state in cluster mode (nil: single node, or
-	// an internal topic); role, leaderEpoch, isrSize and hw mirror it for
+	// rep is the replication state in cluster mode (nil: single node);
+	// role, leaderEpoch, isrSize and hw mirror it for
 	// lock-free reads on the hot paths.
 	rep         *replication
 	role        atomic.Int32

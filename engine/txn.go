@@ -32,6 +32,16 @@ import (
 // transaction (writes its markers again; a second marker changes
 // nothing), and a background pass retries one whose markers failed.
 //
+// In cluster mode __transaction_state is the cluster's (created by the
+// controller, replicated like any topic): a transactional id belongs to
+// its partition TxnPartitionFor(id), and the leader of that partition is
+// its coordinator. The publisher loads a partition's ids when this broker
+// becomes its leader (LoadPartition) and forgets them when it stops
+// (UnloadPartition); the other ids answer NOT_COORDINATOR. Records are
+// written with acks=all, so an answer means the record is on every
+// in-sync replica. Markers for partitions led elsewhere go to their
+// leaders (ClusterHooks.WriteTxnMarkers).
+//
 // Concurrency: txnMu guards the id map; each transactional id's
 // operations are serialised by its txnMeta.mu, held while its records and
 // markers are written (never while the map's lock is held, never taken
@@ -41,9 +51,12 @@ type TxnCoordinator struct {
 	eng *Engine
 	cfg TxnConfig
 
-	mu    sync.Mutex // guards txns, byPID
+	mu    sync.Mutex // guards txns, byPID, loaded
 	txns  map[string]*txnMeta
 	byPID map[int64]*txnMeta
+	// loaded marks, in cluster mode, the __transaction_state partitions
+	// whose ids this broker coordinates now; nil on a single node.
+	loaded map[int32]bool
 	// topic is __transaction_state, created by the first InitProducerId
 	// with a transactional id (topicMu), as Kafka creates it.
 	topicMu sync.Mutex
@@ -140,7 +153,10 @@ type txnMeta struct {
 	parts   map[TopicPartition]bool
 	start   time.Time // when the open transaction began
 	updated time.Time
-	gone    bool // expired and removed from the map
+
+	// gone: expired, or its partition unloaded (cluster mode), and
+	// removed from the map.
+	gone atomic.Bool
 
 	view atomic.Pointer[txnView]
 }
@@ -166,6 +182,9 @@ type TxnInfo struct {
 	Timeout    time.Duration
 	Start      time.Time // zero unless a transaction is open or ending
 	Partitions []TopicPartition
+	// Err is why Describe cannot describe the id here (cluster mode:
+	// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS).
+	Err error
 }
 
 func newTxnCoordinator(e *Engine, cfg TxnConfig) *TxnCoordinator {
@@ -179,7 +198,130 @@ func newTxnCoordinator(e *Engine, cfg TxnConfig) *TxnCoordinator {
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = def.CheckInterval
 	}
-	return &TxnCoordinator{eng: e, cfg: cfg, txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
+	c := &TxnCoordinator{eng: e, cfg: cfg, txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
+	if e.cfg.Replicated {
+		c.loaded = map[int32]bool{}
+	}
+	return c
+}
+
+// TxnPartitionFor is the __transaction_state partition of transactional
+// id among n partitions (fnv-1a of the id, mod n, as for groups); the
+// cluster's FindCoordinator names its leader.
+func TxnPartitionFor(id string, n int) int32 { return OffsetsPartitionFor(id, n) }
+
+// partitionOf is id's __transaction_state partition, nil while the topic
+// does not exist.
+func (c *TxnCoordinator) partitionOf(id string) *Partition {
+	t := c.topic.Load()
+	if t == nil {
+		t = c.eng.Topic(TransactionStateTopic)
+		if t == nil || !t.Internal {
+			return nil
+		}
+	}
+	ps := t.Partitions()
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps[TxnPartitionFor(id, len(ps))]
+}
+
+// checkCoordinator refuses an id this broker does not coordinate
+// (cluster mode): NOT_COORDINATOR when another broker leads its
+// partition, COORDINATOR_LOAD_IN_PROGRESS until the partition is loaded.
+func (c *TxnCoordinator) checkCoordinator(id string) error {
+	if c.loaded == nil {
+		return nil
+	}
+	p := c.partitionOf(id)
+	if p == nil {
+		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, TransactionStateTopic)
+	}
+	if p.Role() != RoleLeader {
+		return fmt.Errorf("%w: transactional id %q belongs to %s, which this broker does not lead", kerr.NotCoordinator, id, p)
+	}
+	c.mu.Lock()
+	loaded := c.loaded[p.Index]
+	c.mu.Unlock()
+	if !loaded {
+		return fmt.Errorf("%w: %s is being loaded", kerr.CoordinatorLoadInProgress, p)
+	}
+	return nil
+}
+
+// LoadPartition replays partition i of the cluster's __transaction_state
+// after this broker became its leader (cluster mode; the publisher calls
+// it): its ids are coordinated here from then on, and the background pass
+// finishes the transactions it finds prepared.
+func (c *TxnCoordinator) LoadPartition(i int32) error {
+	t := c.eng.Topic(TransactionStateTopic)
+	if t == nil || !t.Internal || t.Partition(i) == nil {
+		return fmt.Errorf("engine: %s has no partition %d", TransactionStateTopic, i)
+	}
+	c.topic.Store(t)
+	p := t.Partition(i)
+	l, err := p.ReplicaLog()
+	if err != nil {
+		return err
+	}
+	c.UnloadPartition(i) // what a previous leadership left
+	tab := txnTable{txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
+	records := 0
+	err = replayBatches(p, l, func(h *batch.Header, b []byte) error {
+		return forEachRecord(b, h, func(r *batch.Record) {
+			if err := tab.apply(r.Key, r.Value); err != nil {
+				c.eng.logger.Warn("skipping unreadable record in "+TransactionStateTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
+			}
+			records++
+		})
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for id, m := range tab.txns {
+		c.txns[id] = m
+		c.byPID[m.pid] = m
+	}
+	c.loaded[i] = true
+	c.mu.Unlock()
+	c.eng.logger.Info("coordinating the transactions of a transaction-state partition", "partition", p.String(), "records", records, "transactional_ids", len(tab.txns))
+	return nil
+}
+
+// Loaded reports whether partition i of __transaction_state is loaded
+// here (cluster mode).
+func (c *TxnCoordinator) Loaded(i int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loaded[i]
+}
+
+// UnloadPartition forgets the ids of partition i of __transaction_state
+// after this broker lost its leadership (cluster mode): they answer
+// NOT_COORDINATOR; an operation still running on one fails its write.
+func (c *TxnCoordinator) UnloadPartition(i int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.loaded[i]
+	delete(c.loaded, i)
+	n := 0
+	if t := c.eng.Topic(TransactionStateTopic); t != nil {
+		n = len(t.Partitions())
+	}
+	for id, m := range c.txns {
+		if n > 0 && TxnPartitionFor(id, n) == i {
+			m.gone.Store(true)
+			delete(c.txns, id)
+			if c.byPID[m.pid] == m {
+				delete(c.byPID, m.pid)
+			}
+		}
+	}
+	if was {
+		c.eng.logger.Info("no longer coordinating the transactions of a transaction-state partition", "partition", TransactionStateTopic+"-"+fmt.Sprint(i))
+	}
 }
 
 // start replays __transaction_state (when it exists), finishes the
@@ -187,7 +329,8 @@ func newTxnCoordinator(e *Engine, cfg TxnConfig) *TxnCoordinator {
 func (c *TxnCoordinator) start() error {
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	t := c.eng.Topic(TransactionStateTopic)
-	if t == nil {
+	if t == nil || c.loaded != nil {
+		// Cluster mode: the publisher loads the partitions it leads.
 		go c.run()
 		return nil
 	}
@@ -198,9 +341,10 @@ func (c *TxnCoordinator) start() error {
 		if err != nil {
 			return fmt.Errorf("%s is offline: %w", p, err)
 		}
+		tab := txnTable{txns: c.txns, byPID: c.byPID}
 		err = replayBatches(p, l, func(h *batch.Header, b []byte) error {
 			return forEachRecord(b, h, func(r *batch.Record) {
-				if err := c.apply(r.Key, r.Value); err != nil {
+				if err := tab.apply(r.Key, r.Value); err != nil {
 					c.eng.logger.Warn("skipping unreadable record in "+TransactionStateTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
 				}
 				records++
@@ -233,6 +377,14 @@ func (c *TxnCoordinator) stateTopic() (*Topic, error) {
 	if t := c.topic.Load(); t != nil {
 		return t, nil
 	}
+	if c.loaded != nil {
+		// Cluster mode: the controller creates it.
+		if t := c.eng.Topic(TransactionStateTopic); t != nil && t.Internal {
+			c.topic.Store(t)
+			return t, nil
+		}
+		return nil, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, TransactionStateTopic)
+	}
 	c.topicMu.Lock()
 	defer c.topicMu.Unlock()
 	if t := c.topic.Load(); t != nil {
@@ -262,8 +414,15 @@ func (c *TxnCoordinator) close() {
 	<-c.done
 }
 
+// txnTable is the id maps a replay fills: the coordinator's own at a
+// single node's start, a fresh one for a partition being loaded.
+type txnTable struct {
+	txns  map[string]*txnMeta
+	byPID map[int64]*txnMeta
+}
+
 // apply replays one __transaction_state record.
-func (c *TxnCoordinator) apply(key, value []byte) error {
+func (c *txnTable) apply(key, value []byte) error {
 	var k kmsg.TxnMetadataKey
 	if err := k.ReadFrom(key); err != nil {
 		return fmt.Errorf("key: %w", err)
@@ -340,8 +499,14 @@ func (c *TxnCoordinator) write(id string, recs []kv) error {
 	if err != nil {
 		return err
 	}
-	p := t.Partitions()[0]
+	ps := t.Partitions()
+	p := ps[TxnPartitionFor(id, len(ps))]
 	if err := appendRecords(p, c.eng.now().UnixMilli(), recs); err != nil {
+		if errors.Is(err, kerr.NotLeaderForPartition) {
+			// The partition's leadership moved (cluster mode): so did
+			// the id's coordinator; the record may or may not be there.
+			return fmt.Errorf("%w: %s moved to another broker: %w", kerr.NotCoordinator, p, err)
+		}
 		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, TransactionStateTopic, err)
 	}
 	return nil
@@ -362,7 +527,7 @@ func (c *TxnCoordinator) lockLive(id string) *txnMeta {
 		return nil
 	}
 	m.mu.Lock()
-	if m.gone {
+	if m.gone.Load() {
 		m.mu.Unlock()
 		return nil
 	}
@@ -380,6 +545,9 @@ func (c *TxnCoordinator) InitProducerID(id string, timeout time.Duration, produc
 	}
 	if timeout <= 0 || timeout > c.cfg.MaxTimeout {
 		return -1, -1, fmt.Errorf("%w: transaction.timeout.ms %d is outside 1..%d (transaction.max.timeout.ms)", kerr.InvalidTransactionTimeout, timeout.Milliseconds(), c.cfg.MaxTimeout.Milliseconds())
+	}
+	if err := c.checkCoordinator(id); err != nil {
+		return -1, -1, err
 	}
 	now := c.eng.now()
 	m := c.lockLive(id)
@@ -403,7 +571,7 @@ func (c *TxnCoordinator) InitProducerID(id string, timeout time.Duration, produc
 			delete(c.txns, id)
 			delete(c.byPID, pid)
 			c.mu.Unlock()
-			nm.gone = true
+			nm.gone.Store(true)
 			return -1, -1, err
 		}
 		nm.publish()
@@ -501,6 +669,9 @@ func (c *TxnCoordinator) check(m *txnMeta, producerID int64, epoch int16) error 
 // errs has one entry per partition; when any is unknown none is added
 // (the others get OPERATION_NOT_ATTEMPTED). err fails the whole request.
 func (c *TxnCoordinator) AddPartitions(id string, producerID int64, epoch int16, parts []TopicPartition) (errs []error, err error) {
+	if err := c.checkCoordinator(id); err != nil {
+		return nil, err
+	}
 	m := c.lockLive(id)
 	if m == nil {
 		return nil, fmt.Errorf("%w: transactional id %q is unknown: call InitProducerId first", kerr.InvalidProducerIDMapping, id)
@@ -567,6 +738,9 @@ func (c *TxnCoordinator) add(m *txnMeta, parts []TopicPartition) error {
 // partition that is in the id's open transaction at that producer and
 // epoch, INVALID_TXN_STATE for the others.
 func (c *TxnCoordinator) VerifyPartitions(id string, producerID int64, epoch int16, parts []TopicPartition) ([]error, error) {
+	if err := c.checkCoordinator(id); err != nil {
+		return nil, err
+	}
 	m := c.lookup(id)
 	if m == nil {
 		return nil, fmt.Errorf("%w: transactional id %q is unknown", kerr.InvalidProducerIDMapping, id)
@@ -611,6 +785,9 @@ func (c *TxnCoordinator) CheckProduce(producerID int64, epoch int16, topic strin
 func (c *TxnCoordinator) AddOffsets(id string, producerID int64, epoch int16, group string) error {
 	if group == "" {
 		return fmt.Errorf("%w: empty group id", kerr.InvalidGroupID)
+	}
+	if err := c.checkCoordinator(id); err != nil {
+		return err
 	}
 	m := c.lockLive(id)
 	if m == nil {
@@ -662,6 +839,9 @@ func (c *TxnCoordinator) lockOffsetsCommit(id string, producerID int64, epoch in
 // ended it answers success; ending a transaction that is not open (or
 // ended the other way) is INVALID_TXN_STATE.
 func (c *TxnCoordinator) EndTxn(id string, producerID int64, epoch int16, commit bool) error {
+	if err := c.checkCoordinator(id); err != nil {
+		return err
+	}
 	m := c.lockLive(id)
 	if m == nil {
 		return fmt.Errorf("%w: transactional id %q is unknown", kerr.InvalidProducerIDMapping, id)
@@ -712,7 +892,6 @@ func (c *TxnCoordinator) complete(m *txnMeta) error {
 	if err := c.writeMarkers(m, commit); err != nil {
 		return err
 	}
-	c.eng.coord.completeTxnOffsets(m.pid, commit)
 	m.state, m.updated, m.start, m.parts = TxnCompleteAbort, c.eng.now(), time.Time{}, map[TopicPartition]bool{}
 	if commit {
 		m.state = TxnCompleteCommit
@@ -733,14 +912,14 @@ func (c *TxnCoordinator) complete(m *txnMeta) error {
 }
 
 // writeMarkers appends the markers of m's transaction to all its
-// partitions at once and waits for all of them. A partition whose topic
-// was deleted is skipped.
+// partitions at once and waits for all of them: here for the partitions
+// this broker leads (or all, on a single node), through their leaders
+// for the others (cluster mode). A partition whose topic was deleted is
+// skipped.
 func (c *TxnCoordinator) writeMarkers(m *txnMeta, commit bool) error {
-	type pending struct {
-		p    *Partition
-		done chan AppendResult
-	}
-	var ps []pending
+	mk := TxnMarker{ProducerID: m.pid, ProducerEpoch: m.epoch, Commit: commit}
+	var local []*Partition
+	var remote []TopicPartition
 	for tp := range m.parts {
 		t := c.eng.Topic(tp.Topic)
 		if t == nil {
@@ -750,18 +929,79 @@ func (c *TxnCoordinator) writeMarkers(m *txnMeta, commit bool) error {
 		if p == nil {
 			continue
 		}
-		done := make(chan AppendResult, 1)
-		p.Shard().Append(&AppendRequest{Partition: p, Acks: -1, Marker: &TxnMarker{ProducerID: m.pid, ProducerEpoch: m.epoch, Commit: commit},
-			Done: func(r AppendResult) { done <- r }})
-		ps = append(ps, pending{p, done})
+		if c.loaded != nil && p.Role() != RoleLeader {
+			remote = append(remote, tp)
+			continue
+		}
+		local = append(local, p)
+	}
+	if c.loaded != nil {
+		if sp := c.partitionOf(m.id); sp != nil {
+			mk.CoordinatorEpoch = sp.LeaderEpoch()
+		}
 	}
 	var errs []error
-	for _, x := range ps {
-		if r := <-x.done; r.Err != nil && !x.p.removed.Load() {
-			errs = append(errs, fmt.Errorf("%s: %w", x.p, r.Err))
+	var remoteErrs chan []error
+	if len(remote) > 0 {
+		remoteErrs = make(chan []error, 1)
+		h := c.eng.clusterHooks()
+		go func() {
+			if h == nil || h.WriteTxnMarkers == nil {
+				remoteErrs <- []error{fmt.Errorf("%w: no way to reach the other brokers", kerr.CoordinatorNotAvailable)}
+				return
+			}
+			remoteErrs <- h.WriteTxnMarkers(mk, remote)
+		}()
+	}
+	for i, err := range c.eng.AppendTxnMarkers(mk, local) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", local[i], err))
+		}
+	}
+	if remoteErrs != nil {
+		for i, err := range <-remoteErrs {
+			if err != nil {
+				tp := TopicPartition{}
+				if i < len(remote) {
+					tp = remote[i]
+				}
+				errs = append(errs, fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// AppendTxnMarkers appends mk to every partition of parts, which this
+// broker leads, at once, and waits for all of them (acks=all): the
+// coordinator's markers for its own partitions, and WriteTxnMarkers from
+// another broker's coordinator. Once the marker is in a __consumer_offsets
+// partition, the offsets the transaction committed for its groups are
+// applied (commit) or dropped (abort). A partition removed meanwhile
+// counts as done. errs has one entry per partition.
+func (e *Engine) AppendTxnMarkers(mk TxnMarker, parts []*Partition) (errs []error) {
+	dones := make([]chan AppendResult, len(parts))
+	for i, p := range parts {
+		done := make(chan AppendResult, 1)
+		dones[i] = done
+		marker := mk
+		p.Shard().Append(&AppendRequest{Partition: p, Acks: -1, Marker: &marker,
+			Done: func(r AppendResult) { done <- r }})
+	}
+	errs = make([]error, len(parts))
+	offsets := false
+	for i, p := range parts {
+		r := <-dones[i]
+		if r.Err != nil && !p.removed.Load() {
+			errs[i] = r.Err
+			continue
+		}
+		offsets = offsets || (p.topic.Internal && p.topic.Name == OffsetsTopic)
+	}
+	if offsets {
+		e.coord.completeTxnOffsets(mk.ProducerID, mk.Commit)
+	}
+	return errs
 }
 
 // run aborts timed-out transactions, retries unfinished ones and forgets
@@ -803,7 +1043,7 @@ func (c *TxnCoordinator) housekeeping() {
 
 // keep does one id's housekeeping (m.mu held).
 func (c *TxnCoordinator) keep(m *txnMeta) {
-	if m.gone {
+	if m.gone.Load() {
 		return
 	}
 	now := c.eng.now()
@@ -839,7 +1079,7 @@ func (c *TxnCoordinator) keep(m *txnMeta) {
 			delete(c.byPID, m.pid)
 		}
 		c.mu.Unlock()
-		m.gone = true
+		m.gone.Store(true)
 		c.eng.logger.Info("expired an idle transactional id", "transactional_id", m.id)
 	}
 }
@@ -862,6 +1102,10 @@ func (c *TxnCoordinator) Open() int {
 func (c *TxnCoordinator) Describe(ids []string) []TxnInfo {
 	out := make([]TxnInfo, 0, len(ids))
 	for _, id := range ids {
+		if err := c.checkCoordinator(id); err != nil {
+			out = append(out, TxnInfo{ID: id, ProducerID: -1, Epoch: -1, State: TxnDead, Err: err})
+			continue
+		}
 		m := c.lookup(id)
 		if m == nil {
 			out = append(out, TxnInfo{ID: id, ProducerID: -1, Epoch: -1, State: TxnDead})

@@ -109,17 +109,31 @@ func (c *Coordinator) PendingTxnOffsets() int {
 func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instanceID *string, generation int32, producerID int64, epoch int16, commits []OffsetCommit) (errs []error, err error) {
 	txns := c.eng.Transactions()
 	if txns == nil {
-		return nil, fmt.Errorf("%w: transactions are not available in cluster mode", kerr.UnsupportedVersion)
+		return nil, fmt.Errorf("%w: this broker has no transaction coordinator", kerr.UnsupportedVersion)
 	}
 	g, err := c.Group(groupID, true)
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := txns.lockOffsetsCommit(txnID, producerID, epoch, groupID)
-	if err != nil {
-		return nil, err
+	if c.loaded == nil {
+		unlock, err := txns.lockOffsetsCommit(txnID, producerID, epoch, groupID)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	} else {
+		// Cluster mode: the transaction's coordinator may be another
+		// broker. Verify with it, as a partition leader verifies a
+		// produce; the marker of a transaction that ends meanwhile
+		// drops the guard, and the write below is then refused.
+		p := c.partitionFor(groupID)
+		if p == nil {
+			return nil, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
+		}
+		if err := c.eng.VerifyTxnProduce(p, txnID, producerID, epoch, true); err != nil {
+			return nil, fmt.Errorf("%w (call AddOffsetsToTxn for group %q first)", err, groupID)
+		}
 	}
-	defer unlock()
 	if generation >= 0 {
 		if err := g.CheckCommit(memberID, instanceID, generation); err != nil {
 			return nil, err
@@ -129,9 +143,10 @@ func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instance
 	if len(recs) == 0 {
 		return errs, nil
 	}
-	if err := c.writeAs(groupID, recs, &TxnMarker{ProducerID: producerID, ProducerEpoch: epoch}); err != nil {
+	// Pending from the moment they are written: the marker that ends
+	// the transaction is staged after them and completes after them.
+	if err := c.writeThen(groupID, recs, &TxnMarker{ProducerID: producerID, ProducerEpoch: epoch}, func() { c.addTxnOffsets(producerID, offs) }); err != nil {
 		return nil, err
 	}
-	c.addTxnOffsets(producerID, offs)
 	return errs, nil
 }

@@ -65,6 +65,7 @@ func (p *Partition) endTxn(pid int64, epoch int16, commit bool, markerOffset int
 		// producer's batches after it are INVALID_PRODUCER_EPOCH).
 		p.producers[pid] = &producerState{Epoch: epoch}
 	}
+	p.guards.drop(pid)
 	first, ok := p.openTxns[pid]
 	if !ok {
 		return nil

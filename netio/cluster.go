@@ -50,6 +50,9 @@ type Cluster interface {
 	// CoordinatorFor is the broker that coordinates group, -1 when none
 	// does (yet).
 	CoordinatorFor(group string) int32
+	// TxnCoordinatorFor is the broker that coordinates transactional
+	// id, -1 when none does (yet).
+	TxnCoordinatorFor(id string) int32
 	// Forward sends req to the controller and returns its answer and
 	// true; false on the controller, which handles req itself.
 	// forwarded: req was itself forwarded here (then NOT_CONTROLLER).
@@ -310,14 +313,23 @@ func (s *Server) clusterDescribe(r *request, req *kmsg.DescribeClusterRequest) {
 	r.respond(resp)
 }
 
-// clusterCoordinator is FindCoordinator's answer for a group in cluster
-// mode: the broker Cluster.CoordinatorFor names, at its registered
-// address.
-func (s *Server) clusterCoordinator(group string) (int32, string, int32, error) {
+// clusterCoordinator is FindCoordinator's answer in cluster mode: the
+// broker Cluster.CoordinatorFor (a group) or Cluster.TxnCoordinatorFor (a
+// transactional id, txn set) names, at its registered address.
+func (s *Server) clusterCoordinator(key string, txn bool) (int32, string, int32, error) {
 	cl := s.cfg.Cluster
-	id := cl.CoordinatorFor(group)
+	var id int32
+	if txn {
+		id = cl.TxnCoordinatorFor(key)
+	} else {
+		id = cl.CoordinatorFor(key)
+	}
 	if id < 0 {
-		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New("the group's __consumer_offsets partition has no leader yet"))
+		what := "the group's __consumer_offsets"
+		if txn {
+			what = "the transactional id's __transaction_state"
+		}
+		return -1, "", -1, errors.Join(kerr.CoordinatorNotAvailable, errors.New(what+" partition has no leader yet"))
 	}
 	b, ok := cl.Image().Broker(id)
 	if !ok {

@@ -67,11 +67,12 @@ func handleProduce(s *Server, r *request) frameOutcome {
 	var works []produceWork
 	offLoop := c.serialBusy()
 	if !offLoop {
-		resp, works, offLoop = s.producePlan(r, req, s.loopTopic)
+		resp, works, offLoop = s.producePlan(r, req, s.loopTopic, false)
 	}
 	if offLoop {
-		// A topic must be created: that writes files and may wait for
-		// another creation, so it leaves the event loop. Produces behind
+		// A topic must be created (that writes files and may wait for
+		// another creation) or a transaction verified with another
+		// broker (cluster mode), so it leaves the event loop. Produces behind
 		// it on this connection follow it (conn.serial) until it is done,
 		// so that appends keep the order of their requests.
 		r.resp = c.slot()
@@ -115,9 +116,11 @@ func (s *Server) loopTopic(name string) (*engine.Topic, error) {
 
 // producePlan resolves the topics of a produce with topic and validates
 // every partition's batches: the response with the partitions that failed
-// already answered, and the work for the others. It stops with create
-// set when topic says a topic has to be created off the event loop.
-func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error)) (resp *kmsg.ProduceResponse, works []produceWork, create bool) {
+// already answered, and the work for the others. It stops with offLoop
+// set when topic says a topic has to be created off the event loop, or
+// when a transaction must be verified with another broker and mayWait is
+// false.
+func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error), mayWait bool) (resp *kmsg.ProduceResponse, works []produceWork, offLoop bool) {
 	resp = req.ResponseKind().(*kmsg.ProduceResponse)
 	acksOK := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
@@ -167,7 +170,10 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 				err = checkKeys(batches, headers)
 			}
 			if err == nil {
-				err = s.checkTransactional(r, req, t.Name, rp.Partition, headers)
+				err = s.checkTransactional(r, req, p, headers, mayWait)
+				if errors.Is(err, engine.ErrVerifyOffLoop) {
+					return nil, nil, true
+				}
 			}
 			if err != nil {
 				pr.ErrorCode = errCode(err)
@@ -186,7 +192,7 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 // creates its topics as needed, waits for its shards' room instead of
 // pausing the connection, and appends.
 func (s *Server) produceOffLoop(r *request, req *kmsg.ProduceRequest) {
-	resp, works, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic)
+	resp, works, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic, true)
 	for _, w := range works {
 		waitRoom(w.p.Shard())
 	}
@@ -274,26 +280,31 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 }
 
 // checkTransactional refuses transactional batches that are not part of
-// their producer's open transaction here (the coordinator's view): a
-// partition not added is INVALID_TXN_STATE, a fenced epoch
-// INVALID_PRODUCER_EPOCH. They need the request's transactional id and
-// WRITE on it.
-func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, topic string, partition int32, headers []batch.Header) error {
+// their producer's open transaction here (the coordinator's view, asked
+// across brokers in cluster mode: engine.VerifyTxnProduce): a partition
+// not added is INVALID_TXN_STATE, a fenced epoch INVALID_PRODUCER_EPOCH,
+// a coordinator that cannot answer now NOT_ENOUGH_REPLICAS (retriable, as
+// Kafka answers). They need the request's transactional id and WRITE on
+// it. Without mayWait a verification that needs another broker is
+// engine.ErrVerifyOffLoop.
+func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, p *engine.Partition, headers []batch.Header, mayWait bool) error {
 	for i := range headers {
 		h := &headers[i]
 		if !h.Transactional() {
 			continue
 		}
-		txns := s.eng.Transactions()
 		switch {
-		case txns == nil:
-			return errNoTransactions
 		case req.TransactionID == nil:
 			return fmt.Errorf("%w: a transactional batch in a produce without a transactional id", kerr.InvalidRecord)
 		case !r.txnIDAllowed(kmsg.ACLOperationWrite, *req.TransactionID):
 			return kerr.TransactionalIDAuthorizationFailed
 		}
-		if err := txns.CheckProduce(h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
+		err := s.eng.VerifyTxnProduce(p, *req.TransactionID, h.ProducerID, h.ProducerEpoch, mayWait)
+		switch {
+		case err == nil:
+		case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.CoordinatorLoadInProgress):
+			return fmt.Errorf("%w: the transaction coordinator cannot verify the transaction now: %w", kerr.NotEnoughReplicas, err)
+		default:
 			return err
 		}
 	}

@@ -9,9 +9,11 @@ import (
 
 // FindCoordinator, key 10, versions 0-4.
 //
-//   - Every group's coordinator is this broker, and so is every
-//     transactional id's (key type 1; DESCRIBE on the TRANSACTIONAL_ID).
-//     Cluster mode has no transaction coordinator: COORDINATOR_NOT_AVAILABLE.
+//   - On a single broker every group's coordinator is this broker, and so
+//     is every transactional id's (key type 1; DESCRIBE on the
+//     TRANSACTIONAL_ID). In cluster mode it is the leader of the key's
+//     partition of __consumer_offsets (a group) or __transaction_state (a
+//     transactional id); COORDINATOR_NOT_AVAILABLE while it has none.
 //   - v4 batches keys; each gets its own answer.
 
 func handleFindCoordinator(s *Server, r *request) frameOutcome {
@@ -23,12 +25,12 @@ func handleFindCoordinator(s *Server, r *request) frameOutcome {
 	host, port := s.Advertised()
 	answer := func(key string) (int32, string, int32, error) {
 		switch {
-		case req.CoordinatorType == 1 && s.eng.Transactions() == nil:
-			return -1, "", -1, fmt.Errorf("%w: transactions are not available in cluster mode", kerr.CoordinatorNotAvailable)
 		case req.CoordinatorType == 1 && key == "":
 			return -1, "", -1, fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
 		case req.CoordinatorType == 1 && !r.txnIDAllowed(kmsg.ACLOperationDescribe, key):
 			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed
+		case req.CoordinatorType == 1 && s.cfg.Cluster != nil:
+			return s.clusterCoordinator(key, true)
 		case req.CoordinatorType == 1:
 			return s.eng.NodeID(), host, port, nil
 		case req.CoordinatorType != 0:
@@ -38,7 +40,7 @@ func handleFindCoordinator(s *Server, r *request) frameOutcome {
 		case !r.groupAllowed(kmsg.ACLOperationDescribe, key):
 			return -1, "", -1, kerr.GroupAuthorizationFailed
 		case s.cfg.Cluster != nil:
-			return s.clusterCoordinator(key)
+			return s.clusterCoordinator(key, false)
 		}
 		return s.eng.NodeID(), host, port, nil
 	}

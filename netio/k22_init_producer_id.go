@@ -21,9 +21,8 @@ import (
 //     epoch, which fences older instances (an open transaction of theirs
 //     is aborted first); transaction.timeout.ms must be within
 //     1..transaction.max.timeout.ms (INVALID_TRANSACTION_TIMEOUT). It
-//     needs WRITE on the TRANSACTIONAL_ID. In cluster mode there is no
-//     coordinator: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
-//     surface at once instead of retrying.
+//     needs WRITE on the TRANSACTIONAL_ID. In cluster mode it must reach
+//     the id's coordinator (FindCoordinator), else NOT_COORDINATOR.
 
 func handleInitProducerID(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrInitProducerIDRequest()
@@ -34,9 +33,6 @@ func handleInitProducerID(s *Server, r *request) frameOutcome {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	switch {
-	case req.TransactionalID != nil && s.eng.Transactions() == nil:
-		s.logger.Info("refusing transactional producer: transactions are not available in cluster mode", "transactional_id", *req.TransactionalID, "client", clientName(r))
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case req.TransactionalID != nil && !r.txnIDAllowed(kmsg.ACLOperationWrite, *req.TransactionalID):
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case req.TransactionalID != nil:

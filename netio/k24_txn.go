@@ -1,7 +1,6 @@
 package netio
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,14 +9,22 @@ import (
 	"github.com/ringlog/ringlog/engine"
 )
 
-// The transaction APIs (single-node mode; cluster mode does not serve or
-// advertise them): AddPartitionsToTxn (key 24, v0-4), AddOffsetsToTxn
+// The transaction APIs: AddPartitionsToTxn (key 24, v0-4), AddOffsetsToTxn
 // (25, v0-3), EndTxn (26, v0-4), TxnOffsetCommit (28, v0-3),
 // DescribeTransactions (65, v0), ListTransactions (66, v0-1). The
 // transactional side of InitProducerId, FindCoordinator, Produce, Fetch
 // and ListOffsets lives in their own files. engine/txn.go is the
 // coordinator.
 //
+//   - In cluster mode each transactional id has its coordinator, the
+//     leader of its __transaction_state partition (FindCoordinator key
+//     type 1); elsewhere its requests are NOT_COORDINATOR, which clients
+//     answer by finding it again. DescribeTransactions answers per id;
+//     ListTransactions lists the ids coordinated here (admin clients ask
+//     every broker). Partition leaders verify transactional produces with
+//     the coordinator (AddPartitionsToTxn v4, verify only), and the
+//     coordinator writes markers to other brokers' partitions with
+//     WriteTxnMarkers (k27_write_txn_markers.go).
 //   - Versions stop before KIP-890 part 2 (EndTxn v5, AddPartitionsToTxn
 //     v5, TxnOffsetCommit v4+): clients add partitions explicitly, and the
 //     broker verifies every transactional produce against the coordinator
@@ -289,6 +296,9 @@ func handleDescribeTransactions(s *Server, r *request) frameOutcome {
 		switch {
 		case k >= len(infos) || infos[k].ID != id:
 			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		case infos[k].Err != nil:
+			st.ErrorCode = errCode(infos[k].Err)
+			k++
 		case infos[k].State == engine.TxnDead:
 			st.ErrorCode = kerr.TransactionalIDNotFound.Code
 			k++
@@ -349,7 +359,3 @@ func handleListTransactions(s *Server, r *request) frameOutcome {
 	r.respond(resp)
 	return frameDone
 }
-
-// errNoTransactions answers the transactional requests of a broker
-// without a transaction coordinator (cluster mode).
-var errNoTransactions = fmt.Errorf("%w: transactions are not available in cluster mode", kerr.TransactionalIDAuthorizationFailed)

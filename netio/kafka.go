@@ -68,6 +68,7 @@ var clusterAPITable = []apiHandler{
 	{key: 63, name: "BrokerHeartbeat", min: 0, max: 1, advMin: 0, async: true, clusterOnly: true, handler: handleClusterInternal},
 	{key: 67, name: "AllocateProducerIds", min: 0, max: 0, advMin: 0, async: true, clusterOnly: true, handler: handleClusterInternal},
 	{key: 56, name: "AlterPartition", min: 2, max: 3, advMin: 2, async: true, clusterOnly: true, handler: handleClusterInternal},
+	{key: 27, name: "WriteTxnMarkers", min: 0, max: 1, advMin: 0, async: true, clusterOnly: true, handler: handleWriteTxnMarkers},
 }
 
 // saslAPITable is served on SASL listeners only (auth.go).

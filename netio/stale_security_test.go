@@ -18,7 +18,8 @@ func (f *catchUpCluster) ControllerID() int32    { return -1 }
 func (f *catchUpCluster) Admin(context.Context, kmsg.Request, bool) kmsg.Response {
 	return nil
 }
-func (f *catchUpCluster) CoordinatorFor(string) int32 { return -1 }
+func (f *catchUpCluster) CoordinatorFor(string) int32    { return -1 }
+func (f *catchUpCluster) TxnCoordinatorFor(string) int32 { return -1 }
 func (f *catchUpCluster) Forward(context.Context, kmsg.Request, bool) (kmsg.Response, bool) {
 	return nil, false
 }
