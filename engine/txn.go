@@ -57,8 +57,10 @@ type TxnCoordinator struct {
 	// loaded marks, in cluster mode, the __transaction_state partitions
 	// whose ids this broker coordinates now; nil on a single node.
 	loaded map[int32]bool
-	// topic is __transaction_state, created by the first InitProducerId
-	// with a transactional id (topicMu), as Kafka creates it.
+	// topic is __transaction_state: on a single node created by the
+	// first InitProducerId with a transactional id (topicMu), as Kafka
+	// creates it; in cluster mode the controller's, stored by the first
+	// LoadPartition or write.
 	topicMu sync.Mutex
 	topic   atomic.Pointer[Topic]
 

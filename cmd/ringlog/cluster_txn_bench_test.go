@@ -42,7 +42,7 @@ func BenchmarkClusterTransactions(b *testing.B) {
 	txn := procClient(b, c.kafka[0], append(common, kgo.TransactionalID("bench-txn"))...)
 
 	const window = time.Second // of producing per mode and iteration
-	const pool = 4 << 10        // distinct 1 KiB values, reused
+	const pool = 4 << 10       // distinct 1 KiB values, reused
 	values := make([]byte, pool*1024)
 	rand.Read(values)
 	// produce writes for window, commits every 100 ms when

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -56,7 +58,7 @@ func TestClusterTransactions(t *testing.T) {
 	ctx := deadlineCtx(t, 4*time.Minute)
 	c.converge(ctx, 3)
 	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
-	for _, topic := range []string{"ctx-data", "ctx-in", "ctx-out"} {
+	for _, topic := range []string{"ctx-data", "ctx-in", "ctx-out", "ctx-sarama"} {
 		if res, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || res.Err != nil {
 			t.Fatalf("create %s: %v %v", topic, err, res.Err)
 		}
@@ -64,6 +66,7 @@ func TestClusterTransactions(t *testing.T) {
 	data := c.waitFullISR(ctx, "ctx-data", 3, 3, 30*time.Second)
 	c.waitFullISR(ctx, "ctx-in", 3, 3, 30*time.Second)
 	c.waitFullISR(ctx, "ctx-out", 3, 3, 30*time.Second)
+	c.waitFullISR(ctx, "ctx-sarama", 3, 3, 30*time.Second)
 	c.waitFullISR(ctx, "__transaction_state", int(cluster.DefaultTxnStatePartitions), 3, 30*time.Second)
 	c.waitFullISR(ctx, "__consumer_offsets", int(cluster.DefaultOffsetsPartitions), 3, 30*time.Second)
 
@@ -156,8 +159,62 @@ func TestClusterTransactions(t *testing.T) {
 			committed["zombie-before"], committed["zombie-after"], committed["fencer"])
 	}
 
+	saramaTransactionsInCluster(t, ctx, c)
 	txnBadInputAcrossBrokers(t, ctx, c, data)
 	exactlyOnceAcrossCoordinatorKill(t, ctx, c)
+}
+
+// saramaTransactionsInCluster: sarama's transactional producer (other
+// request versions than franz-go's, its own coordinator lookup) commits
+// and aborts across the three brokers' partitions.
+func saramaTransactionsInCluster(t *testing.T, ctx context.Context, c *testCluster) {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.ClientID = "ringlog-sarama-cluster-test"
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Idempotent = true
+	cfg.Producer.Partitioner = sarama.NewRoundRobinPartitioner
+	cfg.Producer.Transaction.ID = "ctx-sarama"
+	cfg.Producer.Transaction.Timeout = 10 * time.Second
+	cfg.Producer.Retry.Backoff = 50 * time.Millisecond
+	cfg.Net.MaxOpenRequests = 1
+	prod, err := sarama.NewSyncProducer(c.kafka, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for round, commit := range []bool{true, false} {
+		if err := prod.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 6; i++ {
+			v := fmt.Sprintf("sarama-%v-%d", commit, i)
+			if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "ctx-sarama", Value: sarama.StringEncoder(v)}); err != nil {
+				t.Fatalf("round %d: send %s: %v", round, v, err)
+			}
+		}
+		if commit {
+			err = prod.CommitTxn()
+		} else {
+			err = prod.AbortTxn()
+		}
+		if err != nil {
+			t.Fatalf("round %d: end (commit %v): %v", round, commit, err)
+		}
+	}
+	got := readAllValues(ctx, t, c.kafka, "ctx-sarama", kgo.ReadCommitted())
+	if len(got) != 6 {
+		t.Fatalf("read_committed after sarama's commit and abort: %v, want the 6 committed", got)
+	}
+	for v, n := range got {
+		if n != 1 || !strings.HasPrefix(v, "sarama-true-") {
+			t.Fatalf("read_committed: %q ×%d", v, n)
+		}
+	}
+	if all := readAllValues(ctx, t, c.kafka, "ctx-sarama", kgo.ReadUncommitted()); len(all) != 12 {
+		t.Fatalf("read_uncommitted: %d records, want 12", len(all))
+	}
 }
 
 // txnBadInputAcrossBrokers sends raw requests to chosen brokers: a
