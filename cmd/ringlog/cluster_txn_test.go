@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -160,6 +161,23 @@ func TestClusterTransactions(t *testing.T) {
 	}
 
 	saramaTransactionsInCluster(t, ctx, c)
+	// The CLI lists the ids of every coordinator from one broker's
+	// address (ListTransactions goes to each broker).
+	code, out, errOut := runBinary(t, 30*time.Second, "txn", "list", "--brokers", c.kafka[2], "--output", "json")
+	if code != 0 {
+		t.Fatalf("txn list: exit %d: %s", code, errOut)
+	}
+	listed := map[string]string{}
+	var rows []txnListJSON
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("txn list --output json: %v\n%s", err, out)
+	}
+	for _, r := range rows {
+		listed[r.ID] = r.State
+	}
+	if listed[txnID] != "CompleteCommit" || listed["ctx-sarama"] != "CompleteAbort" {
+		t.Fatalf("txn list: %s", out)
+	}
 	txnBadInputAcrossBrokers(t, ctx, c, data)
 	exactlyOnceAcrossCoordinatorKill(t, ctx, c)
 }
