@@ -69,7 +69,7 @@ func FuzzDecodeMeta(f *testing.F) {
 // survives a save and reload unchanged.
 func FuzzProducerSnapshot(f *testing.F) {
 	good := producerSnapshot{Offset: 40, Producers: map[int64]*producerState{
-		7: {Epoch: 1, Batches: []seqEntry{{0, 4, 10, 14, -1}, {5, 9, 20, 24, 123}}},
+		7: {Epoch: 1, Batches: []seqEntry{{0, 4, 10, 14, -1, 1700000000000}, {5, 9, 20, 24, 123, 0}}},
 		8: {Epoch: 0},
 	}}
 	b, err := json.Marshal(&good)

@@ -37,6 +37,9 @@ type seqEntry struct {
 	FirstOffset int64 `json:"first_offset"`
 	LastOffset  int64 `json:"last_offset"`
 	Timestamp   int64 `json:"timestamp"` // log append time, or -1
+	// MaxTimestamp is the batch's largest timestamp (DescribeProducers'
+	// last timestamp); 0 in snapshots written before it existed.
+	MaxTimestamp int64 `json:"max_timestamp,omitempty"`
 }
 
 type producerState struct {
@@ -108,7 +111,7 @@ func (p *Partition) recordSequence(h *batch.Header, first, last, ts int64) {
 		st = &producerState{Epoch: h.ProducerEpoch}
 		p.producers[h.ProducerID] = st
 	}
-	st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: first, LastOffset: last, Timestamp: ts})
+	st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: first, LastOffset: last, Timestamp: ts, MaxTimestamp: h.MaxTimestamp})
 }
 
 const producerSnapshotFile = "producer-state.json"
@@ -213,7 +216,7 @@ func (p *Partition) loadProducerState() error {
 		if h.LogAppendTime() {
 			ts = h.MaxTimestamp
 		}
-		st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: ts})
+		st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: ts, MaxTimestamp: h.MaxTimestamp})
 		return nil
 	})
 	p.updateUnstable()

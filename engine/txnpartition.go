@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -28,12 +30,62 @@ type TxnMarker struct {
 
 // LastStableOffset is the offset below which every transaction is
 // decided (committed or aborted): what read_committed consumers may read.
+// It never falls below the log start: when retention deleted the start of
+// an open transaction, what is left of it is still held back, but not
+// offsets that no longer exist (as Kafka clamps it).
 func (p *Partition) LastStableOffset() int64 {
 	hw := p.HighWatermark()
 	if u := p.unstable.Load(); u > 0 && u-1 < hw {
-		return u - 1
+		lso := u - 1
+		if p.log != nil {
+			lso = max(lso, p.log.StartOffset())
+		}
+		return min(lso, hw)
 	}
 	return hw
+}
+
+// ProducerInfo is one producer a partition remembers (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID int64
+	Epoch      int16
+	// LastSequence is the last sequence of its last batch here, -1 when
+	// only a marker is known (the epoch a coordinator fenced).
+	LastSequence int32
+	// LastTimestamp is the largest timestamp of its last batch, -1 when
+	// unknown.
+	LastTimestamp int64
+	// TxnStartOffset is the first offset of its open transaction here,
+	// -1 when none is open.
+	TxnStartOffset int64
+}
+
+// Producers lists the producers the partition remembers, by producer id
+// (DescribeProducers, to find a hanging transaction). Only the leader (or
+// a single node) answers; it reads the state on the partition's shard.
+func (p *Partition) Producers() ([]ProducerInfo, error) {
+	if _, err := p.Log(); err != nil {
+		return nil, err
+	}
+	var out []ProducerInfo
+	err := p.shard.Call(func() error {
+		for pid, st := range p.producers {
+			in := ProducerInfo{ProducerID: pid, Epoch: st.Epoch, LastSequence: -1, LastTimestamp: -1, TxnStartOffset: -1}
+			if e := st.last(); e != nil {
+				in.LastSequence = e.LastSeq
+				if e.MaxTimestamp > 0 {
+					in.LastTimestamp = e.MaxTimestamp
+				}
+			}
+			if first, ok := p.openTxns[pid]; ok {
+				in.TxnStartOffset = first
+			}
+			out = append(out, in)
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out, err
 }
 
 // AbortedTxns returns the aborted transactions whose data may lie in

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -162,5 +163,34 @@ func TestFollowerTracksTransactions(t *testing.T) {
 	}
 	if lso, end := f.LastStableOffset(), f.log.EndOffset(); lso != end {
 		t.Fatalf("new leader's LSO %d after the commit, want its log end %d", lso, end)
+	}
+}
+
+// An open transaction whose start retention deleted holds the LSO at the
+// log start, not below it.
+func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
+	p := replicatedTopic(t, nil, "1")
+	st := ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := p.SetReplicaState(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ResetTo(50); err != nil {
+		t.Fatal(err)
+	}
+	b := idem(t, 9, 0, 0, 10)
+	binary.BigEndian.PutUint64(b, 50) // the leader's offsets (the CRC does not cover them)
+	done := make(chan error, 1)
+	p.AppendReplica([][]byte{b}, func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.SetFollowerHighWatermark(60)
+	p.unstable.Store(10 + 1) // a transaction opened at 10, below the log start 50
+	if lso := p.LastStableOffset(); lso != 50 {
+		t.Fatalf("LSO %d, want the log start 50", lso)
+	}
+	p.unstable.Store(55 + 1)
+	if lso := p.LastStableOffset(); lso != 55 {
+		t.Fatalf("LSO %d, want the open transaction's start 55", lso)
 	}
 }

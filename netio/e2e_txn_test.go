@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -205,5 +206,61 @@ func TestE2ETransactionZombieFenced(t *testing.T) {
 	}
 	if n := b.Eng.Transactions().Fenced.Load(); n == 0 {
 		t.Fatal("no fencing counted")
+	}
+}
+
+// TestE2EDescribeProducers: kadm's DescribeProducers (what
+// kafka-transactions.sh find-hanging reads) shows an open transaction's
+// producer with its first offset, and no open transaction once it
+// committed.
+func TestE2EDescribeProducers(t *testing.T) {
+	b := startBroker(t)
+	ctx := testCtx(t, 30*time.Second)
+	const topic = "txn-producers"
+	b.e2eCreate(ctx, topic, 1, nil)
+	if err := b.client().ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("plain")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl := b.client(kgo.TransactionalID("described"))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("in-txn")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(b.client())
+	describe := func() []kadm.DescribedProducer {
+		t.Helper()
+		d, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := d[topic].Partitions[0]
+		if !ok || p.Err != nil {
+			t.Fatalf("DescribeProducers: %+v", d)
+		}
+		return p.ActiveProducers.Sorted()
+	}
+	pid, _, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txn *kadm.DescribedProducer
+	got := describe()
+	for i := range got {
+		if got[i].ProducerID == pid {
+			txn = &got[i]
+		}
+	}
+	if txn == nil || txn.CurrentTxnStartOffset != 1 || txn.LastSequence != 0 || txn.LastTimestamp <= 0 {
+		t.Fatalf("the transactional producer %d: %+v (all: %+v); want its transaction open at offset 1", pid, txn, got)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range describe() {
+		if p.CurrentTxnStartOffset != -1 {
+			t.Fatalf("after the commit: %+v", p)
+		}
 	}
 }

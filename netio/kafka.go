@@ -59,6 +59,7 @@ var apiTable = []apiHandler{
 	{key: 44, name: "IncrementalAlterConfigs", min: 0, max: 1, advMin: 0, async: true, handler: handleIncrementalAlterConfigs},
 	{key: 47, name: "OffsetDelete", min: 0, max: 0, advMin: 0, async: true, handler: handleOffsetDelete},
 	{key: 60, name: "DescribeCluster", min: 0, max: 2, advMin: 0, handler: handleDescribeCluster},
+	{key: 61, name: "DescribeProducers", min: 0, max: 0, advMin: 0, async: true, handler: handleDescribeProducers},
 }
 
 // clusterAPITable are the internal APIs of cluster mode (cluster.go):
