@@ -90,9 +90,13 @@ type Config struct {
 	ObserveSync func(time.Duration)
 	// Groups configures the group coordinator.
 	Groups GroupConfig
-	// Transactions configures the transaction coordinator (single-node
-	// mode only).
+	// Transactions configures the transaction coordinator.
 	Transactions TxnConfig
+	// ProducerIDExpiration forgets a partition's idempotent or
+	// transactional producer whose last batch there is this old and
+	// that has no open transaction there (producer.id.expiration.ms),
+	// checked with retention. 0: 24 hours.
+	ProducerIDExpiration time.Duration
 	// CompactionInterval is how often the cleaner looks for compacted
 	// topics' partitions to clean (log.cleaner.backoff.ms). 0: 15 s.
 	CompactionInterval time.Duration
@@ -128,6 +132,7 @@ func DefaultConfig() Config {
 		Backend:                ring.KindAuto,
 		RetentionCheckInterval: 5 * time.Minute,
 		CompactionInterval:     15 * time.Second,
+		ProducerIDExpiration:   24 * time.Hour,
 		Groups: GroupConfig{
 			MinSessionTimeout:     6 * time.Second,
 			MaxSessionTimeout:     30 * time.Minute,
@@ -218,6 +223,9 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = def.DefaultPartitions
+	}
+	if cfg.ProducerIDExpiration <= 0 {
+		cfg.ProducerIDExpiration = def.ProducerIDExpiration
 	}
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = def.RetentionCheckInterval

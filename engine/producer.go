@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -45,6 +46,37 @@ type seqEntry struct {
 type producerState struct {
 	Epoch   int16      `json:"epoch"`
 	Batches []seqEntry `json:"batches"` // oldest first, at most producerWindow
+	// Touched is when a marker last ended its transaction here, or when
+	// a snapshot without timestamps was loaded (unix ms; 0: never).
+	Touched int64 `json:"touched,omitempty"`
+}
+
+// lastSeen is when the producer was last active here (unix ms): its last
+// batch's largest timestamp, as Kafka counts producer.id.expiration.ms,
+// or a later marker.
+func (s *producerState) lastSeen() int64 {
+	t := s.Touched
+	if e := s.last(); e != nil {
+		t = max(t, e.MaxTimestamp)
+	}
+	return t
+}
+
+// expireProducers forgets the producers last seen ProducerIDExpiration
+// before now that have no open transaction here (shard, with retention),
+// and returns how many: a later batch of one is taken as a new
+// producer's, as in Kafka.
+func (p *Partition) expireProducers(now time.Time) int {
+	cutoff := now.Add(-p.topic.eng.cfg.ProducerIDExpiration).UnixMilli()
+	n := 0
+	for pid, st := range p.producers {
+		if _, open := p.openTxns[pid]; open || st.lastSeen() >= cutoff {
+			continue
+		}
+		delete(p.producers, pid)
+		n++
+	}
+	return n
 }
 
 func (s *producerState) last() *seqEntry {
@@ -171,6 +203,13 @@ func (p *Partition) loadProducerState() error {
 		case snap.Offset <= p.log.EndOffset() && snap.Offset >= p.log.StartOffset():
 			if snap.Producers != nil {
 				p.producers = snap.Producers
+				// A snapshot from before timestamps were kept: count
+				// its producers as seen now, not as long expired.
+				for _, st := range p.producers {
+					if st.lastSeen() == 0 {
+						st.Touched = p.topic.eng.now().UnixMilli()
+					}
+				}
 			}
 			for pid, first := range snap.OpenTxns {
 				if first >= p.log.StartOffset() {

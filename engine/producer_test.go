@@ -2,10 +2,12 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -287,5 +289,50 @@ func TestRetryUnderAcksAllSyncs(t *testing.T) {
 	retry(t, p, first.BaseOffset, b)
 	if n := syncs.Load(); n == 0 {
 		t.Fatal("the acks=all retry of an unsynced batch was acknowledged without an fdatasync")
+	}
+}
+
+// Producers idle longer than producer.id.expiration.ms are forgotten,
+// unless their transaction is open here; a marker counts as activity.
+func TestProducerIDExpiration(t *testing.T) {
+	clock := newTestClock(time.Now())
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.Now = clock.Now; c.ProducerIDExpiration = time.Hour })
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: "exp", Partitions: 1, ReplicationFactor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	ts := clock.Now().UnixMilli()
+	appendOK(t, p, buildBatch(t, ts, 1, 0, 0, pair("k", "idle")))
+	appendOK(t, p, buildBatch(t, ts, 2, 0, 0, pair("k", "recent")))
+	expire := func() (n int) {
+		if err := p.Shard().Call(func() error { n = p.expireProducers(clock.Now()); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ids := func() []int64 {
+		ps, err := p.Producers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, x := range ps {
+			out = append(out, x.ProducerID)
+		}
+		return out
+	}
+	if n := expire(); n != 0 {
+		t.Fatalf("expired %d producers seen just now", n)
+	}
+	clock.Advance(50 * time.Minute)
+	appendOK(t, p, buildBatch(t, clock.Now().UnixMilli(), 2, 0, 1, pair("k", "again")))
+	clock.Advance(20 * time.Minute) // producer 1: 70 min idle, producer 2: 20 min
+	if n := expire(); n != 1 || fmt.Sprint(ids()) != "[2]" {
+		t.Fatalf("expired %d, left %v; want producer 1 gone, 2 kept", n, ids())
+	}
+	// A forgotten producer's next batch starts it anew (any sequence).
+	if r := result(t, submit(t, p, 1, buildBatch(t, clock.Now().UnixMilli(), 1, 0, 7, pair("k", "back")))); r.Err != nil {
+		t.Fatalf("a forgotten producer's batch: %v", r.Err)
 	}
 }

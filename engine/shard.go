@@ -709,6 +709,9 @@ func (s *Shard) housekeeping() {
 			}
 		}
 		if retention {
+			if n := p.expireProducers(now); n > 0 {
+				s.eng.logger.Info("forgot idle producers", "partition", p.String(), "producers", n, "producer_id_expiration", s.eng.cfg.ProducerIDExpiration)
+			}
 			if n, err := p.log.EnforceRetention(); err != nil {
 				s.eng.logger.Warn("retention", "partition", p.String(), "err", err)
 			} else if n > 0 {

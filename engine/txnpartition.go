@@ -112,11 +112,14 @@ func (p *Partition) beginTxn(pid, first int64) {
 // to every partition it added, data or not, and again after a restart)
 // changes nothing but the producer's epoch.
 func (p *Partition) endTxn(pid int64, epoch int16, commit bool, markerOffset int64) error {
-	if st := p.producers[pid]; st == nil || epoch > st.Epoch {
+	st := p.producers[pid]
+	if st == nil || epoch > st.Epoch {
 		// The marker's epoch fences older ones (a timed-out or zombie
 		// producer's batches after it are INVALID_PRODUCER_EPOCH).
-		p.producers[pid] = &producerState{Epoch: epoch}
+		st = &producerState{Epoch: epoch}
+		p.producers[pid] = st
 	}
+	st.Touched = p.topic.eng.now().UnixMilli()
 	p.guards.drop(pid)
 	first, ok := p.openTxns[pid]
 	if !ok {

@@ -146,6 +146,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&e.Groups.MinSessionTimeout, "group-min-session-timeout", def.Engine.Groups.MinSessionTimeout, "smallest session timeout a group member may ask for (group.min.session.timeout.ms)")
 	fs.DurationVar(&e.Transactions.MaxTimeout, "transaction-max-timeout", def.Engine.Transactions.MaxTimeout, "largest transaction.timeout.ms a transactional producer may ask for (transaction.max.timeout.ms)")
 	fs.DurationVar(&e.Transactions.IDExpiration, "transactional-id-expiration", def.Engine.Transactions.IDExpiration, "forget a transactional id idle this long (transactional.id.expiration.ms)")
+	fs.DurationVar(&e.ProducerIDExpiration, "producer-id-expiration", def.Engine.ProducerIDExpiration, "forget a partition's producer whose last batch there is this old and that has no open transaction (producer.id.expiration.ms); checked with retention")
 	fs.DurationVar(&e.Groups.MaxSessionTimeout, "group-max-session-timeout", def.Engine.Groups.MaxSessionTimeout, "largest session timeout a group member may ask for (group.max.session.timeout.ms)")
 	fs.DurationVar(&e.Groups.InitialRebalanceDelay, "group-initial-rebalance-delay", def.Engine.Groups.InitialRebalanceDelay, "how long a new group waits for more members before its first generation (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
