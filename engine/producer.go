@@ -46,20 +46,11 @@ type seqEntry struct {
 type producerState struct {
 	Epoch   int16      `json:"epoch"`
 	Batches []seqEntry `json:"batches"` // oldest first, at most producerWindow
-	// Touched is when a marker last ended its transaction here, or when
-	// a snapshot without timestamps was loaded (unix ms; 0: never).
+	// Touched is when, by the broker's clock, the partition last took a
+	// batch or marker of the producer, or loaded its state at open (unix
+	// ms; 0: never). Not the batches' own timestamps, which are the
+	// client's and may be old (a replay of old events).
 	Touched int64 `json:"touched,omitempty"`
-}
-
-// lastSeen is when the producer was last active here (unix ms): its last
-// batch's largest timestamp, as Kafka counts producer.id.expiration.ms,
-// or a later marker.
-func (s *producerState) lastSeen() int64 {
-	t := s.Touched
-	if e := s.last(); e != nil {
-		t = max(t, e.MaxTimestamp)
-	}
-	return t
 }
 
 // expireProducers forgets the producers last seen ProducerIDExpiration
@@ -70,7 +61,7 @@ func (p *Partition) expireProducers(now time.Time) int {
 	cutoff := now.Add(-p.topic.eng.cfg.ProducerIDExpiration).UnixMilli()
 	n := 0
 	for pid, st := range p.producers {
-		if _, open := p.openTxns[pid]; open || st.lastSeen() >= cutoff {
+		if _, open := p.openTxns[pid]; open || st.Touched >= cutoff {
 			continue
 		}
 		delete(p.producers, pid)
@@ -144,6 +135,7 @@ func (p *Partition) recordSequence(h *batch.Header, first, last, ts int64) {
 		p.producers[h.ProducerID] = st
 	}
 	st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: first, LastOffset: last, Timestamp: ts, MaxTimestamp: h.MaxTimestamp})
+	st.Touched = p.topic.eng.now().UnixMilli()
 }
 
 const producerSnapshotFile = "producer-state.json"
@@ -203,13 +195,6 @@ func (p *Partition) loadProducerState() error {
 		case snap.Offset <= p.log.EndOffset() && snap.Offset >= p.log.StartOffset():
 			if snap.Producers != nil {
 				p.producers = snap.Producers
-				// A snapshot from before timestamps were kept: count
-				// its producers as seen now, not as long expired.
-				for _, st := range p.producers {
-					if st.lastSeen() == 0 {
-						st.Touched = p.topic.eng.now().UnixMilli()
-					}
-				}
 			}
 			for pid, first := range snap.OpenTxns {
 				if first >= p.log.StartOffset() {
@@ -258,6 +243,13 @@ func (p *Partition) loadProducerState() error {
 		st.push(seqEntry{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: ts, MaxTimestamp: h.MaxTimestamp})
 		return nil
 	})
+	// What the log and snapshot hold counts as seen now: the broker's
+	// clock of their appends is not kept, and a restart must not expire
+	// producers that were active just before it.
+	now := p.topic.eng.now().UnixMilli()
+	for _, st := range p.producers {
+		st.Touched = max(st.Touched, now)
+	}
 	p.updateUnstable()
 	return err
 }
