@@ -289,6 +289,11 @@ func (c *Cluster) createPartitionsOf(ctx context.Context, rt *kmsg.CreatePartiti
 	if t == nil {
 		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rt.Topic)
 	}
+	if t.Internal {
+		// Their keys map to partitions by count: more partitions would
+		// move groups and transactional ids away from their state.
+		return fmt.Errorf("%w: %s is one of the brokers' internal topics; its partition count is fixed", kerr.InvalidPartitions, rt.Topic)
+	}
 	cur := len(t.Partitions)
 	if int(rt.Count) <= cur {
 		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, rt.Topic, cur)

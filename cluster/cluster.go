@@ -182,6 +182,7 @@ type Cluster struct {
 
 	ctrl  controller // the controller's state (while this node leads Raft)
 	fetch fetchers   // replica fetchers of the partitions this broker follows
+	peers peerConns  // idle connections of the transaction calls (txn.go)
 
 	caughtUp atomic.Bool // the image holds everything committed before the registration
 	// selfFenced: no heartbeat got through for a session timeout, so the
@@ -306,6 +307,7 @@ func (c *Cluster) Close() error {
 	}
 	c.wg.Wait()
 	c.fetch.close()
+	c.peers.close()
 	err := c.node.Shutdown()
 	c.doneOnce.Do(func() { close(c.done) })
 	return err

@@ -18,9 +18,91 @@ import (
 // these hooks when a transaction's partition, or the coordinator itself,
 // is on another broker.
 
-// txnCallTimeout bounds one inter-broker transaction call (a marker waits
-// for its partition's high watermark).
-const txnCallTimeout = 30 * time.Second
+// txnCallTimeout bounds one inter-broker marker call (a marker waits
+// for its partition's high watermark); verifyTimeout bounds a
+// verification, which a produce waits for.
+const (
+	txnCallTimeout = 30 * time.Second
+	verifyTimeout  = 10 * time.Second
+	// maxIdlePeerConns is how many idle connections to one broker the
+	// transaction calls keep.
+	maxIdlePeerConns = 4
+)
+
+// peerConns keeps idle connections to other brokers' inter-broker
+// listeners for the transaction calls, so a verification or a marker
+// does not cost a TCP (and TLS) handshake and a socket in TIME_WAIT.
+// A connection carries one call at a time.
+type peerConns struct {
+	mu     sync.Mutex
+	idle   map[string][]*kwire.Conn
+	closed bool
+}
+
+func (pc *peerConns) take(addr string) *kwire.Conn {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	cs := pc.idle[addr]
+	if len(cs) == 0 {
+		return nil
+	}
+	conn := cs[len(cs)-1]
+	pc.idle[addr] = cs[:len(cs)-1]
+	return conn
+}
+
+func (pc *peerConns) put(addr string, conn *kwire.Conn) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.closed || len(pc.idle[addr]) >= maxIdlePeerConns {
+		conn.Close()
+		return
+	}
+	if pc.idle == nil {
+		pc.idle = map[string][]*kwire.Conn{}
+	}
+	pc.idle[addr] = append(pc.idle[addr], conn)
+}
+
+// close closes the idle connections; later ones are closed when put back.
+func (pc *peerConns) close() {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.closed = true
+	for _, cs := range pc.idle {
+		for _, conn := range cs {
+			conn.Close()
+		}
+	}
+	pc.idle = nil
+}
+
+// peerCall sends req to the broker at addr on a kept connection (a new
+// one when none is idle, or when a kept one turns out dead) and hands
+// the response to read before the connection is reused.
+func (c *Cluster) peerCall(ctx context.Context, addr string, req kmsg.Request, read func(kmsg.Response)) error {
+	for attempt := 0; ; attempt++ {
+		conn := c.peers.take(addr)
+		kept := conn != nil
+		if !kept {
+			var err error
+			if conn, err = kwire.DialWith(ctx, c.kafkaDial, addr); err != nil {
+				return err
+			}
+		}
+		resp, err := conn.Call(ctx, req)
+		if err != nil {
+			conn.Close()
+			if kept && attempt == 0 && ctx.Err() == nil {
+				continue // the broker closed it while idle (a restart)
+			}
+			return err
+		}
+		read(resp)
+		c.peers.put(addr, conn)
+		return nil
+	}
+}
 
 // brokerKafkaAddr is broker id's inter-broker address, or a retriable
 // error when it cannot be reached now.
@@ -56,27 +138,31 @@ func (c *Cluster) verifyTxn(id string, pid int64, epoch int16, tp engine.TopicPa
 	rt.Topic, rt.Partitions = tp.Topic, []int32{tp.Partition}
 	t.Topics = append(t.Topics, rt)
 	req.Transactions = append(req.Transactions, t)
-	ctx, cancel := context.WithTimeout(context.Background(), txnCallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 	defer cancel()
-	kresp, err := kwire.CallWith(ctx, c.kafkaDial, addr, req)
+	verdict := fmt.Errorf("%w: transaction coordinator, broker %d, answered without the partition", kerr.UnknownServerError, coord)
+	err = c.peerCall(ctx, addr, req, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
+		if resp.ErrorCode != 0 {
+			verdict = fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(resp.ErrorCode))
+			return
+		}
+		for _, rt := range resp.Transactions {
+			for _, t := range rt.Topics {
+				for _, p := range t.Partitions {
+					verdict = nil
+					if p.ErrorCode != 0 {
+						verdict = fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(p.ErrorCode))
+					}
+					return
+				}
+			}
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("%w: verifying with the transaction coordinator, broker %d: %v", kerr.CoordinatorNotAvailable, coord, err)
 	}
-	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
-	if resp.ErrorCode != 0 {
-		return fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(resp.ErrorCode))
-	}
-	for _, rt := range resp.Transactions {
-		for _, t := range rt.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(p.ErrorCode))
-				}
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("%w: transaction coordinator, broker %d, answered without the partition", kerr.UnknownServerError, coord)
+	return verdict
 }
 
 // writeTxnMarkers sends mk to the leaders of parts, one WriteTxnMarkers
@@ -139,25 +225,24 @@ func (c *Cluster) sendMarkers(ctx context.Context, leader int32, addr string, mk
 			errs[i] = err
 		}
 	}
-	kresp, err := kwire.CallWith(ctx, c.kafkaDial, addr, req)
-	if err != nil {
-		fail(fmt.Errorf("%w: markers to broker %d: %v", kerr.NotLeaderForPartition, leader, err))
-		return
-	}
-	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
 	fail(fmt.Errorf("%w: broker %d did not answer for the partition", kerr.UnknownServerError, leader))
-	for _, rm := range resp.Markers {
-		for _, t := range rm.Topics {
-			for _, p := range t.Partitions {
-				i, ok := at[engine.TopicPartition{Topic: t.Topic, Partition: p.Partition}]
-				if !ok {
-					continue
-				}
-				errs[i] = nil
-				if p.ErrorCode != 0 {
-					errs[i] = fmt.Errorf("broker %d: %w", leader, kerr.ErrorForCode(p.ErrorCode))
+	err := c.peerCall(ctx, addr, req, func(kresp kmsg.Response) {
+		for _, rm := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
+			for _, t := range rm.Topics {
+				for _, p := range t.Partitions {
+					i, ok := at[engine.TopicPartition{Topic: t.Topic, Partition: p.Partition}]
+					if !ok {
+						continue
+					}
+					errs[i] = nil
+					if p.ErrorCode != 0 {
+						errs[i] = fmt.Errorf("broker %d: %w", leader, kerr.ErrorForCode(p.ErrorCode))
+					}
 				}
 			}
 		}
+	})
+	if err != nil {
+		fail(fmt.Errorf("%w: markers to broker %d: %v", kerr.NotLeaderForPartition, leader, err))
 	}
 }

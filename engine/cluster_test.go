@@ -173,3 +173,50 @@ func TestReplicatedCoordinatorFollowsLeadership(t *testing.T) {
 		t.Fatalf("offsets after a reload: %+v %v, want 42", got, err)
 	}
 }
+
+// A producer's pending transactional offsets are per __consumer_offsets
+// partition: a marker in one applies only that partition's, and a
+// partition's unload forgets only its own.
+func TestTxnOffsetsPerOffsetsPartition(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.NodeID, c.Replicated = 1, true })
+	co := e.Coordinator()
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: OffsetsTopic, Partitions: 2, ReplicationFactor: -1, Internal: true,
+		Configs: map[string]string{"cleanup.policy": "compact"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupOf := map[int32]string{}
+	for i := 0; len(groupOf) < 2; i++ {
+		g := fmt.Sprintf("g%d", i)
+		if _, ok := groupOf[OffsetsPartitionFor(g, 2)]; !ok {
+			groupOf[OffsetsPartitionFor(g, 2)] = g
+		}
+	}
+	for i := int32(0); i < 2; i++ {
+		lead := ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}
+		if err := tp.Partition(i).SetReplicaState(lead); err != nil {
+			t.Fatal(err)
+		}
+		if err := co.LoadPartition(i); err != nil {
+			t.Fatal(err)
+		}
+		co.addTxnOffsets(i, 9, []groupOffset{{group: groupOf[i], tp: TopicPartition{"t", 0}, off: CommittedOffset{Offset: int64(100 + i)}}})
+	}
+	if errs := e.AppendTxnMarkers(TxnMarker{ProducerID: 9, Commit: true}, []*Partition{tp.Partition(0)}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if n := co.PendingTxnOffsets(); n != 1 {
+		t.Fatalf("%d offsets pending after the marker in partition 0, want partition 1's", n)
+	}
+	got, err := co.FetchOffsets(groupOf[0], map[string][]int32{"t": {0}})
+	if err != nil || len(got) != 1 || got[0].Offset != 100 {
+		t.Fatalf("group of partition 0: %+v %v, want 100 committed", got, err)
+	}
+	if got, err := co.FetchOffsets(groupOf[1], map[string][]int32{"t": {0}}); err != nil || len(got) != 1 || got[0].Found || !got[0].Unstable {
+		t.Fatalf("group of partition 1: %+v %v, want nothing committed, one pending", got, err)
+	}
+	co.UnloadPartition(1)
+	if n := co.PendingTxnOffsets(); n != 0 {
+		t.Fatalf("%d offsets pending after partition 1's unload", n)
+	}
+}

@@ -37,10 +37,11 @@ type Coordinator struct {
 	// LoadPartition); nil on a single node, which serves every group.
 	loaded map[int32]bool
 
-	// txnMu guards txnOffsets: producer id -> offsets committed in its
-	// open transaction (txnoffsets.go); a leaf lock.
+	// txnMu guards txnOffsets: the offsets a producer committed in its
+	// open transaction, by __consumer_offsets partition and producer id
+	// (txnoffsets.go); a leaf lock.
 	txnMu      sync.Mutex
-	txnOffsets map[int64][]groupOffset
+	txnOffsets map[txnOffsetsKey][]groupOffset
 }
 
 // Offsets-topic layout.
@@ -111,19 +112,26 @@ func (c *Coordinator) replay() error {
 // batches of the producer: they wait in txnOffsets until the producer's
 // marker says commit (then they apply) or abort (then they are dropped).
 func (c *Coordinator) replayLog(p *Partition, l *wal.Log) (commits, groups int, err error) {
-	err = replayBatches(p, l, func(h *batch.Header, b []byte) error {
+	_, commits, groups, err = c.replayLogFrom(p, l, l.StartOffset())
+	return commits, groups, err
+}
+
+// replayLogFrom is replayLog from offset from on; next is where it ended
+// (the log end it saw).
+func (c *Coordinator) replayLogFrom(p *Partition, l *wal.Log, from int64) (next int64, commits, groups int, err error) {
+	next, err = replayBatchesFrom(p, l, from, func(h *batch.Header, b []byte) error {
 		if h.Control() {
 			typ, err := batch.ControlRecordType(b, h)
 			if err != nil {
 				c.eng.logger.Warn("skipping unreadable control batch in "+OffsetsTopic, "offset", h.BaseOffset, "err", err)
 				return nil
 			}
-			c.completeTxnOffsets(h.ProducerID, typ == batch.ControlCommit)
+			c.completeTxnOffsets(p.Index, h.ProducerID, typ == batch.ControlCommit)
 			return nil
 		}
 		return forEachRecord(b, h, func(r *batch.Record) {
 			if h.Transactional() {
-				if err := c.stageTxnOffset(h.ProducerID, r.Key, r.Value); err != nil {
+				if err := c.stageTxnOffset(p.Index, h.ProducerID, r.Key, r.Value); err != nil {
 					c.eng.logger.Warn("skipping unreadable transactional commit in "+OffsetsTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
 				}
 				return
@@ -140,17 +148,25 @@ func (c *Coordinator) replayLog(p *Partition, l *wal.Log) (commits, groups int, 
 			}
 		})
 	})
-	return commits, groups, err
+	return next, commits, groups, err
 }
 
 // replayBatches calls fn with every stored batch of l, CRC-checked, in
 // order (an internal topic's replay at start).
 func replayBatches(p *Partition, l *wal.Log, fn func(h *batch.Header, b []byte) error) error {
+	_, err := replayBatchesFrom(p, l, l.StartOffset(), fn)
+	return err
+}
+
+// replayBatchesFrom is replayBatches from offset from (at most the log
+// start) to the log end it sees first, which it returns.
+func replayBatchesFrom(p *Partition, l *wal.Log, from int64, fn func(h *batch.Header, b []byte) error) (int64, error) {
 	end := l.EndOffset()
-	for off := l.StartOffset(); off < end; {
+	off := max(from, l.StartOffset())
+	for off < end {
 		buf, err := l.ReadBytes(nil, off, 4<<20, end)
 		if err != nil {
-			return fmt.Errorf("replay %s at %d: %w", p, off, err)
+			return off, fmt.Errorf("replay %s at %d: %w", p, off, err)
 		}
 		if len(buf) == 0 {
 			break
@@ -159,16 +175,16 @@ func replayBatches(p *Partition, l *wal.Log, fn func(h *batch.Header, b []byte) 
 			n := int(batch.BatchLength(buf)) + batch.LogOverhead
 			h, err := batch.CheckStored(buf[:n])
 			if err != nil {
-				return fmt.Errorf("replay %s: %w", p, err)
+				return off, fmt.Errorf("replay %s: %w", p, err)
 			}
 			if err := fn(&h, buf[:n]); err != nil {
-				return err
+				return off, err
 			}
 			off = h.NextOffset()
 			buf = buf[n:]
 		}
 	}
-	return nil
+	return max(off, end), nil
 }
 
 // forEachRecord calls fn with each record of batch b.
@@ -201,13 +217,28 @@ func (c *Coordinator) LoadPartition(i int32) error {
 		return err
 	}
 	c.unload(i) // what a previous leadership left
-	commits, groups, err := c.replayLog(p, l)
+	next, commits, groups, err := c.replayLogFrom(p, l, l.StartOffset())
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.loaded[i] = true
-	c.mu.Unlock()
+	// The tail appended meanwhile (a transaction marker, most likely) is
+	// replayed on the partition's shard, which then stages no append
+	// until the partition counts as loaded: every marker is either in
+	// the replay or completes its offsets after it (AppendTxnMarkers).
+	err = p.shard.Call(func() error {
+		_, n, m, err := c.replayLogFrom(p, l, next)
+		if err != nil {
+			return err
+		}
+		commits, groups = commits+n, groups+m
+		c.mu.Lock()
+		c.loaded[i] = true
+		c.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	c.eng.logger.Info("coordinating the groups of an offsets partition", "partition", p.String(), "records_commits", commits, "records_groups", groups)
 	return nil
 }
@@ -236,7 +267,6 @@ func (c *Coordinator) UnloadPartition(i int32) {
 
 func (c *Coordinator) unload(i int32) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	delete(c.loaded, i)
 	n := c.partitionCount()
 	for id := range c.groups {
@@ -244,6 +274,14 @@ func (c *Coordinator) unload(i int32) {
 			delete(c.groups, id)
 		}
 	}
+	c.mu.Unlock()
+	c.txnMu.Lock()
+	for k := range c.txnOffsets {
+		if k.part == i {
+			delete(c.txnOffsets, k)
+		}
+	}
+	c.txnMu.Unlock()
 }
 
 // offsetsTopic is __consumer_offsets: the local one, or in cluster mode
@@ -428,6 +466,9 @@ func (c *Coordinator) writeThen(group string, recs []kv, txn *TxnMarker, written
 		b.ProducerID, b.ProducerEpoch, b.Transactional = txn.ProducerID, txn.ProducerEpoch, true
 	}
 	err := appendBuilt(p, b, c.sched.Now().UnixMilli(), recs, written)
+	if errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return err // the transaction's answer (TxnOffsetCommit), not the log's
+	}
 	if err != nil {
 		if errors.Is(err, kerr.NotLeaderForPartition) {
 			// The partition's leadership moved (cluster mode): so did the

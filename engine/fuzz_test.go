@@ -232,8 +232,8 @@ func FuzzTxnStateApply(f *testing.F) {
 			}
 		}
 		g := &Coordinator{cfg: DefaultConfig().Groups, sched: frozenScheduler{}, groups: map[string]*Group{}}
-		if err := g.stageTxnOffset(7, key, value); err == nil {
-			g.completeTxnOffsets(7, true)
+		if err := g.stageTxnOffset(0, 7, key, value); err == nil {
+			g.completeTxnOffsets(0, 7, true)
 			if g.PendingTxnOffsets() != 0 {
 				t.Fatal("pending offsets after their commit")
 			}

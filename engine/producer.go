@@ -46,6 +46,10 @@ type seqEntry struct {
 type producerState struct {
 	Epoch   int16      `json:"epoch"`
 	Batches []seqEntry `json:"batches"` // oldest first, at most producerWindow
+	// CoordinatorEpoch is the newest transaction coordinator epoch (the
+	// leader epoch of its __transaction_state partition) of the markers
+	// here: an older coordinator's marker is refused.
+	CoordinatorEpoch int32 `json:"coordinator_epoch,omitempty"`
 	// Touched is when, by the broker's clock, the partition last took a
 	// batch or marker of the producer, or loaded its state at open (unix
 	// ms; 0: never). Not the batches' own timestamps, which are the
@@ -218,12 +222,12 @@ func (p *Partition) loadProducerState() error {
 			if err != nil {
 				return fmt.Errorf("read the control batch at %d: %w", h.BaseOffset, err)
 			}
-			typ, err := batch.ControlRecordType(buf, h)
+			typ, ce, err := batch.ParseControl(buf, h)
 			if err != nil {
 				p.topic.eng.logger.Warn("skipping an unreadable control batch", "partition", p.String(), "offset", h.BaseOffset, "err", err)
 				return nil
 			}
-			return p.endTxn(h.ProducerID, h.ProducerEpoch, typ == batch.ControlCommit, h.BaseOffset)
+			return p.endTxn(h.ProducerID, h.ProducerEpoch, typ == batch.ControlCommit, ce, h.BaseOffset)
 		}
 		if h.Transactional() {
 			p.beginTxn(h.ProducerID, h.BaseOffset)

@@ -202,7 +202,6 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 			return fmt.Errorf("engine: %s: become leader at epoch %d: %w", p, st.LeaderEpoch, err)
 		}
 		r.epochStart = p.log.EndOffset()
-		p.guards.reset() // verifications are per leadership
 		r.followers = map[int32]*followerState{}
 		for _, id := range st.Replicas {
 			if id != self {

@@ -659,12 +659,12 @@ func (s *Shard) stageReplica(sa *stagedAppend) {
 		// open ones (its last stable offset, the aborted index) when it
 		// becomes leader.
 		if h.Control() {
-			typ, err := batch.ControlRecordType(b, &h)
+			typ, ce, err := batch.ParseControl(b, &h)
 			if err != nil {
 				p.topic.eng.logger.Warn("skipping an unreadable replicated control batch", "partition", p.String(), "offset", h.BaseOffset, "err", err)
 				continue
 			}
-			if err := p.endTxn(h.ProducerID, h.ProducerEpoch, typ == batch.ControlCommit, h.BaseOffset); err != nil {
+			if err := p.endTxn(h.ProducerID, h.ProducerEpoch, typ == batch.ControlCommit, ce, h.BaseOffset); err != nil {
 				p.topic.eng.logger.Error("aborted-transaction index", "partition", p.String(), "err", err)
 			}
 			continue

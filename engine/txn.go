@@ -165,13 +165,14 @@ type txnMeta struct {
 
 // txnView is what the produce path reads without locks.
 type txnView struct {
+	pid   int64
 	epoch int16
 	state TxnState
 	parts map[TopicPartition]bool
 }
 
 func (m *txnMeta) publish() {
-	m.view.Store(&txnView{epoch: m.epoch, state: m.state, parts: m.parts})
+	m.view.Store(&txnView{pid: m.pid, epoch: m.epoch, state: m.state, parts: m.parts})
 }
 
 // TxnInfo describes a transactional id (DescribeTransactions,
@@ -270,24 +271,37 @@ func (c *TxnCoordinator) LoadPartition(i int32) error {
 	c.UnloadPartition(i) // what a previous leadership left
 	tab := txnTable{txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
 	records := 0
-	err = replayBatches(p, l, func(h *batch.Header, b []byte) error {
+	apply := func(h *batch.Header, b []byte) error {
 		return forEachRecord(b, h, func(r *batch.Record) {
 			if err := tab.apply(r.Key, r.Value); err != nil {
 				c.eng.logger.Warn("skipping unreadable record in "+TransactionStateTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
 			}
 			records++
 		})
+	}
+	next, err := replayBatchesFrom(p, l, l.StartOffset(), apply)
+	if err != nil {
+		return err
+	}
+	// The tail (a record an operation of the previous leadership wrote
+	// meanwhile) is replayed on the partition's shard, which stages
+	// nothing until the ids are in place.
+	err = p.shard.Call(func() error {
+		if _, err := replayBatchesFrom(p, l, next, apply); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		for id, m := range tab.txns {
+			c.txns[id] = m
+			c.byPID[m.pid] = m
+		}
+		c.loaded[i] = true
+		c.mu.Unlock()
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	for id, m := range tab.txns {
-		c.txns[id] = m
-		c.byPID[m.pid] = m
-	}
-	c.loaded[i] = true
-	c.mu.Unlock()
 	c.eng.logger.Info("coordinating the transactions of a transaction-state partition", "partition", p.String(), "records", records, "transactional_ids", len(tab.txns))
 	return nil
 }
@@ -472,7 +486,12 @@ func (c *txnTable) apply(key, value []byte) error {
 }
 
 // persist writes m's state (m.mu held) and waits until it is durable.
+// An id whose partition was unloaded (its coordinator moved, or this
+// broker reloaded it) writes nothing: the loaded state is the truth.
 func (c *TxnCoordinator) persist(m *txnMeta) error {
+	if m.gone.Load() {
+		return fmt.Errorf("%w: the coordination of %q moved (its partition was unloaded)", kerr.NotCoordinator, m.id)
+	}
 	key := (&kmsg.TxnMetadataKey{Version: 0, TransactionalID: m.id}).AppendTo(nil)
 	v := kmsg.NewTxnMetadataValue()
 	v.Version = 0
@@ -594,8 +613,10 @@ func (c *TxnCoordinator) InitProducerID(id string, timeout time.Duration, produc
 		// epoch (the markers fence it at the partitions), then give the
 		// new instance the epoch after that, as Kafka does.
 		c.Fenced.Add(1)
+		prevEpoch := m.epoch
 		fenceEpoch(m)
 		if err := c.end(m, false); err != nil {
+			m.epoch = prevEpoch // nothing was decided: the next try fences again
 			return -1, -1, err
 		}
 		if m.state != TxnCompleteAbort {
@@ -759,6 +780,8 @@ func (c *TxnCoordinator) verify(m *txnMeta, producerID int64, epoch int16, tp To
 	switch {
 	case v == nil:
 		return fmt.Errorf("%w: transactional id %q is initializing", kerr.InvalidTxnState, m.id)
+	case producerID != v.pid:
+		return fmt.Errorf("%w: transactional id %q has producer id %d, not %d", kerr.InvalidProducerIDMapping, m.id, v.pid, producerID)
 	case epoch < v.epoch:
 		return fmt.Errorf("%w: producer %d epoch %d is fenced by epoch %d", kerr.InvalidProducerEpoch, producerID, epoch, v.epoch)
 	case epoch > v.epoch || v.state != TxnOngoing || !v.parts[tp]:
@@ -991,17 +1014,17 @@ func (e *Engine) AppendTxnMarkers(mk TxnMarker, parts []*Partition) (errs []erro
 			Done: func(r AppendResult) { done <- r }})
 	}
 	errs = make([]error, len(parts))
-	offsets := false
 	for i, p := range parts {
 		r := <-dones[i]
 		if r.Err != nil && !p.removed.Load() {
 			errs[i] = r.Err
 			continue
 		}
-		offsets = offsets || (p.topic.Internal && p.topic.Name == OffsetsTopic)
-	}
-	if offsets {
-		e.coord.completeTxnOffsets(mk.ProducerID, mk.Commit)
+		// In cluster mode a partition not loaded yet replays the marker
+		// with the rest of its log (Coordinator.LoadPartition).
+		if p.topic.Internal && p.topic.Name == OffsetsTopic && (e.coord.loaded == nil || e.coord.Loaded(p.Index)) {
+			e.coord.completeTxnOffsets(p.Index, mk.ProducerID, mk.Commit)
+		}
 	}
 	return errs
 }
@@ -1058,8 +1081,10 @@ func (c *TxnCoordinator) keep(m *txnMeta) {
 		// (its next call is PRODUCER_FENCED), as Kafka does.
 		c.eng.logger.Info("aborting a transaction past its timeout", "transactional_id", m.id, "producer_id", m.pid, "timeout", m.timeout)
 		c.Timeouts.Add(1)
+		prevEpoch := m.epoch
 		fenceEpoch(m)
 		if err := c.end(m, false); err != nil {
+			m.epoch = prevEpoch // nothing was decided: the next pass fences again
 			c.eng.logger.Warn("abort of a timed-out transaction", "transactional_id", m.id, "err", err)
 		}
 	case TxnPrepareCommit, TxnPrepareAbort:

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,6 +16,13 @@ import (
 // log, so a restart between the marker and the coordinator's bookkeeping
 // loses nothing.
 
+// txnOffsetsKey names what one marker completes: a producer's pending
+// offsets in one __consumer_offsets partition.
+type txnOffsetsKey struct {
+	part int32
+	pid  int64
+}
+
 // groupOffset is one group's offset of one partition: a commit's, or
 // one waiting for its transaction's end.
 type groupOffset struct {
@@ -23,8 +31,9 @@ type groupOffset struct {
 	off   CommittedOffset
 }
 
-// stageTxnOffset remembers a replayed transactional commit record.
-func (c *Coordinator) stageTxnOffset(pid int64, key, value []byte) error {
+// stageTxnOffset remembers a replayed transactional commit record of
+// __consumer_offsets partition part.
+func (c *Coordinator) stageTxnOffset(part int32, pid int64, key, value []byte) error {
 	var k kmsg.OffsetCommitKey
 	if err := k.ReadFrom(key); err != nil {
 		return err
@@ -36,26 +45,29 @@ func (c *Coordinator) stageTxnOffset(pid int64, key, value []byte) error {
 	if err := v.ReadFrom(value); err != nil {
 		return err
 	}
-	c.addTxnOffsets(pid, []groupOffset{{group: k.Group, tp: TopicPartition{k.Topic, k.Partition},
+	c.addTxnOffsets(part, pid, []groupOffset{{group: k.Group, tp: TopicPartition{k.Topic, k.Partition},
 		off: CommittedOffset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp}}})
 	return nil
 }
 
-func (c *Coordinator) addTxnOffsets(pid int64, offs []groupOffset) {
+func (c *Coordinator) addTxnOffsets(part int32, pid int64, offs []groupOffset) {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
 	if c.txnOffsets == nil {
-		c.txnOffsets = map[int64][]groupOffset{}
+		c.txnOffsets = map[txnOffsetsKey][]groupOffset{}
 	}
-	c.txnOffsets[pid] = append(c.txnOffsets[pid], offs...)
+	k := txnOffsetsKey{part, pid}
+	c.txnOffsets[k] = append(c.txnOffsets[k], offs...)
 }
 
 // completeTxnOffsets applies (commit) or drops (abort) what producer pid
-// committed in its transaction, once its marker is in the offsets log.
-func (c *Coordinator) completeTxnOffsets(pid int64, commit bool) {
+// committed in its transaction to the groups of __consumer_offsets
+// partition part, once its marker is in that partition.
+func (c *Coordinator) completeTxnOffsets(part int32, pid int64, commit bool) {
+	k := txnOffsetsKey{part, pid}
 	c.txnMu.Lock()
-	offs := c.txnOffsets[pid]
-	delete(c.txnOffsets, pid)
+	offs := c.txnOffsets[k]
+	delete(c.txnOffsets, k)
 	c.txnMu.Unlock()
 	if !commit {
 		return
@@ -131,6 +143,9 @@ func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instance
 			return nil, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
 		}
 		if err := c.eng.VerifyTxnProduce(p, txnID, producerID, epoch, true); err != nil {
+			if errors.Is(err, kerr.NotLeaderForPartition) {
+				return nil, fmt.Errorf("%w: %s moved to another broker: %w", kerr.NotCoordinator, p, err)
+			}
 			return nil, fmt.Errorf("%w (call AddOffsetsToTxn for group %q first)", err, groupID)
 		}
 	}
@@ -145,7 +160,8 @@ func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instance
 	}
 	// Pending from the moment they are written: the marker that ends
 	// the transaction is staged after them and completes after them.
-	if err := c.writeThen(groupID, recs, &TxnMarker{ProducerID: producerID, ProducerEpoch: epoch}, func() { c.addTxnOffsets(producerID, offs) }); err != nil {
+	part := c.partitionFor(groupID).Index
+	if err := c.writeThen(groupID, recs, &TxnMarker{ProducerID: producerID, ProducerEpoch: epoch}, func() { c.addTxnOffsets(part, producerID, offs) }); err != nil {
 		return nil, err
 	}
 	return errs, nil

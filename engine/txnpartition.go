@@ -111,7 +111,7 @@ func (p *Partition) beginTxn(pid, first int64) {
 // producer with no open transaction here (the coordinator writes markers
 // to every partition it added, data or not, and again after a restart)
 // changes nothing but the producer's epoch.
-func (p *Partition) endTxn(pid int64, epoch int16, commit bool, markerOffset int64) error {
+func (p *Partition) endTxn(pid int64, epoch int16, commit bool, coordinatorEpoch int32, markerOffset int64) error {
 	st := p.producers[pid]
 	if st == nil || epoch > st.Epoch {
 		// The marker's epoch fences older ones (a timed-out or zombie
@@ -120,6 +120,7 @@ func (p *Partition) endTxn(pid int64, epoch int16, commit bool, markerOffset int
 		p.producers[pid] = st
 	}
 	st.Touched = p.topic.eng.now().UnixMilli()
+	st.CoordinatorEpoch = max(st.CoordinatorEpoch, coordinatorEpoch)
 	p.guards.drop(pid)
 	first, ok := p.openTxns[pid]
 	if !ok {
@@ -157,6 +158,12 @@ func (s *Shard) stageMarker(sa *stagedAppend, l *wal.Log) {
 	if st := p.producers[m.ProducerID]; st != nil && m.ProducerEpoch < st.Epoch {
 		sa.res.Err = fmt.Errorf("%w: marker of producer %d at epoch %d, older than the partition's %d", kerr.InvalidProducerEpoch, m.ProducerID, m.ProducerEpoch, st.Epoch)
 		return
+	} else if st != nil && m.CoordinatorEpoch < st.CoordinatorEpoch {
+		// A deposed coordinator's late marker (cluster mode): the
+		// coordinator after it has ended this transaction already,
+		// and its marker must not end the producer's next one.
+		sa.res.Err = fmt.Errorf("%w: marker of producer %d from coordinator epoch %d, older than the partition's %d", kerr.TransactionCoordinatorFenced, m.ProducerID, m.CoordinatorEpoch, st.CoordinatorEpoch)
+		return
 	}
 	typ := batch.ControlAbort
 	if m.Commit {
@@ -173,7 +180,7 @@ func (s *Shard) stageMarker(sa *stagedAppend, l *wal.Log) {
 	}
 	sa.ticket = tk
 	sa.staged = true
-	if err := p.endTxn(m.ProducerID, m.ProducerEpoch, m.Commit, tk.Results()[0].BaseOffset); err != nil {
+	if err := p.endTxn(m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch, tk.Results()[0].BaseOffset); err != nil {
 		// The marker is in the log; the index entry is rebuilt from
 		// it at the next start.
 		p.topic.eng.logger.Error("aborted-transaction index", "partition", p.String(), "err", err)

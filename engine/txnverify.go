@@ -31,10 +31,12 @@ import (
 // not wait (a gnet event loop): call it again off the loop.
 var ErrVerifyOffLoop = errors.New("engine: the transaction must be verified off the event loop")
 
-// txnGuard is one producer's verification at a partition.
+// txnGuard is one producer's verification at a partition, valid for
+// the leader epoch it was made in.
 type txnGuard struct {
-	epoch    int16
-	verified bool
+	epoch       int16
+	leaderEpoch int32
+	verified    bool
 }
 
 // txnGuards are a partition's verifications (cluster mode), by producer.
@@ -43,22 +45,36 @@ type txnGuards struct {
 	m  map[int64]*txnGuard
 }
 
-// ok reports whether pid at epoch is verified here.
-func (g *txnGuards) ok(pid int64, epoch int16) bool {
+// check reports whether pid at epoch is verified here in leaderEpoch:
+// nil, NOT_LEADER_OR_FOLLOWER for a verification of an earlier leader
+// epoch (the client refreshes its metadata and sends again, and is
+// verified anew), else INVALID_TXN_STATE.
+func (g *txnGuards) check(pid int64, epoch int16, leaderEpoch int32) error {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	x := g.m[pid]
-	return x != nil && x.verified && x.epoch == epoch
+	g.mu.Unlock()
+	switch {
+	case x != nil && x.verified && x.epoch == epoch && x.leaderEpoch == leaderEpoch:
+		return nil
+	case x != nil && x.verified && x.epoch == epoch:
+		return fmt.Errorf("%w: producer %d was verified under leader epoch %d, the partition is at %d", kerr.NotLeaderForPartition, pid, x.leaderEpoch, leaderEpoch)
+	}
+	return fmt.Errorf("%w: producer %d epoch %d has no verified open transaction here (verify with its coordinator first)", kerr.InvalidTxnState, pid, epoch)
 }
 
-// arm starts a verification of pid at epoch, replacing any earlier one.
-func (g *txnGuards) arm(pid int64, epoch int16) *txnGuard {
+// arm starts a verification of pid at epoch in leaderEpoch, replacing an
+// earlier one, or returns nil when a newer producer epoch holds the guard
+// (a fenced instance must not displace the live one's verification).
+func (g *txnGuards) arm(pid int64, epoch int16, leaderEpoch int32) *txnGuard {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
 		g.m = map[int64]*txnGuard{}
 	}
-	x := &txnGuard{epoch: epoch}
+	if x := g.m[pid]; x != nil && x.epoch > epoch {
+		return nil
+	}
+	x := &txnGuard{epoch: epoch, leaderEpoch: leaderEpoch}
 	g.m[pid] = x
 	return x
 }
@@ -81,7 +97,16 @@ func (g *txnGuards) drop(pid int64) {
 	g.mu.Unlock()
 }
 
-// reset forgets every guard (a new leader epoch, a truncation).
+// dropIf forgets pid's guard if it is still x (a refused verification).
+func (g *txnGuards) dropIf(pid int64, x *txnGuard) {
+	g.mu.Lock()
+	if g.m[pid] == x {
+		delete(g.m, pid)
+	}
+	g.mu.Unlock()
+}
+
+// reset forgets every guard (leadership left).
 func (g *txnGuards) reset() {
 	g.mu.Lock()
 	g.m = nil
@@ -102,7 +127,12 @@ func (e *Engine) VerifyTxnProduce(p *Partition, txnID string, pid int64, epoch i
 	if p.rep == nil {
 		return e.txn.CheckProduce(pid, epoch, p.topic.Name, p.Index)
 	}
-	if p.guards.ok(pid, epoch) {
+	if p.Role() != RoleLeader {
+		// Before asking anyone: a client with stale metadata must
+		// learn at once that this broker is not the leader.
+		return fmt.Errorf("%w: %s", kerr.NotLeaderForPartition, p)
+	}
+	if p.guards.check(pid, epoch, p.LeaderEpoch()) == nil {
 		return nil
 	}
 	if !mayWait {
@@ -115,7 +145,11 @@ func (e *Engine) VerifyTxnProduce(p *Partition, txnID string, pid int64, epoch i
 // transaction of pid/epoch and records the answer in p's guards (cluster
 // mode; it may wait for another broker).
 func (e *Engine) verifyTxnPartition(p *Partition, txnID string, pid int64, epoch int16) error {
-	g := p.guards.arm(pid, epoch)
+	leaderEpoch := p.LeaderEpoch()
+	g := p.guards.arm(pid, epoch, leaderEpoch)
+	if g == nil {
+		return fmt.Errorf("%w: producer %d epoch %d is fenced by a newer epoch at %s", kerr.InvalidProducerEpoch, pid, epoch, p)
+	}
 	tp := TopicPartition{p.topic.Name, p.Index}
 	var err error
 	if e.txn.checkCoordinator(txnID) == nil {
@@ -130,20 +164,24 @@ func (e *Engine) verifyTxnPartition(p *Partition, txnID string, pid int64, epoch
 		err = fmt.Errorf("%w: no transaction coordinator can be asked", kerr.CoordinatorNotAvailable)
 	}
 	if err != nil {
-		p.guards.drop(pid)
+		p.guards.dropIf(pid, g)
 		return err
 	}
 	if !p.guards.confirm(pid, g) {
+		if p.Role() != RoleLeader || p.LeaderEpoch() != leaderEpoch {
+			return fmt.Errorf("%w: %s changed leadership while the transaction was verified", kerr.NotLeaderForPartition, p)
+		}
 		return fmt.Errorf("%w: the transaction of producer %d ended at %s while it was verified", kerr.InvalidTxnState, pid, p)
 	}
 	return nil
 }
 
 // checkTxnGuard is the shard's last check of a transactional batch in
-// cluster mode (stage): its producer's guard must still be verified.
+// cluster mode (stage): its producer's guard must still be verified, in
+// this leader epoch.
 func (p *Partition) checkTxnGuard(pid int64, epoch int16) error {
-	if p.guards.ok(pid, epoch) {
-		return nil
+	if err := p.guards.check(pid, epoch, p.LeaderEpoch()); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
 	}
-	return fmt.Errorf("%w: producer %d epoch %d has no open transaction with %s (verify with its coordinator first)", kerr.InvalidTxnState, pid, epoch, p)
+	return nil
 }

@@ -16,28 +16,13 @@ import (
 // a marker ends that, and a follower tracks open and aborted
 // transactions from what it replicates.
 
-// txnBatch builds a transactional batch of n records for producer pid.
-func txnBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
-	t.Helper()
-	b := batch.NewBuilder()
-	b.ProducerID, b.ProducerEpoch, b.BaseSequence, b.Transactional = pid, epoch, seq, true
-	for _, r := range values("txn", n) {
-		b.Add(time.Now().UnixMilli(), r.key, r.value, nil)
-	}
-	data, err := b.Build(nil, batch.CodecNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 func TestClusterTxnGuard(t *testing.T) {
 	p := replicatedTopic(t, nil, "1")
 	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	e := p.topic.eng
-	if r := result(t, submit(t, p, -1, txnBatch(t, 7, 0, 0, 2))); !errors.Is(r.Err, kerr.InvalidTxnState) {
+	if r := result(t, submit(t, p, -1, txnData(t, 7, 0, 0, "v0", "v1"))); !errors.Is(r.Err, kerr.InvalidTxnState) {
 		t.Fatalf("an unverified transactional batch: %v, want INVALID_TXN_STATE", r.Err)
 	}
 	if err := e.VerifyTxnProduce(p, "tx", 7, 0, false); !errors.Is(err, ErrVerifyOffLoop) {
@@ -70,8 +55,8 @@ func TestClusterTxnGuard(t *testing.T) {
 	if err := e.VerifyTxnProduce(p, "tx", 7, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	first := appendOK(t, p, txnBatch(t, 7, 0, 0, 2))
-	appendOK(t, p, txnBatch(t, 7, 0, 2, 1))
+	first := appendOK(t, p, txnData(t, 7, 0, 0, "v0", "v1"))
+	appendOK(t, p, txnData(t, 7, 0, 2, "v0"))
 	if lso := p.LastStableOffset(); lso != first {
 		t.Fatalf("LSO %d with the transaction open at %d", lso, first)
 	}
@@ -83,11 +68,11 @@ func TestClusterTxnGuard(t *testing.T) {
 	if lso, hw := p.LastStableOffset(), p.HighWatermark(); lso != hw {
 		t.Fatalf("after the abort LSO %d, HW %d", lso, hw)
 	}
-	if r := result(t, submit(t, p, -1, txnBatch(t, 7, 0, 3, 1))); !errors.Is(r.Err, kerr.InvalidTxnState) {
+	if r := result(t, submit(t, p, -1, txnData(t, 7, 0, 3, "v0"))); !errors.Is(r.Err, kerr.InvalidTxnState) {
 		t.Fatalf("a late batch after the marker: %v, want INVALID_TXN_STATE", r.Err)
 	}
 	// A marker that lands while the coordinator is being asked wins.
-	g := p.guards.arm(7, 0)
+	g := p.guards.arm(7, 0, p.LeaderEpoch())
 	if errs := e.AppendTxnMarkers(TxnMarker{ProducerID: 7, ProducerEpoch: 0, Commit: true}, []*Partition{p}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -104,6 +89,28 @@ func TestClusterTxnGuard(t *testing.T) {
 	if err := e.VerifyTxnProduce(p, "tx", 7, 0, false); !errors.Is(err, ErrVerifyOffLoop) {
 		t.Fatalf("after a new leader epoch: %v, want a new verification", err)
 	}
+	if r := result(t, submit(t, p, -1, txnData(t, 7, 0, 0, "v"))); !errors.Is(r.Err, kerr.NotLeaderForPartition) {
+		t.Fatalf("a batch verified under the previous leader epoch: %v, want NOT_LEADER_OR_FOLLOWER (retried after a metadata refresh)", r.Err)
+	}
+	// A fenced instance does not displace the live epoch's verification.
+	if err := e.VerifyTxnProduce(p, "tx", 7, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.VerifyTxnProduce(p, "tx", 7, 0, true); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("an older epoch after a newer one: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
+	if err := e.VerifyTxnProduce(p, "tx", 7, 1, false); err != nil {
+		t.Fatalf("the live epoch after the zombie's attempt: %v", err)
+	}
+	// A follower answers NOT_LEADER_OR_FOLLOWER before asking anyone.
+	st := ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}
+	if err := p.SetReplicaState(st); err != nil {
+		t.Fatal(err)
+	}
+	before := asked
+	if err := e.VerifyTxnProduce(p, "tx", 7, 1, true); !errors.Is(err, kerr.NotLeaderForPartition) || asked != before {
+		t.Fatalf("verification on a follower: %v after %d questions, want NOT_LEADER_OR_FOLLOWER and none", err, asked-before)
+	}
 }
 
 func TestFollowerTracksTransactions(t *testing.T) {
@@ -118,12 +125,12 @@ func TestFollowerTracksTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	aborted := appendOK(t, leader, txnBatch(t, 5, 0, 0, 3))
+	aborted := appendOK(t, leader, txnData(t, 5, 0, 0, "v0", "v1", "v2"))
 	appendOK(t, leader, idem(t, 9, 0, 0, 2))
 	if errs := e.AppendTxnMarkers(TxnMarker{ProducerID: 5, ProducerEpoch: 0}, []*Partition{leader}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	open := appendOK(t, leader, txnBatch(t, 6, 0, 0, 2))
+	open := appendOK(t, leader, txnData(t, 6, 0, 0, "v0", "v1"))
 	ll, _ := leader.Log()
 	var batches [][]byte
 	if err := ll.ScanHeaders(0, func(h *batch.Header) error {
@@ -192,5 +199,38 @@ func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
 	p.unstable.Store(55 + 1)
 	if lso := p.LastStableOffset(); lso != 55 {
 		t.Fatalf("LSO %d, want the open transaction's start 55", lso)
+	}
+}
+
+// A marker from an older coordinator epoch (a deposed coordinator's late
+// marker) is refused once a newer coordinator's marker landed, and a
+// verification names the producer id of the transactional id.
+func TestTxnMarkerCoordinatorFencing(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: "fence", Partitions: 1, ReplicationFactor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	if errs := e.AppendTxnMarkers(TxnMarker{ProducerID: 4, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 3}, []*Partition{p}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if errs := e.AppendTxnMarkers(TxnMarker{ProducerID: 4, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 2}, []*Partition{p}); !errors.Is(errs[0], kerr.TransactionCoordinatorFenced) {
+		t.Fatalf("a marker of coordinator epoch 2 after 3: %v, want TRANSACTION_COORDINATOR_FENCED", errs[0])
+	}
+	if errs := e.AppendTxnMarkers(TxnMarker{ProducerID: 4, ProducerEpoch: 0, CoordinatorEpoch: 3}, []*Partition{p}); errs[0] != nil {
+		t.Fatalf("the same coordinator's next marker: %v", errs[0])
+	}
+	tx := e.Transactions()
+	pid, epoch, err := tx.InitProducerID("mapped", time.Minute, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.AddPartitions("mapped", pid, epoch, []TopicPartition{{"fence", 0}}); err != nil {
+		t.Fatal(err)
+	}
+	errs, err := tx.VerifyPartitions("mapped", pid+1, epoch, []TopicPartition{{"fence", 0}})
+	if err != nil || !errors.Is(errs[0], kerr.InvalidProducerIDMapping) {
+		t.Fatalf("verify with another producer id: %v %v, want INVALID_PRODUCER_ID_MAPPING", errs, err)
 	}
 }

@@ -56,33 +56,45 @@ func AppendControl(dst []byte, producerID int64, epoch int16, t ControlType, coo
 // key of its first record. Errors for a batch that is not a control batch
 // or whose record is not a control record.
 func ControlRecordType(b []byte, h *Header) (ControlType, error) {
+	t, _, err := ParseControl(b, h)
+	return t, err
+}
+
+// ParseControl returns the type of control batch b (header h) and the
+// coordinator epoch of its marker (-1 when the record has no readable
+// value). Errors as ControlRecordType.
+func ParseControl(b []byte, h *Header) (ControlType, int32, error) {
 	if !h.Control() {
-		return 0, errorf(ClassInvalid, "batch at offset %d is not a control batch", h.BaseOffset)
+		return 0, -1, errorf(ClassInvalid, "batch at offset %d is not a control batch", h.BaseOffset)
 	}
 	if h.Codec() != CodecNone {
-		return 0, errorf(ClassInvalid, "control batch at offset %d is compressed", h.BaseOffset)
+		return 0, -1, errorf(ClassInvalid, "control batch at offset %d is compressed", h.BaseOffset)
 	}
 	var it Iter
 	if len(b) < HeaderSize {
-		return 0, errorf(ClassCorrupt, "control batch of %d bytes", len(b))
+		return 0, -1, errorf(ClassCorrupt, "control batch of %d bytes", len(b))
 	}
 	it.Reset(b[HeaderSize:], h.RecordCount)
 	r, ok := it.Next()
 	if !ok {
 		if err := it.Err(); err != nil {
-			return 0, err
+			return 0, -1, err
 		}
-		return 0, errorf(ClassInvalid, "control batch at offset %d has no record", h.BaseOffset)
+		return 0, -1, errorf(ClassInvalid, "control batch at offset %d has no record", h.BaseOffset)
 	}
 	if len(r.Key) < 4 {
-		return 0, errorf(ClassInvalid, "control record key of %d bytes", len(r.Key))
+		return 0, -1, errorf(ClassInvalid, "control record key of %d bytes", len(r.Key))
 	}
 	if v := int16(binary.BigEndian.Uint16(r.Key)); v != 0 {
-		return 0, errorf(ClassInvalid, "control record key version %d", v)
+		return 0, -1, errorf(ClassInvalid, "control record key version %d", v)
 	}
 	t := ControlType(binary.BigEndian.Uint16(r.Key[2:]))
 	if t != ControlAbort && t != ControlCommit {
-		return 0, errorf(ClassInvalid, "control record type %d", int16(t))
+		return 0, -1, errorf(ClassInvalid, "control record type %d", int16(t))
 	}
-	return t, nil
+	ce := int32(-1)
+	if len(r.Value) >= 6 && binary.BigEndian.Uint16(r.Value) == 0 {
+		ce = int32(binary.BigEndian.Uint32(r.Value[2:]))
+	}
+	return t, ce, nil
 }

@@ -73,7 +73,7 @@ func FuzzControlRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		typ, err := ControlRecordType(data, &h)
+		typ, ce, err := ParseControl(data, &h)
 		if err != nil {
 			if ClassOf(err) == 0 {
 				t.Fatalf("unclassified error %v", err)
@@ -82,6 +82,15 @@ func FuzzControlRecord(f *testing.F) {
 		}
 		if typ != ControlAbort && typ != ControlCommit {
 			t.Fatalf("type %d accepted", typ)
+		}
+		// What parses rebuilds to a marker that parses the same.
+		again := AppendControl(nil, h.ProducerID, h.ProducerEpoch, typ, max(ce, 0), 1)
+		h2, err := ParseHeader(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ2, ce2, err := ParseControl(again, &h2); err != nil || typ2 != typ || ce2 != max(ce, 0) {
+			t.Fatalf("rebuilt marker: %v %d %v, want %v %d", typ2, ce2, err, typ, max(ce, 0))
 		}
 	})
 }
