@@ -775,11 +775,17 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 					continue
 				}
 			}
-			if it.Name == engine.OffsetsTopic && it.Internal && !c.followCoordinator(int32(i), cur, st) {
-				ok = false
-			}
-			if it.Name == engine.TransactionStateTopic && it.Internal && !c.followTxnCoordinator(int32(i), cur, st) {
-				ok = false
+			if it.Internal {
+				var co partitionLoader
+				switch it.Name {
+				case engine.OffsetsTopic:
+					co = c.eng.Coordinator()
+				case engine.TransactionStateTopic:
+					co = c.eng.Transactions()
+				}
+				if co != nil && !c.followCoordinator(co, it.Name, int32(i), cur, st) {
+					ok = false
+				}
 			}
 			if st.Role == engine.RoleFollower {
 				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch}
@@ -790,12 +796,21 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 	return ok
 }
 
-// followCoordinator makes the group coordinator follow the leadership of
-// partition i of __consumer_offsets: replay it at a new leader epoch (or
-// until a replay succeeded), forget its groups when the leadership moved
+// partitionLoader is a coordinator whose state lives in the partitions of
+// an internal topic and is served by their leaders: the group
+// coordinator (__consumer_offsets) and the transaction coordinator
+// (__transaction_state).
+type partitionLoader interface {
+	Loaded(i int32) bool
+	LoadPartition(i int32) error
+	UnloadPartition(i int32)
+}
+
+// followCoordinator makes a coordinator follow the leadership of
+// partition i of its internal topic: replay it at a new leader epoch (or
+// until a replay succeeded), forget its state when the leadership moved
 // away. It reports success.
-func (c *Cluster) followCoordinator(i int32, cur, st engine.ReplicaState) bool {
-	co := c.eng.Coordinator()
+func (c *Cluster) followCoordinator(co partitionLoader, topic string, i int32, cur, st engine.ReplicaState) bool {
 	if st.Role != engine.RoleLeader {
 		if co.Loaded(i) {
 			co.UnloadPartition(i)
@@ -806,28 +821,7 @@ func (c *Cluster) followCoordinator(i int32, cur, st engine.ReplicaState) bool {
 		return true
 	}
 	if err := co.LoadPartition(i); err != nil {
-		c.log.Error("cannot load the groups of an offsets partition", "partition", i, "err", err)
-		return false
-	}
-	return true
-}
-
-// followTxnCoordinator makes the transaction coordinator follow the
-// leadership of partition i of __transaction_state, as followCoordinator
-// does for groups.
-func (c *Cluster) followTxnCoordinator(i int32, cur, st engine.ReplicaState) bool {
-	tc := c.eng.Transactions()
-	if st.Role != engine.RoleLeader {
-		if tc.Loaded(i) {
-			tc.UnloadPartition(i)
-		}
-		return true
-	}
-	if tc.Loaded(i) && cur.Role == engine.RoleLeader && cur.LeaderEpoch == st.LeaderEpoch {
-		return true
-	}
-	if err := tc.LoadPartition(i); err != nil {
-		c.log.Error("cannot load the transactions of a transaction-state partition", "partition", i, "err", err)
+		c.log.Error("cannot load a coordinator's partition", "topic", topic, "partition", i, "err", err)
 		return false
 	}
 	return true

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -60,17 +61,21 @@ func (c *Coordinator) checkCoordinator(group string) error {
 	if c.loaded == nil {
 		return nil
 	}
-	p := c.partitionFor(group)
+	return checkLeads(c.partitionFor(group), OffsetsTopic, "group "+strconv.Quote(group), c.Loaded)
+}
+
+// checkLeads is the cluster-mode coordinator check of a key (a group, a
+// transactional id) whose state is in partition p of an internal topic
+// (nil while the topic does not exist): this broker must lead p and have
+// loaded it (loaded).
+func checkLeads(p *Partition, topic, key string, loaded func(int32) bool) error {
 	if p == nil {
-		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
+		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, topic)
 	}
 	if p.Role() != RoleLeader {
-		return fmt.Errorf("%w: group %q belongs to %s, which this broker does not lead", kerr.NotCoordinator, group, p)
+		return fmt.Errorf("%w: %s belongs to %s, which this broker does not lead", kerr.NotCoordinator, key, p)
 	}
-	c.mu.RLock()
-	loaded := c.loaded[p.Index]
-	c.mu.RUnlock()
-	if !loaded {
+	if !loaded(p.Index) {
 		return fmt.Errorf("%w: %s is being loaded", kerr.CoordinatorLoadInProgress, p)
 	}
 	return nil

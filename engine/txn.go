@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,20 +238,7 @@ func (c *TxnCoordinator) checkCoordinator(id string) error {
 	if c.loaded == nil {
 		return nil
 	}
-	p := c.partitionOf(id)
-	if p == nil {
-		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, TransactionStateTopic)
-	}
-	if p.Role() != RoleLeader {
-		return fmt.Errorf("%w: transactional id %q belongs to %s, which this broker does not lead", kerr.NotCoordinator, id, p)
-	}
-	c.mu.Lock()
-	loaded := c.loaded[p.Index]
-	c.mu.Unlock()
-	if !loaded {
-		return fmt.Errorf("%w: %s is being loaded", kerr.CoordinatorLoadInProgress, p)
-	}
-	return nil
+	return checkLeads(c.partitionOf(id), TransactionStateTopic, "transactional id "+strconv.Quote(id), c.Loaded)
 }
 
 // LoadPartition replays partition i of the cluster's __transaction_state

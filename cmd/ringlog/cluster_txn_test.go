@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,63 +406,15 @@ func exactlyOnceAcrossCoordinatorKill(t *testing.T, ctx context.Context, c *test
 		}
 		return sess
 	}
-	var mu sync.Mutex
-	commits, aborts, restarts := 0, 0, 0
-	var inTxn atomic.Bool
-	loopCtx, stop := context.WithCancel(ctx)
-	loopDone := make(chan struct{})
-	go func() {
-		defer close(loopDone)
-		sess := newSession()
-		defer func() { sess.Close() }()
-		for loopCtx.Err() == nil {
-			fs := sess.PollRecords(loopCtx, 20)
-			if loopCtx.Err() != nil {
-				return
-			}
-			if err := sess.Begin(); err != nil {
-				t.Logf("begin failed, restarting the session: %v", err)
-				sess.Close()
-				sess = newSession()
-				mu.Lock()
-				restarts++
-				mu.Unlock()
-				continue
-			}
-			inTxn.Store(true)
-			fs.EachRecord(func(r *kgo.Record) {
-				sess.Produce(loopCtx, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)}, nil)
-			})
-			time.Sleep(20 * time.Millisecond)
-			committed, err := sess.End(loopCtx, kgo.TryCommit)
-			inTxn.Store(false)
-			mu.Lock()
-			if committed {
-				commits++
-			} else {
-				aborts++
-			}
-			mu.Unlock()
-			if err != nil && loopCtx.Err() == nil {
-				t.Logf("transaction not committed (it is retried): %v", err)
-			}
-		}
-	}()
-	committedSoFar := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return commits
-	}
-	for ctx.Err() == nil && (committedSoFar() < 8 || !inTxn.Load()) {
-		time.Sleep(time.Millisecond)
-	}
+	loop := startTransactLoop(t, ctx, newSession, 20, true)
+	loop.waitInside(ctx, 8)
 	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
 	coord := adm.FindTxnCoordinators(ctx, loopID)
 	if coord[loopID].Err != nil {
 		t.Fatalf("find the coordinator of %s: %v", loopID, coord[loopID].Err)
 	}
 	victim := coord[loopID].NodeID
-	t.Logf("SIGKILL of broker %d, the coordinator of %s, after %d committed transactions, one open: %v", victim, loopID, committedSoFar(), inTxn.Load())
+	t.Logf("SIGKILL of broker %d, the coordinator of %s, after %d committed transactions, one open: %v", victim, loopID, loop.committed(), loop.inTxn.Load())
 	c.procs[victim-1].kill()
 	var live []string
 	for _, id := range c.running() {
@@ -482,14 +432,11 @@ func exactlyOnceAcrossCoordinatorKill(t *testing.T, ctx context.Context, c *test
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	stop()
-	<-loopDone
+	loop.halt()
 	for i := 0; i < 5 && len(seen) < n; i++ {
 		seen = readAllValues(ctx, t, live, "ctx-out", kgo.ReadCommitted())
 	}
-	mu.Lock()
-	t.Logf("%d transactions committed, %d not committed, %d session restarts, across the coordinator's SIGKILL", commits, aborts, restarts)
-	mu.Unlock()
+	t.Logf("%v, across the coordinator's SIGKILL", loop)
 	if len(seen) != n {
 		t.Fatalf("read_committed output holds %d distinct records, want %d", len(seen), n)
 	}

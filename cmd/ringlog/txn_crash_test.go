@@ -41,62 +41,27 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(addr),
-		kgo.TransactionalID("eos-loop"),
-		kgo.TransactionTimeout(10*time.Second),
-		kgo.ConsumerGroup("eos-group"),
-		kgo.ConsumeTopics("eos-in"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
-		kgo.SessionTimeout(3*time.Second),
-		kgo.HeartbeatInterval(300*time.Millisecond),
-		kgo.RetryTimeout(60*time.Second),
-		kgo.DefaultProduceTopic("eos-out"),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-
-	var mu sync.Mutex
-	commits, aborts := 0, 0
-	var inTxn atomic.Bool // between Begin and the end of End
-	loopCtx, stop := context.WithCancel(ctx)
-	loopDone := make(chan struct{})
-	go func() {
-		defer close(loopDone)
-		for loopCtx.Err() == nil {
-			fs := sess.PollRecords(loopCtx, 25)
-			if loopCtx.Err() != nil {
-				return
-			}
-			if err := sess.Begin(); err != nil {
-				t.Errorf("begin: %v", err)
-				return
-			}
-			inTxn.Store(true)
-			fs.EachRecord(func(r *kgo.Record) {
-				sess.Produce(loopCtx, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)}, nil)
-			})
-			// Keep each transaction open a little, so the kills land
-			// inside transactions as well as between them.
-			time.Sleep(20 * time.Millisecond)
-			committed, err := sess.End(loopCtx, kgo.TryCommit)
-			inTxn.Store(false)
-			mu.Lock()
-			if committed {
-				commits++
-			} else {
-				aborts++
-			}
-			mu.Unlock()
-			if err != nil && loopCtx.Err() == nil {
-				t.Logf("transaction not committed (it is retried): %v", err)
-			}
+	newSession := func() *kgo.GroupTransactSession {
+		sess, err := kgo.NewGroupTransactSession(
+			kgo.SeedBrokers(addr),
+			kgo.TransactionalID("eos-loop"),
+			kgo.TransactionTimeout(10*time.Second),
+			kgo.ConsumerGroup("eos-group"),
+			kgo.ConsumeTopics("eos-in"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+			kgo.SessionTimeout(3*time.Second),
+			kgo.HeartbeatInterval(300*time.Millisecond),
+			kgo.RetryTimeout(60*time.Second),
+			kgo.DefaultProduceTopic("eos-out"),
+		)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
+		return sess
+	}
+	loop := startTransactLoop(t, ctx, newSession, 25, false)
 
 	reader := func() *kgo.Client {
 		return procClient(t, addr, kgo.ConsumeTopics("eos-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -122,16 +87,9 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 	}
 	// Kill after the loop committed some transactions, while it is
 	// inside one (between Begin and End).
-	committedSoFar := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return commits
-	}
 	for _, at := range []int{15, 35} {
-		for ctx.Err() == nil && (committedSoFar() < at || !inTxn.Load()) {
-			time.Sleep(time.Millisecond)
-		}
-		t.Logf("SIGKILL after %d committed transactions, one open: %v", committedSoFar(), inTxn.Load())
+		loop.waitInside(ctx, at)
+		t.Logf("SIGKILL after %d committed transactions, one open: %v", loop.committed(), loop.inTxn.Load())
 		b.kill()
 		b = startServe(t, dir, flags...)
 	}
@@ -141,16 +99,13 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	stop()
-	<-loopDone
+	loop.halt()
 	// A read cut short by a slow poll counts fewer; a full one decides.
 	seen := countOut()
 	for i := 0; i < 5 && len(seen) < n; i++ {
 		seen = countOut()
 	}
-	mu.Lock()
-	t.Logf("%d transactions committed, %d not committed, across two SIGKILLs", commits, aborts)
-	mu.Unlock()
+	t.Logf("%v, across two SIGKILLs", loop)
 	if len(seen) != n {
 		t.Fatalf("read_committed output holds %d distinct records, want %d", len(seen), n)
 	}
@@ -171,4 +126,94 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("ran out of time")
 	}
+}
+
+// transactLoop is a franz-go GroupTransactSession consume-transform-
+// produce loop: each transaction reads up to perTxn input records and
+// writes "out-"+value for each, kept open 20 ms so that kills land inside
+// transactions as well as between them.
+type transactLoop struct {
+	mu                        sync.Mutex
+	commits, aborts, restarts int
+	inTxn                     atomic.Bool // between Begin and the end of End
+	stop                      context.CancelFunc
+	done                      chan struct{}
+}
+
+// startTransactLoop runs the loop on sessions from newSession until halt.
+// With restart, a session whose Begin fails for good is replaced by a new
+// one (an application restarting its loop); without, that fails the test.
+func startTransactLoop(t *testing.T, ctx context.Context, newSession func() *kgo.GroupTransactSession, perTxn int, restart bool) *transactLoop {
+	loopCtx, stop := context.WithCancel(ctx)
+	l := &transactLoop{stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		sess := newSession()
+		defer func() { sess.Close() }()
+		for loopCtx.Err() == nil {
+			fs := sess.PollRecords(loopCtx, perTxn)
+			if loopCtx.Err() != nil {
+				return
+			}
+			if err := sess.Begin(); err != nil {
+				if !restart {
+					t.Errorf("begin: %v", err)
+					return
+				}
+				t.Logf("begin failed, restarting the session: %v", err)
+				sess.Close()
+				sess = newSession()
+				l.mu.Lock()
+				l.restarts++
+				l.mu.Unlock()
+				continue
+			}
+			l.inTxn.Store(true)
+			fs.EachRecord(func(r *kgo.Record) {
+				sess.Produce(loopCtx, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)}, nil)
+			})
+			time.Sleep(20 * time.Millisecond)
+			committed, err := sess.End(loopCtx, kgo.TryCommit)
+			l.inTxn.Store(false)
+			l.mu.Lock()
+			if committed {
+				l.commits++
+			} else {
+				l.aborts++
+			}
+			l.mu.Unlock()
+			if err != nil && loopCtx.Err() == nil {
+				t.Logf("transaction not committed (it is retried): %v", err)
+			}
+		}
+	}()
+	return l
+}
+
+// committed counts the transactions committed so far.
+func (l *transactLoop) committed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.commits
+}
+
+// waitInside waits until at least n transactions committed and one is
+// open.
+func (l *transactLoop) waitInside(ctx context.Context, n int) {
+	for ctx.Err() == nil && (l.committed() < n || !l.inTxn.Load()) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// halt stops the loop and waits for it.
+func (l *transactLoop) halt() {
+	l.stop()
+	<-l.done
+}
+
+// String sums the loop up for a log line.
+func (l *transactLoop) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprintf("%d transactions committed, %d not committed, %d session restarts", l.commits, l.aborts, l.restarts)
 }
