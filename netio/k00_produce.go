@@ -3,6 +3,7 @@ package netio
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,7 +68,7 @@ func handleProduce(s *Server, r *request) frameOutcome {
 	var works []produceWork
 	offLoop := c.serialBusy()
 	if !offLoop {
-		resp, works, offLoop = s.producePlan(r, req, s.loopTopic, false)
+		resp, works, offLoop = s.producePlan(r, req, s.loopTopic, false, nil)
 	}
 	if offLoop {
 		// A topic must be created (that writes files and may wait for
@@ -120,7 +121,8 @@ func (s *Server) loopTopic(name string) (*engine.Topic, error) {
 // set when topic says a topic has to be created off the event loop, or
 // when a transaction must be verified with another broker and mayWait is
 // false.
-func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error), mayWait bool) (resp *kmsg.ProduceResponse, works []produceWork, offLoop bool) {
+// failed holds the verifications preverify saw fail, not asked again.
+func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error), mayWait bool, failed map[*engine.Partition]error) (resp *kmsg.ProduceResponse, works []produceWork, offLoop bool) {
 	resp = req.ResponseKind().(*kmsg.ProduceResponse)
 	acksOK := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
@@ -170,7 +172,7 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 				err = checkKeys(batches, headers)
 			}
 			if err == nil {
-				err = s.checkTransactional(r, req, p, headers, mayWait)
+				err = s.checkTransactional(r, req, p, headers, mayWait, failed[p])
 				if errors.Is(err, engine.ErrVerifyOffLoop) {
 					return nil, nil, true
 				}
@@ -192,11 +194,53 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 // creates its topics as needed, waits for its shards' room instead of
 // pausing the connection, and appends.
 func (s *Server) produceOffLoop(r *request, req *kmsg.ProduceRequest) {
-	resp, works, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic, true)
+	failed := s.preverify(r, req)
+	resp, works, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic, true, failed)
 	for _, w := range works {
 		waitRoom(w.p.Shard())
 	}
 	s.produceAppend(r, req, resp, works)
+}
+
+// preverify verifies, all at once, the transactions of the partitions of
+// a produce that need it (cluster mode), so that a produce to several
+// partitions waits for one round trip to the coordinator, not one per
+// partition; producePlan then finds them verified. It returns the
+// verifications that failed, by partition.
+func (s *Server) preverify(r *request, req *kmsg.ProduceRequest) map[*engine.Partition]error {
+	if s.cfg.Cluster == nil || req.TransactionID == nil || !r.txnIDAllowed(kmsg.ACLOperationWrite, *req.TransactionID) {
+		return nil
+	}
+	var mu sync.Mutex
+	failed := map[*engine.Partition]error{}
+	var wg sync.WaitGroup
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		t := s.eng.Topic(rt.Topic)
+		if t == nil || !r.topicAllowed(kmsg.ACLOperationWrite, rt.Topic) {
+			continue
+		}
+		for j := range rt.Partitions {
+			p := t.Partition(rt.Partitions[j].Partition)
+			h, err := batch.ParseHeader(rt.Partitions[j].Records)
+			if p == nil || err != nil || !h.Transactional() || h.Control() {
+				continue
+			}
+			if errors.Is(s.eng.VerifyTxnProduce(p, *req.TransactionID, h.ProducerID, h.ProducerEpoch, false), engine.ErrVerifyOffLoop) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := s.eng.VerifyTxnProduce(p, *req.TransactionID, h.ProducerID, h.ProducerEpoch, true); err != nil {
+						mu.Lock()
+						failed[p] = err
+						mu.Unlock()
+					}
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	return failed
 }
 
 // waitRoom waits until sh has room for appends (off the event loop only;
@@ -286,8 +330,9 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 // a coordinator that cannot answer now NOT_ENOUGH_REPLICAS (retriable, as
 // Kafka answers). They need the request's transactional id and WRITE on
 // it. Without mayWait a verification that needs another broker is
-// engine.ErrVerifyOffLoop.
-func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, p *engine.Partition, headers []batch.Header, mayWait bool) error {
+// engine.ErrVerifyOffLoop. failed, when set, is the answer of a
+// verification this request already made (preverify).
+func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, p *engine.Partition, headers []batch.Header, mayWait bool, failed error) error {
 	for i := range headers {
 		h := &headers[i]
 		if !h.Transactional() {
@@ -299,7 +344,10 @@ func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, p *eng
 		case !r.txnIDAllowed(kmsg.ACLOperationWrite, *req.TransactionID):
 			return kerr.TransactionalIDAuthorizationFailed
 		}
-		err := s.eng.VerifyTxnProduce(p, *req.TransactionID, h.ProducerID, h.ProducerEpoch, mayWait)
+		err := failed
+		if err == nil {
+			err = s.eng.VerifyTxnProduce(p, *req.TransactionID, h.ProducerID, h.ProducerEpoch, mayWait)
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.CoordinatorLoadInProgress):

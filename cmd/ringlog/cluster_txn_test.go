@@ -58,11 +58,15 @@ func TestClusterTransactions(t *testing.T) {
 	c.converge(ctx, 3)
 	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
 	for _, topic := range []string{"ctx-data", "ctx-in", "ctx-out", "ctx-sarama"} {
-		if res, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || res.Err != nil {
+		parts := int32(3)
+		if topic == "ctx-data" {
+			parts = 6 // two per leader: a produce verifies several partitions at once
+		}
+		if res, err := adm.CreateTopic(ctx, parts, 3, nil, topic); err != nil || res.Err != nil {
 			t.Fatalf("create %s: %v %v", topic, err, res.Err)
 		}
 	}
-	data := c.waitFullISR(ctx, "ctx-data", 3, 3, 30*time.Second)
+	data := c.waitFullISR(ctx, "ctx-data", 6, 3, 30*time.Second)
 	c.waitFullISR(ctx, "ctx-in", 3, 3, 30*time.Second)
 	c.waitFullISR(ctx, "ctx-out", 3, 3, 30*time.Second)
 	c.waitFullISR(ctx, "ctx-sarama", 3, 3, 30*time.Second)
