@@ -291,6 +291,58 @@ func TestClusterAuthorizerWithMTLSBetweenBrokers(t *testing.T) {
 		t.Fatalf("alice's produce to secret: got %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
 
+	// Transactions with the authorizer and mTLS between the brokers: the
+	// partition leaders verify alice's produce with her coordinator and
+	// the coordinator writes markers to the other leaders, as the
+	// brokers' super-user principal.
+	tacl := kadm.NewACLs().Allow("User:alice").TransactionalIDs("team-").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Operations(kadm.OpWrite, kadm.OpDescribe)
+	if cr, err := super.CreateACLs(ctx, tacl); err != nil || len(cr) != 2 || cr[0].Err != nil || cr[1].Err != nil {
+		t.Fatalf("create alice's transactional-id ACLs: %v %+v", err, cr)
+	}
+	for i, addr := range c.kafka {
+		cl := procClient(t, addr, mtls)
+		waitFor(t, ctx, fmt.Sprintf("broker %d to describe alice's transactional-id ACLs", i+1), func() bool {
+			req := kmsg.NewPtrDescribeACLsRequest()
+			req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeTransactionalId, kmsg.ACLResourcePatternTypeAny
+			req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			resp, err := req.RequestWith(ctx, cl.Broker(-2147483648))
+			return err == nil && resp.ErrorCode == 0 && len(resp.Resources) == 1 && len(resp.Resources[0].ACLs) == 2
+		})
+	}
+	txn := c.saslClient(t, "alice", "alice-secret", kgo.TransactionalID("team-txn"), kgo.DefaultProduceTopic("team-orders"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		if err := txn.ProduceSync(ctx, &kgo.Record{Value: []byte("t" + strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("alice's transactional produce: %v", err)
+		}
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("alice's commit (markers to the other leaders over mTLS): %v", err)
+	}
+	rc := c.saslClient(t, "alice", "alice-secret", kgo.ConsumeTopics("team-orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	seen := 0
+	for seen < 36 && ctx.Err() == nil {
+		fs := rc.PollFetches(ctx)
+		seen += fs.NumRecords()
+	}
+	if seen != 36 {
+		t.Fatalf("alice's read_committed consumer saw %d records, want the 30 plain and 6 committed", seen)
+	}
+	unlisted := c.saslClient(t, "alice", "alice-secret", kgo.TransactionalID("other-txn"), kgo.DefaultProduceTopic("team-orders"))
+	if err := unlisted.BeginTransaction(); err == nil {
+		err = unlisted.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+		if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			t.Fatalf("a transactional id without ACLs: got %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+		}
+	} else if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("a transactional id without ACLs: got %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+
 	// CreateTopics on a broker that is not the controller: the allowed
 	// topic is created (forwarded), the other refused here, in order.
 	direct := procClient(t, c.saslSSL[other-1], kgo.DialTLSConfig(&tls.Config{RootCAs: c.certs.CAPool, ServerName: "localhost"}),
