@@ -140,23 +140,20 @@ func (c *Cluster) verifyTxn(id string, pid int64, epoch int16, tp engine.TopicPa
 	req.Transactions = append(req.Transactions, t)
 	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 	defer cancel()
-	verdict := fmt.Errorf("%w: transaction coordinator, broker %d, answered without the partition", kerr.UnknownServerError, coord)
+	var verdict error
 	err = c.peerCall(ctx, addr, req, func(kresp kmsg.Response) {
 		resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
-		if resp.ErrorCode != 0 {
-			verdict = fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(resp.ErrorCode))
-			return
-		}
-		for _, rt := range resp.Transactions {
-			for _, t := range rt.Topics {
-				for _, p := range t.Partitions {
-					verdict = nil
-					if p.ErrorCode != 0 {
-						verdict = fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(p.ErrorCode))
-					}
-					return
-				}
+		code := resp.ErrorCode
+		if code == 0 {
+			// One transaction, one topic, one partition were asked.
+			if len(resp.Transactions) == 0 || len(resp.Transactions[0].Topics) == 0 || len(resp.Transactions[0].Topics[0].Partitions) == 0 {
+				verdict = fmt.Errorf("%w: transaction coordinator, broker %d, answered without the partition", kerr.UnknownServerError, coord)
+				return
 			}
+			code = resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
+		}
+		if code != 0 {
+			verdict = fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(code))
 		}
 	})
 	if err != nil {

@@ -633,9 +633,7 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.admin.Wait()
-	if e.txn != nil {
-		e.txn.close()
-	}
+	e.txn.close()
 	close(e.cleanerStop)
 	<-e.cleanerDone
 	errs := e.stopShards()

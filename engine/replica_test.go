@@ -32,6 +32,28 @@ func replicatedTopic(t *testing.T, clock *testClock, minISR string) *Partition {
 	return tp.Partition(0)
 }
 
+// followerTopic is replicatedTopic (min.insync.replicas 1) made a
+// follower of broker 2 at leaderEpoch, with its state.
+func followerTopic(t *testing.T, leaderEpoch int32) (*Partition, ReplicaState) {
+	t.Helper()
+	f := replicatedTopic(t, nil, "1")
+	st := ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: leaderEpoch, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := f.SetReplicaState(st); err != nil {
+		t.Fatal(err)
+	}
+	return f, st
+}
+
+// appendReplicaOK appends the leader's batches to follower f and waits.
+func appendReplicaOK(t *testing.T, f *Partition, batches ...[]byte) {
+	t.Helper()
+	done := make(chan error, 1)
+	f.AppendReplica(batches, func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func leaderState(epoch, partEpoch int32, isr ...int32) ReplicaState {
 	return ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: epoch, PartitionEpoch: partEpoch, Replicas: []int32{1, 2, 3}, ISR: isr}
 }
@@ -287,16 +309,8 @@ func TestFollowerAppendAndTruncate(t *testing.T) {
 		batches = append(batches, b)
 	}
 
-	f := replicatedTopic(t, nil, "1")
-	st := ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
-	if err := f.SetReplicaState(st); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	f.AppendReplica(batches, func(err error) { done <- err })
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	f, st := followerTopic(t, 2)
+	appendReplicaOK(t, f, batches...)
 	fl, err := f.ReplicaLog()
 	if err != nil || fl.EndOffset() != 6 || fl.LatestEpoch() != 2 {
 		t.Fatalf("follower log end %d epoch %d (%v), want 6 at epoch 2", fl.EndOffset(), fl.LatestEpoch(), err)

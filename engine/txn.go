@@ -817,7 +817,8 @@ func (c *TxnCoordinator) AddOffsets(id string, producerID int64, epoch int16, gr
 	return c.add(m, []TopicPartition{{OffsetsTopic, p.Index}})
 }
 
-// lockOffsetsCommit is TxnOffsetCommit's check on the transaction side:
+// lockOffsetsCommit is TxnOffsetCommit's check on the transaction side on
+// a single node (cluster mode verifies through the partition's guards):
 // the producer's open transaction must hold the group's offsets
 // partition. On success the id stays locked until unlock is called, so
 // the commit's records are written (and pending) before any EndTxn of
@@ -954,31 +955,22 @@ func (c *TxnCoordinator) writeMarkers(m *txnMeta, commit bool) error {
 		}
 	}
 	var errs []error
-	var remoteErrs chan []error
-	if len(remote) > 0 {
-		remoteErrs = make(chan []error, 1)
-		h := c.eng.clusterHooks()
-		go func() {
-			if h == nil || h.WriteTxnMarkers == nil {
-				remoteErrs <- []error{fmt.Errorf("%w: no way to reach the other brokers", kerr.CoordinatorNotAvailable)}
-				return
-			}
-			remoteErrs <- h.WriteTxnMarkers(mk, remote)
-		}()
+	remoteErrs := make(chan []error, 1)
+	if h := c.eng.clusterHooks(); len(remote) > 0 && h != nil && h.WriteTxnMarkers != nil {
+		go func() { remoteErrs <- h.WriteTxnMarkers(mk, remote) }()
+	} else if len(remote) > 0 {
+		errs = append(errs, fmt.Errorf("%w: no way to reach the leaders of %v", kerr.CoordinatorNotAvailable, remote))
+		remote = nil
 	}
 	for i, err := range c.eng.AppendTxnMarkers(mk, local) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", local[i], err))
 		}
 	}
-	if remoteErrs != nil {
+	if len(remote) > 0 {
 		for i, err := range <-remoteErrs {
 			if err != nil {
-				tp := TopicPartition{}
-				if i < len(remote) {
-					tp = remote[i]
-				}
-				errs = append(errs, fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, err))
+				errs = append(errs, fmt.Errorf("%s-%d: %w", remote[i].Topic, remote[i].Partition, err))
 			}
 		}
 	}

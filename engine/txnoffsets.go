@@ -119,16 +119,12 @@ func (c *Coordinator) PendingTxnOffsets() int {
 // generation ≥ 0) are checked as OffsetCommit checks them. errs has one
 // entry per commit; err fails the whole request.
 func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instanceID *string, generation int32, producerID int64, epoch int16, commits []OffsetCommit) (errs []error, err error) {
-	txns := c.eng.Transactions()
-	if txns == nil {
-		return nil, fmt.Errorf("%w: this broker has no transaction coordinator", kerr.UnsupportedVersion)
-	}
 	g, err := c.Group(groupID, true)
 	if err != nil {
 		return nil, err
 	}
 	if c.loaded == nil {
-		unlock, err := txns.lockOffsetsCommit(txnID, producerID, epoch, groupID)
+		unlock, err := c.eng.txn.lockOffsetsCommit(txnID, producerID, epoch, groupID)
 		if err != nil {
 			return nil, err
 		}

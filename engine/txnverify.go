@@ -121,9 +121,6 @@ func (g *txnGuards) reset() {
 // answer is ErrVerifyOffLoop, and when it is true the coordinator (here or
 // on another broker) is asked and its answer kept.
 func (e *Engine) VerifyTxnProduce(p *Partition, txnID string, pid int64, epoch int16, mayWait bool) error {
-	if e.txn == nil {
-		return fmt.Errorf("%w: this broker has no transaction coordinator", kerr.TransactionalIDAuthorizationFailed)
-	}
 	if p.rep == nil {
 		return e.txn.CheckProduce(pid, epoch, p.topic.Name, p.Index)
 	}

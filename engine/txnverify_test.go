@@ -141,16 +141,8 @@ func TestFollowerTracksTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f := replicatedTopic(t, nil, "1")
-	st := ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
-	if err := f.SetReplicaState(st); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	f.AppendReplica(batches, func(err error) { done <- err })
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	f, st := followerTopic(t, 1)
+	appendReplicaOK(t, f, batches...)
 	f.SetFollowerHighWatermark(ll.EndOffset())
 	if lso := f.LastStableOffset(); lso != open {
 		t.Fatalf("follower LSO %d, want %d (producer 6's open transaction)", lso, open)
@@ -176,21 +168,13 @@ func TestFollowerTracksTransactions(t *testing.T) {
 // An open transaction whose start retention deleted holds the LSO at the
 // log start, not below it.
 func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
-	p := replicatedTopic(t, nil, "1")
-	st := ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
-	if err := p.SetReplicaState(st); err != nil {
-		t.Fatal(err)
-	}
+	p, _ := followerTopic(t, 1)
 	if err := p.ResetTo(50); err != nil {
 		t.Fatal(err)
 	}
 	b := idem(t, 9, 0, 0, 10)
 	binary.BigEndian.PutUint64(b, 50) // the leader's offsets (the CRC does not cover them)
-	done := make(chan error, 1)
-	p.AppendReplica([][]byte{b}, func(err error) { done <- err })
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	appendReplicaOK(t, p, b)
 	p.SetFollowerHighWatermark(60)
 	p.unstable.Store(10 + 1) // a transaction opened at 10, below the log start 50
 	if lso := p.LastStableOffset(); lso != 50 {

@@ -43,7 +43,7 @@ import (
 //     TxnOffsetCommit and AddOffsetsToTxn; DESCRIBE on the id to describe
 //     or list it.
 
-// txnAPITable is served when the engine has a transaction coordinator.
+// txnAPITable is served on the Kafka listeners (not the native one).
 var txnAPITable = []apiHandler{
 	{key: 24, name: "AddPartitionsToTxn", min: 0, max: 4, advMin: 0, async: true, handler: handleAddPartitionsToTxn},
 	{key: 25, name: "AddOffsetsToTxn", min: 0, max: 3, advMin: 0, async: true, handler: handleAddOffsetsToTxn},

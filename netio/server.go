@@ -207,7 +207,7 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		s.handlers[h.key] = h
 	}
 	var extra []apiHandler
-	if eng.Transactions() != nil && !cfg.Native {
+	if !cfg.Native {
 		extra = append(extra, txnAPITable...)
 	}
 	if cfg.Protocol.usesSASL() {

@@ -258,16 +258,21 @@ func TestClusterAuthorizerWithMTLSBetweenBrokers(t *testing.T) {
 			t.Fatalf("create %s: %v %v", topic, err, r.Err)
 		}
 	}
-	for i, addr := range c.kafka {
-		cl := procClient(t, addr, mtls)
-		waitFor(t, ctx, fmt.Sprintf("broker %d to describe alice's 4 ACLs", i+1), func() bool {
-			req := kmsg.NewPtrDescribeACLsRequest()
-			req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
-			req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
-			resp, err := req.RequestWith(ctx, cl.Broker(-2147483648))
-			return err == nil && resp.ErrorCode == 0 && len(resp.Resources) == 1 && len(resp.Resources[0].ACLs) == 4
-		})
+	// waitACLs waits until every broker describes one resource of typ
+	// with n ACLs.
+	waitACLs := func(what string, typ kmsg.ACLResourceType, n int) {
+		for i, addr := range c.kafka {
+			cl := procClient(t, addr, mtls)
+			waitFor(t, ctx, fmt.Sprintf("broker %d to describe %s", i+1, what), func() bool {
+				req := kmsg.NewPtrDescribeACLsRequest()
+				req.ResourceType, req.ResourcePatternType = typ, kmsg.ACLResourcePatternTypeAny
+				req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+				resp, err := req.RequestWith(ctx, cl.Broker(-2147483648))
+				return err == nil && resp.ErrorCode == 0 && len(resp.Resources) == 1 && len(resp.Resources[0].ACLs) == n
+			})
+		}
 	}
+	waitACLs("alice's 4 ACLs", kmsg.ACLResourceTypeAny, 4)
 
 	// alice sees and writes team-* only, on every broker.
 	alice := c.saslClient(t, "alice", "alice-secret", kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -300,16 +305,7 @@ func TestClusterAuthorizerWithMTLSBetweenBrokers(t *testing.T) {
 	if cr, err := super.CreateACLs(ctx, tacl); err != nil || len(cr) != 2 || cr[0].Err != nil || cr[1].Err != nil {
 		t.Fatalf("create alice's transactional-id ACLs: %v %+v", err, cr)
 	}
-	for i, addr := range c.kafka {
-		cl := procClient(t, addr, mtls)
-		waitFor(t, ctx, fmt.Sprintf("broker %d to describe alice's transactional-id ACLs", i+1), func() bool {
-			req := kmsg.NewPtrDescribeACLsRequest()
-			req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeTransactionalId, kmsg.ACLResourcePatternTypeAny
-			req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
-			resp, err := req.RequestWith(ctx, cl.Broker(-2147483648))
-			return err == nil && resp.ErrorCode == 0 && len(resp.Resources) == 1 && len(resp.Resources[0].ACLs) == 2
-		})
-	}
+	waitACLs("alice's transactional-id ACLs", kmsg.ACLResourceTypeTransactionalId, 2)
 	txn := c.saslClient(t, "alice", "alice-secret", kgo.TransactionalID("team-txn"), kgo.DefaultProduceTopic("team-orders"),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err := txn.BeginTransaction(); err != nil {

@@ -390,26 +390,7 @@ func exactlyOnceAcrossCoordinatorKill(t *testing.T, ctx context.Context, c *test
 	// application restarts its loop: franz-go gives up on a coordinator
 	// it cached when that broker leaves the metadata (it was killed), and
 	// the new instance fences the old one's transaction.
-	newSession := func() *kgo.GroupTransactSession {
-		sess, err := kgo.NewGroupTransactSession(
-			kgo.SeedBrokers(c.kafka...),
-			kgo.TransactionalID(loopID),
-			kgo.TransactionTimeout(10*time.Second),
-			kgo.ConsumerGroup("ctx-group"),
-			kgo.ConsumeTopics("ctx-in"),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.RequireStableFetchOffsets(),
-			kgo.SessionTimeout(6*time.Second),
-			kgo.HeartbeatInterval(300*time.Millisecond),
-			kgo.RetryTimeout(60*time.Second),
-			kgo.DefaultProduceTopic("ctx-out"),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sess
-	}
+	newSession := transactSessions(t, c.kafka, "ctx", 6*time.Second)
 	loop := startTransactLoop(t, ctx, newSession, 20, true)
 	loop.waitInside(ctx, 8)
 	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))

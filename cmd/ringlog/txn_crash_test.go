@@ -41,26 +41,7 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	newSession := func() *kgo.GroupTransactSession {
-		sess, err := kgo.NewGroupTransactSession(
-			kgo.SeedBrokers(addr),
-			kgo.TransactionalID("eos-loop"),
-			kgo.TransactionTimeout(10*time.Second),
-			kgo.ConsumerGroup("eos-group"),
-			kgo.ConsumeTopics("eos-in"),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.RequireStableFetchOffsets(),
-			kgo.SessionTimeout(3*time.Second),
-			kgo.HeartbeatInterval(300*time.Millisecond),
-			kgo.RetryTimeout(60*time.Second),
-			kgo.DefaultProduceTopic("eos-out"),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sess
-	}
+	newSession := transactSessions(t, []string{addr}, "eos", 3*time.Second)
 	loop := startTransactLoop(t, ctx, newSession, 25, false)
 
 	reader := func() *kgo.Client {
@@ -125,6 +106,32 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 	}
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("ran out of time")
+	}
+}
+
+// transactSessions makes the GroupTransactSessions of a loop named
+// prefix: transactional id prefix-loop, group prefix-group, reading
+// prefix-in with read_committed from the start, writing prefix-out.
+func transactSessions(t *testing.T, seeds []string, prefix string, sessionTimeout time.Duration) func() *kgo.GroupTransactSession {
+	return func() *kgo.GroupTransactSession {
+		sess, err := kgo.NewGroupTransactSession(
+			kgo.SeedBrokers(seeds...),
+			kgo.TransactionalID(prefix+"-loop"),
+			kgo.TransactionTimeout(10*time.Second),
+			kgo.ConsumerGroup(prefix+"-group"),
+			kgo.ConsumeTopics(prefix+"-in"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+			kgo.SessionTimeout(sessionTimeout),
+			kgo.HeartbeatInterval(300*time.Millisecond),
+			kgo.RetryTimeout(60*time.Second),
+			kgo.DefaultProduceTopic(prefix+"-out"),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
 	}
 }
 
