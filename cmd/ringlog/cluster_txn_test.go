@@ -21,7 +21,9 @@ import (
 )
 
 // readAllValues reads topic from the start on every broker in seeds with
-// the isolation level until a poll brings nothing new, and counts values.
+// the isolation level until a poll brings nothing new, and counts values:
+// a read_committed consumer gets everything below the LSO at once, so
+// the first empty poll ends the read.
 func readAllValues(ctx context.Context, t *testing.T, seeds []string, topic string, level kgo.IsolationLevel) map[string]int {
 	t.Helper()
 	cl := procClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),

@@ -44,28 +44,8 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 	newSession := transactSessions(t, []string{addr}, "eos", 3*time.Second)
 	loop := startTransactLoop(t, ctx, newSession, 25, false)
 
-	reader := func() *kgo.Client {
-		return procClient(t, addr, kgo.ConsumeTopics("eos-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
-	// countOut reads the committed output once through and counts
-	// values: a read_committed consumer gets everything below the LSO at
-	// once, so the first poll that brings nothing new ends the read.
-	countOut := func() map[string]int {
-		cl := reader()
-		defer cl.Close()
-		seen := map[string]int{}
-		for ctx.Err() == nil {
-			pctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-			fs := cl.PollFetches(pctx)
-			cancel()
-			if fs.NumRecords() == 0 {
-				break
-			}
-			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
-		}
-		return seen
-	}
+	// countOut reads the committed output once through and counts values.
+	countOut := func() map[string]int { return readAllValues(ctx, t, []string{addr}, "eos-out", kgo.ReadCommitted()) }
 	// Kill after the loop committed some transactions, while it is
 	// inside one (between Begin and End).
 	for _, at := range []int{15, 35} {
