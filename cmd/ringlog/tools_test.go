@@ -24,6 +24,10 @@ import (
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/brokertest"
+	"github.com/ringlog/ringlog/wal/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // toolBroker is an in-process broker (brokertest: the broker `ringlog
@@ -391,13 +395,23 @@ func TestToolsDumpSegment(t *testing.T) {
 	t.Parallel()
 	b := startToolBroker(t)
 	b.run(t, 0, "", "topic", "create", "seg", "--partitions", "1")
-	// A long linger keeps each command's records in one batch on a
-	// loaded host (the end of input flushes at once).
-	b.run(t, 0, "a:1\nb:2\nc:3\n", "produce", "seg", "--key-separator", ":", "--header", "h=v", "--linger", "5s")
-	// Compressible enough that the producer keeps the compression.
-	long := strings.Repeat("d", 300) + "\n" + strings.Repeat("e", 300) + "\n"
-	b.run(t, 0, long, "produce", "seg", "--compression", "gzip", "--linger", "5s")
-	b.run(t, 0, "f\n", "produce", "seg")
+	// The batches are built here and sent as they are: a client's
+	// batching depends on timing (franz-go sends what it has once a flush
+	// starts), and the checks below need exactly these three.
+	now := time.Now().UnixMilli()
+	cl := b.Client()
+	bb := batch.NewBuilder()
+	for _, kv := range [][2]string{{"a", "1"}, {"b", "2"}, {"c", "3"}} {
+		bb.Add(now, []byte(kv[0]), []byte(kv[1]), []batch.RecordHeader{{Key: "h", Value: []byte("v")}})
+	}
+	produceBuilt(t, cl, "seg", bb, batch.CodecNone)
+	bb.Reset()
+	bb.Add(now, nil, []byte(strings.Repeat("d", 300)), nil)
+	bb.Add(now, nil, []byte(strings.Repeat("e", 300)), nil)
+	produceBuilt(t, cl, "seg", bb, batch.CodecGzip)
+	bb.Reset()
+	bb.Add(now, nil, []byte("f"), nil)
+	produceBuilt(t, cl, "seg", bb, batch.CodecNone)
 	b.Stop() // clean, or the test has failed
 	if t.Failed() {
 		t.FailNow()
@@ -471,6 +485,35 @@ func TestToolsDumpSegment(t *testing.T) {
 	r = tool(t, "", nil, "dump-segment", filepath.Join(dir, "nope.log"))
 	if r.code != 1 || !strings.Contains(r.stderr, "no such file") {
 		t.Errorf("dump-segment of a missing file: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// produceBuilt sends the batch in bb, compressed with codec, to partition
+// 0 of topic as one produce request, and fails the test unless it is
+// appended.
+func produceBuilt(t *testing.T, cl *kgo.Client, topic string, bb *batch.Builder, codec batch.Codec) {
+	t.Helper()
+	raw, err := bb.Build(nil, codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("produce to %s-0: %v", topic, err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		t.Fatalf("produce to %s-0: %v", topic, err)
 	}
 }
 
