@@ -194,6 +194,54 @@ func TestSmoke(t *testing.T) {
 		}
 	})
 
+	t.Run("e2e-raw", func(t *testing.T) {
+		var out bytes.Buffer
+		c := smokeConfig(addr, ModeE2E)
+		c.Rate = 3000
+		c.Producers, c.Consumers = 2, 2
+		c.Acks = "all"
+		c.Compression = "lz4" // the fetchers decompress
+		c.KeepTopic = true
+		res, err := RunRawE2E(ctx, c, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		checkJSON(t, res, "e2e_latency_ms", "produce_latency_ms", "send_lag_ms")
+		// 3000/s for 1.5 s: 4500 records due, each sent, acknowledged
+		// and fetched once, and as many in the log.
+		adm, err := newAdmin(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer adm.close()
+		ends, err := adm.endOffsets(ctx, res.Topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored int64
+		for _, e := range ends {
+			stored += e
+		}
+		adm.deleteTopic(ctx, res.Topic)
+		if res.Sent != 4500 || res.Acked != res.Sent || res.Consumed != res.Sent || stored != res.Sent {
+			t.Errorf("sent %d, acked %d, consumed %d, stored %d; want 4500 each", res.Sent, res.Acked, res.Consumed, stored)
+		}
+		if n := res.E2ELatency.Count; n < 3000 || n > 3601 {
+			t.Errorf("%d records measured end to end, want the 3600 due after the warm-up (or a few fewer)", n)
+		}
+		if res.Records < 2000 || res.Records > 3700 {
+			t.Errorf("%d records received in the measured window, want ~3600", res.Records)
+		}
+		if res.E2ELatency.P50 < res.ProduceLatency.P50/10 {
+			t.Errorf("e2e p50 %.3f ms below produce p50 %.3f ms", res.E2ELatency.P50, res.ProduceLatency.P50)
+		}
+
+		c.Rate = 0
+		if _, err := RunRawE2E(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "--rate") {
+			t.Errorf("raw e2e without a rate: %v", err)
+		}
+	})
+
 	t.Run("scale", func(t *testing.T) {
 		var out bytes.Buffer
 		base := smokeConfig(addr, ModeProduce)

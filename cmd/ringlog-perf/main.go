@@ -30,6 +30,7 @@ func run(args []string, stdout, stderr io.Writer) cli.ExitCode {
 		{Name: "consume", Summary: "consumer throughput, reading a topic from offset 0", Run: runPerfConsume},
 		{Name: "fetch", Summary: "broker fetch throughput: plain Fetch requests, no record decoding", Run: runPerfFetch},
 		{Name: "e2e", Summary: "end-to-end latency (send → consume) at a fixed rate", Run: runPerfE2E},
+		{Name: "e2e-raw", Summary: "end-to-end latency with plain Produce and Fetch requests, no client library", Run: runPerfE2ERaw},
 		{Name: "scale", Summary: "sweep partitions and producers; charts and JSONL", Run: runPerfScale},
 		{Name: "suite", Summary: "the standard matrix of 'make perf' with targets and a summary", Run: runPerfSuite},
 		{Name: "report", Summary: "draw a suite's charts, targets and summary again from its results.jsonl", Run: runPerfReport},

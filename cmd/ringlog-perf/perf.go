@@ -287,6 +287,24 @@ Examples:
   ringlog-perf e2e --rate 100k --acks all --producers 2 --consumers 2
 `, perf.RunE2E)
 
+var runPerfE2ERaw = perfRunNamed("e2e-raw", perf.ModeE2E, `
+Usage: ringlog-perf e2e-raw [flags]
+
+End-to-end latency without client libraries: each producer sends the
+records that fell due as one plain Produce request per partition leader
+(a record batch per partition, records spread round-robin, at most
+--max-inflight requests in flight), and each consumer long-polls its
+share of the partitions with plain Fetch requests. Due times, latency and
+output are as in 'ringlog-perf e2e'. The broker does the same work; what
+is left out is the client libraries' per-record work, which on cores the
+broker shares competes with it (compare the two at the same --rate).
+Fixed --rate only; --acks 1 or all.
+`, `
+Examples:
+  ringlog-perf e2e-raw --rate 10000 --record-size 1024 --partitions 16 --duration 30s --procs 1
+  ringlog-perf e2e-raw --rate 400k --acks all
+`, perf.RunRawE2E)
+
 const perfScaleUsage = `
 Usage: ringlog-perf scale [flags]
 

@@ -1,0 +1,654 @@
+package perf
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// rawFetchVersion is the Fetch version the raw e2e fetchers send: v11
+// (Kafka 2.3) is the newest one that is not flexible and names topics
+// rather than ids, so its frames are plain to build and read.
+const rawFetchVersion = 11
+
+// RunRawE2E is RunE2E without client libraries, for a broker that shares
+// its cores with the load generator: each producer sends the records that
+// fell due as one Produce request per partition leader (a record batch per
+// partition, built in place, records spread round-robin over the
+// partitions), up to c.MaxInflight requests in flight per connection; each
+// consumer long-polls its share of the partitions with plain Fetch
+// requests and reads every record's due time. As in RunE2E, the schedule
+// alone sets the due times (a sender that falls behind sends what is due
+// at once, and the delay counts), and latency is measured from them. What
+// it saves is the clients' per-record work (partitioning, encoding, record
+// objects, promise callbacks) and their goroutine handoffs, about 80 µs of
+// generator CPU per record at low rates with franz-go, which on 2 shared
+// cores takes turns with the broker. The broker does the same work either
+// way: it checks every batch's CRC, writes every byte and sends every
+// record to the consumers.
+func RunRawE2E(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
+	c.Mode = ModeE2E
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Rate <= 0 || c.Records > 0 {
+		return nil, errors.New("raw e2e runs at a fixed --rate for --duration (no --records)")
+	}
+	acks, err := rawAcks(c.Acks)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := batchCodec(c.Compression)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRun(ctx, &c)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(ctx)
+	actx, cancel := context.WithTimeout(ctx, c.Timeout.D())
+	defer cancel()
+	leaders, err := r.adm.leaders(actx, r.topic)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := r.adm.endOffsets(actx, r.topic)
+	if err != nil {
+		return nil, err
+	}
+	return rawE2E(ctx, &c, r, leaders, ends, acks, codec, progress)
+}
+
+// rawE2E is the measured part of RunRawE2E.
+func rawE2E(ctx context.Context, c *Config, r *run, leaders map[string][]int32, ends map[int32]int64, acks int16, codec batch.Codec, progress io.Writer) (*Result, error) {
+	st := &rawE2EStats{e2e: NewHist(), ack: NewHist(), lag: NewHist()}
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	var fetchers []*rawFetcher
+	defer func() {
+		for _, f := range fetchers {
+			f.conn.Close()
+		}
+	}()
+	for i := 0; i < c.Consumers; i++ {
+		for addr, parts := range leaders {
+			var share []int32
+			for _, p := range parts {
+				if int(p)%c.Consumers == i {
+					share = append(share, p)
+				}
+			}
+			if len(share) == 0 {
+				continue
+			}
+			f, err := dialRawFetcher(ctx, c, addr, r.topic, share, ends, st)
+			if err != nil {
+				return nil, err
+			}
+			fetchers = append(fetchers, f)
+		}
+	}
+	var senders []*rawSender
+	defer func() {
+		for _, s := range senders {
+			s.close()
+		}
+	}()
+	for i := 0; i < c.Producers; i++ {
+		s, err := dialRawSender(ctx, c, r.topic, leaders, acks, codec, uint64(i), st)
+		if err != nil {
+			return nil, err
+		}
+		senders = append(senders, s)
+	}
+
+	start := time.Now()
+	st.measureFrom = start.Add(c.Warmup.D()).UnixNano()
+	end := start.Add(c.Duration.D())
+	st.measureTo = end.UnixNano()
+	st.timeline.origin = start.UnixNano()
+	cpu0 := sampleCPU(c.BrokerPID)
+	var fwg sync.WaitGroup
+	for _, f := range fetchers {
+		fwg.Add(1)
+		go func() {
+			defer fwg.Done()
+			if err := f.run(fctx); err != nil && fctx.Err() == nil {
+				st.fail(err)
+			}
+		}()
+	}
+	rep := startReporter(progress, c.ReportEvery.D(), plannedLength(*c), func(d time.Duration, w window) string { return consumeLine(w, d) }, st.takeWindow)
+	var swg sync.WaitGroup
+	for i, sched := range ProducerSchedules(start, c.Rate, len(senders)) {
+		swg.Add(1)
+		go func() {
+			defer swg.Done()
+			if err := senders[i].run(ctx, sched, end); err != nil {
+				st.fail(err)
+			}
+		}()
+	}
+	swg.Wait()
+	// Wait for the fetchers to see every acknowledged record.
+	deadline := time.Now().Add(c.Timeout.D())
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		st.mu.Lock()
+		done := st.consumed >= st.acked
+		st.mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopFetch()
+	for _, f := range fetchers {
+		f.conn.SetReadDeadline(time.Now()) // ends a long poll at once
+	}
+	fwg.Wait()
+	rep.stop()
+
+	res := r.result(start)
+	res.setCPU(cpu0, sampleCPU(c.BrokerPID))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	res.Sent, res.Acked, res.Consumed, res.Errors = st.sent, st.acked, st.consumed, st.errs
+	if st.firstErr != nil {
+		res.FirstError = st.firstErr.Error()
+	}
+	res.setThroughput(st.measured, st.measuredBytes, end.Sub(start.Add(c.Warmup.D())))
+	res.Timeline = st.timeline.counts
+	res.E2ELatency = st.e2e.Summary()
+	res.ProduceLatency = st.ack.Summary()
+	res.SendLag = st.lag.Summary()
+	finalLine(progress, res)
+	switch {
+	case st.consumed < st.acked:
+		return res, fmt.Errorf("fetchers saw %d of %d acknowledged records within %v", st.consumed, st.acked, c.Timeout.D())
+	case res.E2ELatency == nil:
+		return res, fmt.Errorf("no record measured end to end: %s", res.FirstError)
+	case st.firstErr != nil:
+		return res, st.firstErr
+	}
+	return res, nil
+}
+
+// rawE2EStats is what the raw senders and fetchers of a run measured,
+// under one lock (taken once per request or fetch response, not per
+// record).
+type rawE2EStats struct {
+	// Records due before measureFrom are warm-up; records received
+	// between measureFrom and measureTo count for throughput (UnixNano).
+	measureFrom, measureTo int64
+
+	mu                      sync.Mutex
+	e2e, ack, lag           *Hist
+	win                     window
+	timeline                timeline
+	sent, acked, consumed   int64
+	measured, measuredBytes int64
+	errs                    int64
+	firstErr                error
+}
+
+func (s *rawE2EStats) fail(err error) {
+	s.mu.Lock()
+	s.errs++
+	if s.firstErr == nil {
+		s.firstErr = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *rawE2EStats) takeWindow() window {
+	s.mu.Lock()
+	w := s.win
+	s.win = window{}
+	s.mu.Unlock()
+	return w
+}
+
+// rawSender is one raw producer: a connection per partition leader and
+// the round-robin order of the partitions.
+type rawSender struct {
+	c     *Config
+	topic string
+	acks  int16
+	codec batch.Codec
+	st    *rawE2EStats
+	conns []*rawProduceLink
+	// parts[k % len(parts)] is where record k goes: its partition and
+	// the index of its leader's link.
+	parts []rawPart
+	value []byte // the record value; its first 8 bytes are patched
+	b     *batch.Builder
+}
+
+type rawPart struct {
+	partition int32
+	link      int
+}
+
+// rawProduceLink is a sender's connection to one leader with the
+// requests it has in flight, answered in order.
+type rawProduceLink struct {
+	addr     string
+	conn     net.Conn
+	owns     []bool // owns[q]: partition parts[q] is led here
+	frame    []byte
+	corr     int32
+	inflight chan rawInflight // capacity MaxInflight; closed by the sender
+	done     chan error       // the reader's end
+}
+
+// rawInflight is a request in flight: it carries the records of indexes
+// [from, to) that the link's partitions own.
+type rawInflight struct {
+	from, to int64
+	sched    Schedule
+}
+
+func dialRawSender(ctx context.Context, c *Config, topic string, leaders map[string][]int32, acks int16, codec batch.Codec, id uint64, st *rawE2EStats) (*rawSender, error) {
+	s := &rawSender{c: c, topic: topic, acks: acks, codec: codec, st: st, b: batch.NewBuilder()}
+	addrs := make([]string, 0, len(leaders))
+	for a := range leaders {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	byPart := map[int32]int{}
+	for i, a := range addrs {
+		for _, p := range leaders[a] {
+			byPart[p] = i
+		}
+	}
+	ps := make([]int32, 0, len(byPart))
+	for p := range byPart {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	for _, p := range ps {
+		s.parts = append(s.parts, rawPart{partition: p, link: byPart[p]})
+	}
+	for _, a := range addrs {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", a)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("raw e2e producer: %w", err)
+		}
+		l := &rawProduceLink{addr: a, conn: conn, owns: make([]bool, len(s.parts)),
+			inflight: make(chan rawInflight, max(1, c.MaxInflight)), done: make(chan error, 1)}
+		s.conns = append(s.conns, l)
+	}
+	for q, p := range s.parts {
+		s.conns[p.link].owns[q] = true
+	}
+	// Random capital letters, as the other producers send.
+	rng := rand.New(rand.NewPCG(id+77, 1))
+	s.value = make([]byte, c.RecordSize)
+	for i := range s.value {
+		s.value[i] = byte('A' + rng.IntN(26))
+	}
+	return s, nil
+}
+
+func (s *rawSender) close() {
+	for _, l := range s.conns {
+		l.conn.Close()
+	}
+}
+
+// run sends the records due from sched.Start to end, then waits for
+// their answers.
+func (s *rawSender) run(ctx context.Context, sched Schedule, end time.Time) error {
+	for _, l := range s.conns {
+		go func() { l.done <- s.readAnswers(l) }()
+	}
+	err := s.send(ctx, sched, end)
+	for _, l := range s.conns {
+		close(l.inflight)
+	}
+	for _, l := range s.conns {
+		if rerr := <-l.done; rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// send is the sender's loop: wait for the next due record, then send
+// every record that is due.
+func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) error {
+	p, err := newPacer()
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	quantum := pacerQuantum(sched.Rate)
+	total := int64(math.Ceil(end.Sub(sched.Start).Seconds() * sched.Rate)) // records due before end
+	for total > 0 && !sched.Due(total-1).Before(end) {
+		total--
+	}
+	var lastWake time.Time
+	for next := int64(0); next < total; {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if due := sched.Due(next); due.After(time.Now()) {
+			wake := due
+			if q := lastWake.Add(quantum); wake.Before(q) {
+				wake = q
+			}
+			if err := p.waitUntil(wake); err != nil {
+				return err
+			}
+			lastWake = time.Now()
+		}
+		now := time.Now()
+		upto := next + 1 // next is due (or the pacer woke a hair early)
+		for upto < total && !sched.Due(upto).After(now) {
+			upto++
+		}
+		s.st.mu.Lock()
+		for k := next; k < upto; k++ {
+			if d := sched.Due(k); d.UnixNano() >= s.st.measureFrom {
+				s.st.lag.Record(now.Sub(d))
+			}
+		}
+		s.st.sent += upto - next
+		s.st.mu.Unlock()
+		for _, l := range s.conns {
+			if err := s.sendTo(l, sched, next, upto); err != nil {
+				return err
+			}
+		}
+		next = upto
+	}
+	return nil
+}
+
+// sendTo sends the records of indexes [from, to) that l's partitions own
+// as one Produce request (v7: transactional id, acks, timeout, one topic,
+// a record batch per partition), waiting for a free in-flight slot first.
+func (s *rawSender) sendTo(l *rawProduceLink, sched Schedule, from, to int64) error {
+	n := int64(len(s.parts))
+	f := l.frame[:0]
+	f = append(f, 0, 0, 0, 0) // size
+	f = binary.BigEndian.AppendUint16(f, 0)
+	f = binary.BigEndian.AppendUint16(f, rawProduceVersion)
+	f = binary.BigEndian.AppendUint32(f, uint32(l.corr))
+	f = appendString(f, "ringlog-perf-raw")
+	f = binary.BigEndian.AppendUint16(f, 0xffff) // no transactional id
+	f = binary.BigEndian.AppendUint16(f, uint16(s.acks))
+	f = binary.BigEndian.AppendUint32(f, uint32(s.c.Timeout.D().Milliseconds()))
+	f = binary.BigEndian.AppendUint32(f, 1)
+	f = appendString(f, s.topic)
+	countAt := len(f)
+	f = append(f, 0, 0, 0, 0)
+	var batches uint32
+	for q := range s.parts {
+		if !l.owns[q] {
+			continue
+		}
+		k := from + (int64(q)-from%n+n)%n // the first record of [from, to) for q
+		if k >= to {
+			continue
+		}
+		s.b.Reset()
+		for ; k < to; k += n {
+			due := sched.Due(k).UnixNano()
+			binary.LittleEndian.PutUint64(s.value, uint64(due))
+			s.b.Add(due/int64(time.Millisecond), nil, s.value, nil)
+		}
+		f = binary.BigEndian.AppendUint32(f, uint32(s.parts[q].partition))
+		sizeAt := len(f)
+		f = append(f, 0, 0, 0, 0)
+		var err error
+		if f, err = s.b.Build(f, s.codec); err != nil {
+			return fmt.Errorf("raw e2e producer: build a batch: %w", err)
+		}
+		binary.BigEndian.PutUint32(f[sizeAt:], uint32(len(f)-sizeAt-4))
+		batches++
+	}
+	l.frame = f
+	if batches == 0 {
+		return nil
+	}
+	binary.BigEndian.PutUint32(f[countAt:], batches)
+	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+	l.inflight <- rawInflight{from: from, to: to, sched: sched} // blocks while MaxInflight are unanswered
+	l.corr++
+	if _, err := l.conn.Write(f); err != nil {
+		return fmt.Errorf("raw e2e produce to %s: %w", l.addr, err)
+	}
+	return nil
+}
+
+// readAnswers reads l's Produce responses in order until its in-flight
+// queue is closed and drained, recording each record's ack latency from
+// its due time. After a failure it closes the connection (the sender's
+// next write fails) and drains the queue, so the sender never blocks on
+// it.
+func (s *rawSender) readAnswers(l *rawProduceLink) error {
+	err := s.readAnswersUntilErr(l)
+	if err != nil {
+		l.conn.Close()
+		for range l.inflight {
+		}
+	}
+	return err
+}
+
+func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
+	br := bufio.NewReaderSize(l.conn, 64<<10)
+	var body []byte
+	n := int64(len(s.parts))
+	for req := range l.inflight {
+		var err error
+		if body, err = readFrame(br, body); err != nil {
+			return fmt.Errorf("raw e2e producer: read a produce response from %s: %w", l.addr, err)
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(rawProduceVersion)
+		if err := resp.ReadFrom(body[4:]); err != nil {
+			return fmt.Errorf("raw e2e producer: decode a produce response: %w", err)
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					return fmt.Errorf("raw e2e produce to %s-%d: error code %d", rt.Topic, rp.Partition, rp.ErrorCode)
+				}
+			}
+		}
+		now := time.Now()
+		s.st.mu.Lock()
+		for k := req.from; k < req.to; k++ {
+			if !l.owns[k%n] {
+				continue
+			}
+			s.st.acked++
+			if d := req.sched.Due(k); d.UnixNano() >= s.st.measureFrom {
+				s.st.ack.Record(now.Sub(d))
+			}
+		}
+		s.st.mu.Unlock()
+	}
+	return nil
+}
+
+// readFrame reads one size-prefixed response into buf (grown as needed)
+// and returns it without the size.
+func readFrame(br *bufio.Reader, buf []byte) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return buf, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n < 4 || n > 256<<20 {
+		return buf, fmt.Errorf("response of %d bytes", n)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	_, err := io.ReadFull(br, buf)
+	return buf, err
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+// rawFetcher long-polls one leader for a share of the partitions.
+type rawFetcher struct {
+	c       *Config
+	addr    string
+	conn    net.Conn
+	br      *bufio.Reader
+	req     *kmsg.FetchRequest
+	fmtr    *kmsg.RequestFormatter
+	st      *rawE2EStats
+	scratch []byte
+}
+
+func dialRawFetcher(ctx context.Context, c *Config, addr, topic string, parts []int32, ends map[int32]int64, st *rawE2EStats) (*rawFetcher, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("raw e2e fetcher: %w", err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(rawFetchVersion)
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, 64<<20
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	for _, p := range parts {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, ends[p], int32(c.FetchBytes)
+		rp.CurrentLeaderEpoch, rp.LogStartOffset = -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = []kmsg.FetchRequestTopic{rt}
+	return &rawFetcher{c: c, addr: addr, conn: conn, br: bufio.NewReaderSize(conn, 256<<10), req: req,
+		fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("ringlog-perf-raw")), st: st}, nil
+}
+
+// run fetches until ctx ends (or the connection is closed under it).
+func (f *rawFetcher) run(ctx context.Context) error {
+	var frame, body []byte
+	index := map[int32]int{}
+	for i, p := range f.req.Topics[0].Partitions {
+		index[p.Partition] = i
+	}
+	for corr := int32(0); ctx.Err() == nil; corr++ {
+		frame = f.fmtr.AppendRequest(frame[:0], f.req, corr)
+		if _, err := f.conn.Write(frame); err != nil {
+			return fmt.Errorf("raw e2e fetch from %s: %w", f.addr, err)
+		}
+		var err error
+		if body, err = readFrame(f.br, body); err != nil {
+			return fmt.Errorf("raw e2e fetch from %s: %w", f.addr, err)
+		}
+		now := time.Now()
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(rawFetchVersion)
+		if err := resp.ReadFrom(body[4:]); err != nil {
+			return fmt.Errorf("raw e2e fetch: decode a fetch response: %w", err)
+		}
+		if resp.ErrorCode != 0 {
+			return fmt.Errorf("raw e2e fetch from %s: error code %d", f.addr, resp.ErrorCode)
+		}
+		f.st.mu.Lock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				i, ok := index[p.Partition]
+				if !ok {
+					continue
+				}
+				if p.ErrorCode != 0 {
+					f.st.mu.Unlock()
+					return fmt.Errorf("raw e2e fetch %s-%d: error code %d", t.Topic, p.Partition, p.ErrorCode)
+				}
+				rp := &f.req.Topics[0].Partitions[i]
+				next, err := f.records(p.RecordBatches, rp.FetchOffset, now)
+				if err != nil {
+					f.st.mu.Unlock()
+					return fmt.Errorf("raw e2e fetch %s-%d: %w", t.Topic, p.Partition, err)
+				}
+				rp.FetchOffset = next
+			}
+		}
+		f.st.mu.Unlock()
+	}
+	return nil
+}
+
+// records walks the whole batches of b, records every record from offset
+// from on (its e2e latency measured from the due time in its value), and
+// returns the offset after the last batch. The caller holds f.st.mu.
+func (f *rawFetcher) records(b []byte, from int64, now time.Time) (int64, error) {
+	st := f.st
+	nowN := now.UnixNano()
+	for len(b) >= batch.HeaderSize {
+		h, err := batch.ParseHeader(b)
+		if err != nil {
+			return from, err
+		}
+		size := h.Size()
+		if size > len(b) {
+			break // the partial batch a fetch can end with
+		}
+		if !h.Control() {
+			it, scratch, err := batch.Records(b[:size], &h, f.scratch)
+			f.scratch = scratch
+			if err != nil {
+				return from, err
+			}
+			for {
+				rec, ok := it.Next()
+				if !ok {
+					break
+				}
+				if h.BaseOffset+int64(rec.OffsetDelta) < from || len(rec.Value) < 8 {
+					continue
+				}
+				due := int64(binary.LittleEndian.Uint64(rec.Value))
+				lat := time.Duration(nowN - due)
+				if due >= st.measureFrom {
+					st.e2e.Record(lat)
+				}
+				n := len(rec.Value) + len(rec.Key)
+				st.win.add(n, lat, true)
+				st.consumed++
+				st.timeline.add(nowN)
+				if nowN >= st.measureFrom && nowN <= st.measureTo {
+					st.measured++
+					st.measuredBytes += int64(n)
+				}
+			}
+			if err := it.Err(); err != nil {
+				return from, err
+			}
+		}
+		from = max(from, h.NextOffset())
+		b = b[size:]
+	}
+	return from, nil
+}
