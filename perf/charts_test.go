@@ -84,8 +84,8 @@ func TestChartsRenderUnclipped(t *testing.T) {
 	if len(fails) > 0 {
 		t.Fatalf("charts failed: %v", fails)
 	}
-	if len(files) != 4 {
-		t.Fatalf("suite charts = %v, want 4", files)
+	if len(files) != 5 {
+		t.Fatalf("suite charts = %v, want 5", files)
 	}
 	// A sweep of a single partition count (--sweep-partitions 1) and
 	// a single load point.

@@ -94,6 +94,14 @@ func ReadSuite(path string) (*SuiteResult, error) {
 		case r.Mode == ModeConsume:
 			sr.Consume = append(sr.Consume, r)
 			afterSweep = true
+		case r.Mode == ModeE2E && strings.HasPrefix(r.Label, "raw e2e"):
+			sr.RawLatency = append(sr.RawLatency, r)
+			switch {
+			case strings.Contains(r.Label, "at 50% of max"):
+				sr.refPoint["raw_half"] = r
+			case !strings.Contains(r.Label, "% of max"):
+				sr.refPoint["raw_low"] = r
+			}
 		case r.Mode == ModeE2E:
 			sr.Latency = append(sr.Latency, r)
 			sr.Config.LatencyDuration = c.Duration

@@ -36,7 +36,7 @@ func TestReadSuiteCommitted(t *testing.T) {
 	if err := sr.WriteReport(dir, func(what string, err error) { fails = append(fails, what+": "+err.Error()) }); err != nil || len(fails) > 0 {
 		t.Fatalf("report: %v %v", err, fails)
 	}
-	if len(sr.Targets) != 6 || len(sr.Charts) != 4 {
+	if len(sr.Targets) != 7 || len(sr.Charts) != 4 {
 		t.Errorf("%d targets, charts %v", len(sr.Targets), sr.Charts)
 	}
 	for _, tg := range sr.Targets {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/wal/batch"
@@ -223,7 +224,7 @@ func (s *rawE2EStats) takeWindow() window {
 }
 
 // rawSender is one raw producer: a connection per partition leader and
-// the round-robin order of the partitions.
+// the partitions in the order its requests take them.
 type rawSender struct {
 	c     *Config
 	topic string
@@ -231,13 +232,17 @@ type rawSender struct {
 	codec batch.Codec
 	st    *rawE2EStats
 	conns []*rawProduceLink
-	// parts[k % len(parts)] is where record k goes: its partition and
-	// the index of its leader's link.
 	parts []rawPart
+	// perBatch caps the records of one batch (c.BatchBytes of values:
+	// what fell due during a stall goes out as several requests).
+	perBatch int64
+	// turn counts the requests sent: request i goes to parts[i % len].
+	turn  int
 	value []byte // the record value; its first 8 bytes are patched
 	b     *batch.Builder
 }
 
+// rawPart is a partition and the index of its leader's link.
 type rawPart struct {
 	partition int32
 	link      int
@@ -248,41 +253,34 @@ type rawPart struct {
 type rawProduceLink struct {
 	addr     string
 	conn     net.Conn
-	owns     []bool // owns[q]: partition parts[q] is led here
 	frame    []byte
 	corr     int32
 	inflight chan rawInflight // capacity MaxInflight; closed by the sender
 	done     chan error       // the reader's end
 }
 
-// rawInflight is a request in flight: it carries the records of indexes
-// [from, to) that the link's partitions own.
+// rawInflight is a request in flight with the records of indexes
+// [from, to) of sched.
 type rawInflight struct {
 	from, to int64
 	sched    Schedule
 }
 
 func dialRawSender(ctx context.Context, c *Config, topic string, leaders map[string][]int32, acks int16, codec batch.Codec, id uint64, st *rawE2EStats) (*rawSender, error) {
-	s := &rawSender{c: c, topic: topic, acks: acks, codec: codec, st: st, b: batch.NewBuilder()}
+	s := &rawSender{c: c, topic: topic, acks: acks, codec: codec, st: st, b: batch.NewBuilder(),
+		perBatch: int64(max(1, c.BatchBytes/c.RecordSize))}
 	addrs := make([]string, 0, len(leaders))
 	for a := range leaders {
 		addrs = append(addrs, a)
 	}
 	sort.Strings(addrs)
-	byPart := map[int32]int{}
 	for i, a := range addrs {
 		for _, p := range leaders[a] {
-			byPart[p] = i
+			s.parts = append(s.parts, rawPart{partition: p, link: i})
 		}
 	}
-	ps := make([]int32, 0, len(byPart))
-	for p := range byPart {
-		ps = append(ps, p)
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-	for _, p := range ps {
-		s.parts = append(s.parts, rawPart{partition: p, link: byPart[p]})
-	}
+	sort.Slice(s.parts, func(i, j int) bool { return s.parts[i].partition < s.parts[j].partition })
+	s.turn = int(id) // producers start on different partitions
 	for _, a := range addrs {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", a)
@@ -290,12 +288,8 @@ func dialRawSender(ctx context.Context, c *Config, topic string, leaders map[str
 			s.close()
 			return nil, fmt.Errorf("raw e2e producer: %w", err)
 		}
-		l := &rawProduceLink{addr: a, conn: conn, owns: make([]bool, len(s.parts)),
-			inflight: make(chan rawInflight, max(1, c.MaxInflight)), done: make(chan error, 1)}
-		s.conns = append(s.conns, l)
-	}
-	for q, p := range s.parts {
-		s.conns[p.link].owns[q] = true
+		s.conns = append(s.conns, &rawProduceLink{addr: a, conn: conn,
+			inflight: make(chan rawInflight, max(1, c.MaxInflight)), done: make(chan error, 1)})
 	}
 	// Random capital letters, as the other producers send.
 	rng := rand.New(rand.NewPCG(id+77, 1))
@@ -322,16 +316,25 @@ func (s *rawSender) run(ctx context.Context, sched Schedule, end time.Time) erro
 	for _, l := range s.conns {
 		close(l.inflight)
 	}
+	// A reader's failure comes first: it is why a write then failed on
+	// the connection the reader closed.
+	var rerr error
 	for _, l := range s.conns {
-		if rerr := <-l.done; rerr != nil && err == nil {
-			err = rerr
+		if e := <-l.done; e != nil && rerr == nil {
+			rerr = e
 		}
+	}
+	if rerr != nil {
+		return rerr
 	}
 	return err
 }
 
 // send is the sender's loop: wait for the next due record, then send
-// every record that is due.
+// every record that is due, at most perBatch per request. Like the
+// sticky partitioner of Kafka's clients (KIP-480) for records without a
+// key, each request fills one partition's batch and the next request
+// takes the next partition.
 func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) error {
 	p, err := newPacer()
 	if err != nil {
@@ -360,7 +363,7 @@ func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) err
 		}
 		now := time.Now()
 		upto := next + 1 // next is due (or the pacer woke a hair early)
-		for upto < total && !sched.Due(upto).After(now) {
+		for upto < total && upto-next < s.perBatch && !sched.Due(upto).After(now) {
 			upto++
 		}
 		s.st.mu.Lock()
@@ -371,21 +374,28 @@ func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) err
 		}
 		s.st.sent += upto - next
 		s.st.mu.Unlock()
-		for _, l := range s.conns {
-			if err := s.sendTo(l, sched, next, upto); err != nil {
-				return err
-			}
+		if err := s.sendBatch(sched, next, upto); err != nil {
+			return err
 		}
 		next = upto
 	}
 	return nil
 }
 
-// sendTo sends the records of indexes [from, to) that l's partitions own
-// as one Produce request (v7: transactional id, acks, timeout, one topic,
-// a record batch per partition), waiting for a free in-flight slot first.
-func (s *rawSender) sendTo(l *rawProduceLink, sched Schedule, from, to int64) error {
-	n := int64(len(s.parts))
+// sendBatch sends the records of indexes [from, to) as one Produce
+// request (v7: transactional id, acks, timeout, one topic, one partition
+// with one record batch) to the next partition, waiting for a free
+// in-flight slot on its leader's connection first.
+func (s *rawSender) sendBatch(sched Schedule, from, to int64) error {
+	part := s.parts[s.turn%len(s.parts)]
+	s.turn++
+	l := s.conns[part.link]
+	s.b.Reset()
+	for k := from; k < to; k++ {
+		due := sched.Due(k).UnixNano()
+		binary.LittleEndian.PutUint64(s.value, uint64(due))
+		s.b.Add(due/int64(time.Millisecond), nil, s.value, nil)
+	}
 	f := l.frame[:0]
 	f = append(f, 0, 0, 0, 0) // size
 	f = binary.BigEndian.AppendUint16(f, 0)
@@ -395,41 +405,19 @@ func (s *rawSender) sendTo(l *rawProduceLink, sched Schedule, from, to int64) er
 	f = binary.BigEndian.AppendUint16(f, 0xffff) // no transactional id
 	f = binary.BigEndian.AppendUint16(f, uint16(s.acks))
 	f = binary.BigEndian.AppendUint32(f, uint32(s.c.Timeout.D().Milliseconds()))
-	f = binary.BigEndian.AppendUint32(f, 1)
+	f = binary.BigEndian.AppendUint32(f, 1) // topics
 	f = appendString(f, s.topic)
-	countAt := len(f)
+	f = binary.BigEndian.AppendUint32(f, 1) // partitions
+	f = binary.BigEndian.AppendUint32(f, uint32(part.partition))
+	sizeAt := len(f)
 	f = append(f, 0, 0, 0, 0)
-	var batches uint32
-	for q := range s.parts {
-		if !l.owns[q] {
-			continue
-		}
-		k := from + (int64(q)-from%n+n)%n // the first record of [from, to) for q
-		if k >= to {
-			continue
-		}
-		s.b.Reset()
-		for ; k < to; k += n {
-			due := sched.Due(k).UnixNano()
-			binary.LittleEndian.PutUint64(s.value, uint64(due))
-			s.b.Add(due/int64(time.Millisecond), nil, s.value, nil)
-		}
-		f = binary.BigEndian.AppendUint32(f, uint32(s.parts[q].partition))
-		sizeAt := len(f)
-		f = append(f, 0, 0, 0, 0)
-		var err error
-		if f, err = s.b.Build(f, s.codec); err != nil {
-			return fmt.Errorf("raw e2e producer: build a batch: %w", err)
-		}
-		binary.BigEndian.PutUint32(f[sizeAt:], uint32(len(f)-sizeAt-4))
-		batches++
+	f, err := s.b.Build(f, s.codec)
+	if err != nil {
+		return fmt.Errorf("raw e2e producer: build a batch: %w", err)
 	}
-	l.frame = f
-	if batches == 0 {
-		return nil
-	}
-	binary.BigEndian.PutUint32(f[countAt:], batches)
+	binary.BigEndian.PutUint32(f[sizeAt:], uint32(len(f)-sizeAt-4))
 	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+	l.frame = f
 	l.inflight <- rawInflight{from: from, to: to, sched: sched} // blocks while MaxInflight are unanswered
 	l.corr++
 	if _, err := l.conn.Write(f); err != nil {
@@ -456,7 +444,6 @@ func (s *rawSender) readAnswers(l *rawProduceLink) error {
 func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
 	br := bufio.NewReaderSize(l.conn, 64<<10)
 	var body []byte
-	n := int64(len(s.parts))
 	for req := range l.inflight {
 		var err error
 		if body, err = readFrame(br, body); err != nil {
@@ -470,17 +457,14 @@ func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
 		for _, rt := range resp.Topics {
 			for _, rp := range rt.Partitions {
 				if rp.ErrorCode != 0 {
-					return fmt.Errorf("raw e2e produce to %s-%d: error code %d", rt.Topic, rp.Partition, rp.ErrorCode)
+					return fmt.Errorf("raw e2e produce to %s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
 				}
 			}
 		}
 		now := time.Now()
 		s.st.mu.Lock()
+		s.st.acked += req.to - req.from
 		for k := req.from; k < req.to; k++ {
-			if !l.owns[k%n] {
-				continue
-			}
-			s.st.acked++
 			if d := req.sched.Due(k); d.UnixNano() >= s.st.measureFrom {
 				s.st.ack.Record(now.Sub(d))
 			}
@@ -573,7 +557,7 @@ func (f *rawFetcher) run(ctx context.Context) error {
 			return fmt.Errorf("raw e2e fetch: decode a fetch response: %w", err)
 		}
 		if resp.ErrorCode != 0 {
-			return fmt.Errorf("raw e2e fetch from %s: error code %d", f.addr, resp.ErrorCode)
+			return fmt.Errorf("raw e2e fetch from %s: %w", f.addr, kerr.ErrorForCode(resp.ErrorCode))
 		}
 		f.st.mu.Lock()
 		for _, t := range resp.Topics {
@@ -584,7 +568,7 @@ func (f *rawFetcher) run(ctx context.Context) error {
 				}
 				if p.ErrorCode != 0 {
 					f.st.mu.Unlock()
-					return fmt.Errorf("raw e2e fetch %s-%d: error code %d", t.Topic, p.Partition, p.ErrorCode)
+					return fmt.Errorf("raw e2e fetch %s-%d: %w", t.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
 				}
 				rp := &f.req.Topics[0].Partitions[i]
 				next, err := f.records(p.RecordBatches, rp.FetchOffset, now)

@@ -406,6 +406,25 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r))
 		}
 	}
+	if len(sr.RawLatency) > 0 {
+		p("\n## End-to-end latency with raw clients (same rates, acks=1)\n\n")
+		p("`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests; due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls.\n\n")
+		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker | broker CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range sr.RawLatency {
+			l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
+			if l == nil {
+				l = &Latency{}
+			}
+			if a == nil {
+				a = &Latency{}
+			}
+			if g == nil {
+				g = &Latency{}
+			}
+			p("| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s | %s | %s |\n", r.OfferedRate, r.RecordsPerSec,
+				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r))
+		}
+	}
 	if len(sr.Charts) > 0 {
 		p("\n## Charts\n\n")
 		for _, c := range sr.Charts {

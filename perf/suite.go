@@ -157,6 +157,10 @@ type SuiteResult struct {
 	// batches from their headers (RunRawFetch).
 	RawConsume []*Result `json:"raw_consume,omitempty"`
 	Latency    []*Result `json:"latency"`
+	// RawLatency repeats the acks=1 latency points with plain Produce
+	// and Fetch requests (RunRawE2E): the same offered rates, without
+	// the clients' per-record work on the shared cores.
+	RawLatency []*Result `json:"raw_latency,omitempty"`
 	Targets    []Target  `json:"targets"`
 	Charts     []string  `json:"charts"`
 	Failures   []string  `json:"failures,omitempty"`
@@ -217,12 +221,13 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 		manySteps = 1
 	}
 	phaseSteps := map[string]int{
-		"references": 2,
-		"sweep":      len(sc.Sizes) * len(sc.Acks) * len(sc.Partitions),
-		"producers":  moreProducers + 2,
-		"consume":    4,
-		"latency":    2 + len(sc.LoadFractions),
-		"many":       manySteps,
+		"references":  2,
+		"sweep":       len(sc.Sizes) * len(sc.Acks) * len(sc.Partitions),
+		"producers":   moreProducers + 2,
+		"consume":     4,
+		"latency":     2 + len(sc.LoadFractions),
+		"raw latency": 1 + len(sc.LoadFractions),
+		"many":        manySteps,
 	}
 	steps := 0
 	for _, n := range phaseSteps {
@@ -444,8 +449,10 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	}
 	sr.refPoint["low"] = lat("1", sc.LowRate, lowLabel("1"))
 	sr.refPoint["low_all"] = lat("all", sc.LowRate, lowLabel("all"))
+	var rates []float64 // of the load fractions
 	if refOne != nil {
 		for _, f := range sc.LoadFractions {
+			rates = append(rates, f*refOne.RecordsPerSec)
 			r := lat("1", f*refOne.RecordsPerSec, fmt.Sprintf("e2e %s acks=1 partitions=%d at %.0f%% of max (%.0f records/s)",
 				sizeName(sc.RefSize), sc.RefPartitions, f*100, f*refOne.RecordsPerSec))
 			if f == 0.5 {
@@ -453,6 +460,41 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 			}
 		}
 	} else {
+		clock.skip(len(sc.LoadFractions))
+	}
+
+	// 5b. The same acks=1 points with the raw clients.
+	phase("raw latency")
+	rawLat := func(rate float64, label string) *Result {
+		c := base
+		c.Mode = ModeE2E
+		c.RecordSize, c.Acks, c.Partitions, c.Rate = sc.RefSize, "1", sc.RefPartitions, rate
+		if refOne == nil || rate <= 0.5*refOne.RecordsPerSec {
+			c.Procs = sc.LatencyProcs
+		}
+		c.Duration = sc.LatencyDuration
+		c.Label = label
+		r, err := RunRawE2E(ctx, c, nil)
+		if err != nil {
+			fail(c.Label, err)
+			say("%s: failed", c.Label)
+			return nil
+		}
+		r.Env.Note = sc.Note
+		out.write(r)
+		sr.RawLatency = append(sr.RawLatency, r)
+		say("%s: %.0f records/s%s%s", c.Label, r.RecordsPerSec, latNote("e2e", r.E2ELatency), lagNote(r.SendLag))
+		return r
+	}
+	sr.refPoint["raw_low"] = rawLat(sc.LowRate, "raw "+lowLabel("1"))
+	for i, rate := range rates {
+		f := sc.LoadFractions[i]
+		r := rawLat(rate, fmt.Sprintf("raw e2e %s acks=1 partitions=%d at %.0f%% of max (%.0f records/s)", sizeName(sc.RefSize), sc.RefPartitions, f*100, rate))
+		if f == 0.5 {
+			sr.refPoint["raw_half"] = r
+		}
+	}
+	if rates == nil {
 		clock.skip(len(sc.LoadFractions))
 	}
 
@@ -609,8 +651,29 @@ func (sr *SuiteResult) targets() []Target {
 		t.Measured = fmt.Sprintf("p99 %.3f ms at %.0f records/s (p50 %.3f, p99.9 %.3f, max %.3f)", t.Value, r.OfferedRate, r.E2ELatency.P50, r.E2ELatency.P999, r.E2ELatency.Max)
 		return t
 	}
-	ts = append(ts, latTarget("e2e p99 at low rate", fmt.Sprintf("end-to-end p99 ≤ 1 ms at %.0f records/s (acks=1)", sc.LowRate), sr.refPoint["low"], 1))
-	ts = append(ts, latTarget("e2e p99 at 50% of max", "end-to-end p99 ≤ 5 ms at 50% of max throughput (acks=1)", sr.refPoint["half"], 5))
+	// rawNote adds the raw clients' run at the same rate to a target's
+	// numbers: what the broker does without the clients' per-record work
+	// on the cores it shares.
+	rawNote := func(t *Target, r *Result) {
+		if r != nil && r.E2ELatency != nil && t.Missing == "" {
+			t.Measured += fmt.Sprintf("; raw clients: p99 %.3f ms, p99.9 %.3f ms (CPU cores loadgen / broker %s)", r.E2ELatency.P99, r.E2ELatency.P999, cpuCell(r))
+		}
+	}
+	low := latTarget("e2e p99 at low rate", fmt.Sprintf("end-to-end p99 ≤ 1 ms at %.0f records/s (acks=1)", sc.LowRate), sr.refPoint["low"], 1)
+	rawNote(&low, sr.refPoint["raw_low"])
+	ts = append(ts, low)
+	low999 := Target{Name: "e2e p99.9 at low rate", Goal: fmt.Sprintf("end-to-end p99.9 ≤ 3 ms at %.0f records/s (acks=1)", sc.LowRate), Limit: 3, AtMost: true}
+	if r := sr.refPoint["low"]; r == nil || r.E2ELatency == nil {
+		low999.Missing = "latency run missing"
+	} else {
+		low999.Value = r.E2ELatency.P999
+		low999.Measured = fmt.Sprintf("p99.9 %.3f ms at %.0f records/s (p99 %.3f, p99.99 %.3f, max %.3f)", low999.Value, r.OfferedRate, r.E2ELatency.P99, r.E2ELatency.P9999, r.E2ELatency.Max)
+	}
+	rawNote(&low999, sr.refPoint["raw_low"])
+	ts = append(ts, low999)
+	half := latTarget("e2e p99 at 50% of max", "end-to-end p99 ≤ 5 ms at 50% of max throughput (acks=1)", sr.refPoint["half"], 5)
+	rawNote(&half, sr.refPoint["raw_half"])
+	ts = append(ts, half)
 
 	t5 := Target{Name: "many partitions", Goal: fmt.Sprintf("%d partitions ≥ 80%% of the best throughput of the sweep (%s, acks=1)", sc.ManyPartitions, sizeName(sc.RefSize)), Limit: 0.8}
 	var best *Result
@@ -695,6 +758,10 @@ func (sr *SuiteResult) charts(dir string, fail func(string, error)) []string {
 	if len(curve) > 0 {
 		save("latency_vs_load.svg", latencyChart(fmt.Sprintf("End-to-end latency vs load (%s, acks=1, %d partitions)",
 			sizeName(sr.Config.RefSize), sr.Config.RefPartitions), curve))
+	}
+	if len(sr.RawLatency) > 0 {
+		save("latency_vs_load_raw.svg", latencyChart(fmt.Sprintf("End-to-end latency vs load, raw clients (%s, acks=1, %d partitions)",
+			sizeName(sr.Config.RefSize), sr.Config.RefPartitions), sr.RawLatency))
 	}
 	return files
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// fakeSuite is a suite result with made-up numbers: targets 1, 3 and 5
-// met, 2 and 4 missed.
+// fakeSuite is a suite result with made-up numbers: targets 1, 3, 5 and
+// 7 met, 2, 4 and 6 missed.
 func fakeSuite(dir string) *SuiteResult {
 	sc := DefaultSuite()
 	sc.Brokers = []string{"127.0.0.1:9092"}
@@ -54,6 +54,9 @@ func fakeSuite(dir string) *SuiteResult {
 	sr.refPoint["low"] = lat(10000, 1.4)
 	sr.refPoint["half"] = lat(230000, 3)
 	sr.Latency = []*Result{sr.refPoint["low"], lat(46000, 1.2), sr.refPoint["half"], lat(400000, 40)}
+	sr.refPoint["raw_low"] = lat(10000, 0.8)
+	sr.refPoint["raw_half"] = lat(230000, 2.5)
+	sr.RawLatency = []*Result{sr.refPoint["raw_low"], lat(46000, 0.9), sr.refPoint["raw_half"], lat(400000, 20)}
 	return sr
 }
 
@@ -69,6 +72,7 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 		{false, 200.0 / 450},
 		{true, 0.9},
 		{false, 1.4},
+		{true, 2.8}, // p99.9 at the low rate
 		{true, 3},
 		{true, 420.0 / 500},
 	}
@@ -83,7 +87,7 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 	}
 	var fails []string
 	sr.Charts = sr.charts(dir, func(what string, err error) { fails = append(fails, what+": "+err.Error()) })
-	if len(fails) > 0 || len(sr.Charts) != 4 {
+	if len(fails) > 0 || len(sr.Charts) != 5 {
 		t.Fatalf("charts %v, failures %v", sr.Charts, fails)
 	}
 	for _, c := range sr.Charts {
@@ -96,9 +100,12 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := buf.String()
-	for _, s := range []string{"4 of 6 met", "| produce vs physical |", "**met**", "missed", "600.0 MB/s (raw produce acks=1) / 800.0 MB/s = 0.75; franz-go producers: 450.0 MB/s (1 producer(s)) = 0.56",
+	for _, s := range []string{"5 of 7 met", "| produce vs physical |", "**met**", "missed", "600.0 MB/s (raw produce acks=1) / 800.0 MB/s = 0.75; franz-go producers: 450.0 MB/s (1 producer(s)) = 0.56",
 		"raw producer: 540.0 / 600.0 MB/s = 0.90", "| raw produce | all | 1 |",
-		"same 2 vCPUs", "![throughput_vs_partitions](throughput_vs_partitions.svg)", "| 1KiB | all | 64 |", "p99 1.400 ms at 10000 records/s"} {
+		"same 2 vCPUs", "![throughput_vs_partitions](throughput_vs_partitions.svg)", "| 1KiB | all | 64 |", "p99 1.400 ms at 10000 records/s",
+		"p99 1.400 ms at 10000 records/s (p50 0.467, p99.9 2.800, max 5.600); raw clients: p99 0.800 ms, p99.9 1.600 ms",
+		"p99.9 2.800 ms at 10000 records/s", "## End-to-end latency with raw clients", "| 230000 | 230000 | 0.833 | 2.500 | 5.000 |",
+		"![latency_vs_load_raw](latency_vs_load_raw.svg)"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("summary lacks %q", s)
 		}
