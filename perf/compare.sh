@@ -14,6 +14,9 @@
 #   produce-all   max-rate produce, acks=all
 #   ingest-1      max-rate raw produce (ringlog-perf ingest: prebuilt
 #                 batches, no client library), acks=1; not in the default set
+#   raw-10k       e2e-10k with the raw clients (ringlog-perf e2e-raw); not
+#                 in the default set
+#   raw-half      e2e-half with the raw clients; not in the default set
 # all with PARTITIONS (16) partitions of RECORD_SIZE (1024) B records, the
 # load generator at GOMAXPROCS PROCS (1), DURATION (10s) runs after a
 # WARMUP (2s); ONLY limits the measurements to some of these names. Every
@@ -57,6 +60,8 @@ args() {
 	produce-1) echo "produce --acks 1" ;;
 	produce-all) echo "produce --acks all" ;;
 	ingest-1) echo "ingest --acks 1" ;;
+	raw-10k) echo "e2e-raw --rate 10000 --acks 1" ;;
+	raw-half) echo "e2e-raw --rate $half --acks 1" ;;
 	esac
 }
 
@@ -162,7 +167,7 @@ row() {
 	echo
 	echo "| measurement | before | after | after/before (medians) | per-round after/before: geo-mean (range) |"
 	echo "|---|---|---|---|---|"
-	for name in e2e-10k e2e-10k-all e2e-half; do
+	for name in e2e-10k e2e-10k-all e2e-half raw-10k raw-half; do
 		[[ " ${names[*]} " == *" $name "* ]] || continue
 		row "$name: records/s" "$name" records_per_sec
 		row "$name: e2e p50 ms" "$name" p50 e2e_latency_ms
