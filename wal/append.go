@@ -385,6 +385,7 @@ func (l *Log) commit(st *Stage) {
 		m.seg.indexBatch(m.base, m.pos, len(m.data), m.maxTs, interval)
 		m.seg.size.Store(m.pos + int64(len(m.data)))
 		m.seg.end.Store(m.next)
+		m.seg.noteBatch(m.base, m.pos)
 		if chunk := l.opts.WritebackBytes; chunk > 0 && !st.sync {
 			l.startWriteback(m.seg, m.pos+int64(len(m.data)), chunk)
 		}

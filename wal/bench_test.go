@@ -229,3 +229,35 @@ func BenchmarkRead(b *testing.B) {
 	}
 	_ = batch.HeaderSize
 }
+
+// BenchmarkReadTail measures a consumer's lookup at the tail: a read from
+// the base offset of one of the last 8 batches (1 KiB each, 4 KiB between
+// offset-index entries) to the end.
+func BenchmarkReadTail(b *testing.B) {
+	be := newBackend(b, ring.KindPortable)
+	l, err := Open(benchDir(b), Options{Logger: testLogger(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	data := benchBatch(b, 1<<10)
+	var bases []int64
+	for i := 0; i < 1000; i++ {
+		res, err := l.Append(be, [][]byte{data}, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bases = append(bases, res[0].BaseOffset)
+	}
+	end := l.EndOffset()
+	b.ReportAllocs()
+	var c Chunk
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		off := bases[len(bases)-1-i%8]
+		if err := l.Read(&c, off, 1<<20, end); err != nil || c.Bytes == 0 {
+			b.Fatal(err)
+		}
+		c.Release()
+	}
+}

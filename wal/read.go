@@ -110,6 +110,20 @@ func readSegment(c *Chunk, s *segment, offset int64, budget *int64, upTo int64, 
 	if size == 0 || segEnd <= offset {
 		return false, nil
 	}
+	if pos, ok := s.recentBatch(offset); ok && pos < size && segEnd <= upTo && size-pos <= *budget {
+		// A consumer at the tail: the batch starting at offset was
+		// committed lately and the rest of the segment fits, so no
+		// header needs reading.
+		if c.Bytes == 0 {
+			c.FirstOffset = offset
+		}
+		c.Ranges = append(c.Ranges, FileRange{File: s.f, Pos: pos, Len: size - pos})
+		c.Bytes += size - pos
+		c.NextOffset = segEnd
+		*budget -= size - pos
+		*first = false
+		return segEnd >= upTo || *budget <= 0, nil
+	}
 	pos, h, err := s.findBatch(offset, size)
 	if errors.Is(err, io.EOF) {
 		return false, nil // offset is in a compaction gap at the segment's end

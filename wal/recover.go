@@ -275,6 +275,7 @@ func (l *Log) recoverSegment(s *segment, minOffset int64, laterData bool) error 
 	}
 	size := fi.Size()
 	sc := scanner{f: s.f, size: size, seg: s}
+	s.forgetBatches()
 	s.idx.reset()
 	s.tidx.reset()
 	s.idx.entries.Store(0)

@@ -396,6 +396,7 @@ func (l *Log) truncateCommitted(a int, cut, newEnd int64) error {
 func (l *Log) cutSegment(s *segment, cut, newEnd int64) error {
 	s.end.Store(newEnd)
 	s.size.Store(cut)
+	s.forgetBatches()
 	s.idx.truncateEntries(s.idx.countPosAtMost(cut - 1))
 	s.tidx.truncateEntries(s.tidx.countRelBelow(newEnd - s.base))
 	if err := s.f.Truncate(cut); err != nil {

@@ -69,7 +69,17 @@ type segment struct {
 	// idxBad is set once a lookup found the offset index disagreeing with
 	// the log: from then on lookups walk the log from its start.
 	idxBad atomic.Bool
-	logger *slog.Logger
+
+	// recent holds where the last len(recent) committed batches start,
+	// each packed as relative base offset << 32 | (position + 1) (0:
+	// empty), stored by the writer after the size that makes the batch
+	// readable, in a ring at recentNext (writer-only). A consumer at the
+	// tail fetches the base offset of a batch committed since its last
+	// fetch; finding it here spares the reads of batch headers that the
+	// sparse offset index leaves (recentBatch). Truncation empties it.
+	recent     [16]atomic.Uint64
+	recentNext int
+	logger     *slog.Logger
 
 	// aborted are the transactions aborted by markers in this segment
 	// (.txnindex), in marker order; guarded by the log's mu (written by
@@ -195,6 +205,36 @@ func (s *segment) indexBatch(base int64, pos int64, size int, maxTs int64, inter
 	s.idx.append(s.relOffset(base), uint32(pos))
 	s.lastIndexed = pos
 	s.maybeTimeEntry()
+}
+
+// noteBatch records that the committed batch with base offset base starts
+// at pos (writer only, after the size that covers it is stored).
+func (s *segment) noteBatch(base, pos int64) {
+	s.recent[s.recentNext%len(s.recent)].Store(uint64(s.relOffset(base))<<32 | uint64(pos+1))
+	s.recentNext++
+}
+
+// forgetBatches empties recent (writer only): after a truncation a base
+// offset may come back at another position.
+func (s *segment) forgetBatches() {
+	for i := range s.recent {
+		s.recent[i].Store(0)
+	}
+}
+
+// recentBatch returns the position of the recently committed batch whose
+// base offset is off, if recent has it.
+func (s *segment) recentBatch(off int64) (int64, bool) {
+	rel := off - s.base
+	if rel < 0 || rel > math.MaxUint32 {
+		return 0, false
+	}
+	for i := range s.recent {
+		if v := s.recent[i].Load(); v != 0 && v>>32 == uint64(rel) {
+			return int64(v&math.MaxUint32) - 1, true
+		}
+	}
+	return 0, false
 }
 
 // maybeTimeEntry appends (maxTs, offset of maxTs) to the time index when
