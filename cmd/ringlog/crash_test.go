@@ -19,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // restartOn starts serve on dataDir listening on exactly kafkaAddr, so
@@ -275,24 +274,10 @@ func resendStoredBatches(t *testing.T, ctx context.Context, dir, addr string, b 
 	before := readBackTopic(t, ctx, addr, topic, parts)
 	cl := procClient(t, addr)
 	for p := 0; p < parts; p++ {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks = -1
-		req.TimeoutMillis = 10000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = int32(p)
-		rp.Records = last[p].raw
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		pr, err := sendBatch(ctx, cl, topic, int32(p), last[p].raw, 10000)
 		if err != nil {
 			t.Fatalf("resend to %s-%d: %v", topic, p, err)
 		}
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			t.Fatalf("resend to %s-%d: malformed response %+v", topic, p, resp)
-		}
-		pr := resp.Topics[0].Partitions[0]
 		if err := kerr.ErrorForCode(pr.ErrorCode); err != nil {
 			t.Errorf("resend of the stored batch at %s-%d/%d after kill -9: %v; want it acknowledged as a duplicate", topic, p, last[p].base, err)
 		} else if pr.BaseOffset != last[p].base {

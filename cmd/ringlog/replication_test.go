@@ -1112,26 +1112,34 @@ func produceRaw(ctx context.Context, addr, topic string, partition int32, value 
 		return 0, err
 	}
 	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rp, err := sendBatch(rctx, cl.Broker(-2147483648), topic, partition, raw, 5000)
+	return rp.ErrorCode, err
+}
+
+// sendBatch sends records (stored-format batches) to topic's partition
+// in one raw acks=all Produce request through r, the broker waiting up to
+// timeoutMs for the replicas, and returns the partition's answer.
+func sendBatch(ctx context.Context, r kmsg.Requestor, topic string, partition int32, records []byte, timeoutMs int32) (kmsg.ProduceResponseTopicPartition, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
-	req.TimeoutMillis = 5000
+	req.TimeoutMillis = timeoutMs
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition = partition
-	rp.Records = raw
+	rp.Records = records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(rctx, cl.Broker(-2147483648))
+	resp, err := req.RequestWith(ctx, r)
 	if err != nil {
-		return 0, err
+		return kmsg.ProduceResponseTopicPartition{}, err
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("malformed produce response %+v", resp)
+		return kmsg.ProduceResponseTopicPartition{}, fmt.Errorf("malformed produce response %+v", resp)
 	}
-	return resp.Topics[0].Partitions[0].ErrorCode, nil
+	return resp.Topics[0].Partitions[0], nil
 }
 
 // produceRawUntil repeats produceRaw to the current leader of topic's

@@ -27,7 +27,6 @@ import (
 	"github.com/ringlog/ringlog/wal/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // toolBroker is an in-process broker (brokertest: the broker `ringlog
@@ -497,22 +496,13 @@ func produceBuilt(t *testing.T, cl *kgo.Client, topic string, bb *batch.Builder,
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = raw
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("produce to %s-0: %v", topic, err)
+	rp, err := sendBatch(ctx, cl, topic, 0, raw, 10000)
+	if err == nil {
+		err = kerr.ErrorForCode(rp.ErrorCode)
 	}
-	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+	if err != nil {
 		t.Fatalf("produce to %s-0: %v", topic, err)
 	}
 }
