@@ -36,7 +36,14 @@ func TestReadSuiteCommitted(t *testing.T) {
 	if err := sr.WriteReport(dir, func(what string, err error) { fails = append(fails, what+": "+err.Error()) }); err != nil || len(fails) > 0 {
 		t.Fatalf("report: %v %v", err, fails)
 	}
-	if len(sr.Targets) != 7 || len(sr.Charts) != 4 {
+	charts := 4
+	if len(sr.RawLatency) > 0 { // suites since the raw clients' latency points
+		charts = 5
+		if sr.refPoint["raw_low"] == nil || sr.refPoint["raw_half"] == nil {
+			t.Errorf("raw latency points without the targets' ones: %v", sr.refPoint)
+		}
+	}
+	if len(sr.Targets) != 7 || len(sr.Charts) != charts {
 		t.Errorf("%d targets, charts %v", len(sr.Targets), sr.Charts)
 	}
 	for _, tg := range sr.Targets {

@@ -27,9 +27,10 @@ const rawFetchVersion = 11
 
 // RunRawE2E is RunE2E without client libraries, for a broker that shares
 // its cores with the load generator: each producer sends the records that
-// fell due as one Produce request per partition leader (a record batch per
-// partition, built in place, records spread round-robin over the
-// partitions), up to c.MaxInflight requests in flight per connection; each
+// fell due as one Produce request with one partition's record batch, built
+// in place (the next partition each time, as the sticky partitioner of
+// Kafka's clients does for keyless records; at most c.BatchBytes of
+// values each), up to c.MaxInflight requests in flight per leader; each
 // consumer long-polls its share of the partitions with plain Fetch
 // requests and reads every record's due time. As in RunE2E, the schedule
 // alone sets the due times (a sender that falls behind sends what is due
@@ -48,11 +49,7 @@ func RunRawE2E(ctx context.Context, c Config, progress io.Writer) (*Result, erro
 	if c.Rate <= 0 || c.Records > 0 {
 		return nil, errors.New("raw e2e runs at a fixed --rate for --duration (no --records)")
 	}
-	acks, err := rawAcks(c.Acks)
-	if err != nil {
-		return nil, err
-	}
-	codec, err := batchCodec(c.Compression)
+	acks, codec, err := rawWire(&c)
 	if err != nil {
 		return nil, err
 	}
@@ -449,17 +446,8 @@ func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
 		if body, err = readFrame(br, body); err != nil {
 			return fmt.Errorf("raw e2e producer: read a produce response from %s: %w", l.addr, err)
 		}
-		resp := kmsg.NewPtrProduceResponse()
-		resp.SetVersion(rawProduceVersion)
-		if err := resp.ReadFrom(body[4:]); err != nil {
-			return fmt.Errorf("raw e2e producer: decode a produce response: %w", err)
-		}
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				if rp.ErrorCode != 0 {
-					return fmt.Errorf("raw e2e produce to %s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
-				}
-			}
+		if err := checkProduceResponse(body); err != nil {
+			return fmt.Errorf("raw e2e: %w", err)
 		}
 		now := time.Now()
 		s.st.mu.Lock()
@@ -472,25 +460,6 @@ func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
 		s.st.mu.Unlock()
 	}
 	return nil
-}
-
-// readFrame reads one size-prefixed response into buf (grown as needed)
-// and returns it without the size.
-func readFrame(br *bufio.Reader, buf []byte) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil {
-		return buf, err
-	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
-	if n < 4 || n > 256<<20 {
-		return buf, fmt.Errorf("response of %d bytes", n)
-	}
-	if cap(buf) < n {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	_, err := io.ReadFull(br, buf)
-	return buf, err
 }
 
 func appendString(b []byte, s string) []byte {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/wal/batch"
@@ -41,11 +42,7 @@ func RunRawProduce(ctx context.Context, c Config, progress io.Writer) (*Result, 
 	if c.Rate > 0 || c.Records > 0 {
 		return nil, errors.New("raw produce runs at max rate for --duration (no --rate, no --records)")
 	}
-	acks, err := rawAcks(c.Acks)
-	if err != nil {
-		return nil, err
-	}
-	codec, err := batchCodec(c.Compression)
+	acks, codec, err := rawWire(&c)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +109,17 @@ func RunRawProduce(ctx context.Context, c Config, progress io.Writer) (*Result, 
 		return res, st.firstErr
 	}
 	return res, nil
+}
+
+// rawWire is what the raw runs put on the wire for c: the acks field and
+// the batch codec.
+func rawWire(c *Config) (int16, batch.Codec, error) {
+	acks, err := rawAcks(c.Acks)
+	if err != nil {
+		return 0, 0, err
+	}
+	codec, err := batchCodec(c.Compression)
+	return acks, codec, err
 }
 
 // rawAcks maps --acks onto the request field; acks=0 has no responses to
@@ -230,38 +238,56 @@ func waitAnswers(readErr <-chan error) error {
 // drained or the connection fails.
 func rawProduceAnswers(conn net.Conn, sentAt <-chan time.Time, records, bytes int64, st *rawProduceStats) error {
 	br := bufio.NewReaderSize(conn, 64<<10)
-	var hdr [4]byte
 	var body []byte
 	for t := range sentAt {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		var err error
+		if body, err = readFrame(br, body); err != nil {
 			return fmt.Errorf("read a produce response: %w", err)
 		}
-		n := int(binary.BigEndian.Uint32(hdr[:]))
-		if n < 4 || n > 64<<20 {
-			return fmt.Errorf("produce response of %d bytes", n)
-		}
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(br, body); err != nil {
-			return fmt.Errorf("read a produce response: %w", err)
-		}
-		resp := kmsg.NewPtrProduceResponse()
-		resp.SetVersion(rawProduceVersion)
-		if err := resp.ReadFrom(body[4:]); err != nil {
-			return fmt.Errorf("decode a produce response: %w", err)
-		}
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				if rp.ErrorCode != 0 {
-					return fmt.Errorf("produce to %s-%d: error code %d", rt.Topic, rp.Partition, rp.ErrorCode)
-				}
-			}
+		if err := checkProduceResponse(body); err != nil {
+			return err
 		}
 		st.addAcked(time.Now(), t, records, bytes)
 	}
 	return nil
+}
+
+// checkProduceResponse decodes a Produce response frame (v
+// rawProduceVersion, after the size) and returns the first partition's
+// error in it.
+func checkProduceResponse(frame []byte) error {
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(rawProduceVersion)
+	if err := resp.ReadFrom(frame[4:]); err != nil {
+		return fmt.Errorf("decode a produce response: %w", err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				return fmt.Errorf("produce to %s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+	return nil
+}
+
+// readFrame reads one size-prefixed response into buf (grown as needed)
+// and returns it without the size.
+func readFrame(br *bufio.Reader, buf []byte) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return buf, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n < 4 || n > 256<<20 {
+		return buf, fmt.Errorf("response of %d bytes", n)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	_, err := io.ReadFull(br, buf)
+	return buf, err
 }
 
 // rawProduceStats are the counters of every raw connection.

@@ -392,18 +392,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		p("Broker CPU µs/record is the broker's CPU time per record, the produce and the fetch of it together; steal is the CPU the hypervisor gave to other guests meanwhile (cores, from /proc/stat): a run with steal lost that much of its 2 cores, and its tail shows it.\n\n")
 		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker | broker CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range sr.Latency {
-			l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
-			if l == nil {
-				l = &Latency{}
-			}
-			if a == nil {
-				a = &Latency{}
-			}
-			if g == nil {
-				g = &Latency{}
-			}
-			p("| %s | %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s | %s | %s |\n", r.Config.Acks, r.OfferedRate, r.RecordsPerSec,
-				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r))
+			p("| %s | %s |\n", r.Config.Acks, latencyCells(r))
 		}
 	}
 	if len(sr.RawLatency) > 0 {
@@ -411,18 +400,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		p("`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests; due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls.\n\n")
 		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker | broker CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range sr.RawLatency {
-			l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
-			if l == nil {
-				l = &Latency{}
-			}
-			if a == nil {
-				a = &Latency{}
-			}
-			if g == nil {
-				g = &Latency{}
-			}
-			p("| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s | %s | %s |\n", r.OfferedRate, r.RecordsPerSec,
-				l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r))
+			p("| %s |\n", latencyCells(r))
 		}
 	}
 	if len(sr.Charts) > 0 {
@@ -445,6 +423,23 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	p("\n## Files\n\n`results.jsonl`: one JSON line per run (configuration, environment, throughput, latency percentiles) and per reference; `targets.json`: the targets above.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// latencyCells are a fixed-rate e2e run's cells of the latency tables,
+// from the offered rate to the steal.
+func latencyCells(r *Result) string {
+	l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
+	if l == nil {
+		l = &Latency{}
+	}
+	if a == nil {
+		a = &Latency{}
+	}
+	if g == nil {
+		g = &Latency{}
+	}
+	return fmt.Sprintf("%.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s | %s | %s", r.OfferedRate, r.RecordsPerSec,
+		l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r))
 }
 
 // BrokerMicrosPerRecord is the broker's CPU time per record of the run

@@ -90,6 +90,27 @@ func checkJSON(t *testing.T, res *Result, wantLatency ...string) map[string]any 
 
 // TestSmoke runs produce, consume, e2e and a tiny scale sweep against an
 // in-process broker.
+// takeStored returns how many records topic holds (the sum of its end
+// offsets) and deletes it.
+func takeStored(t *testing.T, ctx context.Context, c Config, topic string) int64 {
+	t.Helper()
+	adm, err := newAdmin(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.close()
+	ends, err := adm.endOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored int64
+	for _, e := range ends {
+		stored += e
+	}
+	adm.deleteTopic(ctx, topic)
+	return stored
+}
+
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("smoke run skipped in -short")
@@ -132,23 +153,9 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("run GOMAXPROCS %d, after it %d (before %d)", res.Env.GOMAXPROCS, runtime.GOMAXPROCS(0), before)
 		}
 		// Every acknowledged record is in the log, nothing more.
-		adm, err := newAdmin(&c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer adm.close()
-		ends, err := adm.endOffsets(ctx, res.Topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stored int64
-		for _, e := range ends {
-			stored += e
-		}
-		if stored != res.Acked || res.Acked == 0 || res.Sent != res.Acked {
+		if stored := takeStored(t, ctx, c, res.Topic); stored != res.Acked || res.Acked == 0 || res.Sent != res.Acked {
 			t.Errorf("stored %d records, acked %d, sent %d", stored, res.Acked, res.Sent)
 		}
-		adm.deleteTopic(ctx, res.Topic)
 
 		c.Acks = "0"
 		if _, err := RunRawProduce(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "acks") {
@@ -209,20 +216,7 @@ func TestSmoke(t *testing.T) {
 		checkJSON(t, res, "e2e_latency_ms", "produce_latency_ms", "send_lag_ms")
 		// 3000/s for 1.5 s: 4500 records due, each sent, acknowledged
 		// and fetched once, and as many in the log.
-		adm, err := newAdmin(&c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer adm.close()
-		ends, err := adm.endOffsets(ctx, res.Topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stored int64
-		for _, e := range ends {
-			stored += e
-		}
-		adm.deleteTopic(ctx, res.Topic)
+		stored := takeStored(t, ctx, c, res.Topic)
 		if res.Sent != 4500 || res.Acked != res.Sent || res.Consumed != res.Sent || stored != res.Sent {
 			t.Errorf("sent %d, acked %d, consumed %d, stored %d; want 4500 each", res.Sent, res.Acked, res.Consumed, stored)
 		}

@@ -423,7 +423,9 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 
 	// 5. End-to-end latency at fixed rates.
 	phase("latency")
-	lat := func(acks string, rate float64, label string) *Result {
+	// latWith runs one fixed-rate e2e point with run (the franz-go
+	// clients or the raw ones) and adds it to *into.
+	latWith := func(run func(context.Context, Config, io.Writer) (*Result, error), into *[]*Result, acks string, rate float64, label string) *Result {
 		c := base
 		c.Mode = ModeE2E
 		c.RecordSize, c.Acks, c.Partitions, c.Rate = sc.RefSize, acks, sc.RefPartitions, rate
@@ -432,7 +434,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 		}
 		c.Duration = sc.LatencyDuration
 		c.Label = label
-		r, err := RunE2E(ctx, c, nil)
+		r, err := run(ctx, c, nil)
 		if err != nil {
 			fail(c.Label, err)
 			say("%s: failed", c.Label)
@@ -440,9 +442,12 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 		}
 		r.Env.Note = sc.Note
 		out.write(r)
-		sr.Latency = append(sr.Latency, r)
+		*into = append(*into, r)
 		say("%s: %.0f records/s%s%s", c.Label, r.RecordsPerSec, latNote("e2e", r.E2ELatency), lagNote(r.SendLag))
 		return r
+	}
+	lat := func(acks string, rate float64, label string) *Result {
+		return latWith(RunE2E, &sr.Latency, acks, rate, label)
 	}
 	lowLabel := func(acks string) string {
 		return fmt.Sprintf("e2e %s acks=%s partitions=%d at %.0f records/s", sizeName(sc.RefSize), acks, sc.RefPartitions, sc.LowRate)
@@ -466,25 +471,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	// 5b. The same acks=1 points with the raw clients.
 	phase("raw latency")
 	rawLat := func(rate float64, label string) *Result {
-		c := base
-		c.Mode = ModeE2E
-		c.RecordSize, c.Acks, c.Partitions, c.Rate = sc.RefSize, "1", sc.RefPartitions, rate
-		if refOne == nil || rate <= 0.5*refOne.RecordsPerSec {
-			c.Procs = sc.LatencyProcs
-		}
-		c.Duration = sc.LatencyDuration
-		c.Label = label
-		r, err := RunRawE2E(ctx, c, nil)
-		if err != nil {
-			fail(c.Label, err)
-			say("%s: failed", c.Label)
-			return nil
-		}
-		r.Env.Note = sc.Note
-		out.write(r)
-		sr.RawLatency = append(sr.RawLatency, r)
-		say("%s: %.0f records/s%s%s", c.Label, r.RecordsPerSec, latNote("e2e", r.E2ELatency), lagNote(r.SendLag))
-		return r
+		return latWith(RunRawE2E, &sr.RawLatency, "1", rate, label)
 	}
 	sr.refPoint["raw_low"] = rawLat(sc.LowRate, "raw "+lowLabel("1"))
 	for i, rate := range rates {
