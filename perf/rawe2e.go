@@ -338,7 +338,9 @@ func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) err
 		return err
 	}
 	defer p.close()
-	quantum := pacerQuantum(sched.Rate)
+	// --linger, as a producer client's: records wait up to that long
+	// for the next wake-up, which sends them together.
+	quantum := max(pacerQuantum(sched.Rate), s.c.Linger.D())
 	total := int64(math.Ceil(end.Sub(sched.Start).Seconds() * sched.Rate)) // records due before end
 	for total > 0 && !sched.Due(total-1).Before(end) {
 		total--

@@ -291,9 +291,10 @@ var runPerfE2ERaw = perfRunNamed("e2e-raw", perf.ModeE2E, `
 Usage: ringlog-perf e2e-raw [flags]
 
 End-to-end latency without client libraries: each producer sends the
-records that fell due as one plain Produce request per partition leader
-(a record batch per partition, records spread round-robin, at most
---max-inflight requests in flight), and each consumer long-polls its
+records that fell due as one plain Produce request with one partition's
+batch (the next partition each time, as Kafka's sticky partitioner does
+for keyless records), waking at most every --linger, with at most
+--max-inflight requests in flight per leader; each consumer long-polls its
 share of the partitions with plain Fetch requests. Due times, latency and
 output are as in 'ringlog-perf e2e'. The broker does the same work; what
 is left out is the client libraries' per-record work, which on cores the
