@@ -64,11 +64,10 @@ func handleProduce(s *Server, r *request) frameOutcome {
 		return s.malformed(r.conn, r, err.Error())
 	}
 	c := r.conn
-	var resp *kmsg.ProduceResponse
-	var works []produceWork
+	var pc *produceCall
 	offLoop := c.serialBusy()
 	if !offLoop {
-		resp, works, offLoop = s.producePlan(r, req, s.loopTopic, false, nil)
+		pc, offLoop = s.producePlan(r, req, s.loopTopic, false, nil)
 	}
 	if offLoop {
 		// A topic must be created (that writes files and may wait for
@@ -81,22 +80,50 @@ func handleProduce(s *Server, r *request) frameOutcome {
 		return frameDone
 	}
 	// Admission: every target shard must have room, else pause.
-	for _, w := range works {
-		if !c.roomOrPause(w.p.Shard()) {
+	for i := range pc.works {
+		if !c.roomOrPause(pc.works[i].p.Shard()) {
 			return framePaused
 		}
 	}
 	r.resp = c.slot()
-	s.produceAppend(r, req, resp, works)
+	s.produceAppend(r, req, pc)
 	return frameDone
 }
 
-// produceWork is one partition's part of a produce: its validated batches.
+// produceWork is one partition's part of a produce: its validated batches
+// and, once queued, the append that carries them.
 type produceWork struct {
 	rp      *kmsg.ProduceResponseTopicPartition
 	p       *engine.Partition
 	batches [][]byte
 	headers []batch.Header
+	append  engine.AppendRequest
+}
+
+// produceCall is a produce's plan, response and completion count. The
+// common produce (one topic, one partition, one batch) needs no other
+// allocation for them: the arrays below back its slices.
+type produceCall struct {
+	resp    kmsg.ProduceResponse
+	works   []produceWork
+	pending atomic.Int32 // works not completed
+
+	oneWork   [1]produceWork
+	oneTopic  [1]kmsg.ProduceResponseTopic
+	onePart   [1]kmsg.ProduceResponseTopicPartition
+	oneBatch  [1][]byte
+	oneHeader [1]batch.Header
+	oneUsed   bool // oneBatch and oneHeader back a work's slices
+}
+
+// batchSlots returns empty slices for a work's batches and headers: the
+// call's one-element arrays the first time, nil (allocate) after.
+func (pc *produceCall) batchSlots() ([][]byte, []batch.Header) {
+	if pc.oneUsed {
+		return nil, nil
+	}
+	pc.oneUsed = true
+	return pc.oneBatch[:0], pc.oneHeader[:0]
 }
 
 // errCreateOffLoop is loopTopic's answer for a topic that does not exist
@@ -122,15 +149,26 @@ func (s *Server) loopTopic(name string) (*engine.Topic, error) {
 // when a transaction must be verified with another broker and mayWait is
 // false.
 // failed holds the verifications preverify saw fail, not asked again.
-func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error), mayWait bool, failed map[*engine.Partition]error) (resp *kmsg.ProduceResponse, works []produceWork, offLoop bool) {
-	resp = req.ResponseKind().(*kmsg.ProduceResponse)
+func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error), mayWait bool, failed map[*engine.Partition]error) (pc *produceCall, offLoop bool) {
+	pc = &produceCall{}
+	pc.works = pc.oneWork[:0]
+	resp := &pc.resp
+	resp.Version = req.Version // as req.ResponseKind
 	acksOK := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
-	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	if len(req.Topics) == 1 {
+		resp.Topics = pc.oneTopic[:]
+	} else {
+		resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	}
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		tr := &resp.Topics[i]
 		tr.Topic = rt.Topic
-		tr.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		if i == 0 && len(rt.Partitions) == 1 {
+			tr.Partitions = pc.onePart[:]
+		} else {
+			tr.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		}
 		var t *engine.Topic
 		var terr error
 		switch {
@@ -145,7 +183,7 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 		default:
 			t, terr = topic(rt.Topic)
 			if errors.Is(terr, errCreateOffLoop) {
-				return nil, nil, true
+				return nil, true
 			}
 		}
 		for j := range rt.Partitions {
@@ -167,14 +205,15 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			batches, headers, err := validateRecords(rp.Records, t.Config().MaxMessageBytes(), r.version)
+			bdst, hdst := pc.batchSlots()
+			batches, headers, err := validateRecords(rp.Records, t.Config().MaxMessageBytes(), r.version, bdst, hdst)
 			if err == nil && t.Config().Compact() {
 				err = checkKeys(batches, headers)
 			}
 			if err == nil {
 				err = s.checkTransactional(r, req, p, headers, mayWait, failed[p])
 				if errors.Is(err, engine.ErrVerifyOffLoop) {
-					return nil, nil, true
+					return nil, true
 				}
 			}
 			if err != nil {
@@ -184,10 +223,10 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 				s.logger.Debug("rejected produce batch", "partition", p.String(), "err", err, "client", clientName(r))
 				continue
 			}
-			works = append(works, produceWork{rp: pr, p: p, batches: batches, headers: headers})
+			pc.works = append(pc.works, produceWork{rp: pr, p: p, batches: batches, headers: headers})
 		}
 	}
-	return resp, works, false
+	return pc, false
 }
 
 // produceOffLoop is a produce that left the event loop (conn.serial): it
@@ -195,11 +234,11 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 // pausing the connection, and appends.
 func (s *Server) produceOffLoop(r *request, req *kmsg.ProduceRequest) {
 	failed := s.preverify(r, req)
-	resp, works, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic, true, failed)
-	for _, w := range works {
-		waitRoom(w.p.Shard())
+	pc, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic, true, failed)
+	for i := range pc.works {
+		waitRoom(pc.works[i].p.Shard())
 	}
-	s.produceAppend(r, req, resp, works)
+	s.produceAppend(r, req, pc)
 }
 
 // preverify verifies, all at once, the transactions of the partitions of
@@ -258,43 +297,19 @@ func waitRoom(sh *engine.Shard) {
 
 // produceAppend queues the works on their shards and answers the produce
 // (into r.resp) once every one completed.
-func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, works []produceWork) {
-	finish := func() {
-		for i := range resp.Topics {
-			for j := range resp.Topics[i].Partitions {
-				if resp.Topics[i].Partitions[j].ErrorCode != 0 {
-					r.failed = true
-				}
-			}
-		}
-		if req.Acks == 0 {
-			c, failed := r.conn, r.failed
-			c.skip(r.resp, nil)
-			r.finish()
-			if failed {
-				// No response can carry the error: close the
-				// connection, as Kafka does, so the producer notices
-				// and refreshes its metadata.
-				s.logger.Debug("closing connection: an acks=0 produce failed", "remote", c.remote, "client", clientName(r))
-				c.gc.Close()
-			}
-			return
-		}
-		r.respond(resp)
-	}
-	if len(works) == 0 {
-		finish()
+func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, pc *produceCall) {
+	if len(pc.works) == 0 {
+		s.produceFinish(r, req, &pc.resp)
 		return
 	}
-	var pending atomic.Int32
-	pending.Store(int32(len(works)))
-	for _, w := range works {
-		w := w
+	pc.pending.Store(int32(len(pc.works)))
+	for i := range pc.works {
+		w := &pc.works[i]
 		n := 0
 		for _, b := range w.batches {
 			n += len(b)
 		}
-		w.p.Shard().Append(&engine.AppendRequest{
+		w.append = engine.AppendRequest{
 			Partition: w.p, Batches: w.batches, Headers: w.headers, Acks: req.Acks, Bytes: n,
 			Timeout: time.Duration(req.TimeoutMillis) * time.Millisecond,
 			// Done is ready to run before Append returns (pending
@@ -315,12 +330,39 @@ func (s *Server) produceAppend(r *request, req *kmsg.ProduceRequest, resp *kmsg.
 				}
 				w.rp.LogAppendTime = res.LogAppendTime
 				w.rp.LogStartOffset = res.LogStartOffset
-				if pending.Add(-1) == 0 {
-					finish()
+				if pc.pending.Add(-1) == 0 {
+					s.produceFinish(r, req, &pc.resp)
 				}
 			},
-		})
+		}
+		w.p.Shard().Append(&w.append)
 	}
+}
+
+// produceFinish answers a produce whose partitions are all done: with
+// resp, or for acks=0 by closing the connection when any failed.
+func (s *Server) produceFinish(r *request, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) {
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if resp.Topics[i].Partitions[j].ErrorCode != 0 {
+				r.failed = true
+			}
+		}
+	}
+	if req.Acks == 0 {
+		c, failed := r.conn, r.failed
+		c.skip(r.resp, nil)
+		r.finish()
+		if failed {
+			// No response can carry the error: close the
+			// connection, as Kafka does, so the producer notices
+			// and refreshes its metadata.
+			s.logger.Debug("closing connection: an acks=0 produce failed", "remote", c.remote, "client", clientName(r))
+			c.gc.Close()
+		}
+		return
+	}
+	r.respond(resp)
 }
 
 // checkTransactional refuses transactional batches that are not part of
@@ -360,8 +402,8 @@ func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, p *eng
 }
 
 // validateRecords splits a partition's records into batches and validates
-// each one.
-func validateRecords(records []byte, maxBytes int, version int16) ([][]byte, []batch.Header, error) {
+// each one, appending to batchesDst and headersDst (either may be nil).
+func validateRecords(records []byte, maxBytes int, version int16, batchesDst [][]byte, headersDst []batch.Header) ([][]byte, []batch.Header, error) {
 	if version < 3 {
 		// Produce v0-2 carry message sets (magic 0/1), never record
 		// batches; reached only if the dispatcher lets v0-2 through.
@@ -370,14 +412,18 @@ func validateRecords(records []byte, maxBytes int, version int16) ([][]byte, []b
 	if len(records) == 0 {
 		return nil, nil, fmt.Errorf("%w: no records", kerr.InvalidRecord)
 	}
-	batches, err := batch.Split(records, nil)
+	batches, err := batch.Split(records, batchesDst)
 	if err != nil && len(records) >= 17 && records[16] != batch.Magic {
 		err = &batch.Error{Class: batch.ClassUnsupported, Msg: fmt.Sprintf("magic %d", records[16])}
 	}
 	if err != nil {
 		return nil, nil, batchErr(err)
 	}
-	headers := make([]batch.Header, len(batches))
+	headers := headersDst[:0]
+	if cap(headers) < len(batches) {
+		headers = make([]batch.Header, 0, len(batches))
+	}
+	headers = headers[:len(batches)]
 	for i, b := range batches {
 		h, err := batch.Validate(b, batch.Limits{MaxBatchBytes: maxBytes})
 		if err != nil {

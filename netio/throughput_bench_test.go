@@ -3,12 +3,18 @@ package netio_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/wal/batch"
 )
 
 // BenchmarkKgoProduce: franz-go producing 1 KiB records to 16 partitions,
@@ -88,5 +94,58 @@ func BenchmarkKgoConsume(b *testing.B) {
 			got += fs.NumRecords()
 		}
 		cl.Close()
+	}
+}
+
+// BenchmarkProduceOneRecord: one 1 KiB record per acks=1 Produce request
+// over a plain connection, a request at a time (what a producer at a low
+// rate sends). The client side allocates nothing, so allocs/op is the
+// broker's allocations per produce request.
+func BenchmarkProduceOneRecord(b *testing.B) {
+	br := startBroker(b)
+	adm := kadm.NewClient(br.client())
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "one"); err != nil {
+		b.Fatal(err)
+	}
+	bb := batch.NewBuilder()
+	bb.Add(time.Now().UnixMilli(), nil, make([]byte, 1024), nil)
+	records, err := bb.Build(nil, batch.CodecNone)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = 1
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "one"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.SetVersion(9)
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 0)
+	c, err := net.Dial("tcp", br.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	resp := make([]byte, 4096)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		binary.BigEndian.PutUint32(frame[8:], uint32(i))
+		if _, err := c.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, resp[:4]); err != nil {
+			b.Fatal(err)
+		}
+		n := int(binary.BigEndian.Uint32(resp))
+		if n > len(resp) {
+			b.Fatalf("a produce response of %d bytes", n)
+		}
+		if _, err := io.ReadFull(c, resp[:n]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
