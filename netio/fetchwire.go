@@ -34,19 +34,33 @@ type fetchTopicResult struct {
 	parts []fetchPartResult
 }
 
-// encodeFetch builds the response frame as parts: byte buffers around the
+// encodeFetch builds the response frame as parts: byte runs around the
 // file ranges of the records. The first part starts with the frame length.
+// The byte runs are slices of one buffer, cut once it is complete (an
+// append may move it), so a response costs two allocations whatever its
+// partition count.
 func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
 	v := r.version
 	flex := v >= 12
-	var parts []part
-	buf := make([]byte, 4, 512)
+	nparts := 1
+	for i := range topics {
+		for j := range topics[i].parts {
+			if c := &topics[i].parts[j].chunk; c.Bytes > 0 {
+				nparts += 1 + len(c.Ranges)
+			}
+		}
+	}
+	parts := make([]part, 0, nparts)
+	buf := make([]byte, 4, 128+64*len(topics)+64*nparts)
 	buf = r.header(buf)
 	total := int64(0)
-	emit := func() {
-		parts = append(parts, part{b: buf})
-		total += int64(len(buf))
-		buf = make([]byte, 0, 256)
+	start := 0 // of the byte run being built
+	// endRun closes the byte run at the end of buf; its part's b is set
+	// at the end, from the buffer's final place.
+	endRun := func() {
+		parts = append(parts, part{f: wal.FileRange{Pos: int64(start), Len: int64(len(buf) - start)}})
+		total += int64(len(buf) - start)
+		start = len(buf)
 	}
 	buf = kbin.AppendInt32(buf, 0) // throttle
 	if v >= 7 {
@@ -96,7 +110,7 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
 				buf = kbin.AppendInt32(buf, int32(n))
 			}
 			if n > 0 {
-				emit()
+				endRun()
 				for _, fr := range p.chunk.Ranges {
 					parts = append(parts, part{f: fr})
 					total += fr.Len
@@ -113,7 +127,13 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
 	if flex {
 		buf = append(buf, 0) // response tagged fields
 	}
-	emit()
+	endRun()
+	for i := range parts {
+		if p := &parts[i]; p.f.File == nil {
+			s, e := int(p.f.Pos), int(p.f.Pos+p.f.Len)
+			*p = part{b: buf[s:e:e]}
+		}
+	}
 	binary.BigEndian.PutUint32(parts[0].b, uint32(total-4))
 	return parts
 }

@@ -56,6 +56,10 @@ type fetch struct {
 	parts   [][]*engine.Partition // per request topic, per partition
 	topics  []fetchTopicResult
 	bytes   int64
+	// oneParts and oneTopic back parts and topics for the common fetch
+	// of one topic (no allocation of their own).
+	oneParts [1][]*engine.Partition
+	oneTopic [1]fetchTopicResult
 
 	// A parked fetch's state (park): the runner's role and its wakes,
 	// the flags the timer, the drain and the close set, and what it
@@ -98,8 +102,12 @@ func handleFetch(s *Server, r *request) frameOutcome {
 
 // resolve finds the partitions named by the request and sets up results.
 func (f *fetch) resolve() {
-	f.topics = make([]fetchTopicResult, len(f.req.Topics))
-	f.parts = make([][]*engine.Partition, len(f.req.Topics))
+	if len(f.req.Topics) == 1 {
+		f.topics, f.parts = f.oneTopic[:], f.oneParts[:]
+	} else {
+		f.topics = make([]fetchTopicResult, len(f.req.Topics))
+		f.parts = make([][]*engine.Partition, len(f.req.Topics))
+	}
 	for i := range f.req.Topics {
 		rt := &f.req.Topics[i]
 		tr := &f.topics[i]
@@ -261,6 +269,11 @@ func (f *fetch) park() {
 		return
 	}
 	f.waiter = &engine.Waiter{Wake: f.wake}
+	n := 0
+	for i := range f.parts {
+		n += len(f.parts[i])
+	}
+	f.watched = make([]*engine.Partition, 0, n)
 	for i := range f.parts {
 		for _, p := range f.parts[i] {
 			if p != nil {

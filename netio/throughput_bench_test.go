@@ -149,3 +149,88 @@ func BenchmarkProduceOneRecord(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProduceToParkedFetch: what a consumer at the tail costs. A
+// Fetch of all 16 partitions (MinBytes 1) parks on one connection, a
+// one-record acks=1 Produce on another wakes it, and both answers are
+// read. The client side allocates nothing, so allocs/op is the broker's
+// allocations per record produced and delivered.
+func BenchmarkProduceToParkedFetch(b *testing.B) {
+	const parts = 16
+	br := startBroker(b)
+	adm := kadm.NewClient(br.client())
+	if _, err := adm.CreateTopic(context.Background(), parts, 1, nil, "tail"); err != nil {
+		b.Fatal(err)
+	}
+	bb := batch.NewBuilder()
+	bb.Add(time.Now().UnixMilli(), nil, make([]byte, 1024), nil)
+	records, err := bb.Build(nil, batch.CodecNone)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmtr := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
+	preq := kmsg.NewPtrProduceRequest()
+	preq.Acks = 1
+	preq.TimeoutMillis = 10000
+	prt := kmsg.NewProduceRequestTopic()
+	prt.Topic = "tail"
+	prp := kmsg.NewProduceRequestTopicPartition()
+	prp.Records = records
+	prt.Partitions = append(prt.Partitions, prp)
+	preq.Topics = append(preq.Topics, prt)
+	preq.SetVersion(9)
+	freq := kmsg.NewPtrFetchRequest()
+	freq.ReplicaID = -1
+	freq.MaxWaitMillis, freq.MinBytes, freq.MaxBytes = 5000, 1, 1<<20
+	freq.SessionEpoch = -1
+	frt := kmsg.NewFetchRequestTopic()
+	frt.Topic = "tail"
+	for p := int32(0); p < parts; p++ {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.PartitionMaxBytes = p, 1<<20
+		fp.CurrentLeaderEpoch, fp.LogStartOffset = -1, -1
+		frt.Partitions = append(frt.Partitions, fp)
+	}
+	freq.Topics = append(freq.Topics, frt)
+	freq.SetVersion(11)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", br.Addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		return c
+	}
+	pc, fc := dial(), dial()
+	var pframe, fframe []byte
+	resp := make([]byte, 64<<10)
+	read := func(c net.Conn) {
+		if _, err := io.ReadFull(c, resp[:4]); err != nil {
+			b.Fatal(err)
+		}
+		n := int(binary.BigEndian.Uint32(resp))
+		if n > len(resp) {
+			b.Fatalf("a response of %d bytes", n)
+		}
+		if _, err := io.ReadFull(c, resp[:n]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fframe = fmtr.AppendRequest(fframe[:0], freq, int32(i))
+		if _, err := fc.Write(fframe); err != nil {
+			b.Fatal(err)
+		}
+		p := i % parts
+		preq.Topics[0].Partitions[0].Partition = int32(p)
+		pframe = fmtr.AppendRequest(pframe[:0], preq, int32(i))
+		if _, err := pc.Write(pframe); err != nil {
+			b.Fatal(err)
+		}
+		read(pc)
+		read(fc)
+		freq.Topics[0].Partitions[p].FetchOffset++
+	}
+}
