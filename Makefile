@@ -30,6 +30,7 @@ FUZZ_TARGETS := \
 	./quorum:FuzzHello \
 	./internal/kwire:FuzzParseResponse \
 	./internal/powerloss:FuzzJournal \
+	./perf:FuzzRawResponses \
 	./security:FuzzPlainMessage \
 	./security:FuzzScramExchange \
 	./security:FuzzStoreFile

@@ -567,6 +567,9 @@ func (f *rawFetcher) records(b []byte, from int64, now time.Time) (int64, error)
 			return from, err
 		}
 		size := h.Size()
+		if size < batch.HeaderSize {
+			return from, fmt.Errorf("a batch of %d bytes at offset %d", size, h.BaseOffset)
+		}
 		if size > len(b) {
 			break // the partial batch a fetch can end with
 		}
