@@ -223,8 +223,11 @@ func TestSmoke(t *testing.T) {
 		if n := res.E2ELatency.Count; n < 3000 || n > 3601 {
 			t.Errorf("%d records measured end to end, want the 3600 due after the warm-up (or a few fewer)", n)
 		}
-		if res.Records < 2000 || res.Records > 3700 {
-			t.Errorf("%d records received in the measured window, want ~3600", res.Records)
+		// Counted by arrival: about the 3600 due in the window, more when
+		// warm-up records arrived late on a busy machine, never more
+		// than were sent.
+		if res.Records < 2000 || res.Records > res.Sent {
+			t.Errorf("%d records received in the measured window, want ~3600 (at most the %d sent)", res.Records, res.Sent)
 		}
 		if res.E2ELatency.P50 < res.ProduceLatency.P50/10 {
 			t.Errorf("e2e p50 %.3f ms below produce p50 %.3f ms", res.E2ELatency.P50, res.ProduceLatency.P50)
