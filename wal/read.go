@@ -114,15 +114,7 @@ func readSegment(c *Chunk, s *segment, offset int64, budget *int64, upTo int64, 
 		// A consumer at the tail: the batch starting at offset was
 		// committed lately and the rest of the segment fits, so no
 		// header needs reading.
-		if c.Bytes == 0 {
-			c.FirstOffset = offset
-		}
-		c.Ranges = append(c.Ranges, FileRange{File: s.f, Pos: pos, Len: size - pos})
-		c.Bytes += size - pos
-		c.NextOffset = segEnd
-		*budget -= size - pos
-		*first = false
-		return segEnd >= upTo || *budget <= 0, nil
+		return addSpan(c, s.f, pos, size, offset, segEnd, size, upTo, budget, first), nil
 	}
 	pos, h, err := s.findBatch(offset, size)
 	if errors.Is(err, io.EOF) {
@@ -178,22 +170,27 @@ func readSegment(c *Chunk, s *segment, offset int64, budget *int64, upTo int64, 
 			nextOff = bh.NextOffset()
 		}
 	}
-	n := endPos - startPos
+	return addSpan(c, s.f, startPos, endPos, h.BaseOffset, nextOff, size, upTo, budget, first), nil
+}
+
+// addSpan adds the batches of f in [start, end) (of a segment of size
+// bytes), whose offsets run from firstOff to nextOff, to c, and reports
+// whether the read is done: the span stopped before the segment's end, or
+// reached upTo, or used up the budget.
+func addSpan(c *Chunk, f *os.File, start, end, firstOff, nextOff, size, upTo int64, budget *int64, first *bool) bool {
+	n := end - start
 	if n <= 0 {
-		return true, nil
+		return true
 	}
 	if c.Bytes == 0 {
-		c.FirstOffset = h.BaseOffset
+		c.FirstOffset = firstOff
 	}
-	c.Ranges = append(c.Ranges, FileRange{File: s.f, Pos: startPos, Len: n})
+	c.Ranges = append(c.Ranges, FileRange{File: f, Pos: start, Len: n})
 	c.Bytes += n
 	c.NextOffset = nextOff
 	*budget -= n
 	*first = false
-	if endPos < size || nextOff >= upTo || *budget <= 0 {
-		return true, nil
-	}
-	return false, nil
+	return end < size || nextOff >= upTo || *budget <= 0
 }
 
 // ReadBytes is Read followed by copying the ranges into dst (for callers

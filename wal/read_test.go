@@ -82,21 +82,17 @@ func sameBatches(stored, built []byte) bool {
 	if len(stored) != len(built) {
 		return false
 	}
-	s, b := bytes.Clone(stored), bytes.Clone(built)
-	for rest := s; len(rest) >= batch.HeaderSize; {
-		n := int(batch.BatchLength(rest)) + batch.LogOverhead
-		if n > len(rest) {
-			return false
+	// normalized is a copy of batches with those two fields zeroed.
+	normalized := func(batches []byte) []byte {
+		out := bytes.Clone(batches)
+		for rest := out; len(rest) >= batch.HeaderSize; {
+			n := min(int(batch.BatchLength(rest))+batch.LogOverhead, len(rest))
+			clear(rest[0:8])
+			clear(rest[12:16])
+			rest = rest[n:]
 		}
-		clear(rest[0:8])
-		clear(rest[12:16])
-		rest = rest[n:]
+		return out
 	}
-	for rest := b; len(rest) >= batch.HeaderSize; {
-		n := int(batch.BatchLength(rest)) + batch.LogOverhead
-		clear(rest[0:8])
-		clear(rest[12:16])
-		rest = rest[n:]
-	}
+	s, b := normalized(stored), normalized(built)
 	return bytes.Equal(s, b)
 }
