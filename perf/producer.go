@@ -183,16 +183,9 @@ func (s *sender) run(ctx context.Context, sched *Schedule, end time.Time, limit 
 			if limit == 0 && !due.Before(end) {
 				return
 			}
-			if due.After(time.Now()) {
-				wake := due
-				if q := lastWake.Add(quantum); wake.Before(q) {
-					wake = q
-				}
-				if err := p.waitUntil(wake); err != nil {
-					s.fail(err)
-					return
-				}
-				lastWake = time.Now()
+			if err := waitDue(p, due, quantum, &lastWake); err != nil {
+				s.fail(err)
+				return
 			}
 		} else {
 			due = time.Now()

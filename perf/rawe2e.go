@@ -234,7 +234,9 @@ type rawSender struct {
 	// what fell due during a stall goes out as several requests).
 	perBatch int64
 	// turn counts the requests sent: request i goes to parts[i % len].
-	turn  int
+	turn int
+	// sched is the sender's schedule (set by run).
+	sched Schedule
 	value []byte // the record value; its first 8 bytes are patched
 	b     *batch.Builder
 }
@@ -257,10 +259,9 @@ type rawProduceLink struct {
 }
 
 // rawInflight is a request in flight with the records of indexes
-// [from, to) of sched.
+// [from, to) of the sender's schedule.
 type rawInflight struct {
 	from, to int64
-	sched    Schedule
 }
 
 func dialRawSender(ctx context.Context, c *Config, topic string, leaders map[string][]int32, acks int16, codec batch.Codec, id uint64, st *rawE2EStats) (*rawSender, error) {
@@ -306,10 +307,11 @@ func (s *rawSender) close() {
 // run sends the records due from sched.Start to end, then waits for
 // their answers.
 func (s *rawSender) run(ctx context.Context, sched Schedule, end time.Time) error {
+	s.sched = sched
 	for _, l := range s.conns {
 		go func() { l.done <- s.readAnswers(l) }()
 	}
-	err := s.send(ctx, sched, end)
+	err := s.send(ctx, end)
 	for _, l := range s.conns {
 		close(l.inflight)
 	}
@@ -332,7 +334,8 @@ func (s *rawSender) run(ctx context.Context, sched Schedule, end time.Time) erro
 // sticky partitioner of Kafka's clients (KIP-480) for records without a
 // key, each request fills one partition's batch and the next request
 // takes the next partition.
-func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) error {
+func (s *rawSender) send(ctx context.Context, end time.Time) error {
+	sched := s.sched
 	p, err := newPacer()
 	if err != nil {
 		return err
@@ -350,15 +353,8 @@ func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) err
 		if ctx.Err() != nil {
 			return nil
 		}
-		if due := sched.Due(next); due.After(time.Now()) {
-			wake := due
-			if q := lastWake.Add(quantum); wake.Before(q) {
-				wake = q
-			}
-			if err := p.waitUntil(wake); err != nil {
-				return err
-			}
-			lastWake = time.Now()
+		if err := waitDue(p, sched.Due(next), quantum, &lastWake); err != nil {
+			return err
 		}
 		now := time.Now()
 		upto := next + 1 // next is due (or the pacer woke a hair early)
@@ -373,7 +369,7 @@ func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) err
 		}
 		s.st.sent += upto - next
 		s.st.mu.Unlock()
-		if err := s.sendBatch(sched, next, upto); err != nil {
+		if err := s.sendBatch(next, upto); err != nil {
 			return err
 		}
 		next = upto
@@ -385,13 +381,13 @@ func (s *rawSender) send(ctx context.Context, sched Schedule, end time.Time) err
 // request (v7: transactional id, acks, timeout, one topic, one partition
 // with one record batch) to the next partition, waiting for a free
 // in-flight slot on its leader's connection first.
-func (s *rawSender) sendBatch(sched Schedule, from, to int64) error {
+func (s *rawSender) sendBatch(from, to int64) error {
 	part := s.parts[s.turn%len(s.parts)]
 	s.turn++
 	l := s.conns[part.link]
 	s.b.Reset()
 	for k := from; k < to; k++ {
-		due := sched.Due(k).UnixNano()
+		due := s.sched.Due(k).UnixNano()
 		binary.LittleEndian.PutUint64(s.value, uint64(due))
 		s.b.Add(due/int64(time.Millisecond), nil, s.value, nil)
 	}
@@ -417,7 +413,7 @@ func (s *rawSender) sendBatch(sched Schedule, from, to int64) error {
 	binary.BigEndian.PutUint32(f[sizeAt:], uint32(len(f)-sizeAt-4))
 	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
 	l.frame = f
-	l.inflight <- rawInflight{from: from, to: to, sched: sched} // blocks while MaxInflight are unanswered
+	l.inflight <- rawInflight{from: from, to: to} // blocks while MaxInflight are unanswered
 	l.corr++
 	if _, err := l.conn.Write(f); err != nil {
 		return fmt.Errorf("raw e2e produce to %s: %w", l.addr, err)
@@ -455,7 +451,7 @@ func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
 		s.st.mu.Lock()
 		s.st.acked += req.to - req.from
 		for k := req.from; k < req.to; k++ {
-			if d := req.sched.Due(k); d.UnixNano() >= s.st.measureFrom {
+			if d := s.sched.Due(k); d.UnixNano() >= s.st.measureFrom {
 				s.st.ack.Record(now.Sub(d))
 			}
 		}

@@ -55,3 +55,21 @@ func pacerQuantum(rate float64) time.Duration {
 	}
 	return 100 * time.Microsecond
 }
+
+// waitDue waits with p until due, but wakes no sooner than quantum after
+// the previous wake-up (*lastWake, which it then sets): the pacing of
+// both kinds of sender. A due time already past returns at once.
+func waitDue(p *pacer, due time.Time, quantum time.Duration, lastWake *time.Time) error {
+	if !due.After(time.Now()) {
+		return nil
+	}
+	wake := due
+	if q := lastWake.Add(quantum); wake.Before(q) {
+		wake = q
+	}
+	if err := p.waitUntil(wake); err != nil {
+		return err
+	}
+	*lastWake = time.Now()
+	return nil
+}
