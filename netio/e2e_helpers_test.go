@@ -102,8 +102,18 @@ func (r *e2eConn) do(req kmsg.Request, v int16) kmsg.Response {
 // Produce v9) and returns the partition's answer.
 func (r *e2eConn) rawProduce(topic string, partition int32, records []byte) kmsg.ProduceResponseTopicPartition {
 	r.t.Helper()
+	resp := r.do(produceRequest(topic, partition, -1, records), 9).(*kmsg.ProduceResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		r.t.Fatalf("produce response has %d topics", len(resp.Topics))
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// produceRequest is a Produce of records to one partition with acks and
+// a 10 s timeout.
+func produceRequest(topic string, partition int32, acks int16, records []byte) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
+	req.Acks = acks
 	req.TimeoutMillis = 10000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
@@ -112,11 +122,7 @@ func (r *e2eConn) rawProduce(topic string, partition int32, records []byte) kmsg
 	rp.Records = records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp := r.do(req, 9).(*kmsg.ProduceResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		r.t.Fatalf("produce response has %d topics", len(resp.Topics))
-	}
-	return resp.Topics[0].Partitions[0]
+	return req
 }
 
 // rawFetch fetches one partition once (no waiting) at version v, by name

@@ -102,15 +102,7 @@ func TestAutoCreateProduceKeepsOrder(t *testing.T) {
 	var reqs []*kmsg.ProduceRequest
 	var corrs []int32
 	for i := range n {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks = 1
-		req.TimeoutMillis = 10000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "ordered"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = e2eBatch(t, 0, time.Now().UnixMilli(), -1, -1, -1, fmt.Sprint(i))
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := produceRequest("ordered", 0, 1, e2eBatch(t, 0, time.Now().UnixMilli(), -1, -1, -1, fmt.Sprint(i)))
 		reqs = append(reqs, req)
 		corrs = append(corrs, rc.send(req, 9))
 	}

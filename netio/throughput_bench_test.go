@@ -97,14 +97,13 @@ func BenchmarkKgoConsume(b *testing.B) {
 	}
 }
 
-// BenchmarkProduceOneRecord: one 1 KiB record per acks=1 Produce request
-// over a plain connection, a request at a time (what a producer at a low
-// rate sends). The client side allocates nothing, so allocs/op is the
-// broker's allocations per produce request.
-func BenchmarkProduceOneRecord(b *testing.B) {
+// benchOneRecord starts a broker with topic (partitions of it) and
+// returns it with a one-record batch of 1 KiB, for the benchmarks that
+// count the broker's allocations per request.
+func benchOneRecord(b *testing.B, topic string, partitions int32) (*testBroker, []byte) {
 	br := startBroker(b)
 	adm := kadm.NewClient(br.client())
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "one"); err != nil {
+	if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
 		b.Fatal(err)
 	}
 	bb := batch.NewBuilder()
@@ -113,22 +112,43 @@ func BenchmarkProduceOneRecord(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = 1
-	req.TimeoutMillis = 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "one"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	req.SetVersion(9)
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 0)
+	return br, records
+}
+
+// benchDial is a plain connection to br, closed at the end.
+func benchDial(b *testing.B, br *testBroker) net.Conn {
 	c, err := net.Dial("tcp", br.Addr)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// benchRead reads one response from c into buf, allocating nothing.
+func benchRead(b *testing.B, c net.Conn, buf []byte) {
+	if _, err := io.ReadFull(c, buf[:4]); err != nil {
+		b.Fatal(err)
+	}
+	n := int(binary.BigEndian.Uint32(buf))
+	if n > len(buf) {
+		b.Fatalf("a response of %d bytes", n)
+	}
+	if _, err := io.ReadFull(c, buf[:n]); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkProduceOneRecord: one 1 KiB record per acks=1 Produce request
+// over a plain connection, a request at a time (what a producer at a low
+// rate sends). The client side allocates nothing, so allocs/op is the
+// broker's allocations per produce request.
+func BenchmarkProduceOneRecord(b *testing.B) {
+	br, records := benchOneRecord(b, "one", 1)
+	req := produceRequest("one", 0, 1, records)
+	req.SetVersion(9)
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 0)
+	c := benchDial(b, br)
 	resp := make([]byte, 4096)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -137,16 +157,7 @@ func BenchmarkProduceOneRecord(b *testing.B) {
 		if _, err := c.Write(frame); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := io.ReadFull(c, resp[:4]); err != nil {
-			b.Fatal(err)
-		}
-		n := int(binary.BigEndian.Uint32(resp))
-		if n > len(resp) {
-			b.Fatalf("a produce response of %d bytes", n)
-		}
-		if _, err := io.ReadFull(c, resp[:n]); err != nil {
-			b.Fatal(err)
-		}
+		benchRead(b, c, resp)
 	}
 }
 
@@ -157,27 +168,9 @@ func BenchmarkProduceOneRecord(b *testing.B) {
 // allocations per record produced and delivered.
 func BenchmarkProduceToParkedFetch(b *testing.B) {
 	const parts = 16
-	br := startBroker(b)
-	adm := kadm.NewClient(br.client())
-	if _, err := adm.CreateTopic(context.Background(), parts, 1, nil, "tail"); err != nil {
-		b.Fatal(err)
-	}
-	bb := batch.NewBuilder()
-	bb.Add(time.Now().UnixMilli(), nil, make([]byte, 1024), nil)
-	records, err := bb.Build(nil, batch.CodecNone)
-	if err != nil {
-		b.Fatal(err)
-	}
+	br, records := benchOneRecord(b, "tail", parts)
 	fmtr := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
-	preq := kmsg.NewPtrProduceRequest()
-	preq.Acks = 1
-	preq.TimeoutMillis = 10000
-	prt := kmsg.NewProduceRequestTopic()
-	prt.Topic = "tail"
-	prp := kmsg.NewProduceRequestTopicPartition()
-	prp.Records = records
-	prt.Partitions = append(prt.Partitions, prp)
-	preq.Topics = append(preq.Topics, prt)
+	preq := produceRequest("tail", 0, 1, records)
 	preq.SetVersion(9)
 	freq := kmsg.NewPtrFetchRequest()
 	freq.ReplicaID = -1
@@ -193,29 +186,9 @@ func BenchmarkProduceToParkedFetch(b *testing.B) {
 	}
 	freq.Topics = append(freq.Topics, frt)
 	freq.SetVersion(11)
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", br.Addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { c.Close() })
-		return c
-	}
-	pc, fc := dial(), dial()
+	pc, fc := benchDial(b, br), benchDial(b, br)
 	var pframe, fframe []byte
 	resp := make([]byte, 64<<10)
-	read := func(c net.Conn) {
-		if _, err := io.ReadFull(c, resp[:4]); err != nil {
-			b.Fatal(err)
-		}
-		n := int(binary.BigEndian.Uint32(resp))
-		if n > len(resp) {
-			b.Fatalf("a response of %d bytes", n)
-		}
-		if _, err := io.ReadFull(c, resp[:n]); err != nil {
-			b.Fatal(err)
-		}
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -229,8 +202,8 @@ func BenchmarkProduceToParkedFetch(b *testing.B) {
 		if _, err := pc.Write(pframe); err != nil {
 			b.Fatal(err)
 		}
-		read(pc)
-		read(fc)
+		benchRead(b, pc, resp)
+		benchRead(b, fc, resp)
 		freq.Topics[0].Partitions[p].FetchOffset++
 	}
 }
