@@ -31,6 +31,7 @@ FUZZ_TARGETS := \
 	./internal/kwire:FuzzParseResponse \
 	./internal/powerloss:FuzzJournal \
 	./perf:FuzzRawResponses \
+	./perf:FuzzRelay \
 	./security:FuzzPlainMessage \
 	./security:FuzzScramExchange \
 	./security:FuzzStoreFile

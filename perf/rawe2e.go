@@ -142,17 +142,7 @@ func rawE2E(ctx context.Context, c *Config, r *run, leaders map[string][]int32, 
 		}()
 	}
 	swg.Wait()
-	// Wait for the fetchers to see every acknowledged record.
-	deadline := time.Now().Add(c.Timeout.D())
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		st.mu.Lock()
-		done := st.consumed >= st.acked
-		st.mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	st.waitConsumed(ctx, c.Timeout.D())
 	stopFetch()
 	for _, f := range fetchers {
 		f.conn.SetReadDeadline(time.Now()) // ends a long poll at once
@@ -162,27 +152,7 @@ func rawE2E(ctx context.Context, c *Config, r *run, leaders map[string][]int32, 
 
 	res := r.result(start)
 	res.setCPU(cpu0, sampleCPU(c.BrokerPID))
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	res.Sent, res.Acked, res.Consumed, res.Errors = st.sent, st.acked, st.consumed, st.errs
-	if st.firstErr != nil {
-		res.FirstError = st.firstErr.Error()
-	}
-	res.setThroughput(st.measured, st.measuredBytes, end.Sub(start.Add(c.Warmup.D())))
-	res.Timeline = st.timeline.counts
-	res.E2ELatency = st.e2e.Summary()
-	res.ProduceLatency = st.ack.Summary()
-	res.SendLag = st.lag.Summary()
-	finalLine(progress, res)
-	switch {
-	case st.consumed < st.acked:
-		return res, fmt.Errorf("fetchers saw %d of %d acknowledged records within %v", st.consumed, st.acked, c.Timeout.D())
-	case res.E2ELatency == nil:
-		return res, fmt.Errorf("no record measured end to end: %s", res.FirstError)
-	case st.firstErr != nil:
-		return res, st.firstErr
-	}
-	return res, nil
+	return st.finish(res, c, start, end, progress)
 }
 
 // rawE2EStats is what the raw senders and fetchers of a run measured,
@@ -201,6 +171,78 @@ type rawE2EStats struct {
 	measured, measuredBytes int64
 	errs                    int64
 	firstErr                error
+}
+
+// waitConsumed waits up to timeout for the consumers to see every
+// acknowledged record.
+func (s *rawE2EStats) waitConsumed(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s.mu.Lock()
+		done := s.consumed >= s.acked
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// finish fills res with what s measured in the run from start to end,
+// prints its final line to progress and says whether the run failed:
+// records acknowledged but never consumed, nothing measured, or an error
+// on the way.
+func (s *rawE2EStats) finish(res *Result, c *Config, start, end time.Time, progress io.Writer) (*Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res.Sent, res.Acked, res.Consumed, res.Errors = s.sent, s.acked, s.consumed, s.errs
+	if s.firstErr != nil {
+		res.FirstError = s.firstErr.Error()
+	}
+	res.setThroughput(s.measured, s.measuredBytes, end.Sub(start.Add(c.Warmup.D())))
+	res.Timeline = s.timeline.counts
+	res.E2ELatency = s.e2e.Summary()
+	res.ProduceLatency = s.ack.Summary()
+	res.SendLag = s.lag.Summary()
+	finalLine(progress, res)
+	switch {
+	case s.consumed < s.acked:
+		return res, fmt.Errorf("consumers saw %d of %d acknowledged records within %v", s.consumed, s.acked, c.Timeout.D())
+	case res.E2ELatency == nil:
+		return res, fmt.Errorf("no record measured end to end: %s", res.FirstError)
+	case s.firstErr != nil:
+		return res, s.firstErr
+	}
+	return res, nil
+}
+
+// acks records the acknowledgement, at now, of the records of indexes
+// [from, to) of sched: their ack latency from their due times.
+func (s *rawE2EStats) acks(sched Schedule, from, to int64, now time.Time) {
+	s.mu.Lock()
+	s.acked += to - from
+	for k := from; k < to; k++ {
+		if d := sched.Due(k); d.UnixNano() >= s.measureFrom {
+			s.ack.Record(now.Sub(d))
+		}
+	}
+	s.mu.Unlock()
+}
+
+// consume records one record of n bytes, due at due, received at nowN
+// (UnixNano). The caller holds s.mu.
+func (s *rawE2EStats) consume(due int64, n int, nowN int64) {
+	lat := time.Duration(nowN - due)
+	if due >= s.measureFrom {
+		s.e2e.Record(lat)
+	}
+	s.win.add(n, lat, true)
+	s.consumed++
+	s.timeline.add(nowN)
+	if nowN >= s.measureFrom && nowN <= s.measureTo {
+		s.measured++
+		s.measuredBytes += int64(n)
+	}
 }
 
 func (s *rawE2EStats) fail(err error) {
@@ -329,21 +371,27 @@ func (s *rawSender) run(ctx context.Context, sched Schedule, end time.Time) erro
 	return err
 }
 
-// send is the sender's loop: wait for the next due record, then send
-// every record that is due, at most perBatch per request. Like the
-// sticky partitioner of Kafka's clients (KIP-480) for records without a
-// key, each request fills one partition's batch and the next request
-// takes the next partition.
+// send is the sender's loop (paceRecords). Like the sticky partitioner
+// of Kafka's clients (KIP-480) for records without a key, each request
+// fills one partition's batch and the next request takes the next
+// partition.
 func (s *rawSender) send(ctx context.Context, end time.Time) error {
-	sched := s.sched
+	return paceRecords(ctx, s.sched, end, s.c.Linger.D(), s.perBatch, s.st, s.sendBatch)
+}
+
+// paceRecords sends sched's records due before end: it waits for the
+// next due record, then hands every record that is due, at most perBatch
+// at a time, to send (indexes [from, to) of sched), recording how late
+// each one left. It wakes at most every linger (as a producer client's
+// linger: records wait up to that long for the next wake-up, which sends
+// them together).
+func paceRecords(ctx context.Context, sched Schedule, end time.Time, linger time.Duration, perBatch int64, st *rawE2EStats, send func(from, to int64) error) error {
 	p, err := newPacer()
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	// --linger, as a producer client's: records wait up to that long
-	// for the next wake-up, which sends them together.
-	quantum := max(pacerQuantum(sched.Rate), s.c.Linger.D())
+	quantum := max(pacerQuantum(sched.Rate), linger)
 	total := int64(math.Ceil(end.Sub(sched.Start).Seconds() * sched.Rate)) // records due before end
 	for total > 0 && !sched.Due(total-1).Before(end) {
 		total--
@@ -358,18 +406,18 @@ func (s *rawSender) send(ctx context.Context, end time.Time) error {
 		}
 		now := time.Now()
 		upto := next + 1 // next is due (or the pacer woke a hair early)
-		for upto < total && upto-next < s.perBatch && !sched.Due(upto).After(now) {
+		for upto < total && upto-next < perBatch && !sched.Due(upto).After(now) {
 			upto++
 		}
-		s.st.mu.Lock()
+		st.mu.Lock()
 		for k := next; k < upto; k++ {
-			if d := sched.Due(k); d.UnixNano() >= s.st.measureFrom {
-				s.st.lag.Record(now.Sub(d))
+			if d := sched.Due(k); d.UnixNano() >= st.measureFrom {
+				st.lag.Record(now.Sub(d))
 			}
 		}
-		s.st.sent += upto - next
-		s.st.mu.Unlock()
-		if err := s.sendBatch(next, upto); err != nil {
+		st.sent += upto - next
+		st.mu.Unlock()
+		if err := send(next, upto); err != nil {
 			return err
 		}
 		next = upto
@@ -447,15 +495,7 @@ func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
 		if err := checkProduceResponse(body); err != nil {
 			return fmt.Errorf("raw e2e: %w", err)
 		}
-		now := time.Now()
-		s.st.mu.Lock()
-		s.st.acked += req.to - req.from
-		for k := req.from; k < req.to; k++ {
-			if d := s.sched.Due(k); d.UnixNano() >= s.st.measureFrom {
-				s.st.ack.Record(now.Sub(d))
-			}
-		}
-		s.st.mu.Unlock()
+		s.st.acks(s.sched, req.from, req.to, time.Now())
 	}
 	return nil
 }
@@ -583,19 +623,7 @@ func (f *rawFetcher) records(b []byte, from int64, now time.Time) (int64, error)
 				if h.BaseOffset+int64(rec.OffsetDelta) < from || len(rec.Value) < 8 {
 					continue
 				}
-				due := int64(binary.LittleEndian.Uint64(rec.Value))
-				lat := time.Duration(nowN - due)
-				if due >= st.measureFrom {
-					st.e2e.Record(lat)
-				}
-				n := len(rec.Value) + len(rec.Key)
-				st.win.add(n, lat, true)
-				st.consumed++
-				st.timeline.add(nowN)
-				if nowN >= st.measureFrom && nowN <= st.measureTo {
-					st.measured++
-					st.measuredBytes += int64(n)
-				}
+				st.consume(int64(binary.LittleEndian.Uint64(rec.Value)), len(rec.Value)+len(rec.Key), nowN)
 			}
 			if err := it.Err(); err != nil {
 				return from, err

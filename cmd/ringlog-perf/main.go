@@ -31,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) cli.ExitCode {
 		{Name: "fetch", Summary: "broker fetch throughput: plain Fetch requests, no record decoding", Run: runPerfFetch},
 		{Name: "e2e", Summary: "end-to-end latency (send → consume) at a fixed rate", Run: runPerfE2E},
 		{Name: "e2e-raw", Summary: "end-to-end latency with plain Produce and Fetch requests, no client library", Run: runPerfE2ERaw},
+		{Name: "relay-floor", Summary: "the latency floor of this machine: e2e-raw's clients and a relay that only moves the records", Run: runPerfRelayFloor},
+		{Name: "relay-serve", Summary: "serve the relay of relay-floor (which starts it)", Run: runRelayServe},
 		{Name: "scale", Summary: "sweep partitions and producers; charts and JSONL", Run: runPerfScale},
 		{Name: "suite", Summary: "the standard matrix of 'make perf' with targets and a summary", Run: runPerfSuite},
 		{Name: "report", Summary: "draw a suite's charts, targets and summary again from its results.jsonl", Run: runPerfReport},

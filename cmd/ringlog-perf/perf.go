@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -305,6 +306,65 @@ Examples:
   ringlog-perf e2e-raw --rate 10000 --record-size 1024 --partitions 16 --duration 30s --procs 1
   ringlog-perf e2e-raw --rate 400k --acks all
 `, perf.RunRawE2E)
+
+var runPerfRelayFloor = perfRunNamed("relay-floor", perf.ModeE2E, `
+Usage: ringlog-perf relay-floor [flags]
+
+The latency floor this machine sets for any broker: e2e-raw's paced
+producers and long-polling consumer (one), talking to a relay in a process
+of its own ('ringlog-perf relay-serve', started and stopped by this
+command) that does nothing but move the records: no Kafka protocol, no
+disk, a goroutine per connection. Each record still costs what it costs
+between processes (a timer wake-up, a request and its answer, a long-poll
+answer and the next poll), so on a machine the relay shares with the load
+generator its latency is what scheduling alone adds; a broker's distance
+from it, measured side by side, is the broker's own share. Output is as
+in 'ringlog-perf e2e' (the relay's CPU as the broker's). Fixed --rate only;
+--brokers, --topic, --partitions, --acks and --compression do not apply.
+`, `
+Examples:
+  ringlog-perf relay-floor --rate 10000 --record-size 1024 --duration 12s --warmup 2s --procs 1
+`, func(ctx context.Context, c perf.Config, w io.Writer) (*perf.Result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("relay-floor: find this program to start the relay: %w", err)
+	}
+	relay, err := perf.StartRelayProcess(exe, "relay-serve")
+	if err != nil {
+		return nil, err
+	}
+	defer relay.Stop()
+	c.BrokerPID = relay.PID
+	return perf.RunRelayFloor(ctx, c, relay.Addr, w)
+})
+
+const relayServeUsage = `
+Usage: ringlog-perf relay-serve [--addr host:port]
+
+Serves the relay of 'ringlog-perf relay-floor' (which starts it) until
+SIGINT or SIGTERM. Once it listens it prints one line:
+  ringlog-perf relay ready addr=HOST:PORT
+`
+
+func runRelayServe(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("relay-serve", relayServeUsage, "\nExamples:\n  ringlog-perf relay-serve --addr 127.0.0.1:0\n", stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "`host:port` to listen on")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return cli.Usagef("relay-serve takes no arguments, got %q", rest)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("relay-serve: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr())
+	ctx, cancel := perfContext()
+	defer cancel()
+	return perf.ServeRelay(ctx, ln)
+}
 
 const perfScaleUsage = `
 Usage: ringlog-perf scale [flags]

@@ -21,7 +21,7 @@ func TestPerfCommandLine(t *testing.T) {
 		code := run(args, &out, &errb)
 		return code, out.String(), errb.String()
 	}
-	for _, sub := range []string{"produce", "consume", "e2e", "scale", "suite", "report", "flamegraph"} {
+	for _, sub := range []string{"produce", "consume", "e2e", "e2e-raw", "relay-floor", "relay-serve", "scale", "suite", "report", "flamegraph"} {
 		code, _, stderr := runIn(sub, "--help")
 		if code != cli.ExitOK || !strings.Contains(stderr, "Usage: ringlog-perf "+sub) || !strings.Contains(stderr, "Examples:") {
 			t.Errorf("%s --help: exit %d\n%s", sub, code, stderr)
@@ -45,6 +45,7 @@ func TestPerfCommandLine(t *testing.T) {
 		{"produce", "--compression", "brotli"},
 		{"produce", "--warmup", "10s", "--duration", "5s"},
 		{"e2e", "extra-arg"},
+		{"relay-serve", "extra-arg"},
 		{"scale", "--sweep-partitions", "1,x"},
 		{"scale", "--topic", "t"},
 		{"suite", "--warmup", "1m"},

@@ -1,0 +1,150 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// relayChildEnv makes the test binary a relay process (TestMain), so
+// that StartRelayProcess is tested on a real process of its own.
+const relayChildEnv = "RINGLOG_PERF_TEST_RELAY_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(relayChildEnv) == "1" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s%s\n", RelayReadyPrefix, ln.Addr())
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		if err := ServeRelay(ctx, ln); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestRelayFloor runs the relay floor against a relay process: every
+// record due is sent, answered and consumed exactly once, latency is
+// measured for the records after the warm-up, and the relay's CPU is
+// read as a broker's would be.
+func TestRelayFloor(t *testing.T) {
+	t.Setenv(relayChildEnv, "1") // for the child only: TestMain has run
+	relay, err := StartRelayProcess(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := relay.Stop(); err != nil {
+			t.Errorf("stop the relay: %v", err)
+		}
+	}()
+	c := DefaultConfig(ModeE2E)
+	c.Rate, c.Duration, c.Warmup, c.ReportEvery = 4000, Duration(1500*time.Millisecond), Duration(500*time.Millisecond), 0
+	c.BrokerPID = relay.PID
+	res, err := RunRelayFloor(context.Background(), c, relay.Addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != ModeFloor || res.Sent != 6000 || res.Acked != res.Sent || res.Consumed != res.Sent || res.Errors != 0 {
+		t.Fatalf("%s run: sent %d, acked %d, consumed %d, errors %d (%s); want 6000 of each", res.Mode, res.Sent, res.Acked, res.Consumed, res.Errors, res.FirstError)
+	}
+	// Records due in the last second are measured; a few may arrive
+	// after the measured window ends.
+	if e := res.E2ELatency; e == nil || e.Count != 4000 || e.P50 <= 0 || e.Max < e.P99 {
+		t.Fatalf("e2e latency %+v, want 4000 measured records", res.E2ELatency)
+	}
+	if res.ProduceLatency == nil || res.ProduceLatency.Count != 4000 || res.SendLag == nil {
+		t.Fatalf("ack latency %+v, send lag %+v", res.ProduceLatency, res.SendLag)
+	}
+	if res.BrokerCores <= 0 {
+		t.Fatalf("relay CPU %v cores: the relay process's CPU was not read", res.BrokerCores)
+	}
+	if _, err := RunRelayFloor(context.Background(), Config{Consumers: 2}, relay.Addr, nil); err == nil {
+		t.Fatal("two consumers: no error")
+	}
+}
+
+// TestRelayRejects checks that the relay ends a connection with an
+// unknown role or poll byte or an oversized frame, and goes on serving
+// the others.
+func TestRelayRejects(t *testing.T) {
+	for name, in := range map[string][]byte{
+		"role":  {'x'},
+		"poll":  {relayConsumer, 'x'},
+		"frame": binary.BigEndian.AppendUint32([]byte{relayProducer}, relayMaxFrame+1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			rl := &relay{}
+			a, b := net.Pipe()
+			go io.Copy(io.Discard, a)
+			go a.Write(in)
+			done := make(chan error, 1)
+			go func() { done <- rl.serve(b) }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("served on")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the relay still reads the connection")
+			}
+			a.Close()
+		})
+	}
+}
+
+// FuzzRelay feeds arbitrary bytes to the relay as one client's
+// connection: it must answer or refuse them without panicking, and a
+// producer's records must reach a waiting consumer intact.
+func FuzzRelay(f *testing.F) {
+	frame := binary.BigEndian.AppendUint32([]byte{relayProducer}, 16)
+	frame = append(frame, bytes.Repeat([]byte{7}, 16)...)
+	f.Add(frame)
+	f.Add([]byte{relayConsumer, relayPoll, relayPoll})
+	f.Add([]byte{relayProducer, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		rl := &relay{}
+		// A consumer waits, so producer frames go straight to it.
+		consumer, cside := net.Pipe()
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(consumer)
+			got <- b
+		}()
+		rl.waiting = cside
+		a, b := net.Pipe()
+		go io.Copy(io.Discard, a)
+		go func() {
+			a.Write(in)
+			a.Close()
+		}()
+		rl.serve(b)
+		b.Close()
+		cside.Close()
+		out := <-got
+		if len(in) > 5 && in[0] == relayProducer {
+			n := binary.BigEndian.Uint32(in[1:5])
+			if n <= relayMaxFrame && uint64(len(in)) >= 5+uint64(n) {
+				want := in[1 : 5+n]
+				if !bytes.Equal(out, want) {
+					t.Fatalf("the consumer got %d bytes, want the first frame's %d", len(out), len(want))
+				}
+			}
+		}
+	})
+}
