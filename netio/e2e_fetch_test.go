@@ -183,6 +183,45 @@ func TestE2EZeroCopyFetch(t *testing.T) {
 	}
 }
 
+// TestE2ESmallFetchCopied consumes a partition holding a few small
+// batches: a fetch of fewer than Config.FetchCopyBelow bytes goes out
+// copied with its headers (CopiedBytes), not with sendfile, and the
+// records arrive intact.
+func TestE2ESmallFetchCopied(t *testing.T) {
+	b := startBroker(t)
+	ctx := testCtx(t, 20*time.Second)
+	const topic = "smallcopy"
+	b.e2eCreate(ctx, topic, 1, nil)
+	prod := b.client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	var recs []*kgo.Record
+	for i := range 3 {
+		recs = append(recs, &kgo.Record{Value: bytes.Repeat([]byte{byte('a' + i)}, 300)})
+	}
+	for _, r := range recs { // three batches
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := b.e2ePart(topic, 0).Log()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := l.Size()
+	sent0, copied0 := testutil.ToFloat64(b.Metrics.SendfileBytes), testutil.ToFloat64(b.Metrics.CopiedBytes)
+	got := b.e2eConsume(ctx, topic, len(recs))
+	for i, r := range got {
+		if r.Offset != int64(i) || !bytes.Equal(r.Value, recs[i].Value) {
+			t.Fatalf("record %d: offset %d, value %q...", i, r.Offset, r.Value[:min(8, len(r.Value))])
+		}
+	}
+	sent := testutil.ToFloat64(b.Metrics.SendfileBytes) - sent0
+	copied := testutil.ToFloat64(b.Metrics.CopiedBytes) - copied0
+	t.Logf("partition %d bytes; copied %v, sendfile %v", size, copied, sent)
+	if copied < float64(size) || sent != 0 {
+		t.Fatalf("copied %v bytes and sent %v with sendfile; want all %d copied (below %d), none with sendfile", copied, sent, size, 16<<10)
+	}
+}
+
 // TestE2EListOffsetsByTime stores records with known timestamps (two kgo
 // batches, gzip, and one hand-built batch with timestamps out of order)
 // and checks the offsets found by time, the start, end and max-timestamp

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
@@ -38,20 +39,27 @@ type fetchTopicResult struct {
 // file ranges of the records. The first part starts with the frame length.
 // The byte runs are slices of one buffer, cut once it is complete (an
 // append may move it), so a response costs two allocations whatever its
-// partition count.
-func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
+// partition count. A partition's records shorter than copyBelow bytes
+// are read into the buffer instead of being a file range (when they
+// cannot be read whole, they stay a range, whose sendfile then reports
+// the failure); it returns how many bytes it copied.
+func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow int64) ([]part, int64) {
 	v := r.version
 	flex := v >= 12
 	nparts := 1
+	var copied int64
 	for i := range topics {
 		for j := range topics[i].parts {
-			if c := &topics[i].parts[j].chunk; c.Bytes > 0 {
+			if c := &topics[i].parts[j].chunk; c.Bytes > 0 && c.Bytes < copyBelow {
+				copied += c.Bytes
+			} else if c.Bytes > 0 {
 				nparts += 1 + len(c.Ranges)
 			}
 		}
 	}
 	parts := make([]part, 0, nparts)
-	buf := make([]byte, 4, 128+64*len(topics)+64*nparts)
+	buf := make([]byte, 4, 128+64*len(topics)+64*nparts+int(copied))
+	copied = 0
 	buf = r.header(buf)
 	total := int64(0)
 	start := 0 // of the byte run being built
@@ -109,6 +117,13 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
 			} else {
 				buf = kbin.AppendInt32(buf, int32(n))
 			}
+			if n > 0 && n < copyBelow {
+				if b, ok := readRanges(buf, p.chunk.Ranges); ok {
+					buf = b
+					copied += n
+					n = 0 // sent with the bytes around it
+				}
+			}
 			if n > 0 {
 				endRun()
 				for _, fr := range p.chunk.Ranges {
@@ -135,7 +150,22 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult) []part {
 		}
 	}
 	binary.BigEndian.PutUint32(parts[0].b, uint32(total-4))
-	return parts
+	return parts, copied
+}
+
+// readRanges appends the bytes of ranges to buf (pread), or returns
+// false when a range cannot be read whole (the caller then sends the
+// ranges with sendfile, which reports the failure).
+func readRanges(buf []byte, ranges []wal.FileRange) ([]byte, bool) {
+	at := len(buf)
+	for _, fr := range ranges {
+		from := len(buf)
+		buf = slices.Grow(buf, int(fr.Len))[:from+int(fr.Len)]
+		if _, err := fr.File.ReadAt(buf[from:], fr.Pos); err != nil {
+			return buf[:at], false
+		}
+	}
+	return buf, true
 }
 
 func appendArrayLen(dst []byte, n int, flex bool) []byte {

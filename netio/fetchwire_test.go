@@ -188,7 +188,29 @@ func TestFetchWireAllVersions(t *testing.T) {
 	for v := int16(4); v <= 17; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			r := &request{key: 1, version: v, corr: 0x1234567, flexible: v >= 12}
-			wire := wireBytes(t, encodeFetch(r, 0, topics))
+			wire := wireBytes(t, first(encodeFetch(r, 0, topics, 0)))
+			// Copying the small partitions' records (below part's size:
+			// beta/3 only; below 1 MiB: all of them) changes how the
+			// bytes go out, never which bytes.
+			for _, below := range []int64{part.Bytes + 1, 1 << 20} {
+				parts, copied := encodeFetch(r, 0, topics, below)
+				files := 0
+				for _, p := range parts {
+					if p.f.File != nil {
+						files++
+					}
+				}
+				wantCopied, wantFiles := part.Bytes, len(all.Ranges)
+				if below == 1<<20 {
+					wantCopied, wantFiles = part.Bytes+all.Bytes, 0
+				}
+				if copied != wantCopied || files != wantFiles {
+					t.Fatalf("copy below %d: %d bytes copied, %d file ranges; want %d and %d", below, copied, files, wantCopied, wantFiles)
+				}
+				if got := wireBytes(t, parts); !bytes.Equal(got, wire) {
+					t.Fatalf("copy below %d: the response differs from the one with file ranges", below)
+				}
+			}
 			body := wireCheckFrame(t, wire, v)
 			resp := kmsg.NewPtrFetchResponse()
 			resp.SetVersion(v)
@@ -248,7 +270,7 @@ func TestFetchWireAllVersions(t *testing.T) {
 func TestFetchWireTopLevelError(t *testing.T) {
 	for v := int16(7); v <= 17; v++ {
 		r := &request{key: 1, version: v, corr: 42, flexible: v >= 12}
-		wire := wireBytes(t, encodeFetch(r, kerr.FetchSessionIDNotFound.Code, nil))
+		wire := wireBytes(t, first(encodeFetch(r, kerr.FetchSessionIDNotFound.Code, nil, 0)))
 		body := wireCheckFrame(t, wire, v)
 		resp := kmsg.NewPtrFetchResponse()
 		resp.SetVersion(v)
@@ -286,3 +308,5 @@ func wireCheckFrame(t *testing.T, wire []byte, v int16) []byte {
 	}
 	return body
 }
+
+func first[A, B any](a A, _ B) A { return a }

@@ -15,7 +15,9 @@ import (
 // Fetch, key 1, versions 4-17.
 //
 //   - Record bytes go from the segment files to the socket with sendfile;
-//     only the response header is built in user space (fetchwire.go).
+//     only the response header is built in user space (fetchwire.go). A
+//     partition's records shorter than Config.FetchCopyBelow are read
+//     into the header buffer and sent with it instead.
 //   - Per partition: whole batches from FetchOffset (a fetch from inside a
 //     batch returns that whole batch), up to the partition's MaxBytes and
 //     the response's MaxBytes, except that the first batch of the first
@@ -377,7 +379,10 @@ func (f *fetch) respond(errCode int16) {
 			}
 		}
 	}
-	parts := encodeFetch(f.r, errCode, f.topics)
+	parts, copied := encodeFetch(f.r, errCode, f.topics, int64(f.r.conn.srv.cfg.FetchCopyBelow))
+	if copied > 0 {
+		f.r.conn.srv.metrics.CopiedBytes.Add(float64(copied))
+	}
 	f.r.conn.complete(f.r.resp, parts, f.release)
 	f.r.finish()
 }

@@ -58,6 +58,13 @@ type Config struct {
 	MaxPausedBytes int64
 	// EventLoops is the number of gnet event loops. Default GOMAXPROCS.
 	EventLoops int
+	// FetchCopyBelow: a fetched partition's records shorter than this
+	// many bytes are read into the response (pread) and sent with its
+	// headers in one sendmsg; longer ones go with sendfile. For the small
+	// fetches of consumers at the tail of a log this saves a system call
+	// and a TCP segment per partition, where sendfile's zero copy is worth
+	// less than its setup. 0: always sendfile. DefaultConfig: 16 KiB.
+	FetchCopyBelow int
 	// Native serves the MyKafka native protocol (native.go) instead of
 	// Kafka's.
 	Native bool
@@ -95,6 +102,7 @@ func DefaultConfig() Config {
 		RequestReadTimeout: 30 * time.Second,
 		MaxInflightPerConn: 100,
 		MaxPausedBytes:     256 << 20,
+		FetchCopyBelow:     16 << 10,
 		Protocol:           Plaintext,
 		Security:           DefaultSecurity(),
 	}
