@@ -94,6 +94,13 @@ func ReadSuite(path string) (*SuiteResult, error) {
 		case r.Mode == ModeConsume:
 			sr.Consume = append(sr.Consume, r)
 			afterSweep = true
+		case r.Mode == ModeFloor:
+			sr.Floor = append(sr.Floor, r)
+			if strings.Contains(r.Label, "% of max") {
+				sr.refPoint["floor_half"] = r
+			} else {
+				sr.refPoint["floor_low"] = r
+			}
 		case r.Mode == ModeE2E && strings.HasPrefix(r.Label, "raw e2e"):
 			sr.RawLatency = append(sr.RawLatency, r)
 			switch {

@@ -43,6 +43,11 @@ func TestReadSuiteCommitted(t *testing.T) {
 			t.Errorf("raw latency points without the targets' ones: %v", sr.refPoint)
 		}
 	}
+	if len(sr.Floor) > 0 { // suites since the relay floor points
+		if sr.refPoint["floor_low"] == nil || sr.refPoint["floor_half"] == nil {
+			t.Errorf("relay floor points without the targets' ones: %v", sr.refPoint)
+		}
+	}
 	if len(sr.Targets) != 7 || len(sr.Charts) != charts {
 		t.Errorf("%d targets, charts %v", len(sr.Targets), sr.Charts)
 	}

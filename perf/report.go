@@ -403,6 +403,14 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			p("| %s |\n", latencyCells(r))
 		}
 	}
+	if len(sr.Floor) > 0 {
+		p("\n## Latency floor of the host (relay-floor)\n\n")
+		p("`ringlog-perf relay-floor`: the raw clients' paced producer and long-polling consumer (1 KiB records, one frame per wake-up) against a relay process that only moves the records (Go's net package, no Kafka protocol, no disk). Each record still costs a timer wake-up, a request and its answer, a long-poll answer and the next poll between two processes, so on shared cores its latency is what scheduling alone adds: a floor for any broker here. The broker columns are the relay's.\n\n")
+		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / relay | relay CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range sr.Floor {
+			p("| %s |\n", latencyCells(r))
+		}
+	}
 	if len(sr.Charts) > 0 {
 		p("\n## Charts\n\n")
 		for _, c := range sr.Charts {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,10 @@ type SuiteConfig struct {
 	BrokerPID int `json:"broker_pid,omitempty"`
 	// Note is added to the environment (e.g. who shares the cores).
 	Note string `json:"note"`
+	// RelayCommand starts a relay process for the relay floor points
+	// (StartRelayProcess: the program and its arguments, e.g. this
+	// ringlog-perf and relay-serve); empty: no floor points.
+	RelayCommand []string `json:"relay_command,omitempty"`
 }
 
 // DefaultSuite returns the standard matrix.
@@ -161,9 +166,13 @@ type SuiteResult struct {
 	// and Fetch requests (RunRawE2E): the same offered rates, without
 	// the clients' per-record work on the shared cores.
 	RawLatency []*Result `json:"raw_latency,omitempty"`
-	Targets    []Target  `json:"targets"`
-	Charts     []string  `json:"charts"`
-	Failures   []string  `json:"failures,omitempty"`
+	// Floor is the relay floor (RunRelayFloor) at the low rate and at
+	// half of the max: the latency this machine gives a process that only
+	// moves the records, the same clients' pattern, run alongside.
+	Floor    []*Result `json:"relay_floor,omitempty"`
+	Targets  []Target  `json:"targets"`
+	Charts   []string  `json:"charts"`
+	Failures []string  `json:"failures,omitempty"`
 	// Redrawn: the report was drawn again from results.jsonl
 	// (ReadSuite), Elapsed estimated from the runs' start times.
 	Redrawn  bool `json:"redrawn,omitempty"`
@@ -227,6 +236,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 		"consume":     4,
 		"latency":     2 + len(sc.LoadFractions),
 		"raw latency": 1 + len(sc.LoadFractions),
+		"relay floor": floorSteps(sc),
 		"many":        manySteps,
 	}
 	steps := 0
@@ -485,6 +495,48 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 		clock.skip(len(sc.LoadFractions))
 	}
 
+	// 5c. The host's floor at the target rates: the same paced producer
+	// and long-polling consumer, a relay that only moves the records.
+	phase("relay floor")
+	floorAt := func(rate float64, label string) *Result {
+		c := base
+		c.Mode = ModeE2E
+		c.RecordSize, c.Rate, c.Duration, c.Label = sc.RefSize, rate, sc.LatencyDuration, label
+		if refOne == nil || rate <= 0.5*refOne.RecordsPerSec {
+			c.Procs = sc.LatencyProcs
+		}
+		relay, err := StartRelayProcess(sc.RelayCommand[0], sc.RelayCommand[1:]...)
+		if err != nil {
+			fail(label, err)
+			say("%s: failed", label)
+			return nil
+		}
+		c.BrokerPID = relay.PID
+		r, err := RunRelayFloor(ctx, c, relay.Addr, nil)
+		if serr := relay.Stop(); err == nil && serr != nil {
+			err = fmt.Errorf("stop the relay: %w", serr)
+		}
+		if err != nil {
+			fail(label, err)
+			say("%s: failed", label)
+			return nil
+		}
+		r.Env.Note = sc.Note
+		out.write(r)
+		sr.Floor = append(sr.Floor, r)
+		say("%s: %.0f records/s%s%s", label, r.RecordsPerSec, latNote("e2e", r.E2ELatency), lagNote(r.SendLag))
+		return r
+	}
+	if len(sc.RelayCommand) > 0 {
+		sr.refPoint["floor_low"] = floorAt(sc.LowRate, fmt.Sprintf("relay floor %s at %.0f records/s", sizeName(sc.RefSize), sc.LowRate))
+		if refOne != nil && slices.Contains(sc.LoadFractions, 0.5) {
+			rate := 0.5 * refOne.RecordsPerSec
+			sr.refPoint["floor_half"] = floorAt(rate, fmt.Sprintf("relay floor %s at 50%% of max (%.0f records/s)", sizeName(sc.RefSize), rate))
+		} else {
+			clock.skip(1)
+		}
+	}
+
 	phase("many")
 	// 6. Many partitions, last: a thousand partitions' files stay in the
 	// page cache and would disturb the steps after it.
@@ -510,6 +562,14 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	sr.Env.Note = sc.Note
 	sr.Elapsed = Duration(time.Since(clock.began).Round(time.Second))
 	return sr, sr.WriteReport(dir, fail)
+}
+
+// floorSteps is the number of relay floor points the suite runs.
+func floorSteps(sc SuiteConfig) int {
+	if len(sc.RelayCommand) == 0 {
+		return 0
+	}
+	return 2
 }
 
 func lagNote(l *Latency) string {
@@ -646,8 +706,17 @@ func (sr *SuiteResult) targets() []Target {
 			t.Measured += fmt.Sprintf("; raw clients: p99 %.3f ms, p99.9 %.3f ms (CPU cores loadgen / broker %s)", r.E2ELatency.P99, r.E2ELatency.P999, cpuCell(r))
 		}
 	}
+	// floorNote adds the host's relay floor at the same rate: what any
+	// broker's latency here includes (the floor's own numbers have no
+	// broker in them; see RunRelayFloor).
+	floorNote := func(t *Target, r *Result) {
+		if r != nil && r.E2ELatency != nil && t.Missing == "" {
+			t.Measured += fmt.Sprintf("; host floor (relay-floor, no broker): p99 %.3f ms, p99.9 %.3f ms", r.E2ELatency.P99, r.E2ELatency.P999)
+		}
+	}
 	low := latTarget("e2e p99 at low rate", fmt.Sprintf("end-to-end p99 ≤ 1 ms at %.0f records/s (acks=1)", sc.LowRate), sr.refPoint["low"], 1)
 	rawNote(&low, sr.refPoint["raw_low"])
+	floorNote(&low, sr.refPoint["floor_low"])
 	ts = append(ts, low)
 	low999 := Target{Name: "e2e p99.9 at low rate", Goal: fmt.Sprintf("end-to-end p99.9 ≤ 3 ms at %.0f records/s (acks=1)", sc.LowRate), Limit: 3, AtMost: true}
 	if r := sr.refPoint["low"]; r == nil || r.E2ELatency == nil {
@@ -657,9 +726,11 @@ func (sr *SuiteResult) targets() []Target {
 		low999.Measured = fmt.Sprintf("p99.9 %.3f ms at %.0f records/s (p99 %.3f, p99.99 %.3f, max %.3f)", low999.Value, r.OfferedRate, r.E2ELatency.P99, r.E2ELatency.P9999, r.E2ELatency.Max)
 	}
 	rawNote(&low999, sr.refPoint["raw_low"])
+	floorNote(&low999, sr.refPoint["floor_low"])
 	ts = append(ts, low999)
 	half := latTarget("e2e p99 at 50% of max", "end-to-end p99 ≤ 5 ms at 50% of max throughput (acks=1)", sr.refPoint["half"], 5)
 	rawNote(&half, sr.refPoint["raw_half"])
+	floorNote(&half, sr.refPoint["floor_half"])
 	ts = append(ts, half)
 
 	t5 := Target{Name: "many partitions", Goal: fmt.Sprintf("%d partitions ≥ 80%% of the best throughput of the sweep (%s, acks=1)", sc.ManyPartitions, sizeName(sc.RefSize)), Limit: 0.8}

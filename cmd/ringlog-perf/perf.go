@@ -431,7 +431,9 @@ references (loopback TCP pump, O_DIRECT sequential writer in --data-dir),
 max-rate produce for 1 KiB and 100 B records x acks=1/all x 1-64
 partitions, producer clients at 16 partitions, 1000 partitions, consume
 from offset 0, end-to-end latency at 10k records/s and at fractions of the
-max. Writes results.jsonl, charts, targets.json and summary.md (targets met
+max (with franz-go and with raw clients), and the host's latency floor at
+10k records/s and half of the max (relay-floor, a relay process started
+for it). Writes results.jsonl, charts, targets.json and summary.md (targets met
 or missed, with numbers) into <out>/<YYYYMMDD-HHMM>-<host>/.
 `
 
@@ -468,6 +470,7 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	fs.Var((*floatList)(&sc.LoadFractions), "load", "fractions of the max for the latency-vs-load curve")
 	fs.IntVar(&sc.LatencyProcs, "latency-procs", sc.LatencyProcs, "GOMAXPROCS of the load generator in latency runs at up to half of the max (0: all CPUs)")
 	fs.StringVar(&sc.Note, "note", "", "free text added to the environment in every result")
+	noFloor := fs.Bool("no-relay-floor", false, "skip the relay floor points (they start this program as 'ringlog-perf relay-serve')")
 	sc.BrokerPID, _ = strconv.Atoi(os.Getenv("RINGLOG_PID"))
 	fs.IntVar(&sc.BrokerPID, "broker-pid", sc.BrokerPID, "process id of the broker when it runs here: its CPU use is reported (env RINGLOG_PID)")
 	rest, err := cli.ParseArgs(fs, args)
@@ -492,6 +495,13 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	}
 	if sc.LatencyProcs < 0 {
 		return cli.Usagef("--latency-procs must be 0 (all CPUs) or more")
+	}
+	if !*noFloor {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("suite: find this program to start the relay floor's relay (or pass --no-relay-floor): %w", err)
+		}
+		sc.RelayCommand = []string{exe, "relay-serve"}
 	}
 	ctx, cancel := perfContext()
 	defer cancel()
