@@ -395,22 +395,25 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			p("| %s | %s |\n", r.Config.Acks, latencyCells(r))
 		}
 	}
-	if len(sr.RawLatency) > 0 {
-		p("\n## End-to-end latency with raw clients (same rates, acks=1)\n\n")
-		p("`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests; due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls.\n\n")
-		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker | broker CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, r := range sr.RawLatency {
+	// runTable writes a section of latency runs at the acks=1 rates:
+	// heading, what was measured, and a row per run (server names whose
+	// CPU the server columns show).
+	runTable := func(title, about, server string, rs []*Result) {
+		if len(rs) == 0 {
+			return
+		}
+		p("\n## %s\n\n%s\n\n", title, about)
+		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / %s | %s CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", server, server)
+		for _, r := range rs {
 			p("| %s |\n", latencyCells(r))
 		}
 	}
-	if len(sr.Floor) > 0 {
-		p("\n## Latency floor of the host (relay-floor)\n\n")
-		p("`ringlog-perf relay-floor`: the raw clients' paced producer and long-polling consumer (1 KiB records, one frame per wake-up) against a relay process that only moves the records (Go's net package, no Kafka protocol, no disk). Each record still costs a timer wake-up, a request and its answer, a long-poll answer and the next poll between two processes, so on shared cores its latency is what scheduling alone adds: a floor for any broker here. The broker columns are the relay's.\n\n")
-		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / relay | relay CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, r := range sr.Floor {
-			p("| %s |\n", latencyCells(r))
-		}
-	}
+	runTable("End-to-end latency with raw clients (same rates, acks=1)",
+		"`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests; due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls.",
+		"broker", sr.RawLatency)
+	runTable("Latency floor of the host (relay-floor)",
+		"`ringlog-perf relay-floor`: the raw clients' paced producer and long-polling consumer (1 KiB records, one frame per wake-up) against a relay process that only moves the records (Go's net package, no Kafka protocol, no disk). Each record still costs a timer wake-up, a request and its answer, a long-poll answer and the next poll between two processes, so on shared cores its latency is what scheduling alone adds: a floor for any broker here.",
+		"relay", sr.Floor)
 	if len(sr.Charts) > 0 {
 		p("\n## Charts\n\n")
 		for _, c := range sr.Charts {
