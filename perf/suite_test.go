@@ -129,6 +129,15 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 	if tg := sr.Targets[1]; !tg.Met || !strings.Contains(buf.String(), "the 11% it is ahead is run-to-run noise") {
 		t.Errorf("acks=all 500 vs acks=1 450: met %v, summary:\n%s", tg.Met, buf.String())
 	}
+	// A franz-go generator that fell behind its schedule measured
+	// itself: the raw clients' run at that rate is judged instead.
+	kgoHalf := sr.refPoint["half"]
+	kgoHalf.RecordsPerSec, kgoHalf.E2ELatency.P99, kgoHalf.SendLag.P99 = 0.7*kgoHalf.OfferedRate, 2800, 300
+	half := sr.targets()[5]
+	if half.Value != 2.5 || !half.Met || !strings.Contains(half.Note, "judged on the raw clients: the franz-go load generator fell behind (161000 of 230000 records/s offered, send lag p99 300 ms)") ||
+		!strings.Contains(half.Measured, "; franz-go: p99 2800.000 ms") || !strings.Contains(half.Measured, "host floor (relay-floor, no broker): p99 1.500 ms") {
+		t.Errorf("half of max with a lagging franz-go run: %+v", half)
+	}
 	// A missing measurement is a miss that says why.
 	sr.Many = nil
 	ts := sr.targets()
