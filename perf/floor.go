@@ -214,7 +214,7 @@ func RunRelayFloor(ctx context.Context, c Config, addr string, progress io.Write
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.Procs))
 		env.GOMAXPROCS = c.Procs
 	}
-	st := &rawE2EStats{e2e: NewHist(), ack: NewHist(), lag: NewHist()}
+	st := newRawE2EStats()
 	var d net.Dialer
 	consumer, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -305,9 +305,10 @@ func relayProduce(ctx context.Context, conn net.Conn, sched Schedule, end time.T
 		n := int(to-from) * c.RecordSize
 		frame = binary.BigEndian.AppendUint32(frame[:0], uint32(n))
 		frame = slices.Grow(frame, n)[:4+n] // the filler bytes stay as they were
+		sent := time.Now().UnixNano()
 		for k := from; k < to; k++ {
 			at := 4 + int(k-from)*c.RecordSize
-			binary.LittleEndian.PutUint64(frame[at:], uint64(sched.Due(k).UnixNano()))
+			stampRecord(frame[at:at+c.RecordSize], sched.Due(k).UnixNano(), sent)
 		}
 		inflight <- rawInflight{from: from, to: to} // blocks while MaxInflight are unanswered
 		if _, err := conn.Write(frame); err != nil {
@@ -342,7 +343,8 @@ func relayConsume(conn net.Conn, size int, st *rawE2EStats) error {
 		}
 		st.mu.Lock()
 		for ; len(recs) > 0; recs = recs[size:] {
-			st.consume(int64(binary.LittleEndian.Uint64(recs)), size, nowN)
+			due, sent := readStamps(recs[:size])
+			st.consume(due, sent, size, nowN)
 		}
 		st.mu.Unlock()
 	}

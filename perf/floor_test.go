@@ -70,6 +70,11 @@ func TestRelayFloor(t *testing.T) {
 	if res.ProduceLatency == nil || res.ProduceLatency.Count != 4000 || res.SendLag == nil {
 		t.Fatalf("ack latency %+v, send lag %+v", res.ProduceLatency, res.SendLag)
 	}
+	// Records are sent at or after their due times, so latency from the
+	// send is at most that from the due time.
+	if f := res.E2EFromSend; f == nil || f.Count != 4000 || f.Max > res.E2ELatency.Max {
+		t.Fatalf("e2e from send %+v, e2e %+v", f, res.E2ELatency)
+	}
 	if res.BrokerCores <= 0 {
 		t.Fatalf("relay CPU %v cores: the relay process's CPU was not read", res.BrokerCores)
 	}

@@ -73,7 +73,7 @@ func RunRawE2E(ctx context.Context, c Config, progress io.Writer) (*Result, erro
 
 // rawE2E is the measured part of RunRawE2E.
 func rawE2E(ctx context.Context, c *Config, r *run, leaders map[string][]int32, ends map[int32]int64, acks int16, codec batch.Codec, progress io.Writer) (*Result, error) {
-	st := &rawE2EStats{e2e: NewHist(), ack: NewHist(), lag: NewHist()}
+	st := newRawE2EStats()
 	fctx, stopFetch := context.WithCancel(ctx)
 	defer stopFetch()
 	var fetchers []*rawFetcher
@@ -164,13 +164,17 @@ type rawE2EStats struct {
 	measureFrom, measureTo int64
 
 	mu                      sync.Mutex
-	e2e, ack, lag           *Hist
+	e2e, ack, lag, fromSend *Hist
 	win                     window
 	timeline                timeline
 	sent, acked, consumed   int64
 	measured, measuredBytes int64
 	errs                    int64
 	firstErr                error
+}
+
+func newRawE2EStats() *rawE2EStats {
+	return &rawE2EStats{e2e: NewHist(), ack: NewHist(), lag: NewHist(), fromSend: NewHist()}
 }
 
 // waitConsumed waits up to timeout for the consumers to see every
@@ -204,6 +208,7 @@ func (s *rawE2EStats) finish(res *Result, c *Config, start, end time.Time, progr
 	res.E2ELatency = s.e2e.Summary()
 	res.ProduceLatency = s.ack.Summary()
 	res.SendLag = s.lag.Summary()
+	res.E2EFromSend = s.fromSend.Summary()
 	finalLine(progress, res)
 	switch {
 	case s.consumed < s.acked:
@@ -230,11 +235,15 @@ func (s *rawE2EStats) acks(sched Schedule, from, to int64, now time.Time) {
 }
 
 // consume records one record of n bytes, due at due, received at nowN
-// (UnixNano). The caller holds s.mu.
-func (s *rawE2EStats) consume(due int64, n int, nowN int64) {
+// (UnixNano), and when sent is not 0 (the record carries it, see
+// stampRecord) its latency from there. The caller holds s.mu.
+func (s *rawE2EStats) consume(due, sent int64, n int, nowN int64) {
 	lat := time.Duration(nowN - due)
 	if due >= s.measureFrom {
 		s.e2e.Record(lat)
+		if sent != 0 {
+			s.fromSend.Record(time.Duration(nowN - sent))
+		}
 	}
 	s.win.add(n, lat, true)
 	s.consumed++
@@ -434,9 +443,10 @@ func (s *rawSender) sendBatch(from, to int64) error {
 	s.turn++
 	l := s.conns[part.link]
 	s.b.Reset()
+	sent := time.Now().UnixNano()
 	for k := from; k < to; k++ {
 		due := s.sched.Due(k).UnixNano()
-		binary.LittleEndian.PutUint64(s.value, uint64(due))
+		stampRecord(s.value, due, sent)
 		s.b.Add(due/int64(time.Millisecond), nil, s.value, nil)
 	}
 	f := l.frame[:0]
@@ -498,6 +508,25 @@ func (s *rawSender) readAnswersUntilErr(l *rawProduceLink) error {
 		s.st.acks(s.sched, req.from, req.to, time.Now())
 	}
 	return nil
+}
+
+// stampRecord writes a raw record's due time (bytes 0-7, little-endian
+// UnixNano) and, in a value of 16 bytes or more, when its request was
+// built (bytes 8-15).
+func stampRecord(v []byte, due, sent int64) {
+	binary.LittleEndian.PutUint64(v, uint64(due))
+	if len(v) >= 16 {
+		binary.LittleEndian.PutUint64(v[8:], uint64(sent))
+	}
+}
+
+// readStamps reads what stampRecord wrote (sent 0: not carried).
+func readStamps(v []byte) (due, sent int64) {
+	due = int64(binary.LittleEndian.Uint64(v))
+	if len(v) >= 16 {
+		sent = int64(binary.LittleEndian.Uint64(v[8:]))
+	}
+	return due, sent
 }
 
 func appendString(b []byte, s string) []byte {
@@ -623,7 +652,8 @@ func (f *rawFetcher) records(b []byte, from int64, now time.Time) (int64, error)
 				if h.BaseOffset+int64(rec.OffsetDelta) < from || len(rec.Value) < 8 {
 					continue
 				}
-				st.consume(int64(binary.LittleEndian.Uint64(rec.Value)), len(rec.Value)+len(rec.Key), nowN)
+				due, sent := readStamps(rec.Value)
+				st.consume(due, sent, len(rec.Value)+len(rec.Key), nowN)
 			}
 			if err := it.Err(); err != nil {
 				return from, err

@@ -11,7 +11,8 @@ import (
 )
 
 // rawTestBatches is two stored-format batches, offsets 10-12 (lz4) and
-// 13, whose values start with due times, as the raw producer writes them.
+// 13, whose values carry a due time and, 1 ms after it, a send time, as
+// the raw producer stamps them.
 func rawTestBatches(t testing.TB, due int64) []byte {
 	t.Helper()
 	b := batch.NewBuilder()
@@ -20,7 +21,7 @@ func rawTestBatches(t testing.TB, due int64) []byte {
 		b.Reset()
 		for j := 0; j < n; j++ {
 			v := make([]byte, 32)
-			binary.LittleEndian.PutUint64(v, uint64(due))
+			stampRecord(v, due, due+int64(time.Millisecond))
 			b.Add(due/int64(time.Millisecond), nil, v, nil)
 		}
 		codec := batch.CodecNone
@@ -56,7 +57,9 @@ func TestRawFetchRecords(t *testing.T) {
 		{"a partial header", b[:20], 10, 10, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &rawFetcher{st: &rawE2EStats{e2e: NewHist(), ack: NewHist(), lag: NewHist(), measureTo: now.Add(time.Hour).UnixNano()}}
+			st := newRawE2EStats()
+			st.measureTo = now.Add(time.Hour).UnixNano()
+			f := &rawFetcher{st: st}
 			next, err := f.records(tc.data, tc.from, now)
 			if err != nil || next != tc.wantNext || f.st.consumed != tc.wantRecords {
 				t.Fatalf("next %d, records %d, %v; want %d, %d", next, f.st.consumed, err, tc.wantNext, tc.wantRecords)
@@ -65,13 +68,16 @@ func TestRawFetchRecords(t *testing.T) {
 				if p50 := f.st.e2e.Percentile(50); p50 < 2*time.Millisecond || p50 > 4*time.Millisecond {
 					t.Errorf("e2e latency %v, want about 3ms", p50)
 				}
+				if n, p50 := f.st.fromSend.Count(), f.st.fromSend.Percentile(50); n != tc.wantRecords || p50 < time.Millisecond || p50 > 3*time.Millisecond {
+					t.Errorf("e2e from send: %d records, p50 %v; want %d, about 2ms", n, p50, tc.wantRecords)
+				}
 			}
 		})
 	}
 	// A corrupt batch is an error, not a panic or a silent skip.
 	bad := bytes.Clone(b)
 	binary.BigEndian.PutUint32(bad[57:], 99) // record count
-	f := &rawFetcher{st: &rawE2EStats{e2e: NewHist(), ack: NewHist(), lag: NewHist()}}
+	f := &rawFetcher{st: newRawE2EStats()}
 	if _, err := f.records(bad, 10, now); err == nil {
 		t.Errorf("a batch claiming 99 records: no error")
 	}
@@ -88,7 +94,7 @@ func FuzzRawResponses(f *testing.F) {
 	f.Add([]byte{}, int64(0))
 	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0}, int64(-1))
 	f.Fuzz(func(t *testing.T, data []byte, from int64) {
-		fe := &rawFetcher{st: &rawE2EStats{e2e: NewHist(), ack: NewHist(), lag: NewHist()}}
+		fe := &rawFetcher{st: newRawE2EStats()}
 		if next, err := fe.records(data, from, time.Now()); err == nil && next < from {
 			t.Fatalf("records: next %d before %d", next, from)
 		}

@@ -69,6 +69,11 @@ type Result struct {
 	// client relative to their due times (fixed-rate runs): its own
 	// share of the latency.
 	SendLag *Latency `json:"send_lag_ms,omitempty"`
+	// E2EFromSend (raw clients and relay floor, records of 16 bytes or
+	// more) is the e2e latency measured from when the record's request
+	// was built, just before it was written, instead of from its due
+	// time: the load generator's own lateness before sending left out.
+	E2EFromSend *Latency `json:"e2e_from_send_ms,omitempty"`
 }
 
 func (res *Result) setThroughput(records, bytes int64, window time.Duration) {
@@ -264,6 +269,7 @@ func finalLine(w io.Writer, res *Result) {
 	}
 	lat("produce", res.ProduceLatency)
 	lat("e2e", res.E2ELatency)
+	lat("e2e from send", res.E2EFromSend)
 	if res.Errors > 0 {
 		line += fmt.Sprintf(", %d errors (first: %s)", res.Errors, res.FirstError)
 	}
@@ -403,13 +409,17 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			return
 		}
 		p("\n## %s\n\n%s\n\n", title, about)
-		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / %s | %s CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", server, server)
+		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / %s | %s CPU µs/record | steal cores | from send p99 / p99.9 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", server, server)
 		for _, r := range rs {
-			p("| %s |\n", latencyCells(r))
+			fs := "-"
+			if f := r.E2EFromSend; f != nil {
+				fs = fmt.Sprintf("%.3f / %.3f", f.P99, f.P999)
+			}
+			p("| %s | %s |\n", latencyCells(r), fs)
 		}
 	}
 	runTable("End-to-end latency with raw clients (same rates, acks=1)",
-		"`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests; due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls.",
+		"`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests; due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls. The last column measures each record from when its request was built instead of its due time: the generator's lateness before sending left out.",
 		"broker", sr.RawLatency)
 	runTable("Latency floor of the host (relay-floor)",
 		"`ringlog-perf relay-floor`: the raw clients' paced producer and long-polling consumer (1 KiB records, one frame per wake-up) against a relay process that only moves the records (Go's net package, no Kafka protocol, no disk). Each record still costs a timer wake-up, a request and its answer, a long-poll answer and the next poll between two processes, so on shared cores its latency is what scheduling alone adds: a floor for any broker here.",

@@ -223,6 +223,9 @@ func TestSmoke(t *testing.T) {
 		if n := res.E2ELatency.Count; n < 3000 || n > 3601 {
 			t.Errorf("%d records measured end to end, want the 3600 due after the warm-up (or a few fewer)", n)
 		}
+		if f := res.E2EFromSend; f == nil || f.Count != res.E2ELatency.Count {
+			t.Errorf("e2e from send %+v: want every record measured end to end measured from its send too", f)
+		}
 		// Counted by arrival: about the 3600 due in the window, more when
 		// warm-up records arrived late on a busy machine, never more
 		// than were sent.

@@ -56,6 +56,7 @@ func fakeSuite(dir string) *SuiteResult {
 	sr.Latency = []*Result{sr.refPoint["low"], lat(46000, 1.2), sr.refPoint["half"], lat(400000, 40)}
 	sr.refPoint["raw_low"] = lat(10000, 0.8)
 	sr.refPoint["raw_half"] = lat(230000, 2.5)
+	sr.refPoint["raw_half"].E2EFromSend = &Latency{P99: 1.25, P999: 2.5}
 	sr.RawLatency = []*Result{sr.refPoint["raw_low"], lat(46000, 0.9), sr.refPoint["raw_half"], lat(400000, 20)}
 	sr.refPoint["floor_low"] = lat(10000, 0.5)
 	sr.refPoint["floor_half"] = lat(230000, 1.5)
@@ -111,7 +112,7 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 		"p99.9 2.800 ms at 10000 records/s", "## End-to-end latency with raw clients", "| 230000 | 230000 | 0.833 | 2.500 | 5.000 |",
 		"![latency_vs_load_raw](latency_vs_load_raw.svg)",
 		"raw clients: p99 0.800 ms, p99.9 1.600 ms (CPU cores loadgen / broker 0.00 / -); host floor (relay-floor, no broker): p99 0.500 ms, p99.9 1.000 ms",
-		"host floor (relay-floor, no broker): p99 1.500 ms, p99.9 3.000 ms", "## Latency floor of the host (relay-floor)", "| 230000 | 230000 | 0.500 | 1.500 | 3.000 |"} {
+		"host floor (relay-floor, no broker): p99 1.500 ms, p99.9 3.000 ms", "## Latency floor of the host (relay-floor)", "| 0.00 | 1.250 / 2.500 |\n", "| 0.00 | - |\n", "| 230000 | 230000 | 0.500 | 1.500 | 3.000 |"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("summary lacks %q", s)
 		}
