@@ -33,9 +33,9 @@ import (
 // Its wire protocol, on one TCP connection per client, starts with one
 // role byte: relayProducer or relayConsumer.
 //   - A producer sends frames: a 4-byte big-endian length, then that many
-//     bytes of records (RecordSize bytes each, the first 8 the record's
-//     due time, little-endian UnixNano). The relay answers every frame, in
-//     order, with its 4-byte length.
+//     bytes of records (RecordSize bytes each, stamped as e2e-raw's values
+//     are: stampRecord's due and send times). The relay answers every
+//     frame, in order, with its 4-byte length.
 //   - A consumer sends one byte (relayPoll) per poll. The relay answers a
 //     poll with a frame (length, then bytes) of every record the producers
 //     sent since the last answer, at once when there are some, otherwise
