@@ -639,7 +639,7 @@ func TestShardLargeAppendNotInline(t *testing.T) {
 	}
 	st := e.EngineStats()
 	inl := st.InlineAppends.Load()
-	big := make([]rec, 0, 80)
+	big := make([]rec, 0, 1100)
 	for i := 0; i < cap(big); i++ {
 		big = append(big, pair(fmt.Sprint(i), fmt.Sprintf("%01024d", i)))
 	}
