@@ -498,34 +498,22 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	// 5c. The host's floor at the target rates: the same paced producer
 	// and long-polling consumer, a relay that only moves the records.
 	phase("relay floor")
-	floorAt := func(rate float64, label string) *Result {
-		c := base
-		c.Mode = ModeE2E
-		c.RecordSize, c.Rate, c.Duration, c.Label = sc.RefSize, rate, sc.LatencyDuration, label
-		if refOne == nil || rate <= 0.5*refOne.RecordsPerSec {
-			c.Procs = sc.LatencyProcs
-		}
+	// runFloor is RunRelayFloor against a relay process of its own,
+	// started for the run (its CPU is read as the broker's would be).
+	runFloor := func(ctx context.Context, c Config, w io.Writer) (*Result, error) {
 		relay, err := StartRelayProcess(sc.RelayCommand[0], sc.RelayCommand[1:]...)
 		if err != nil {
-			fail(label, err)
-			say("%s: failed", label)
-			return nil
+			return nil, err
 		}
 		c.BrokerPID = relay.PID
-		r, err := RunRelayFloor(ctx, c, relay.Addr, nil)
+		r, err := RunRelayFloor(ctx, c, relay.Addr, w)
 		if serr := relay.Stop(); err == nil && serr != nil {
 			err = fmt.Errorf("stop the relay: %w", serr)
 		}
-		if err != nil {
-			fail(label, err)
-			say("%s: failed", label)
-			return nil
-		}
-		r.Env.Note = sc.Note
-		out.write(r)
-		sr.Floor = append(sr.Floor, r)
-		say("%s: %.0f records/s%s%s", label, r.RecordsPerSec, latNote("e2e", r.E2ELatency), lagNote(r.SendLag))
-		return r
+		return r, err
+	}
+	floorAt := func(rate float64, label string) *Result {
+		return latWith(runFloor, &sr.Floor, "1", rate, label)
 	}
 	if len(sc.RelayCommand) > 0 {
 		sr.refPoint["floor_low"] = floorAt(sc.LowRate, fmt.Sprintf("relay floor %s at %.0f records/s", sizeName(sc.RefSize), sc.LowRate))
