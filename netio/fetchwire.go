@@ -46,20 +46,19 @@ type fetchTopicResult struct {
 func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow int64) ([]part, int64) {
 	v := r.version
 	flex := v >= 12
-	nparts := 1
-	var copied int64
+	nparts, toCopy := 1, int64(0)
 	for i := range topics {
 		for j := range topics[i].parts {
 			if c := &topics[i].parts[j].chunk; c.Bytes > 0 && c.Bytes < copyBelow {
-				copied += c.Bytes
+				toCopy += c.Bytes
 			} else if c.Bytes > 0 {
 				nparts += 1 + len(c.Ranges)
 			}
 		}
 	}
 	parts := make([]part, 0, nparts)
-	buf := make([]byte, 4, 128+64*len(topics)+64*nparts+int(copied))
-	copied = 0
+	buf := make([]byte, 4, 128+64*len(topics)+64*nparts+int(toCopy))
+	var copied int64
 	buf = r.header(buf)
 	total := int64(0)
 	start := 0 // of the byte run being built
