@@ -36,7 +36,10 @@ type Metrics struct {
 	CopiedBytes       prometheus.Counter
 	// FetchesParked is the long-poll fetches waiting for data now.
 	FetchesParked prometheus.Gauge
-	SyncSeconds   prometheus.Histogram
+	// WritersStarted counts connections whose responses needed a writer
+	// goroutine of their own: one over 1 MiB, or a socket that was full.
+	WritersStarted prometheus.Counter
+	SyncSeconds    prometheus.Histogram
 }
 
 type apiInstruments struct {
@@ -89,12 +92,15 @@ func New(apis ...API) *Metrics {
 	m.FetchesParked = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ringlog_fetches_parked", Help: "Long-poll fetches waiting for data (MinBytes) or MaxWaitMs now.",
 	})
+	m.WritersStarted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ringlog_connection_writers_started_total", Help: "Connections that needed a writer goroutine: a response over 1 MiB, or a full socket (a slow reader). Smaller responses leave from the goroutine that completes them.",
+	})
 	m.SyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "ringlog_fsync_duration_seconds", Help: "Duration of writer-shard submissions that included fdatasync (group commit).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
 	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen, m.ConnectionsClosed,
-		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.SyncSeconds,
+		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.WritersStarted, m.SyncSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each API's instruments are resolved once, so the request path does
 	// no label lookups.

@@ -64,16 +64,17 @@
 // sendfile cannot interleave. One
 // goroutine at a time writes a connection: the one that set conn.writing
 // under conn.mu. In conn.complete, when the completed slot is at the head
-// of the FIFO, at most 64 KiB (inlineMaxBytes), and nobody is writing, the
-// completing goroutine itself (the event loop for an immediate answer, a
-// writer shard for a produce, a fetch's waiting goroutine, an async
-// handler) takes the ready slots at the head, up to 64 KiB, and sends
-// them with non-blocking sendmsg (and sendfile for fetched ranges) on
-// gnet's own socket. It never waits for the socket (sendfile may still
-// read a range from disk): what a full socket does not take (EAGAIN) is
-// left in conn.rest for the connection's writer goroutine
-// (conn.writeLoop), which also sends every larger response and everything
-// completed while another write was under way, blocking on a dup of the
+// of the FIFO, at most 1 MiB (inlineMaxBytes), and nobody is writing, the
+// completing goroutine itself (the event loop for an immediate answer or
+// an append on the direct-write path, a writer shard for a produce, the
+// append that wakes a parked fetch, an async handler) takes the ready
+// slots at the head, up to 1 MiB, and sends them with non-blocking
+// sendmsg (and sendfile for fetched ranges) on gnet's own socket; then,
+// up to inlineRounds writes in all, what completed meanwhile. It never
+// waits for the socket (sendfile may still read a range from disk): what
+// a full socket does not take (EAGAIN) is left in conn.rest for the
+// connection's writer goroutine (conn.writeLoop), which also sends every
+// larger response and what is left after those rounds, blocking on a dup of the
 // socket (the runtime's poller waits on it) as long as it takes. That
 // goroutine and its dup are started the first time a connection needs
 // them (conn.wakeWriter), so an idle connection holds one descriptor and

@@ -162,6 +162,7 @@ func TestE2EZeroCopyFetch(t *testing.T) {
 	}
 	size := l.Size()
 	sent0, copied0 := testutil.ToFloat64(b.Metrics.SendfileBytes), testutil.ToFloat64(b.Metrics.CopiedBytes)
+	writers0 := testutil.ToFloat64(b.Metrics.WritersStarted)
 	out0 := p.BytesOut.Load()
 	got := b.e2eConsume(ctx, topic, n)
 	for i, r := range got {
@@ -180,6 +181,11 @@ func TestE2EZeroCopyFetch(t *testing.T) {
 	}
 	if out := p.BytesOut.Load() - out0; out < size {
 		t.Fatalf("partition bytes out %d, want at least %d", out, size)
+	}
+	// The fetch (about 420 KB) left from the goroutine that answered it,
+	// with no writer goroutine woken for it.
+	if w := testutil.ToFloat64(b.Metrics.WritersStarted) - writers0; w != 0 {
+		t.Fatalf("%v connections started a writer goroutine for responses under 1 MiB", w)
 	}
 }
 
@@ -400,6 +406,9 @@ func TestE2ESlowReaderGetsEveryResponse(t *testing.T) {
 		reqs = append(reqs, sent{av, r.send(av, 3)})
 	}
 	time.Sleep(500 * time.Millisecond) // the broker's writes back up meanwhile
+	if w := testutil.ToFloat64(b.Metrics.WritersStarted); w < 1 {
+		t.Fatalf("writers started %v: the full socket's rest never went to the writer goroutine", w)
+	}
 	for i, s := range reqs {
 		switch resp := r.recv(s.req, s.req.GetVersion(), s.corr).(type) {
 		case *kmsg.FetchResponse:
