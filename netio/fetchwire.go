@@ -46,18 +46,24 @@ type fetchTopicResult struct {
 func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow int64) ([]part, int64) {
 	v := r.version
 	flex := v >= 12
-	nparts, toCopy := 1, int64(0)
+	// An upper bound of the buffer, so that it never grows (and is never
+	// copied) while the records are read into it: every field of every
+	// topic and partition, whether its records are copied or not.
+	nparts, size := 1, int64(64)
 	for i := range topics {
+		size += int64(len(topics[i].name)) + 32
 		for j := range topics[i].parts {
-			if c := &topics[i].parts[j].chunk; c.Bytes > 0 && c.Bytes < copyBelow {
-				toCopy += c.Bytes
+			p := &topics[i].parts[j]
+			size += 64 + 24*int64(len(p.aborted))
+			if c := &p.chunk; c.Bytes > 0 && c.Bytes < copyBelow {
+				size += c.Bytes
 			} else if c.Bytes > 0 {
 				nparts += 1 + len(c.Ranges)
 			}
 		}
 	}
 	parts := make([]part, 0, nparts)
-	buf := make([]byte, 4, 128+64*len(topics)+64*nparts+int(toCopy))
+	buf := make([]byte, 4, size)
 	var copied int64
 	buf = r.header(buf)
 	total := int64(0)

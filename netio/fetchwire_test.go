@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -310,3 +311,32 @@ func wireCheckFrame(t *testing.T, wire []byte, v int16) []byte {
 }
 
 func first[A, B any](a A, _ B) A { return a }
+
+// TestFetchWireOneBuffer: a response whose partitions' records are all
+// copied costs its two allocations (the parts and one buffer) whatever
+// the partition count: the buffer is sized for every header field and
+// copied byte up front, so reading records into it never grows it. (A
+// regrown buffer doubled what a tail consumer's fetches allocate.)
+func TestFetchWireOneBuffer(t *testing.T) {
+	l := wireLog(t, 24)
+	small := wireRead(t, l, 20, 1500)
+	var ps []fetchPartResult
+	for i := int32(0); i < 64; i++ {
+		ps = append(ps, fetchPartResult{partition: i, hw: 72, lso: 72, chunk: small,
+			readCommitted: i%2 == 0, aborted: []wal.AbortedTxn{{ProducerID: 1, FirstOffset: 2}}})
+	}
+	topics := []fetchTopicResult{{name: strings.Repeat("t", 249), parts: ps}}
+	for _, v := range []int16{4, 12, 13, 17} {
+		r := &request{key: 1, version: v, flexible: v >= 12}
+		var copied int64
+		allocs := testing.AllocsPerRun(20, func() {
+			_, copied = encodeFetch(r, 0, topics, 1<<20)
+		})
+		if copied != 64*small.Bytes {
+			t.Fatalf("v%d: copied %d bytes, want %d", v, copied, 64*small.Bytes)
+		}
+		if allocs > 2 {
+			t.Errorf("v%d: %v allocations per response, want 2", v, allocs)
+		}
+	}
+}
