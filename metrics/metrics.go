@@ -39,6 +39,11 @@ type Metrics struct {
 	// WritersStarted counts connections whose responses needed a writer
 	// goroutine of their own: one over 1 MiB, or a socket that was full.
 	WritersStarted prometheus.Counter
+	// ResponseWrites counts the writes that sent responses to clients;
+	// one write sends every ready response at a connection's head, so
+	// pipelined requests read together are answered with fewer writes
+	// than responses.
+	ResponseWrites prometheus.Counter
 	SyncSeconds    prometheus.Histogram
 }
 
@@ -95,12 +100,15 @@ func New(apis ...API) *Metrics {
 	m.WritersStarted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlog_connection_writers_started_total", Help: "Connections that needed a writer goroutine: a response over 1 MiB, or a full socket (a slow reader). Smaller responses leave from the goroutine that completes them.",
 	})
+	m.ResponseWrites = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ringlog_response_writes_total", Help: "Socket writes of responses (a sendmsg, with sendfile calls for fetched file ranges). Responses to requests read together leave in one write.",
+	})
 	m.SyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "ringlog_fsync_duration_seconds", Help: "Duration of writer-shard submissions that included fdatasync (group commit).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
 	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen, m.ConnectionsClosed,
-		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.WritersStarted, m.SyncSeconds,
+		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.WritersStarted, m.ResponseWrites, m.SyncSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each API's instruments are resolved once, so the request path does
 	// no label lookups.

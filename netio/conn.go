@@ -94,6 +94,11 @@ type conn struct {
 	// writer goroutine sends first.
 	writing bool
 	inline  bool // the writing goroutine is an inline writer, on fd
+	// held: the event loop is dispatching frames it read together
+	// (holdWrites), so a response completed meanwhile waits for its
+	// flushHeld instead of being sent at once: one write answers them
+	// all.
+	held bool
 	// writerUp: the writer goroutine runs (see wakeWriter).
 	writerUp bool
 	rest     []part
@@ -230,6 +235,45 @@ func (c *conn) complete(r *response, parts []part, release func()) {
 		if !c.writing {
 			c.wakeWriter()
 		}
+		c.mu.Unlock()
+		return
+	}
+	if c.held {
+		// The event loop sends it with the responses to the frames it
+		// read with this one (flushHeld).
+		c.mu.Unlock()
+		return
+	}
+	c.writing, c.inline = true, true
+	c.batch = c.takeReady(c.batch, inlineMaxBytes)
+	c.mu.Unlock()
+	c.writeInline()
+}
+
+// holdWrites starts a run of frames the event loop read together: the
+// responses completed until flushHeld wait for it (event loop).
+func (c *conn) holdWrites() {
+	c.mu.Lock()
+	c.held = true
+	c.mu.Unlock()
+}
+
+// flushHeld ends a run started by holdWrites: the ready responses at the
+// head of the FIFO leave in one write, from the event loop, as complete
+// would have sent the first of them (event loop).
+//
+// Why: a producer with several requests in flight has them read together
+// (2.5 frames per read at 205k records/s); answering each on its own cost
+// a sendmsg apiece, about 7 µs of the event loop's time each on loopback.
+func (c *conn) flushHeld() {
+	c.mu.Lock()
+	c.held = false
+	if c.closed || c.writing || c.rest != nil || len(c.queue) == 0 || !c.queue[0].ready {
+		c.mu.Unlock()
+		return
+	}
+	if c.queue[0].size() > inlineMaxBytes {
+		c.wakeWriter()
 		c.mu.Unlock()
 		return
 	}
@@ -596,6 +640,7 @@ func (c *conn) resume() {
 
 // send writes the parts of rs in order (see sendParts).
 func (c *conn) send(rs []*response, rc syscall.RawConn) ([]part, error) {
+	c.srv.metrics.ResponseWrites.Inc()
 	c.out = c.out[:0]
 	for _, r := range rs {
 		if !r.noReply {

@@ -86,6 +86,16 @@
 // segment references go now), lowers the in-flight count and, after a
 // write error, closes the connection.
 //
+// One exception delays a write: while the event loop dispatches the
+// frames it read together (OnTraffic, between conn.holdWrites and
+// conn.flushHeld; conn.held under conn.mu), a response completed at the
+// head of the FIFO is only marked ready, and the loop sends the ready
+// ones in one write when it has dispatched them all, or 64 KiB of
+// requests (heldRunBytes). Pipelined produces answered on the direct-write
+// path then cost one sendmsg, not one each. Whoever else completes a
+// response meanwhile leaves it to that flush too, so no ready response
+// waits longer than the loop's current read.
+//
 // # Pausing and resuming (backpressure)
 //
 // The event loop stops parsing a connection (conn.paused) when it has

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -590,5 +591,39 @@ func TestE2EAcksZeroErrors(t *testing.T) {
 	})
 	if end := b.e2ePart("acks0", 0).HighWatermark(); end != 1 {
 		t.Fatalf("end offset %d, want 1", end)
+	}
+}
+
+// TestE2EPipelinedProducesShareWrites sends eight acks=1 produces in one
+// write, as a producer with requests in flight does under load: the
+// event loop reads them together, writes each on the direct-write path,
+// and answers them, in order and with consecutive offsets, in fewer socket
+// writes than responses (conn.holdWrites). Answered one by one they took
+// eight writes.
+func TestE2EPipelinedProducesShareWrites(t *testing.T) {
+	b := startBroker(t)
+	ctx := testCtx(t, 20*time.Second)
+	const topic, n = "pipelined", 8
+	b.e2eCreate(ctx, topic, 1, nil)
+	rc := dialWire(t, b.Addr)
+	apiVersionsOK(t, rc, 1)
+	var frames []byte
+	for i := range n {
+		req := produceReq(topic, 1, testBatch(t, 3, batch.CodecNone, fmt.Sprintf("p%d", i)))
+		frames = append(frames, reqFrame(req, 9, int32(100+i))...)
+	}
+	writes0 := testutil.ToFloat64(b.Metrics.ResponseWrites)
+	rc.write(frames)
+	for i := range n {
+		resp := rc.readResp(kmsg.NewPtrProduceRequest(), 9, int32(100+i)).(*kmsg.ProduceResponse)
+		rp := resp.Topics[0].Partitions[0]
+		if rp.ErrorCode != 0 || rp.BaseOffset != int64(3*i) {
+			t.Fatalf("produce %d: error %d, base offset %d (want 0, %d)", i, rp.ErrorCode, rp.BaseOffset, 3*i)
+		}
+	}
+	writes := testutil.ToFloat64(b.Metrics.ResponseWrites) - writes0
+	t.Logf("%d produce responses in %v writes", n, writes)
+	if writes >= n {
+		t.Fatalf("%d pipelined produce responses took %v socket writes, want fewer than one each", n, writes)
 	}
 }

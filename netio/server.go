@@ -284,6 +284,12 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// heldRunBytes bounds a run of frames whose responses leave in one write
+// (conn.holdWrites): after this many request bytes the responses so far
+// are sent, so that a response waits for at most one request of this size
+// (or a few smaller ones) to be handled behind it.
+const heldRunBytes = 64 << 10
+
 // readBufferCap is the most gnet reads from a socket per readable event,
 // into its event loop's buffer, before OnTraffic sees it.
 const readBufferCap = 256 << 10
@@ -490,16 +496,34 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	if !ok || c == nil {
 		return gnet.Close
 	}
+	c.holdWrites()
+	action := s.traffic(gc, c)
+	c.flushHeld()
+	return action
+}
+
+// traffic is OnTraffic's work on c, the responses of what it dispatches
+// held until it returns.
+func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 	now := time.Now().UnixNano()
 	c.lastRead.Store(now)
+	run := 0 // bytes of the frames dispatched since the last flush
 	for {
 		if s.draining.Load() || c.paused.Load() {
 			return s.holdUnread(c, gc)
 		}
 		s.releaseUnread(c)
 		if c.frame != nil && c.filled == len(c.frame) {
+			n := len(c.frame)
 			switch s.dispatch(c) {
 			case frameDone:
+				if run += n; run >= heldRunBytes {
+					// Enough to answer: the first response of the
+					// run waits no longer for those behind it.
+					c.flushHeld()
+					c.holdWrites()
+					run = 0
+				}
 				continue
 			case framePaused:
 				return s.holdUnread(c, gc)
