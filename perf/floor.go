@@ -57,9 +57,50 @@ const relayMaxFrame = 64 << 20
 // relay is the relay floor's shared state: records not yet polled and
 // whether a consumer waits for them.
 type relay struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// pending holds the records not polled yet, from pending[head:];
+	// frames are the lengths of the producer frames they came in, so
+	// that an answer ends on a frame's end (whole records).
 	pending []byte
+	head    int
+	frames  []int
 	waiting net.Conn // the consumer with a poll outstanding, or nil
+}
+
+// relayMaxAnswer bounds one answer to a poll: a consumer that fell behind
+// catches up in answers of this size (or one producer frame, when
+// larger) rather than one answer of everything, which outgrew what it
+// reads (256 MiB) and failed the run. (Seen at 205k records/s on a host
+// whose page faults were slow: the load generator ran seconds late in its
+// first seconds, the relay's pending records grew to 340-560 MB, and
+// growing them faulted in fresh pages all the while. With 4 MiB answers
+// the consumer had not caught up 40 s later, in two runs; with 32 MiB it
+// did in the 4th and 5th second, in two runs.)
+const relayMaxAnswer = 32 << 20
+
+// take moves the pending records of whole producer frames, at least one
+// and up to relayMaxAnswer bytes, after a length prefix into out
+// (rl.mu held, something pending).
+func (rl *relay) take(out []byte) []byte {
+	n, k := 0, 0
+	for k < len(rl.frames) && (k == 0 || n+rl.frames[k] <= relayMaxAnswer) {
+		n += rl.frames[k]
+		k++
+	}
+	out = binary.BigEndian.AppendUint32(out[:0], uint32(n))
+	out = append(out, rl.pending[rl.head:rl.head+n]...)
+	rl.head += n
+	rl.frames = rl.frames[:copy(rl.frames, rl.frames[k:])]
+	switch {
+	case len(rl.frames) == 0:
+		rl.pending, rl.head = rl.pending[:0], 0
+	case rl.head >= len(rl.pending)/2:
+		// Compact once the answered half is the larger one: each
+		// byte is moved at most once more than it is answered.
+		rl.pending = rl.pending[:copy(rl.pending, rl.pending[rl.head:])]
+		rl.head = 0
+	}
+	return out
 }
 
 // ServeRelay serves the relay floor's protocol on ln until ctx ends or ln
@@ -141,6 +182,9 @@ func (rl *relay) serveProducer(c net.Conn, br *bufio.Reader) error {
 			rl.waiting = nil
 		} else {
 			rl.pending = append(rl.pending, buf[4:]...)
+			if n > 0 {
+				rl.frames = append(rl.frames, int(n))
+			}
 		}
 		rl.mu.Unlock()
 		if consumer != nil {
@@ -169,14 +213,12 @@ func (rl *relay) serveConsumer(c net.Conn, br *bufio.Reader) error {
 			return fmt.Errorf("relay: unknown poll byte %#x", b)
 		}
 		rl.mu.Lock()
-		if len(rl.pending) == 0 {
+		if len(rl.frames) == 0 {
 			rl.waiting = c
 			rl.mu.Unlock()
 			continue
 		}
-		out = binary.BigEndian.AppendUint32(out[:0], uint32(len(rl.pending)))
-		out = append(out, rl.pending...)
-		rl.pending = rl.pending[:0]
+		out = rl.take(out)
 		rl.mu.Unlock()
 		if _, err := c.Write(out); err != nil {
 			return err

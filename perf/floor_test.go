@@ -153,3 +153,49 @@ func FuzzRelay(f *testing.F) {
 		}
 	})
 }
+
+// TestRelayAnswersAreBounded queues producer frames with no consumer
+// waiting, as when the consumer fell behind: each poll is answered with
+// whole frames of at most relayMaxAnswer bytes (or one larger frame), in
+// order, until nothing is left, and the relay keeps serving after that.
+func TestRelayAnswersAreBounded(t *testing.T) {
+	rl := &relay{}
+	const m = relayMaxAnswer
+	sizes := []int{m / 4 * 3, m / 2, 1024, m + 5, 7, m / 4}
+	var all []byte
+	for i, n := range sizes {
+		rl.pending = append(rl.pending, bytes.Repeat([]byte{byte(i + 1)}, n)...)
+		rl.frames = append(rl.frames, n)
+	}
+	all = append(all, rl.pending...)
+	// Frames answered per poll: 3/4 of the bound alone (3/4 + 1/2 > 1),
+	// 1/2 + 1 KiB, the larger-than-bound frame alone, then 7 bytes + 1/4.
+	want := [][]int{{0}, {1, 2}, {3}, {4, 5}}
+	var got []byte
+	for poll, frames := range want {
+		if len(rl.frames) == 0 {
+			t.Fatalf("poll %d: nothing pending, want frames %v", poll, frames)
+		}
+		out := rl.take(nil)
+		n := int(binary.BigEndian.Uint32(out))
+		wantN := 0
+		for _, f := range frames {
+			wantN += sizes[f]
+		}
+		if n != wantN || len(out) != 4+n {
+			t.Fatalf("poll %d: answer of %d bytes (%d with its prefix), want %d (frames %v)", poll, n, len(out), wantN, frames)
+		}
+		got = append(got, out[4:]...)
+	}
+	if len(rl.frames) != 0 || rl.head != 0 || len(rl.pending) != 0 {
+		t.Fatalf("after the last answer: %d frames, head %d, %d bytes pending", len(rl.frames), rl.head, len(rl.pending))
+	}
+	if !bytes.Equal(got, all) {
+		t.Fatal("the answers do not carry the frames' bytes in order")
+	}
+	// Queued again after being emptied.
+	rl.pending, rl.frames = append(rl.pending, 9, 9), append(rl.frames, 2)
+	if out := rl.take(nil); !bytes.Equal(out, []byte{0, 0, 0, 2, 9, 9}) {
+		t.Fatalf("answer after emptying: % x", out)
+	}
+}
