@@ -104,9 +104,17 @@ func (rl *relay) take(out []byte) []byte {
 }
 
 // ServeRelay serves the relay floor's protocol on ln until ctx ends or ln
-// fails; it closes ln and every connection before it returns.
-func ServeRelay(ctx context.Context, ln net.Listener) error {
-	rl := &relay{}
+// fails; it closes ln and every connection before it returns. It calls
+// ready (when not nil) once it is set up, before it accepts: a relay
+// process announces itself there (RelayReadyPrefix), so that the setup
+// is done before the run's clock starts.
+func ServeRelay(ctx context.Context, ln net.Listener, ready func()) error {
+	// Room for two answers' worth of records not polled yet, mapped
+	// before the first client comes (see prefaulted).
+	rl := &relay{pending: prefaulted(2 * relayMaxAnswer)[:0]}
+	if ready != nil {
+		ready()
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]struct{}{}
@@ -283,6 +291,7 @@ func RunRelayFloor(ctx context.Context, c Config, addr string, progress io.Write
 		}
 	}
 
+	body := prefaulted(relayMaxAnswer) // before the clock starts
 	start := time.Now()
 	st.measureFrom = start.Add(c.Warmup.D()).UnixNano()
 	end := start.Add(c.Duration.D())
@@ -294,7 +303,7 @@ func RunRelayFloor(ctx context.Context, c Config, addr string, progress io.Write
 	cdone := make(chan struct{})
 	go func() {
 		defer close(cdone)
-		if err := relayConsume(consumer, c.RecordSize, st); err != nil && cctx.Err() == nil {
+		if err := relayConsume(consumer, c.RecordSize, st, body); err != nil && cctx.Err() == nil {
 			st.fail(err)
 		}
 	}()
@@ -367,9 +376,9 @@ func relayProduce(ctx context.Context, conn net.Conn, sched Schedule, end time.T
 
 // relayConsume polls the relay until the connection fails (or is closed
 // under it), recording every record's e2e latency from its due time.
-func relayConsume(conn net.Conn, size int, st *rawE2EStats) error {
+// body is its answer buffer, grown when an answer is larger.
+func relayConsume(conn net.Conn, size int, st *rawE2EStats, body []byte) error {
 	br := bufio.NewReaderSize(conn, 256<<10)
-	var body []byte
 	for {
 		if _, err := conn.Write([]byte{relayPoll}); err != nil {
 			return fmt.Errorf("relay floor: poll: %w", err)

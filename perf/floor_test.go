@@ -25,10 +25,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		fmt.Printf("%s%s\n", RelayReadyPrefix, ln.Addr())
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
-		if err := ServeRelay(ctx, ln); err != nil {
+		if err := ServeRelay(ctx, ln, func() { fmt.Printf("%s%s\n", RelayReadyPrefix, ln.Addr()) }); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -544,7 +544,12 @@ type rawFetcher struct {
 	fmtr    *kmsg.RequestFormatter
 	st      *rawE2EStats
 	scratch []byte
+	body    []byte // the response buffer, as large as a response may be
 }
+
+// rawFetchMaxBytes is the most a raw e2e fetcher asks for in one
+// response (FetchRequest.MaxBytes).
+const rawFetchMaxBytes = 64 << 20
 
 func dialRawFetcher(ctx context.Context, c *Config, addr, topic string, parts []int32, ends map[int32]int64, st *rawE2EStats) (*rawFetcher, error) {
 	var d net.Dialer
@@ -555,7 +560,7 @@ func dialRawFetcher(ctx context.Context, c *Config, addr, topic string, parts []
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(rawFetchVersion)
 	req.ReplicaID = -1
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, 64<<20
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, rawFetchMaxBytes
 	req.SessionEpoch = -1
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
@@ -567,12 +572,16 @@ func dialRawFetcher(ctx context.Context, c *Config, addr, topic string, parts []
 	}
 	req.Topics = []kmsg.FetchRequestTopic{rt}
 	return &rawFetcher{c: c, addr: addr, conn: conn, br: bufio.NewReaderSize(conn, 256<<10), req: req,
-		fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("ringlog-perf-raw")), st: st}, nil
+		fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("ringlog-perf-raw")), st: st,
+		// Headers on top of the records (a response may pass MaxBytes by
+		// a partition's first batch: readFrame grows it then).
+		body: prefaulted(rawFetchMaxBytes + 1<<20)}, nil
 }
 
 // run fetches until ctx ends (or the connection is closed under it).
 func (f *rawFetcher) run(ctx context.Context) error {
-	var frame, body []byte
+	var frame []byte
+	body := f.body
 	index := map[int32]int{}
 	for i, p := range f.req.Topics[0].Partitions {
 		index[p.Partition] = i

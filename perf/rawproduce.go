@@ -271,6 +271,24 @@ func checkProduceResponse(frame []byte) error {
 	return nil
 }
 
+// prefaulted returns a buffer of n bytes whose pages are already mapped.
+//
+// Why: a fresh page costs a fault on first touch, and on the PVM guest
+// the suite runs on a fault is slow enough to show (56% of a relay's CPU
+// in one profile). A reader that fell behind in a run's first second got
+// a larger response, grew its buffer, faulted in every page of it while
+// reading, and so fell further behind: the first seconds of runs at 240k
+// records/s delivered 100-137k records/s and spilled their backlog into
+// the measured window. A run's readers take their largest buffer up
+// front, before the run starts.
+func prefaulted(n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
+	return b
+}
+
 // readFrame reads one size-prefixed response into buf (grown as needed)
 // and returns it without the size.
 func readFrame(br *bufio.Reader, buf []byte) ([]byte, error) {

@@ -360,10 +360,9 @@ func runRelayServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("relay-serve: %w", err)
 	}
-	fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr())
 	ctx, cancel := perfContext()
 	defer cancel()
-	return perf.ServeRelay(ctx, ln)
+	return perf.ServeRelay(ctx, ln, func() { fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr()) })
 }
 
 const perfScaleUsage = `
