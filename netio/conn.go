@@ -228,7 +228,14 @@ func (c *conn) complete(r *response, parts []part, release func()) {
 		c.mu.Unlock()
 		return
 	}
-	if c.writing || c.rest != nil || r.size() > inlineMaxBytes {
+	c.sendHead()
+}
+
+// sendHead sends the ready responses at the head of the FIFO on the
+// calling goroutine, or leaves them to whoever sends them next (c.mu held
+// and the head ready; it unlocks c.mu).
+func (c *conn) sendHead() {
+	if c.writing || c.rest != nil || c.queue[0].size() > inlineMaxBytes {
 		// The writer that holds the socket picks it up next; a large
 		// response goes to the writer goroutine, which may take its
 		// time (and another core) over it.
@@ -268,19 +275,11 @@ func (c *conn) holdWrites() {
 func (c *conn) flushHeld() {
 	c.mu.Lock()
 	c.held = false
-	if c.closed || c.writing || c.rest != nil || len(c.queue) == 0 || !c.queue[0].ready {
+	if c.closed || len(c.queue) == 0 || !c.queue[0].ready {
 		c.mu.Unlock()
 		return
 	}
-	if c.queue[0].size() > inlineMaxBytes {
-		c.wakeWriter()
-		c.mu.Unlock()
-		return
-	}
-	c.writing, c.inline = true, true
-	c.batch = c.takeReady(c.batch, inlineMaxBytes)
-	c.mu.Unlock()
-	c.writeInline()
+	c.sendHead()
 }
 
 // inlineMaxBytes is the largest response a completing goroutine sends
