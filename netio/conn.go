@@ -213,6 +213,8 @@ func (c *conn) slot() *response {
 // completed it, without waking the connection's writer goroutine. Only
 // when the socket is full (EAGAIN) does the unsent rest go to the writer
 // goroutine, which waits for the socket to drain; the caller never blocks.
+// While the event loop dispatches frames it read together (conn.held),
+// r only waits: the loop's flushHeld sends it with the others (sendHead).
 func (c *conn) complete(r *response, parts []part, release func()) {
 	c.mu.Lock()
 	if c.closed {
