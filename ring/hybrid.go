@@ -110,4 +110,19 @@ func (h *Hybrid) Run(ops []Op) error {
 	return nil
 }
 
-var _ Backend = (*Hybrid)(nil)
+// StartWriteback hands the writeback hint to the io_uring without waiting
+// for it, or runs the system call when the hybrid runs without a ring.
+func (h *Hybrid) StartWriteback(fd int, off, n int64) error {
+	if h.closed {
+		return ErrClosed
+	}
+	if h.u != nil {
+		return h.u.StartWriteback(fd, off, n)
+	}
+	return StartWriteback(nil, fd, off, n)
+}
+
+var (
+	_ Backend          = (*Hybrid)(nil)
+	_ WritebackStarter = (*Hybrid)(nil)
+)

@@ -16,6 +16,11 @@
 //     measurement: buffered writes through io_uring are punted to kernel
 //     worker threads and lose to pwritev, while concurrent syncs win.
 //
+// Besides batches, StartWriteback passes on a hint to start the kernel's
+// writeback of a file range (sync_file_range): the ring-backed backends
+// submit it without waiting for it, so that the caller, an event loop on
+// the direct-write path, does not wait while the kernel issues the writes.
+//
 // All backends give a batch the same meaning, including link chains and
 // short writes (see Op), and none allocates in steady state on Linux.
 // Off Linux only the portable backend exists (pwrite and fsync; on macOS

@@ -416,3 +416,23 @@ func TestBackendRunAfterClose(t *testing.T) {
 		}
 	})
 }
+
+// TestBackendStartWriteback: every backend takes writeback hints for data
+// it wrote, and runs batches as before after them.
+func TestBackendStartWriteback(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		a := newTestFile(t, "a")
+		for round := 0; round < 3; round++ {
+			ops := []Op{a.writev(int64(round)<<16, false, pattern(round, 1<<16))}
+			mustRun(t, b, ops)
+			checkOK(t, ops)
+			if err := StartWriteback(b, a.fd(), int64(round)<<16, 1<<16); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		ops := []Op{{Kind: OpFdatasync, Fd: a.fd()}}
+		mustRun(t, b, ops)
+		checkOK(t, ops)
+		a.check(t)
+	})
+}

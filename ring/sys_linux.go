@@ -96,3 +96,15 @@ func fdatasync(fd int) error {
 		}
 	}
 }
+
+// syncFileRange starts the writeback of fd's dirty pages in [off, off+n)
+// and does not wait for it (sync_file_range with SYNC_FILE_RANGE_WRITE),
+// retrying EINTR.
+func syncFileRange(fd int, off, n int64) error {
+	for {
+		err := unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

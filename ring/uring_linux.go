@@ -50,7 +50,22 @@ package ring
 // The Go atomics (sequentially consistent) give the ordering the kernel
 // expects from the liburing smp_store_release / smp_load_acquire pairs. We
 // never queue more SQEs than the SQ holds and never have more in flight
-// than the CQ (at least as large) holds, so the CQ cannot overflow.
+// than the CQ (twice as large) holds, so the CQ cannot overflow: a round
+// has at most sq_entries in flight, and detached requests (below) at most
+// cq_entries - sq_entries more.
+//
+// Detached requests
+//
+// StartWriteback submits a SYNC_FILE_RANGE SQE and returns without waiting
+// for it; the kernel always runs it on an io-wq worker. Its user_data has
+// the top bit set (and the fd in the low bits), which no round's SQE has,
+// so whoever reaps the CQ next (a Run, or the next StartWriteback) counts
+// it off and keeps its error for the next StartWriteback to report. When
+// maxDetached are in flight the next hint runs as a plain system call,
+// which throttles its caller the way a synchronous writeback start would.
+// The kernel looks the fd up when the worker runs: should the file be
+// closed and its number reused before that, the hint lands on another
+// file, which is harmless for a hint.
 //
 // Memory rules
 //
@@ -108,6 +123,7 @@ package ring
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -133,10 +149,12 @@ const (
 
 	sqeIOLink = 1 << 2
 
-	opWritev = 2
-	opFsync  = 3
+	opWritev        = 2
+	opFsync         = 3
+	opSyncFileRange = 8
 
-	fsyncDatasync = 1
+	fsyncDatasync      = 1
+	syncFileRangeWrite = 2 // SYNC_FILE_RANGE_WRITE
 
 	sqeSize = 64
 	cqeSize = 16
@@ -241,6 +259,10 @@ type URing struct {
 	closed bool
 	broken error // set when the ring failed with requests in flight
 
+	detached    int   // detached requests (StartWriteback) in flight
+	maxDetached int   // the most of them: min(16, cq_entries - sq_entries)
+	detachedErr error // the first detached failure not yet reported
+
 	// testHookRes, when set by a test, may replace the result of an SQE
 	// as reaped from the CQ (to fake a short write).
 	testHookRes func(op *Op, res int32) int32
@@ -256,6 +278,9 @@ type uringStats struct {
 	syncOps uint64 // ops run synchronously (too big, unknown kind, after a repair)
 	repairs uint64 // short writes finished synchronously
 	eintr   uint64 // io_uring_enter calls interrupted by a signal
+
+	detached     uint64 // writeback hints submitted without waiting
+	detachedSync uint64 // writeback hints run as system calls instead
 }
 
 // Probe sets up (and tears down) a small io_uring to find out whether the
@@ -326,6 +351,7 @@ func NewURing(opts Options) (*URing, error) {
 		return nil, err
 	}
 	u.subs = make([]subEntry, 0, u.sqEntries)
+	u.maxDetached = int(min(16, u.cqEntries-min(u.cqEntries, u.sqEntries)))
 	return u, nil
 }
 
@@ -772,15 +798,22 @@ func (u *URing) submitAndWait(tail uint32) error {
 	return nil
 }
 
-// reap consumes the CQ, storing each result in its subEntry, and returns
-// how many CQEs belonged to the round.
+// reap consumes the CQ, storing each result of the round in its
+// subEntry and counting off detached requests, and returns how many CQEs
+// belonged to the round.
 func (u *URing) reap() int {
 	head := atomic.LoadUint32(u.cqHead)
 	tail := atomic.LoadUint32(u.cqTail)
 	got := 0
 	for ; head != tail; head++ {
 		c := (*cqe)(unsafe.Add(u.cqes, uintptr(head&u.cqMask)*cqeSize))
-		if c.userData < uint64(len(u.subs)) {
+		switch {
+		case c.userData&detachedTag != 0:
+			u.detached--
+			if c.res < 0 && u.detachedErr == nil {
+				u.detachedErr = fmt.Errorf("ring: sync_file_range fd %d: %w", int32(uint32(c.userData)), syscall.Errno(-c.res))
+			}
+		case c.userData < uint64(len(u.subs)):
 			u.subs[c.userData].res = c.res
 			got++
 		}
@@ -789,4 +822,63 @@ func (u *URing) reap() int {
 	return got
 }
 
-var _ Backend = (*URing)(nil)
+// detachedTag marks the user_data of a detached request; the low 32 bits
+// hold its fd.
+const detachedTag = 1 << 63
+
+// StartWriteback submits the start of [off, off+n)'s writeback of fd to
+// the ring and returns without waiting for it (see "Detached requests").
+// It runs the system call itself when maxDetached hints are in flight,
+// when n does not fit an SQE, or when the kernel does not take the SQE.
+// The error is this call's, or an earlier detached hint's (see the package
+// function StartWriteback).
+func (u *URing) StartWriteback(fd int, off, n int64) error {
+	if u.closed {
+		return ErrClosed
+	}
+	if u.broken != nil {
+		return u.broken
+	}
+	u.reap() // outside a round only detached requests complete
+	err := u.detachedErr
+	u.detachedErr = nil
+	if u.detached >= u.maxDetached || off < 0 || n <= 0 || n > math.MaxUint32 || !u.submitDetached(fd, off, n) {
+		u.stats.detachedSync++
+		if e := syncFileRange(fd, off, n); e != nil {
+			err = fmt.Errorf("ring: sync_file_range fd %d: %w", fd, e)
+		}
+		return err
+	}
+	u.detached++
+	u.stats.detached++
+	return err
+}
+
+// submitDetached queues one SYNC_FILE_RANGE SQE and submits it, reporting
+// whether the kernel took it; an SQE it did not take is withdrawn. The SQ
+// is empty here: rounds submit all of theirs before they return.
+func (u *URing) submitDetached(fd int, off, n int64) bool {
+	tail := atomic.LoadUint32(u.sqTail)
+	s := u.sqe(tail)
+	*s = sqe{opcode: opSyncFileRange, fd: int32(fd), off: uint64(off), len: uint32(n),
+		opFlags: syncFileRangeWrite, userData: detachedTag | uint64(uint32(fd))}
+	atomic.StoreUint32(u.sqTail, tail+1)
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 1, 0, 0, 0, 0)
+		u.stats.enters++
+		if errno != syscall.EINTR {
+			break
+		}
+		u.stats.eintr++
+	}
+	if atomic.LoadUint32(u.sqHead) != tail+1 {
+		atomic.StoreUint32(u.sqTail, tail)
+		return false
+	}
+	return true
+}
+
+var (
+	_ Backend          = (*URing)(nil)
+	_ WritebackStarter = (*URing)(nil)
+)

@@ -321,3 +321,89 @@ func TestURingEINTR(t *testing.T) {
 	}
 	t.Logf("%d runs, %d io_uring_enter calls, %d interrupted", runs, u.stats.enters, u.stats.eintr)
 }
+
+// waitDetached reaps until no detached request is in flight.
+func waitDetached(t *testing.T, u *URing) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for u.reap(); u.detached > 0; u.reap() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d detached requests still in flight after 10 s", u.detached)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestURingStartWriteback: writeback hints go to the ring without waiting,
+// a batch run while they are in flight completes exactly as without them,
+// a failed hint is reported by the next one (once), and hints past
+// maxDetached, or too long for an SQE, run as system calls.
+func TestURingStartWriteback(t *testing.T) {
+	u := newURingOrSkip(t, Options{Entries: 8})
+	if u.maxDetached != int(min(16, u.cqEntries-u.sqEntries)) || u.maxDetached == 0 {
+		t.Fatalf("maxDetached %d with SQ %d, CQ %d", u.maxDetached, u.sqEntries, u.cqEntries)
+	}
+	a, b := newTestFile(t, "a"), newTestFile(t, "b")
+	const chunk = 64 << 10
+	var ops []Op
+	for i := 0; i < 8; i++ {
+		ops = append(ops, a.writev(int64(i)*chunk, false, pattern(i, chunk)))
+	}
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	for i := 0; i < u.maxDetached; i++ {
+		if err := u.StartWriteback(a.fd(), int64(i%8)*chunk, chunk); err != nil {
+			t.Fatalf("hint %d: %v", i, err)
+		}
+	}
+	if u.stats.detached != uint64(u.maxDetached) {
+		t.Fatalf("stats %+v: want %d hints detached", u.stats, u.maxDetached)
+	}
+	// A round while hints may still complete into the CQ.
+	ops = ops[:0]
+	for i := 0; i < 20; i++ {
+		ops = append(ops, b.writev(int64(i)*100, true, pattern(100+i, 100)), Op{Kind: OpFdatasync, Fd: b.fd()})
+	}
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	b.check(t)
+	waitDetached(t, u)
+
+	// A hint the kernel fails (a pipe has no page cache to write back).
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	if err := u.StartWriteback(p[1], 0, chunk); err != nil {
+		t.Fatalf("hint on a pipe failed before it ran: %v", err)
+	}
+	waitDetached(t, u)
+	if err := u.StartWriteback(a.fd(), 0, chunk); !errors.Is(err, syscall.ESPIPE) {
+		t.Fatalf("next hint after a failed one: %v, want ESPIPE", err)
+	}
+	waitDetached(t, u)
+	if err := u.StartWriteback(a.fd(), 0, chunk); err != nil {
+		t.Fatalf("a failure reported twice: %v", err)
+	}
+	waitDetached(t, u)
+
+	// Past the limit, and too long for an SQE: the system call, at once.
+	before := u.stats
+	u.maxDetached = 0
+	if err := u.StartWriteback(a.fd(), 0, chunk); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.StartWriteback(p[1], 0, chunk); !errors.Is(err, syscall.ESPIPE) {
+		t.Fatalf("synchronous hint on a pipe: %v, want ESPIPE", err)
+	}
+	u.maxDetached = 16
+	if err := u.StartWriteback(a.fd(), 0, 1<<33); err != nil {
+		t.Fatal(err)
+	}
+	if d := u.stats; d.detachedSync-before.detachedSync != 3 || d.detached != before.detached {
+		t.Fatalf("stats %+v after %+v: want 3 synchronous hints", d, before)
+	}
+	a.check(t)
+}

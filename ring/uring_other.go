@@ -39,3 +39,6 @@ func (u *URing) Entries() uint32 { return 0 }
 func (u *URing) SingleIssuer() bool { return false }
 
 var _ Backend = (*URing)(nil)
+
+// StartWriteback returns ErrClosed: a URing cannot exist off Linux.
+func (u *URing) StartWriteback(int, int64, int64) error { return ErrClosed }

@@ -334,7 +334,7 @@ func (b *Batch) Submit(backend ring.Backend) error {
 				}
 			}
 		}
-		st.log.commit(st)
+		st.log.commit(st, backend)
 	}
 	return nil
 }
@@ -377,8 +377,9 @@ func (l *Log) prunePendingFlush() {
 	})
 }
 
-// commit publishes a written stage to readers (owner only).
-func (l *Log) commit(st *Stage) {
+// commit publishes a written stage to readers (owner only); b, the
+// backend that wrote it, also starts its writeback.
+func (l *Log) commit(st *Stage, b ring.Backend) {
 	interval := l.opts.IndexIntervalBytes
 	for i := range st.metas {
 		m := &st.metas[i]
@@ -387,7 +388,7 @@ func (l *Log) commit(st *Stage) {
 		m.seg.end.Store(m.next)
 		m.seg.noteBatch(m.base, m.pos)
 		if chunk := l.opts.WritebackBytes; chunk > 0 && !st.sync {
-			l.startWriteback(m.seg, m.pos+int64(len(m.data)), chunk)
+			l.startWriteback(b, m.seg, m.pos+int64(len(m.data)), chunk)
 		}
 	}
 	if st.epochs != nil {

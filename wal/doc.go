@@ -74,11 +74,13 @@
 //
 // # Platforms
 //
-// Linux is the product. Two facilities are Linux-only and have no-op
-// stand-ins elsewhere (the _other.go files), so the package builds and its
-// tests run on macOS: Options.Preallocate (fallocate; nothing is reserved)
-// and Options.WritebackBytes (sync_file_range; the kernel's own writeback
-// policy stays in charge).
+// Linux is the product. Two facilities are Linux-only and do nothing
+// elsewhere, so the package builds and its tests run on macOS:
+// Options.Preallocate (fallocate, fallocate_other.go; nothing is reserved)
+// and Options.WritebackBytes (sync_file_range, through
+// ring.StartWriteback; the kernel's own writeback policy stays in charge).
+// The writeback hint goes to the backend that committed the writes, so a
+// shard with an io_uring hands it to the kernel without waiting.
 //
 // # Leader epochs (KIP-101, KIP-279)
 //

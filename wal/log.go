@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -73,9 +74,10 @@ type Log struct {
 	ckMu     sync.Mutex // guards ckVer and writes of the checkpoint file
 	ckVer    uint64
 
-	// writeback starts the writeback of a file range (sync_file_range;
-	// tests replace it); writebackErr is logged once.
-	writeback    func(f *os.File, off, n int64) error
+	// writeback starts the writeback of a file range through the
+	// committing backend (ring.StartWriteback; tests replace it);
+	// writebackErr is logged once.
+	writeback    func(b ring.Backend, f *os.File, off, n int64) error
 	writebackErr bool
 
 	// Background flushes of sealed segments advance the recovery point.
@@ -156,7 +158,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	l := &Log{dir: dir, opts: o, logger: o.Logger.With("log", filepath.Base(dir)), writeback: syncFileRange}
+	l := &Log{dir: dir, opts: o, logger: o.Logger.With("log", filepath.Base(dir)), writeback: hintWriteback}
 	if err := l.load(); err != nil {
 		l.closeSegments()
 		return nil, err

@@ -581,18 +581,32 @@ func TestOffsetForTime(t *testing.T) {
 // TestWritebackChunks: with WritebackBytes, appends start the writeback of
 // each whole chunk behind the tail exactly once, in order, never the
 // partial chunk being written; synced appends and WritebackBytes 0 start
-// none.
+// none. The hint goes through the backend that committed the writes (the
+// hybrid's io_uring, or the system call), and the real call must succeed.
 func TestWritebackChunks(t *testing.T) {
-	be := newBackend(t, ring.KindPortable)
+	for _, kind := range []ring.Kind{ring.KindPortable, ring.KindHybrid} {
+		t.Run(string(kind), func(t *testing.T) { testWritebackChunks(t, kind) })
+	}
+}
+
+func testWritebackChunks(t *testing.T, kind ring.Kind) {
+	be := newBackend(t, kind)
 	type call struct {
 		f      *os.File
 		off, n int64
 	}
 	var calls []call
 	record := func(l *Log) {
-		l.writeback = func(f *os.File, off, n int64) error {
+		l.writeback = func(b ring.Backend, f *os.File, off, n int64) error {
+			if b != be {
+				t.Fatalf("writeback through %v, want the committing backend %v", b, be)
+			}
 			calls = append(calls, call{f, off, n})
-			return syncFileRange(f, off, n) // the real call must work too
+			err := hintWriteback(b, f, off, n) // the real call must work too
+			if err != nil {
+				t.Errorf("writeback of [%d,+%d): %v", off, n, err)
+			}
+			return err
 		}
 	}
 	const chunk = 4096

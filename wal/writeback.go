@@ -1,17 +1,31 @@
 package wal
 
+import (
+	"os"
+
+	"github.com/ringlog/ringlog/ring"
+)
+
+// hintWriteback is Log.writeback outside tests: the hint goes to the
+// backend that committed the writes, so a ring-backed shard hands it to
+// io_uring and the committer (an event loop, on the direct-write path)
+// does not wait for the kernel to issue the writes.
+func hintWriteback(b ring.Backend, f *os.File, off, n int64) error {
+	return ring.StartWriteback(b, int(f.Fd()), off, n)
+}
+
 // startWriteback starts the writeback of seg's whole chunks below end that
-// were not started yet (owner only). A failure is logged once and
-// otherwise ignored: it promises nothing, and a failing disk shows up in
-// the fdatasyncs that do.
-func (l *Log) startWriteback(seg *segment, end, chunk int64) {
+// were not started yet (owner only), through b. A failure is logged once
+// and otherwise ignored: it promises nothing, and a failing disk shows up
+// in the fdatasyncs that do.
+func (l *Log) startWriteback(b ring.Backend, seg *segment, end, chunk int64) {
 	end -= end % chunk
 	if end <= seg.writeback {
 		return
 	}
 	from := seg.writeback
 	seg.writeback = end
-	if err := l.writeback(seg.f, from, end-from); err != nil && !l.writebackErr {
+	if err := l.writeback(b, seg.f, from, end-from); err != nil && !l.writebackErr {
 		l.writebackErr = true
 		l.logger.Warn("starting writeback failed; appends go on", "segment", seg.base, "err", err)
 	}

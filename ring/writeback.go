@@ -1,0 +1,29 @@
+package ring
+
+// WritebackStarter is a Backend that can start the kernel's writeback of a
+// file range without its caller waiting for it: the hybrid and io_uring
+// backends, which hand it to their ring as a request nobody waits for.
+type WritebackStarter interface {
+	// StartWriteback asks for the writeback of [off, off+n) of fd; see
+	// the package function StartWriteback. Like Run, it must only be
+	// called by the backend's owner.
+	StartWriteback(fd int, off, n int64) error
+}
+
+// StartWriteback asks the kernel to start writing fd's dirty page cache in
+// [off, off+n) back to disk and does not wait for those writes
+// (sync_file_range with SYNC_FILE_RANGE_WRITE on Linux; nothing elsewhere).
+// It is a hint that keeps dirty data small, not a durability promise.
+//
+// Through a WritebackStarter (b's ring) the caller does not even wait for
+// the kernel to issue the writes, which can take hundreds of microseconds
+// and, behind a busy disk, milliseconds: a kernel worker does that. With
+// any other backend, or a nil b, the system call runs here. The error is
+// that of this call or of an earlier hint that failed since the last one
+// reported: a hint's failure is only ever worth a log line.
+func StartWriteback(b Backend, fd int, off, n int64) error {
+	if w, ok := b.(WritebackStarter); ok {
+		return w.StartWriteback(fd, off, n)
+	}
+	return syncFileRange(fd, off, n)
+}
