@@ -52,6 +52,9 @@ type conn struct {
 	// parked are the connection's long-poll fetches waiting for data
 	// (fetch.park); close abandons them, Drain expires them.
 	parked map[*fetch]struct{}
+	// spareFetch is the memory of the connection's last answered fetch,
+	// for its next one (fetchScratch).
+	spareFetch atomic.Pointer[fetchScratch]
 
 	// inflight counts requests parsed and not yet written.
 	inflight atomic.Int32

@@ -42,8 +42,10 @@ type fetchTopicResult struct {
 // partition count. A partition's records shorter than copyBelow bytes
 // are read into the buffer instead of being a file range (when they
 // cannot be read whole, they stay a range, whose sendfile then reports
-// the failure); it returns how many bytes it copied.
-func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow int64) ([]part, int64) {
+// the failure); it returns how many bytes it copied. With sc, the buffer
+// and the parts reuse (and keep) its memory: sc must then stay untouched
+// until the response is written.
+func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow int64, sc *fetchScratch) ([]part, int64) {
 	v := r.version
 	flex := v >= 12
 	// An upper bound of the buffer, so that it never grows (and is never
@@ -62,8 +64,17 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow
 			}
 		}
 	}
-	parts := make([]part, 0, nparts)
-	buf := make([]byte, 4, size)
+	if sc == nil {
+		sc = new(fetchScratch)
+	}
+	if cap(sc.out) < nparts {
+		sc.out = make([]part, 0, nparts)
+	}
+	if int64(cap(sc.buf)) < size {
+		sc.buf = make([]byte, 0, size)
+	}
+	parts := sc.out[:0]
+	buf := append(sc.buf[:0], 0, 0, 0, 0)
 	var copied int64
 	buf = r.header(buf)
 	total := int64(0)
@@ -155,6 +166,7 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow
 		}
 	}
 	binary.BigEndian.PutUint32(parts[0].b, uint32(total-4))
+	sc.out = parts
 	return parts, copied
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
@@ -189,12 +190,12 @@ func TestFetchWireAllVersions(t *testing.T) {
 	for v := int16(4); v <= 17; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			r := &request{key: 1, version: v, corr: 0x1234567, flexible: v >= 12}
-			wire := wireBytes(t, first(encodeFetch(r, 0, topics, 0)))
+			wire := wireBytes(t, first(encodeFetch(r, 0, topics, 0, nil)))
 			// Copying the small partitions' records (below part's size:
 			// beta/3 only; below 1 MiB: all of them) changes how the
 			// bytes go out, never which bytes.
 			for _, below := range []int64{part.Bytes + 1, 1 << 20} {
-				parts, copied := encodeFetch(r, 0, topics, below)
+				parts, copied := encodeFetch(r, 0, topics, below, nil)
 				files := 0
 				for _, p := range parts {
 					if p.f.File != nil {
@@ -271,7 +272,7 @@ func TestFetchWireAllVersions(t *testing.T) {
 func TestFetchWireTopLevelError(t *testing.T) {
 	for v := int16(7); v <= 17; v++ {
 		r := &request{key: 1, version: v, corr: 42, flexible: v >= 12}
-		wire := wireBytes(t, first(encodeFetch(r, kerr.FetchSessionIDNotFound.Code, nil, 0)))
+		wire := wireBytes(t, first(encodeFetch(r, kerr.FetchSessionIDNotFound.Code, nil, 0, nil)))
 		body := wireCheckFrame(t, wire, v)
 		resp := kmsg.NewPtrFetchResponse()
 		resp.SetVersion(v)
@@ -330,13 +331,64 @@ func TestFetchWireOneBuffer(t *testing.T) {
 		r := &request{key: 1, version: v, flexible: v >= 12}
 		var copied int64
 		allocs := testing.AllocsPerRun(20, func() {
-			_, copied = encodeFetch(r, 0, topics, 1<<20)
+			_, copied = encodeFetch(r, 0, topics, 1<<20, nil)
 		})
 		if copied != 64*small.Bytes {
 			t.Fatalf("v%d: copied %d bytes, want %d", v, copied, 64*small.Bytes)
 		}
 		if allocs > 2 {
 			t.Errorf("v%d: %v allocations per response, want 2", v, allocs)
+		}
+		// With a connection's scratch, the next response reuses its
+		// memory: no allocation at all.
+		sc := new(fetchScratch)
+		encodeFetch(r, 0, topics, 1<<20, sc)
+		want := wireBytes(t, first(encodeFetch(r, 0, topics, 1<<20, nil)))
+		if allocs := testing.AllocsPerRun(20, func() { encodeFetch(r, 0, topics, 1<<20, sc) }); allocs != 0 {
+			t.Errorf("v%d: %v allocations per response with a scratch, want 0", v, allocs)
+		}
+		if got := wireBytes(t, first(encodeFetch(r, 0, topics, 1<<20, sc))); !bytes.Equal(got, want) {
+			t.Fatalf("v%d: a response encoded in a reused scratch differs from a fresh one", v)
+		}
+	}
+}
+
+// TestFetchScratchReset: a scratch handed to the next fetch comes back
+// with every result reset (an error code, offsets or an aborted list of
+// the last fetch would otherwise leak into its answer) and with its
+// memory kept.
+func TestFetchScratchReset(t *testing.T) {
+	sc := new(fetchScratch)
+	sc.resize(2)
+	sc.resizeTopic(0, 3)
+	sc.resizeTopic(1, 1)
+	for i := range sc.topics {
+		sc.topics[i].name = "old"
+		for j := range sc.topics[i].parts {
+			pr := &sc.topics[i].parts[j]
+			*pr = fetchPartResult{partition: 9, errCode: 3, hw: 5, lso: 5, logStart: 1, readCommitted: true,
+				aborted: append(pr.aborted, wal.AbortedTxn{ProducerID: 1})}
+			sc.parts[i][j] = new(engine.Partition)
+		}
+	}
+	topic0 := &sc.topics[0].parts[0]
+	sc.resize(1)
+	sc.resizeTopic(0, 2)
+	if len(sc.topics) != 1 || len(sc.parts) != 1 || len(sc.topics[0].parts) != 2 || len(sc.parts[0]) != 2 {
+		t.Fatalf("resized to %d topics, %d partitions", len(sc.topics), len(sc.topics[0].parts))
+	}
+	if &sc.topics[0].parts[0] != topic0 {
+		t.Fatal("the partition results were reallocated")
+	}
+	for j, pr := range sc.topics[0].parts {
+		if pr.partition != 0 || pr.errCode != 0 || pr.hw != 0 || pr.lso != 0 || pr.logStart != 0 || pr.readCommitted || len(pr.aborted) != 0 {
+			t.Fatalf("partition %d not reset: %+v", j, pr)
+		}
+		if cap(pr.aborted) == 0 {
+			t.Fatalf("partition %d: the aborted list's memory was dropped", j)
+		}
+		if sc.parts[0][j] != nil {
+			t.Fatalf("partition %d still points at the last fetch's partition", j)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -58,10 +59,9 @@ type fetch struct {
 	parts   [][]*engine.Partition // per request topic, per partition
 	topics  []fetchTopicResult
 	bytes   int64
-	// oneParts and oneTopic back parts and topics for the common fetch
-	// of one topic (no allocation of their own).
-	oneParts [1][]*engine.Partition
-	oneTopic [1]fetchTopicResult
+	// sc backs parts, topics and the response's header bytes; it goes
+	// back to the connection once the response is written (done).
+	sc *fetchScratch
 
 	// A parked fetch's state (park): the runner's role and its wakes,
 	// the flags the timer, the drain and the close set, and what it
@@ -79,7 +79,7 @@ func handleFetch(s *Server, r *request) frameOutcome {
 	if err := r.decode(req); err != nil {
 		return s.malformed(r.conn, r, err.Error())
 	}
-	f := &fetch{s: s, r: r, req: req, replica: req.ReplicaID}
+	f := &fetch{s: s, r: r, req: req, replica: req.ReplicaID, sc: r.conn.takeFetchScratch()}
 	if r.version >= 15 {
 		f.replica = req.ReplicaState.ID
 	}
@@ -102,14 +102,57 @@ func handleFetch(s *Server, r *request) frameOutcome {
 	return frameDone
 }
 
+// fetchScratch is the memory a fetch needs besides its request: the
+// per-partition results and the response's header bytes. A consumer's
+// fetches follow one another on its connection, so each connection keeps
+// the scratch of its last answered fetch (conn.spareFetch) for the next
+// one, which then resolves, reads and encodes without allocating. A
+// scratch is handed back only once its response is written or dropped:
+// the response's byte runs are slices of buf.
+type fetchScratch struct {
+	topics []fetchTopicResult
+	parts  [][]*engine.Partition
+	buf    []byte // the response's byte runs (encodeFetch)
+	out    []part // the response's parts (encodeFetch)
+}
+
+// maxSpareFetchBuf is the largest response buffer a connection keeps for
+// its next fetch; a larger one (many partitions' records copied) goes to
+// the garbage collector.
+const maxSpareFetchBuf = 256 << 10
+
+// takeFetchScratch returns the connection's spare scratch, or a new one.
+func (c *conn) takeFetchScratch() *fetchScratch {
+	if sc := c.spareFetch.Swap(nil); sc != nil {
+		return sc
+	}
+	return new(fetchScratch)
+}
+
+// resize makes sc hold n topics whose results are reset, keeping the
+// memory of earlier fetches (their chunks were released).
+func (sc *fetchScratch) resize(n int) {
+	sc.topics = slices.Grow(sc.topics[:0], n)[:n]
+	sc.parts = slices.Grow(sc.parts[:0], n)[:n]
+}
+
+// resizeTopic makes topic i hold n partitions, reset to zero values but
+// for the memory of their chunks and aborted lists.
+func (sc *fetchScratch) resizeTopic(i, n int) {
+	tr := &sc.topics[i]
+	tr.parts = slices.Grow(tr.parts[:0], n)[:n]
+	for j := range tr.parts {
+		pr := &tr.parts[j]
+		*pr = fetchPartResult{chunk: pr.chunk, aborted: pr.aborted[:0]}
+	}
+	sc.parts[i] = slices.Grow(sc.parts[i][:0], n)[:n]
+	clear(sc.parts[i])
+}
+
 // resolve finds the partitions named by the request and sets up results.
 func (f *fetch) resolve() {
-	if len(f.req.Topics) == 1 {
-		f.topics, f.parts = f.oneTopic[:], f.oneParts[:]
-	} else {
-		f.topics = make([]fetchTopicResult, len(f.req.Topics))
-		f.parts = make([][]*engine.Partition, len(f.req.Topics))
-	}
+	f.sc.resize(len(f.req.Topics))
+	f.topics, f.parts = f.sc.topics, f.sc.parts
 	for i := range f.req.Topics {
 		rt := &f.req.Topics[i]
 		tr := &f.topics[i]
@@ -132,8 +175,7 @@ func (f *fetch) resolve() {
 		} else if f.r.version < 13 && !f.r.topicAllowed(kmsg.ACLOperationRead, rt.Topic) {
 			denied = true // an unknown name: no existence leak
 		}
-		tr.parts = make([]fetchPartResult, len(rt.Partitions))
-		f.parts[i] = make([]*engine.Partition, len(rt.Partitions))
+		f.sc.resizeTopic(i, len(rt.Partitions))
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			pr := &tr.parts[j]
@@ -379,10 +421,26 @@ func (f *fetch) respond(errCode int16) {
 			}
 		}
 	}
-	parts, copied := encodeFetch(f.r, errCode, f.topics, int64(f.r.conn.srv.cfg.FetchCopyBelow))
+	parts, copied := encodeFetch(f.r, errCode, f.topics, int64(f.r.conn.srv.cfg.FetchCopyBelow), f.sc)
 	if copied > 0 {
 		f.r.conn.srv.metrics.CopiedBytes.Add(float64(copied))
 	}
-	f.r.conn.complete(f.r.resp, parts, f.release)
+	f.r.conn.complete(f.r.resp, parts, f.done)
 	f.r.finish()
+}
+
+// done runs once the response is written or dropped: it releases the
+// chunks and hands the scratch back to the connection. Nothing else
+// touches the scratch by then: a wake that comes after the answer
+// returns without running the fetch (settle).
+func (f *fetch) done() {
+	f.release()
+	sc := f.sc
+	f.sc, f.topics, f.parts = nil, nil, nil
+	clear(sc.out)
+	sc.out = sc.out[:0]
+	if cap(sc.buf) > maxSpareFetchBuf {
+		sc.buf = nil
+	}
+	f.r.conn.spareFetch.Store(sc)
 }
