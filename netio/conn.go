@@ -134,6 +134,11 @@ type response struct {
 	// (set before it completes).
 	closeAfter bool
 	release    func()
+	// one backs parts for a response of one buffer (completeBytes);
+	// pooled, when set, is that buffer, from the server's pool, which
+	// takes it back once it is written (finish).
+	one    [1]part
+	pooled []byte
 }
 
 func newConn(s *Server, gc gnet.Conn, id uint64, peer *peerInfo) *conn {
@@ -309,7 +314,16 @@ func (r *response) size() int64 {
 
 // completeBytes completes r with one encoded response frame.
 func (c *conn) completeBytes(r *response, frame []byte) {
-	c.complete(r, []part{{b: frame}}, nil)
+	r.one[0] = part{b: frame}
+	c.complete(r, r.one[:], nil)
+}
+
+// completePooled is completeBytes for a frame taken from the server's
+// pool, which gets it back once it is written (or dropped): the caller
+// must not keep it.
+func (c *conn) completePooled(r *response, frame []byte) {
+	r.pooled = frame
+	c.completeBytes(r, frame)
 }
 
 // skip completes r with nothing to send (acks=0).
@@ -509,6 +523,11 @@ func (c *conn) finish(batch []*response, err error) {
 		if r.release != nil {
 			r.release()
 			r.release = nil
+		}
+		if r.pooled != nil {
+			r.one[0] = part{}
+			c.srv.pool.put(r.pooled)
+			r.pooled = nil
 		}
 		closeAfter = closeAfter || r.closeAfter
 	}

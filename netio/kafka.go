@@ -291,14 +291,17 @@ func (r *request) header(dst []byte) []byte {
 	return dst
 }
 
-// respond encodes resp at the request's version and queues it.
+// respond encodes resp at the request's version and queues it. The
+// buffer comes from the server's pool and goes back once written: most
+// responses fit the smallest class, so a produce's answer allocates
+// nothing here.
 func (r *request) respond(resp kmsg.Response) {
 	resp.SetVersion(r.version)
-	buf := make([]byte, 4, 256)
+	buf := r.conn.srv.pool.get(4)
 	buf = r.header(buf)
 	buf = resp.AppendTo(buf)
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	r.conn.completeBytes(r.resp, buf)
+	r.conn.completePooled(r.resp, buf)
 	r.finish()
 }
 
