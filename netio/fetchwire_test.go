@@ -371,6 +371,19 @@ func TestFetchScratchReset(t *testing.T) {
 			sc.parts[i][j] = new(engine.Partition)
 		}
 	}
+	// The decoded request: nothing of the last one survives (a v4
+	// request has no session id or rack of its own), the topic array's
+	// memory does.
+	req := sc.request()
+	req.SessionID, req.RackID, req.IsolationLevel = 7, "rack", 1
+	req.Topics = append(req.Topics, kmsg.FetchRequestTopic{Topic: "t"}, kmsg.FetchRequestTopic{Topic: "u"})
+	topics := &req.Topics[0]
+	if req = sc.request(); req.SessionID != 0 || req.RackID != "" || req.IsolationLevel != 0 || len(req.Topics) != 0 {
+		t.Fatalf("request not emptied: %+v", req)
+	}
+	if req.Topics = req.Topics[:1]; &req.Topics[0] != topics || req.Topics[0].Topic != "" {
+		t.Fatalf("topic array reallocated or not cleared: %+v", req.Topics[0])
+	}
 	topic0 := &sc.topics[0].parts[0]
 	sc.resize(1)
 	sc.resizeTopic(0, 2)

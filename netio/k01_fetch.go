@@ -75,11 +75,12 @@ type fetch struct {
 }
 
 func handleFetch(s *Server, r *request) frameOutcome {
-	req := kmsg.NewPtrFetchRequest()
+	sc := r.conn.takeFetchScratch()
+	req := sc.request()
 	if err := r.decode(req); err != nil {
 		return s.malformed(r.conn, r, err.Error())
 	}
-	f := &fetch{s: s, r: r, req: req, replica: req.ReplicaID, sc: r.conn.takeFetchScratch()}
+	f := &fetch{s: s, r: r, req: req, replica: req.ReplicaID, sc: sc}
 	if r.version >= 15 {
 		f.replica = req.ReplicaState.ID
 	}
@@ -110,6 +111,7 @@ func handleFetch(s *Server, r *request) frameOutcome {
 // scratch is handed back only once its response is written or dropped:
 // the response's byte runs are slices of buf.
 type fetchScratch struct {
+	req    kmsg.FetchRequest // the decoded request (request)
 	topics []fetchTopicResult
 	parts  [][]*engine.Partition
 	buf    []byte // the response's byte runs (encodeFetch)
@@ -127,6 +129,16 @@ func (c *conn) takeFetchScratch() *fetchScratch {
 		return sc
 	}
 	return new(fetchScratch)
+}
+
+// request returns sc's request, emptied for a decode: every field is
+// zero (a field of a version the next request does not have must not
+// survive from the last one) but the topic array keeps its memory. (kmsg
+// allocates each topic's partitions afresh.)
+func (sc *fetchScratch) request() *kmsg.FetchRequest {
+	clear(sc.req.Topics)
+	sc.req = kmsg.FetchRequest{Topics: sc.req.Topics[:0]}
+	return &sc.req
 }
 
 // resize makes sc hold n topics whose results are reset, keeping the
