@@ -375,10 +375,10 @@ func TestFetchScratchReset(t *testing.T) {
 	// request has no session id or rack of its own), the topic array's
 	// memory does.
 	req := sc.request()
-	req.SessionID, req.RackID, req.IsolationLevel = 7, "rack", 1
+	req.SessionID, req.Rack, req.IsolationLevel = 7, "rack", 1
 	req.Topics = append(req.Topics, kmsg.FetchRequestTopic{Topic: "t"}, kmsg.FetchRequestTopic{Topic: "u"})
 	topics := &req.Topics[0]
-	if req = sc.request(); req.SessionID != 0 || req.RackID != "" || req.IsolationLevel != 0 || len(req.Topics) != 0 {
+	if req = sc.request(); req.SessionID != 0 || req.Rack != "" || req.IsolationLevel != 0 || len(req.Topics) != 0 {
 		t.Fatalf("request not emptied: %+v", req)
 	}
 	if req.Topics = req.Topics[:1]; &req.Topics[0] != topics || req.Topics[0].Topic != "" {
