@@ -119,7 +119,7 @@ func (h *Hybrid) StartWriteback(fd int, off, n int64) error {
 	if h.u != nil {
 		return h.u.StartWriteback(fd, off, n)
 	}
-	return StartWriteback(nil, fd, off, n)
+	return syncFileRange(fd, off, n)
 }
 
 var (
