@@ -25,6 +25,7 @@ FUZZ_TARGETS := \
 	./client:FuzzResponses \
 	./netio:FuzzKafkaFrame \
 	./netio:FuzzNativeFrame \
+	./internal/fetchsession:FuzzSessionOps \
 	./metadata:FuzzDecodeRecord \
 	./metadata:FuzzDecodeImage \
 	./quorum:FuzzHello \

@@ -45,6 +45,10 @@ type Metrics struct {
 	// than responses.
 	ResponseWrites prometheus.Counter
 	SyncSeconds    prometheus.Histogram
+	// FetchSessions is the fetch sessions (KIP-227) held now, over all
+	// listeners; FetchSessionEvictions counts those a new one evicted.
+	FetchSessions         prometheus.Gauge
+	FetchSessionEvictions prometheus.Counter
 }
 
 type apiInstruments struct {
@@ -107,8 +111,15 @@ func New(apis ...API) *Metrics {
 		Name: "ringlog_fsync_duration_seconds", Help: "Duration of writer-shard submissions that included fdatasync (group commit).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
+	m.FetchSessions = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ringlog_fetch_sessions", Help: "Fetch sessions (KIP-227) held: consumers that send only the partitions whose position changed.",
+	})
+	m.FetchSessionEvictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ringlog_fetch_session_evictions_total", Help: "Fetch sessions evicted for a new one (all --fetch-sessions slots taken, this one unused for 2 minutes).",
+	})
 	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen, m.ConnectionsClosed,
 		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.WritersStarted, m.ResponseWrites, m.SyncSeconds,
+		m.FetchSessions, m.FetchSessionEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each API's instruments are resolved once, so the request path does
 	// no label lookups.

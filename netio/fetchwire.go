@@ -27,6 +27,9 @@ type fetchPartResult struct {
 	// carries aborted (possibly empty) instead of a null list.
 	readCommitted bool
 	aborted       []wal.AbortedTxn
+	// omit leaves the partition out of the response: an incremental
+	// fetch session's partition with nothing new (fetch.respond).
+	omit bool
 }
 
 type fetchTopicResult struct {
@@ -42,10 +45,11 @@ type fetchTopicResult struct {
 // partition count. A partition's records shorter than copyBelow bytes
 // are read into the buffer instead of being a file range (when they
 // cannot be read whole, they stay a range, whose sendfile then reports
-// the failure); it returns how many bytes it copied. With sc, the buffer
+// the failure); it returns how many bytes it copied. Partitions marked
+// omit, and topics with no other, are left out. With sc, the buffer
 // and the parts reuse (and keep) its memory: sc must then stay untouched
 // until the response is written.
-func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow int64, sc *fetchScratch) ([]part, int64) {
+func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopicResult, copyBelow int64, sc *fetchScratch) ([]part, int64) {
 	v := r.version
 	flex := v >= 12
 	// An upper bound of the buffer, so that it never grows (and is never
@@ -89,19 +93,34 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow
 	buf = kbin.AppendInt32(buf, 0) // throttle
 	if v >= 7 {
 		buf = kbin.AppendInt16(buf, errCode)
-		buf = kbin.AppendInt32(buf, 0) // session id: sessions are declined
+		buf = kbin.AppendInt32(buf, sessionID)
 	}
-	buf = appendArrayLen(buf, len(topics), flex)
+	// A topic is left out when every partition it has is; one the
+	// request named with no partitions stays, as before sessions.
+	ntopics := 0
+	for i := range topics {
+		if len(topics[i].parts) == 0 || sent(topics[i].parts) > 0 {
+			ntopics++
+		}
+	}
+	buf = appendArrayLen(buf, ntopics, flex)
 	for i := range topics {
 		t := &topics[i]
+		nparts := sent(t.parts)
+		if nparts == 0 && len(t.parts) > 0 {
+			continue
+		}
 		if v <= 12 {
 			buf = appendString(buf, t.name, flex)
 		} else {
 			buf = kbin.AppendUuid(buf, t.id)
 		}
-		buf = appendArrayLen(buf, len(t.parts), flex)
+		buf = appendArrayLen(buf, nparts, flex)
 		for j := range t.parts {
 			p := &t.parts[j]
+			if p.omit {
+				continue
+			}
 			buf = kbin.AppendInt32(buf, p.partition)
 			buf = kbin.AppendInt16(buf, p.errCode)
 			buf = kbin.AppendInt64(buf, p.hw)
@@ -168,6 +187,17 @@ func encodeFetch(r *request, errCode int16, topics []fetchTopicResult, copyBelow
 	binary.BigEndian.PutUint32(parts[0].b, uint32(total-4))
 	sc.out = parts
 	return parts, copied
+}
+
+// sent counts the partitions a response carries (not omitted).
+func sent(parts []fetchPartResult) int {
+	n := 0
+	for i := range parts {
+		if !parts[i].omit {
+			n++
+		}
+	}
+	return n
 }
 
 // readRanges appends the bytes of ranges to buf (pread), or returns

@@ -190,12 +190,12 @@ func TestFetchWireAllVersions(t *testing.T) {
 	for v := int16(4); v <= 17; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			r := &request{key: 1, version: v, corr: 0x1234567, flexible: v >= 12}
-			wire := wireBytes(t, first(encodeFetch(r, 0, topics, 0, nil)))
+			wire := wireBytes(t, first(encodeFetch(r, 0, 0, topics, 0, nil)))
 			// Copying the small partitions' records (below part's size:
 			// beta/3 only; below 1 MiB: all of them) changes how the
 			// bytes go out, never which bytes.
 			for _, below := range []int64{part.Bytes + 1, 1 << 20} {
-				parts, copied := encodeFetch(r, 0, topics, below, nil)
+				parts, copied := encodeFetch(r, 0, 0, topics, below, nil)
 				files := 0
 				for _, p := range parts {
 					if p.f.File != nil {
@@ -272,7 +272,7 @@ func TestFetchWireAllVersions(t *testing.T) {
 func TestFetchWireTopLevelError(t *testing.T) {
 	for v := int16(7); v <= 17; v++ {
 		r := &request{key: 1, version: v, corr: 42, flexible: v >= 12}
-		wire := wireBytes(t, first(encodeFetch(r, kerr.FetchSessionIDNotFound.Code, nil, 0, nil)))
+		wire := wireBytes(t, first(encodeFetch(r, kerr.FetchSessionIDNotFound.Code, 0, nil, 0, nil)))
 		body := wireCheckFrame(t, wire, v)
 		resp := kmsg.NewPtrFetchResponse()
 		resp.SetVersion(v)
@@ -331,7 +331,7 @@ func TestFetchWireOneBuffer(t *testing.T) {
 		r := &request{key: 1, version: v, flexible: v >= 12}
 		var copied int64
 		allocs := testing.AllocsPerRun(20, func() {
-			_, copied = encodeFetch(r, 0, topics, 1<<20, nil)
+			_, copied = encodeFetch(r, 0, 0, topics, 1<<20, nil)
 		})
 		if copied != 64*small.Bytes {
 			t.Fatalf("v%d: copied %d bytes, want %d", v, copied, 64*small.Bytes)
@@ -342,12 +342,12 @@ func TestFetchWireOneBuffer(t *testing.T) {
 		// With a connection's scratch, the next response reuses its
 		// memory: no allocation at all.
 		sc := new(fetchScratch)
-		encodeFetch(r, 0, topics, 1<<20, sc)
-		want := wireBytes(t, first(encodeFetch(r, 0, topics, 1<<20, nil)))
-		if allocs := testing.AllocsPerRun(20, func() { encodeFetch(r, 0, topics, 1<<20, sc) }); allocs != 0 {
+		encodeFetch(r, 0, 0, topics, 1<<20, sc)
+		want := wireBytes(t, first(encodeFetch(r, 0, 0, topics, 1<<20, nil)))
+		if allocs := testing.AllocsPerRun(20, func() { encodeFetch(r, 0, 0, topics, 1<<20, sc) }); allocs != 0 {
 			t.Errorf("v%d: %v allocations per response with a scratch, want 0", v, allocs)
 		}
-		if got := wireBytes(t, first(encodeFetch(r, 0, topics, 1<<20, sc))); !bytes.Equal(got, want) {
+		if got := wireBytes(t, first(encodeFetch(r, 0, 0, topics, 1<<20, sc))); !bytes.Equal(got, want) {
 			t.Fatalf("v%d: a response encoded in a reused scratch differs from a fresh one", v)
 		}
 	}
@@ -402,6 +402,58 @@ func TestFetchScratchReset(t *testing.T) {
 		}
 		if sc.parts[0][j] != nil {
 			t.Fatalf("partition %d still points at the last fetch's partition", j)
+		}
+	}
+}
+
+// TestFetchWireIncremental encodes an incremental session's response:
+// omitted partitions are absent, a topic whose partitions are all omitted
+// is absent, a topic named with no partitions stays, and the session id
+// is in the header; kmsg decodes and re-encodes it byte for byte, for
+// every version with sessions.
+func TestFetchWireIncremental(t *testing.T) {
+	topics := []fetchTopicResult{
+		{name: "alpha", id: [16]byte{1}, parts: []fetchPartResult{
+			{partition: 0, hw: 5, lso: 5, omit: true},
+			{partition: 1, hw: 9, lso: 9, logStart: 2},
+			{partition: 2, hw: 5, lso: 5, omit: true},
+		}},
+		{name: "beta", id: [16]byte{2}, parts: []fetchPartResult{
+			{partition: 0, hw: 1, omit: true},
+		}},
+		{name: "gamma", id: [16]byte{3}, parts: []fetchPartResult{
+			{partition: 4, errCode: kerr.NotLeaderForPartition.Code, hw: -1, lso: -1, logStart: -1},
+		}},
+		{name: "delta-empty", id: [16]byte{4}},
+	}
+	for v := int16(7); v <= 17; v++ {
+		r := &request{key: 1, version: v, corr: 42, flexible: v >= 12}
+		body := wireCheckFrame(t, wireBytes(t, first(encodeFetch(r, 0, 0x5eed, topics, 0, nil))), v)
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(v)
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if again := resp.AppendTo(nil); !bytes.Equal(again, body) {
+			t.Fatalf("v%d: kmsg re-encodes differently", v)
+		}
+		var got []string
+		for _, rt := range resp.Topics {
+			name := rt.Topic
+			if v >= 13 {
+				name = fmt.Sprint(rt.TopicID[0])
+			}
+			got = append(got, fmt.Sprintf("%s:%d", name, len(rt.Partitions)))
+			for _, rp := range rt.Partitions {
+				got = append(got, fmt.Sprintf("%d/%d/%d", rp.Partition, rp.ErrorCode, rp.HighWatermark))
+			}
+		}
+		want := "[alpha:1 1/0/9 gamma:1 4/6/-1 delta-empty:0]"
+		if v >= 13 {
+			want = "[1:1 1/0/9 3:1 4/6/-1 4:0]"
+		}
+		if resp.SessionID != 0x5eed || fmt.Sprint(got) != want {
+			t.Fatalf("v%d: session %x, topics %v, want %s", v, resp.SessionID, got, want)
 		}
 	}
 }

@@ -394,7 +394,17 @@ func fuzzRequests(f *testing.F, key, v int16, topic *engine.Topic) []kmsg.Reques
 			ft.Partitions = append(ft.Partitions, fp)
 		}
 		r.Topics = append(r.Topics, ft)
-		return []kmsg.Request{r}
+		// A fetch that opens a session, and an incremental one that
+		// forgets a partition (session ids are random, so the fuzzer
+		// mostly meets FETCH_SESSION_ID_NOT_FOUND there, and the
+		// session code through mutated epochs and ids).
+		open := *r
+		open.SessionEpoch = 0
+		inc := open
+		inc.SessionID, inc.SessionEpoch = 1, 1
+		inc.Topics = inc.Topics[:0:0]
+		inc.ForgottenTopics = []kmsg.FetchRequestForgottenTopic{{Topic: fuzzTopic, TopicID: topic.ID, Partitions: []int32{1}}}
+		return []kmsg.Request{r, &open, &inc}
 	case 2:
 		r := kmsg.NewPtrListOffsetsRequest()
 		rt := kmsg.NewListOffsetsRequestTopic()

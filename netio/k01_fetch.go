@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/fetchsession"
 	"github.com/ringlog/ringlog/wal"
 )
 
@@ -35,9 +36,14 @@ import (
 //     .txnindex), so the consumer drops their records; the bytes still go
 //     with sendfile. read_uncommitted reads to the high watermark, with
 //     no aborted list (null).
-//   - Fetch sessions (KIP-227) are declined: responses carry session id 0,
-//     so clients send full fetches; a request naming a session id we never
-//     gave gets FETCH_SESSION_ID_NOT_FOUND.
+//   - Fetch sessions (KIP-227, internal/fetchsession), from version 7: a
+//     request with SessionEpoch 0 opens a session of its partitions (its
+//     response carries the id; 0 when --fetch-sessions slots are all in
+//     recent use), later ones send only the partitions whose position
+//     changed (and those to forget) and are answered only with the
+//     partitions that have records, an error or new offsets. The session
+//     is expanded into a full partition list before resolve, so the rest
+//     of the fetch does not know about sessions but for respond's filter.
 //   - Topics by id from v13; an unknown id gets UNKNOWN_TOPIC_ID.
 //   - CurrentLeaderEpoch (v9+) above ours gets UNKNOWN_LEADER_EPOCH, below
 //     ours FENCED_LEADER_EPOCH (KIP-320).
@@ -54,6 +60,10 @@ type fetch struct {
 	s   *Server
 	r   *request
 	req *kmsg.FetchRequest
+	// want is the partitions the fetch reads: req.Topics, or an
+	// incremental session's partitions (in sc.sess's memory).
+	want []kmsg.FetchRequestTopic
+	sess fetchsession.Context
 	// replica is the fetching follower's broker id, -1 for a consumer.
 	replica int32
 	parts   [][]*engine.Partition // per request topic, per partition
@@ -87,9 +97,11 @@ func handleFetch(s *Server, r *request) frameOutcome {
 	if f.replica < 0 {
 		f.replica = -1
 	}
-	if req.SessionID != 0 {
+	var code int16
+	f.sess, f.want, code = s.fetchSessions.Begin(req, r.version, &sc.sess)
+	if code != 0 {
 		r.failed = true
-		f.respond(kerr.FetchSessionIDNotFound.Code)
+		f.respond(code)
 		return frameDone
 	}
 	f.resolve()
@@ -112,6 +124,7 @@ func handleFetch(s *Server, r *request) frameOutcome {
 // the response's byte runs are slices of buf.
 type fetchScratch struct {
 	req    kmsg.FetchRequest // the decoded request (request)
+	sess   fetchsession.Scratch
 	topics []fetchTopicResult
 	parts  [][]*engine.Partition
 	buf    []byte // the response's byte runs (encodeFetch)
@@ -163,10 +176,10 @@ func (sc *fetchScratch) resizeTopic(i, n int) {
 
 // resolve finds the partitions named by the request and sets up results.
 func (f *fetch) resolve() {
-	f.sc.resize(len(f.req.Topics))
+	f.sc.resize(len(f.want))
 	f.topics, f.parts = f.sc.topics, f.sc.parts
-	for i := range f.req.Topics {
-		rt := &f.req.Topics[i]
+	for i := range f.want {
+		rt := &f.want[i]
 		tr := &f.topics[i]
 		tr.name, tr.id = rt.Topic, rt.TopicID
 		var t *engine.Topic
@@ -221,13 +234,13 @@ func (f *fetch) read() {
 	}
 	first := true
 	f.bytes = 0
-	for i := range f.req.Topics {
-		for j := range f.req.Topics[i].Partitions {
+	for i := range f.want {
+		for j := range f.want[i].Partitions {
 			p := f.parts[i][j]
 			if p == nil {
 				continue
 			}
-			rp := &f.req.Topics[i].Partitions[j]
+			rp := &f.want[i].Partitions[j]
 			pr := &f.topics[i].parts[j]
 			pr.errCode = 0
 			l, err := p.Log()
@@ -418,22 +431,33 @@ func (f *fetch) abandon() {
 	f.wake()
 }
 
-// respond queues the response; the chunks are released once sent.
+// respond queues the response; the chunks are released once sent. With
+// a session, the session learns what the response tells the client, and
+// an incremental response leaves out the partitions with nothing new.
 func (f *fetch) respond(errCode int16) {
+	f.sess.StartReport()
+	k := 0 // the partition's index in the fetched list (Report)
 	for i := range f.topics {
-		for j := range f.topics[i].parts {
-			pr := &f.topics[i].parts[j]
+		tr := &f.topics[i]
+		for j := range tr.parts {
+			pr := &tr.parts[j]
 			if pr.errCode != 0 {
 				f.r.failed = true
 			}
 			if p := f.parts[i]; p != nil && p[j] != nil && pr.chunk.Bytes > 0 {
 				p[j].BytesOut.Add(pr.chunk.Bytes)
-				from := max(f.req.Topics[i].Partitions[j].FetchOffset, pr.chunk.FirstOffset)
+				from := max(f.want[i].Partitions[j].FetchOffset, pr.chunk.FirstOffset)
 				p[j].RecordsOut.Add(pr.chunk.NextOffset - from)
 			}
+			pr.omit = !f.sess.Report(k, fetchsession.Result{
+				HighWatermark: pr.hw, LastStableOffset: pr.lso, LogStartOffset: pr.logStart,
+				Records: pr.chunk.Bytes > 0, ErrCode: pr.errCode,
+			})
+			k++
 		}
 	}
-	parts, copied := encodeFetch(f.r, errCode, f.topics, int64(f.r.conn.srv.cfg.FetchCopyBelow), f.sc)
+	f.sess.EndReport()
+	parts, copied := encodeFetch(f.r, errCode, f.sess.ID(), f.topics, int64(f.r.conn.srv.cfg.FetchCopyBelow), f.sc)
 	if copied > 0 {
 		f.r.conn.srv.metrics.CopiedBytes.Add(float64(copied))
 	}

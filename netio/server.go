@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/fetchsession"
 	"github.com/ringlog/ringlog/metrics"
 )
 
@@ -65,6 +66,14 @@ type Config struct {
 	// and a TCP segment per partition, where sendfile's zero copy is worth
 	// less than its setup. 0: always sendfile. DefaultConfig: 16 KiB.
 	FetchCopyBelow int
+	// FetchSessions is how many fetch sessions (KIP-227) the listener
+	// keeps (Kafka's max.incremental.fetch.session.cache.slots): a
+	// consumer in a session sends only the partitions whose position
+	// changed, and is answered only with those that have something new.
+	// When all are taken, a new one evicts the least recently used if it
+	// went unused for 2 minutes, else the client fetches without one.
+	// Negative: no sessions. DefaultConfig: 1000.
+	FetchSessions int
 	// Native serves the MyKafka native protocol (native.go) instead of
 	// Kafka's.
 	Native bool
@@ -103,6 +112,7 @@ func DefaultConfig() Config {
 		MaxInflightPerConn: 100,
 		MaxPausedBytes:     256 << 20,
 		FetchCopyBelow:     16 << 10,
+		FetchSessions:      1000,
 		Protocol:           Plaintext,
 		Security:           DefaultSecurity(),
 	}
@@ -159,6 +169,8 @@ type Server struct {
 	tlsFailures limitedWarn
 	authFails   limitedWarn
 	rr          sync.Map // topic -> *atomic.Uint32: native round-robin
+	// fetchSessions holds the listener's fetch sessions (k01_fetch.go).
+	fetchSessions *fetchsession.Cache
 }
 
 // NewServer prepares a server; Start binds and serves. It registers
@@ -186,6 +198,9 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	if cfg.EventLoops <= 0 {
 		cfg.EventLoops = runtime.GOMAXPROCS(0)
 	}
+	if cfg.FetchSessions == 0 {
+		cfg.FetchSessions = def.FetchSessions
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -210,6 +225,9 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, eng: eng, logger: cfg.Logger, metrics: cfg.Metrics,
 		booted: make(chan error, 1), stopped: make(chan struct{}), drained: make(chan struct{})}
+	s.fetchSessions = fetchsession.NewCache(cfg.FetchSessions, 0, fetchsession.Observer{
+		Sessions: cfg.Metrics.FetchSessions, Evictions: cfg.Metrics.FetchSessionEvictions,
+	})
 	for i := range apiTable {
 		h := &apiTable[i]
 		s.handlers[h.key] = h

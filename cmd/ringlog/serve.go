@@ -138,6 +138,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.Kafka.IdleTimeout, "connections-max-idle", def.Kafka.IdleTimeout, "close a connection that sent nothing and awaits no response for this long (connections.max.idle.ms)")
 	fs.DurationVar(&c.Kafka.RequestReadTimeout, "request-read-timeout", def.Kafka.RequestReadTimeout, "close a connection whose request frame, once started, is not complete within this (slow senders)")
 	fs.IntVar(&c.Kafka.FetchCopyBelow, "fetch-copy-below", def.Kafka.FetchCopyBelow, "a fetched partition's records shorter than this many `bytes` are copied into the response and sent with its headers in one system call; longer ones go with sendfile (0: always sendfile)")
+	fs.IntVar(&c.Kafka.FetchSessions, "fetch-sessions", def.Kafka.FetchSessions, "fetch sessions (KIP-227) kept per listener: a consumer in one sends only the partitions whose position changed and gets only those with something new; when all are taken, one unused for 2 minutes is evicted, else the client fetches without one (0: no sessions)")
 	fs.IntVar(&c.Kafka.MaxInflightPerConn, "max-inflight-per-conn", def.Kafka.MaxInflightPerConn, "unanswered requests per connection before the broker stops reading it")
 	fs.Int64Var(&c.Kafka.MaxPausedBytes, "max-paused-bytes", def.Kafka.MaxPausedBytes, "bytes, per listener, that clients may send to connections the broker is not reading (backpressure); the connection that would pass this, or send more than --max-request-bytes, is closed")
 	fs.StringVar(&f.ioBackend, "io-backend", string(def.Engine.Backend), "auto (hybrid), hybrid, io_uring or pwritev; without the flag, env "+ring.EnvBackend+" when set")
@@ -169,6 +170,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 	cfg := f.cfg
 	cfg.Engine.NodeID = int32(f.nodeID)
 	cfg.Engine.DefaultPartitions = int32(f.defaultPartitions)
+	if cfg.Kafka.FetchSessions == 0 {
+		cfg.Kafka.FetchSessions = -1 // netio's zero is its default
+	}
 	if len(f.topicDefaults) > 0 {
 		cfg.Engine.TopicDefaults = f.topicDefaults
 	}
