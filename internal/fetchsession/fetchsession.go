@@ -128,9 +128,9 @@ func (x Context) ID() int32 {
 	return x.Session.id
 }
 
-// Key names a session partition: by topic name (fetch versions 7-12) or
-// by topic id (13+), never both.
-type Key struct {
+// partKey names a session partition: by topic name (fetch versions
+// 7-12) or by topic id (13+), never both.
+type partKey struct {
 	Topic     string
 	TopicID   [16]byte
 	Partition int32
@@ -158,11 +158,11 @@ type Session struct {
 	mu         sync.Mutex
 	epoch      int32 // the epoch the next incremental request must carry
 	head, tail *entry
-	index      map[Key]*entry
+	index      map[partKey]*entry
 }
 
 type entry struct {
-	key                Key
+	key                partKey
 	fetchOffset        int64
 	logStartOffset     int64 // the client's (a follower's log start)
 	maxBytes           int32
@@ -178,22 +178,13 @@ type entry struct {
 	prev, next                    *entry
 }
 
-// ID returns the session's id.
-func (s *Session) ID() int32 { return s.id }
-
-// Len returns the number of partitions in the session.
-func (s *Session) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.index)
-}
-
 // Begin gives the fetch request req (of the given version) its context,
 // opening, updating or closing sessions as its SessionID and SessionEpoch
 // ask. It returns the partitions the fetch reads: req.Topics itself,
 // except for an incremental fetch, whose session's partitions it writes
 // into sc's memory (grouped into runs of one topic, in session order).
-// The context keeps sc's memory until the fetch's response is encoded.
+// The context keeps sc's memory (nil: fresh memory) until the fetch's
+// response is encoded.
 // A nonzero error code (FETCH_SESSION_ID_NOT_FOUND,
 // INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR) is the
 // response's: it carries no partitions, and no session.
@@ -213,7 +204,7 @@ func (c *Cache) Begin(req *kmsg.FetchRequest, version int16, sc *Scratch) (Conte
 			return Context{}, req.Topics, 0
 		}
 		clear(sc.refs)
-		s := &Session{byID: byID, epoch: 1, index: make(map[Key]*entry)}
+		s := &Session{byID: byID, epoch: 1, index: make(map[partKey]*entry)}
 		sc.refs = s.update(req.Topics, nil, sc.refs[:0], true)
 		if !c.add(s) {
 			return Context{}, req.Topics, 0
@@ -314,11 +305,11 @@ func (c *Cache) observe(delta float64) {
 	}
 }
 
-func (s *Session) key(topic string, id [16]byte, partition int32) Key {
+func (s *Session) key(topic string, id [16]byte, partition int32) partKey {
 	if s.byID {
-		return Key{TopicID: id, Partition: partition}
+		return partKey{TopicID: id, Partition: partition}
 	}
-	return Key{Topic: topic, Partition: partition}
+	return partKey{Topic: topic, Partition: partition}
 }
 
 // update applies a request's partitions (added, or their positions
