@@ -202,9 +202,12 @@ func (c *conn) dupSocket() (net.Conn, syscall.RawConn, error) {
 	return fc, rc, nil
 }
 
-// slot appends a response slot in request order (event loop).
-func (c *conn) slot() *response {
-	r := &response{}
+// slot appends a new response slot in request order (event loop).
+func (c *conn) slot() *response { return c.queueSlot(&response{}) }
+
+// queueSlot appends r, an unused response, as the next slot in request
+// order (event loop).
+func (c *conn) queueSlot(r *response) *response {
 	c.mu.Lock()
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()

@@ -59,15 +59,17 @@ import (
 //     control batches cannot be produced (INVALID_RECORD).
 
 func handleProduce(s *Server, r *request) frameOutcome {
-	req := kmsg.NewPtrProduceRequest()
+	// The request lives in the call that answers it: one allocation.
+	pc := new(produceCall)
+	req := &pc.req
+	req.Default()
 	if err := r.decode(req); err != nil {
 		return s.malformed(r.conn, r, err.Error())
 	}
 	c := r.conn
-	var pc *produceCall
 	offLoop := c.serialBusy()
 	if !offLoop {
-		pc, offLoop = s.producePlan(r, req, s.loopTopic, false, nil)
+		offLoop = s.producePlan(r, req, pc, s.loopTopic, false, nil)
 	}
 	if offLoop {
 		// A topic must be created (that writes files and may wait for
@@ -75,7 +77,7 @@ func handleProduce(s *Server, r *request) frameOutcome {
 		// broker (cluster mode), so it leaves the event loop. Produces behind
 		// it on this connection follow it (conn.serial) until it is done,
 		// so that appends keep the order of their requests.
-		r.resp = c.slot()
+		r.resp = r.slot()
 		c.serial(func() { s.produceOffLoop(r, req) })
 		return frameDone
 	}
@@ -85,7 +87,7 @@ func handleProduce(s *Server, r *request) frameOutcome {
 			return framePaused
 		}
 	}
-	r.resp = c.slot()
+	r.resp = r.slot()
 	s.produceAppend(r, req, pc)
 	return frameDone
 }
@@ -104,6 +106,7 @@ type produceWork struct {
 // common produce (one topic, one partition, one batch) needs no other
 // allocation for them: the arrays below back its slices.
 type produceCall struct {
+	req     kmsg.ProduceRequest // the request, when it was decoded into its call
 	resp    kmsg.ProduceResponse
 	works   []produceWork
 	pending atomic.Int32 // works not completed
@@ -149,8 +152,8 @@ func (s *Server) loopTopic(name string) (*engine.Topic, error) {
 // when a transaction must be verified with another broker and mayWait is
 // false.
 // failed holds the verifications preverify saw fail, not asked again.
-func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(string) (*engine.Topic, error), mayWait bool, failed map[*engine.Partition]error) (pc *produceCall, offLoop bool) {
-	pc = &produceCall{}
+// pc is a new call that the plan fills; after offLoop it is left unused.
+func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, pc *produceCall, topic func(string) (*engine.Topic, error), mayWait bool, failed map[*engine.Partition]error) (offLoop bool) {
 	pc.works = pc.oneWork[:0]
 	resp := &pc.resp
 	resp.Version = req.Version // as req.ResponseKind
@@ -183,7 +186,7 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 		default:
 			t, terr = topic(rt.Topic)
 			if errors.Is(terr, errCreateOffLoop) {
-				return nil, true
+				return true
 			}
 		}
 		for j := range rt.Partitions {
@@ -213,7 +216,7 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 			if err == nil {
 				err = s.checkTransactional(r, req, p, headers, mayWait, failed[p])
 				if errors.Is(err, engine.ErrVerifyOffLoop) {
-					return nil, true
+					return true
 				}
 			}
 			if err != nil {
@@ -226,7 +229,7 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 			pc.works = append(pc.works, produceWork{rp: pr, p: p, batches: batches, headers: headers})
 		}
 	}
-	return pc, false
+	return false
 }
 
 // produceOffLoop is a produce that left the event loop (conn.serial): it
@@ -234,7 +237,8 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, topic func(st
 // pausing the connection, and appends.
 func (s *Server) produceOffLoop(r *request, req *kmsg.ProduceRequest) {
 	failed := s.preverify(r, req)
-	pc, _ := s.producePlan(r, req, s.eng.GetOrCreateTopic, true, failed)
+	pc := new(produceCall)
+	s.producePlan(r, req, pc, s.eng.GetOrCreateTopic, true, failed)
 	for i := range pc.works {
 		waitRoom(pc.works[i].p.Shard())
 	}

@@ -79,8 +79,8 @@ type fetch struct {
 	wakes     atomic.Int32
 	expired   atomic.Bool
 	abandoned atomic.Bool
-	waiter    *engine.Waiter
-	watched   []*engine.Partition
+	waiter    engine.Waiter
+	watched   []*engine.Partition // in sc's memory
 	timer     *time.Timer
 }
 
@@ -129,6 +129,8 @@ type fetchScratch struct {
 	parts  [][]*engine.Partition
 	buf    []byte // the response's byte runs (encodeFetch)
 	out    []part // the response's parts (encodeFetch)
+	// watched backs a parked fetch's watch list (park, unpark).
+	watched []*engine.Partition
 }
 
 // maxSpareFetchBuf is the largest response buffer a connection keeps for
@@ -337,20 +339,17 @@ func (f *fetch) park() {
 		f.r.finish()
 		return
 	}
-	f.waiter = &engine.Waiter{Wake: f.wake}
-	n := 0
-	for i := range f.parts {
-		n += len(f.parts[i])
-	}
-	f.watched = make([]*engine.Partition, 0, n)
+	f.waiter.Wake = f.wake
+	f.watched = f.sc.watched[:0]
 	for i := range f.parts {
 		for _, p := range f.parts[i] {
 			if p != nil {
-				p.Watch(f.waiter)
+				p.Watch(&f.waiter)
 				f.watched = append(f.watched, p)
 			}
 		}
 	}
+	f.sc.watched = f.watched
 	f.timer = time.AfterFunc(time.Duration(f.req.MaxWaitMillis)*time.Millisecond, func() {
 		f.expired.Store(true)
 		f.wake()
@@ -413,8 +412,9 @@ func (f *fetch) step() bool {
 func (f *fetch) unpark() {
 	f.timer.Stop()
 	for _, p := range f.watched {
-		p.Unwatch(f.waiter)
+		p.Unwatch(&f.waiter)
 	}
+	clear(f.watched)
 	f.r.conn.unpark(f)
 }
 

@@ -102,8 +102,11 @@ type request struct {
 	body     []byte // the request body (after the header)
 	frame    []byte // pooled buffer holding the whole request
 	resp     *response
-	arrived  time.Time
-	failed   bool // some error code was returned (metrics)
+	// own backs resp (slot): one allocation for the request and its
+	// place in the connection's response FIFO.
+	own     response
+	arrived time.Time
+	failed  bool // some error code was returned (metrics)
 }
 
 // handleFrame parses a request frame and dispatches it (event loop).
@@ -147,8 +150,8 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 	if r.key >= 0 && r.key <= maxAPIKey {
 		h = s.handlers[r.key]
 	}
-	kreq := kmsg.RequestForKey(r.key)
 	if h == nil {
+		kreq := kmsg.RequestForKey(r.key)
 		if kreq == nil {
 			s.logger.Warn("closing connection: unknown API key", "remote", c.remote, "api_key", r.key, "client", clientName(r))
 			return frameClose
@@ -158,15 +161,14 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 	if r.key == 18 && r.version > h.max {
 		// A newer ApiVersions than we know: the v0-format answer with
 		// our ranges lets the client retry with a version we serve.
-		r.resp = c.slot()
+		r.resp = r.slot()
 		r.respondAPIVersionsUnsupported()
 		return frameDone
 	}
 	if r.version < h.min || r.version > h.max {
-		return s.unsupported(c, r, kreq, "version not supported")
+		return s.unsupported(c, r, kmsg.RequestForKey(r.key), "version not supported")
 	}
-	kreq.SetVersion(r.version)
-	if kreq.IsFlexible() {
+	if from := s.flexibleFrom[r.key]; from >= 0 && r.version >= from {
 		r.flexible = true
 		rest, ok := skipTags(b)
 		if !ok {
@@ -180,15 +182,17 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		// the connection before anything pipelined after it is parsed
 		// (the handler decodes again on its goroutine; these are the
 		// rare admin requests).
+		kreq := kmsg.RequestForKey(r.key)
+		kreq.SetVersion(r.version)
 		if err := kreq.ReadFrom(b); err != nil {
 			return s.malformed(c, r, err.Error())
 		}
-		r.resp = c.slot()
+		r.resp = r.slot()
 		go h.handler(s, r)
 		return frameDone
 	}
 	if r.key != 0 {
-		r.resp = c.slot()
+		r.resp = r.slot()
 	}
 	return h.handler(s, r)
 }
@@ -215,7 +219,7 @@ func (s *Server) unsupported(c *conn, r *request, kreq kmsg.Request, why string)
 		if setTopLevelError(resp, kerr.UnsupportedVersion.Code) && errorEncoded(resp, r.version) {
 			kreq.SetVersion(r.version)
 			r.flexible = kreq.IsFlexible()
-			r.resp = c.slot()
+			r.resp = r.slot()
 			s.logger.Debug("answering UNSUPPORTED_VERSION", "remote", c.remote, "api_key", r.key, "version", r.version, "why", why)
 			r.failed = true
 			r.respond(resp)
@@ -278,6 +282,28 @@ func skipTags(b []byte) ([]byte, bool) {
 func (r *request) decode(req kmsg.Request) error {
 	req.SetVersion(r.version)
 	return req.ReadFrom(r.body)
+}
+
+// slot queues the request's own response as the connection's next slot
+// (event loop; once per request).
+func (r *request) slot() *response { return r.conn.queueSlot(&r.own) }
+
+// flexibleFrom returns the first version of API key's requests that has
+// the flexible (tagged-field) header, or -1 for none or an unknown key.
+// The server asks once per served key, so that a frame needs no request
+// object to tell (kmsg only answers on one).
+func flexibleFrom(key int16) int16 {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return -1
+	}
+	for v := int16(0); v <= req.MaxVersion(); v++ {
+		req.SetVersion(v)
+		if req.IsFlexible() {
+			return v
+		}
+	}
+	return -1
 }
 
 // header appends the response header: correlation id, and the empty

@@ -155,8 +155,10 @@ type Server struct {
 	nextID    atomic.Uint64
 	closeOnce sync.Once
 	handlers  [maxAPIKey + 1]*apiHandler
-	draining  atomic.Bool
-	drained   chan struct{} // closed by Drain: parked fetches answer at once
+	// flexibleFrom is flexibleFrom of each served key (-1 for the rest).
+	flexibleFrom [maxAPIKey + 1]int16
+	draining     atomic.Bool
+	drained      chan struct{} // closed by Drain: parked fetches answer at once
 	// parkedFetches counts long-poll fetches waiting now (fetch.park).
 	parkedFetches atomic.Int64
 	drainOnce     sync.Once
@@ -253,6 +255,12 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		for i := range clusterAPITable {
 			h := &clusterAPITable[i]
 			s.handlers[h.key] = h
+		}
+	}
+	for k, h := range s.handlers {
+		s.flexibleFrom[k] = -1
+		if h != nil {
+			s.flexibleFrom[k] = flexibleFrom(int16(k))
 		}
 	}
 	return s
