@@ -12,6 +12,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,7 +33,8 @@ const rawFetchVersion = 11
 // Kafka's clients does for keyless records; at most c.BatchBytes of
 // values each), up to c.MaxInflight requests in flight per leader; each
 // consumer long-polls its share of the partitions with plain Fetch
-// requests and reads every record's due time. As in RunE2E, the schedule
+// requests in a fetch session (rawFetcher.run) and reads every record's
+// due time. As in RunE2E, the schedule
 // alone sets the due times (a sender that falls behind sends what is due
 // at once, and the delay counts), and latency is measured from them. What
 // it saves is the clients' per-record work (partitioning, encoding, record
@@ -171,6 +173,9 @@ type rawE2EStats struct {
 	measured, measuredBytes int64
 	errs                    int64
 	firstErr                error
+
+	// incremental counts the fetchers' incremental fetches.
+	incremental atomic.Int64
 }
 
 func newRawE2EStats() *rawE2EStats {
@@ -209,6 +214,7 @@ func (s *rawE2EStats) finish(res *Result, c *Config, start, end time.Time, progr
 	res.ProduceLatency = s.ack.Summary()
 	res.SendLag = s.lag.Summary()
 	res.E2EFromSend = s.fromSend.Summary()
+	res.IncrementalFetches = s.incremental.Load()
 	finalLine(progress, res)
 	switch {
 	case s.consumed < s.acked:
@@ -579,15 +585,49 @@ func dialRawFetcher(ctx context.Context, c *Config, addr, topic string, parts []
 }
 
 // run fetches until ctx ends (or the connection is closed under it).
+//
+// It keeps a fetch session (KIP-227), as Kafka's consumers do: the first
+// request names every partition and opens the session (epoch 0), later
+// ones name only the partitions whose position moved (epochs 1, 2, ...),
+// and the broker answers only the partitions with something new. A broker
+// that declines (session id 0) gets full sessionless fetches (epoch -1); a
+// session the broker lost (FETCH_SESSION_ID_NOT_FOUND,
+// INVALID_FETCH_SESSION_EPOCH) starts over with a full fetch.
 func (f *rawFetcher) run(ctx context.Context) error {
 	var frame []byte
 	body := f.body
+	full := f.req // every partition, at the positions consumed up to
+	parts := full.Topics[0].Partitions
 	index := map[int32]int{}
-	for i, p := range f.req.Topics[0].Partitions {
+	for i, p := range parts {
 		index[p.Partition] = i
 	}
+	inc := *full
+	incTopics := []kmsg.FetchRequestTopic{{Topic: full.Topics[0].Topic, Partitions: make([]kmsg.FetchRequestTopicPartition, 0, len(parts))}}
+	moved := make([]bool, len(parts)) // position changed since the last request
+	var sessionID, epoch int32        // epoch 0: open a session next
+	sessionless := false
 	for corr := int32(0); ctx.Err() == nil; corr++ {
-		frame = f.fmtr.AppendRequest(frame[:0], f.req, corr)
+		req := full
+		switch {
+		case sessionless:
+			full.SessionID, full.SessionEpoch = 0, -1
+		case epoch == 0:
+			full.SessionID, full.SessionEpoch = 0, 0
+		default:
+			ps := incTopics[0].Partitions[:0]
+			for i, m := range moved {
+				if m {
+					ps = append(ps, parts[i])
+				}
+			}
+			incTopics[0].Partitions = ps
+			inc.Topics = incTopics[:min(len(ps), 1)]
+			inc.SessionID, inc.SessionEpoch = sessionID, epoch
+			req = &inc
+		}
+		clear(moved)
+		frame = f.fmtr.AppendRequest(frame[:0], req, corr)
 		if _, err := f.conn.Write(frame); err != nil {
 			return fmt.Errorf("raw e2e fetch from %s: %w", f.addr, err)
 		}
@@ -601,8 +641,28 @@ func (f *rawFetcher) run(ctx context.Context) error {
 		if err := resp.ReadFrom(body[4:]); err != nil {
 			return fmt.Errorf("raw e2e fetch: decode a fetch response: %w", err)
 		}
-		if resp.ErrorCode != 0 {
+		switch resp.ErrorCode {
+		case 0:
+		case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
+			if sessionless || epoch == 0 {
+				return fmt.Errorf("raw e2e fetch from %s: a full fetch got %w", f.addr, kerr.ErrorForCode(resp.ErrorCode))
+			}
+			epoch = 0
+			continue
+		default:
 			return fmt.Errorf("raw e2e fetch from %s: %w", f.addr, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		switch {
+		case sessionless:
+		case epoch == 0 && resp.SessionID == 0:
+			sessionless = true
+		case epoch == 0:
+			sessionID, epoch = resp.SessionID, 1
+		default:
+			f.st.incremental.Add(1)
+			if epoch++; epoch < 0 {
+				epoch = 1 // after MaxInt32 (KIP-227)
+			}
 		}
 		f.st.mu.Lock()
 		for _, t := range resp.Topics {
@@ -615,13 +675,16 @@ func (f *rawFetcher) run(ctx context.Context) error {
 					f.st.mu.Unlock()
 					return fmt.Errorf("raw e2e fetch %s-%d: %w", t.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
 				}
-				rp := &f.req.Topics[0].Partitions[i]
+				rp := &parts[i]
 				next, err := f.records(p.RecordBatches, rp.FetchOffset, now)
 				if err != nil {
 					f.st.mu.Unlock()
 					return fmt.Errorf("raw e2e fetch %s-%d: %w", t.Topic, p.Partition, err)
 				}
-				rp.FetchOffset = next
+				if next != rp.FetchOffset {
+					rp.FetchOffset = next
+					moved[i] = true
+				}
 			}
 		}
 		f.st.mu.Unlock()

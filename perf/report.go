@@ -74,6 +74,9 @@ type Result struct {
 	// was built, just before it was written, instead of from its due
 	// time: the load generator's own lateness before sending left out.
 	E2EFromSend *Latency `json:"e2e_from_send_ms,omitempty"`
+	// IncrementalFetches (raw clients) counts the fetchers' incremental
+	// fetches in fetch sessions (KIP-227); 0 when the broker declined.
+	IncrementalFetches int64 `json:"incremental_fetches,omitempty"`
 }
 
 func (res *Result) setThroughput(records, bytes int64, window time.Duration) {
@@ -419,7 +422,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		}
 	}
 	runTable("End-to-end latency with raw clients (same rates, acks=1)",
-		"`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests; due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls. The last column measures each record from when its request was built instead of its due time: the generator's lateness before sending left out.",
+		"`ringlog-perf e2e-raw`: the producer sends what fell due as one plain Produce request per wake-up (one partition's batch, the next partition each time, as Kafka's sticky partitioner does for keyless records), the consumer long-polls with plain Fetch requests in a fetch session (KIP-227, as Kafka's consumers keep one; runs before 2026-12-05 fetched without); due times and latency as above. The broker does the same work; the load generator's share of the cores shrinks to the system calls. The last column measures each record from when its request was built instead of its due time: the generator's lateness before sending left out.",
 		"broker", sr.RawLatency)
 	runTable("Latency floor of the host (relay-floor)",
 		"`ringlog-perf relay-floor`: the raw clients' paced producer and long-polling consumer (1 KiB records, one frame per wake-up) against a relay process that only moves the records (Go's net package, no Kafka protocol, no disk). Each record still costs a timer wake-up, a request and its answer, a long-poll answer and the next poll between two processes, so on shared cores its latency is what scheduling alone adds: a floor for any broker here.",

@@ -226,6 +226,12 @@ func TestSmoke(t *testing.T) {
 		if f := res.E2EFromSend; f == nil || f.Count != res.E2ELatency.Count {
 			t.Errorf("e2e from send %+v: want every record measured end to end measured from its send too", f)
 		}
+		// The fetchers keep fetch sessions: after the first fetch each
+		// names only the partitions that moved (and none were lost, or
+		// the count above would be off).
+		if res.IncrementalFetches < 100 {
+			t.Errorf("%d incremental fetches, want the fetchers in fetch sessions (hundreds in 1.5 s at 3000 records/s)", res.IncrementalFetches)
+		}
 		// Counted by arrival: about the 3600 due in the window, more when
 		// warm-up records arrived late on a busy machine, never more
 		// than were sent.
