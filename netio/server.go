@@ -155,7 +155,8 @@ type Server struct {
 	nextID    atomic.Uint64
 	closeOnce sync.Once
 	handlers  [maxAPIKey + 1]*apiHandler
-	// flexibleFrom is flexibleFrom of each served key (-1 for the rest).
+	// flexibleFrom holds, per served API key, the first version whose
+	// request header has tagged fields (flexibleFrom); -1 for the rest.
 	flexibleFrom [maxAPIKey + 1]int16
 	draining     atomic.Bool
 	drained      chan struct{} // closed by Drain: parked fetches answer at once

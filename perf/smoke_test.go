@@ -228,10 +228,15 @@ func TestSmoke(t *testing.T) {
 		}
 		// The fetchers keep fetch sessions: after the first fetch each
 		// names only the partitions that moved (and none were lost, or
-		// the count above would be off). Under the race detector a fetch
-		// can take a quarter of a second, so only some are asked for.
-		if res.IncrementalFetches == 0 {
-			t.Errorf("no incremental fetch: want the fetchers in fetch sessions")
+		// the counts above would be off). Hundreds in 1.5 s at 3000
+		// records/s; under the race detector a fetch can take a quarter
+		// of a second, and 8-12 were made.
+		leastIncremental := int64(100)
+		if raceEnabled {
+			leastIncremental = 1
+		}
+		if res.IncrementalFetches < leastIncremental {
+			t.Errorf("%d incremental fetches, want at least %d: the fetchers in fetch sessions", res.IncrementalFetches, leastIncremental)
 		}
 		// Counted by arrival: about the 3600 due in the window, more when
 		// warm-up records arrived late on a busy machine, never more

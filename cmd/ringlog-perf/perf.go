@@ -298,8 +298,8 @@ for keyless records), waking at most every --linger, with at most
 --max-inflight requests in flight per leader; each consumer long-polls its
 share of the partitions with plain Fetch requests in a fetch session
 (KIP-227: after the first, each names only the partitions that moved, as
-Kafka's consumers do; sessionless when the broker declines). Due times, latency and
-output are as in 'ringlog-perf e2e'. The broker does the same work; what
+Kafka's consumers do; sessionless when the broker declines). Due times,
+latency and output are as in 'ringlog-perf e2e'. The broker does the same work; what
 is left out is the client libraries' per-record work, which on cores the
 broker shares competes with it (compare the two at the same --rate).
 Fixed --rate only; --acks 1 or all.
