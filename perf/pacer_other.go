@@ -21,8 +21,9 @@ func newPacer() (*pacer, error) {
 }
 
 // waitUntil returns at t or just after it; it returns at once when t has
-// passed.
-func (p *pacer) waitUntil(t time.Time) error {
+// passed. period (the Linux pacer's hint that due times are that far
+// apart) is not used.
+func (p *pacer) waitUntil(t time.Time, _ time.Duration) error {
 	d := time.Until(t)
 	if d <= 0 {
 		return nil

@@ -183,7 +183,7 @@ func (s *sender) run(ctx context.Context, sched *Schedule, end time.Time, limit 
 			if limit == 0 && !due.Before(end) {
 				return
 			}
-			if err := waitDue(p, due, quantum, &lastWake); err != nil {
+			if err := waitDue(p, due, sched.Interval(), quantum, &lastWake); err != nil {
 				s.fail(err)
 				return
 			}

@@ -416,7 +416,7 @@ func paceRecords(ctx context.Context, sched Schedule, end time.Time, linger time
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := waitDue(p, sched.Due(next), quantum, &lastWake); err != nil {
+		if err := waitDue(p, sched.Due(next), sched.Interval(), quantum, &lastWake); err != nil {
 			return err
 		}
 		now := time.Now()

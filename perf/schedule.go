@@ -58,16 +58,21 @@ func pacerQuantum(rate float64) time.Duration {
 
 // waitDue waits with p until due, but wakes no sooner than quantum after
 // the previous wake-up (*lastWake, which it then sets): the pacing of
-// both kinds of sender. A due time already past returns at once.
-func waitDue(p *pacer, due time.Time, quantum time.Duration, lastWake *time.Time) error {
+// both kinds of sender. A due time already past returns at once. interval
+// is the schedule's (Schedule.Interval): with no quantum every wake-up is
+// a due time, so the pacer's timer can stay armed at that period.
+func waitDue(p *pacer, due time.Time, interval, quantum time.Duration, lastWake *time.Time) error {
 	if !due.After(time.Now()) {
 		return nil
 	}
-	wake := due
-	if q := lastWake.Add(quantum); wake.Before(q) {
-		wake = q
+	wake, period := due, interval
+	if quantum > 0 {
+		period = 0 // wake-ups are off the schedule's grid
+		if q := lastWake.Add(quantum); wake.Before(q) {
+			wake = q
+		}
 	}
-	if err := p.waitUntil(wake); err != nil {
+	if err := p.waitUntil(wake, period); err != nil {
 		return err
 	}
 	*lastWake = time.Now()

@@ -68,7 +68,7 @@ func (pacerLike) waitUntil(t time.Time) {
 		panic(err)
 	}
 	defer p.close()
-	if err := p.waitUntil(t); err != nil {
+	if err := p.waitUntil(t, 0); err != nil {
 		panic(err)
 	}
 }
