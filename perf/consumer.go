@@ -33,6 +33,7 @@ type receiver struct {
 	measuredBytes int64
 	lastRecord    time.Time
 	timeline      timeline
+	latTimeline   latTimeline
 	errs          int64
 	firstErr      error
 }
@@ -68,6 +69,7 @@ func (r *receiver) run(ctx context.Context, consumed *atomic.Int64, limit int64)
 				if due >= r.measureFrom {
 					r.hist.Record(lat)
 				}
+				r.latTimeline.add(nowN, lat)
 			}
 			r.win.add(size, lat, r.e2e)
 			r.total++
@@ -160,6 +162,7 @@ func (g *consumerGroup) start(ctx context.Context, origin, measureFrom, measureT
 	for _, r := range g.recv {
 		r.measureFrom = measureFrom.UnixNano()
 		r.timeline.origin = origin.UnixNano()
+		r.latTimeline.origin = origin.UnixNano()
 		if !measureTo.IsZero() {
 			r.measureTo = measureTo.UnixNano()
 		}
@@ -216,6 +219,7 @@ type consumeTotals struct {
 	measured, measuredBy int64
 	lastRecord           time.Time
 	timeline             []int64
+	latTimeline          latTimeline
 	errs                 int64
 	firstErr             error
 }
@@ -229,6 +233,7 @@ func (g *consumerGroup) totals() consumeTotals {
 		t.measured += r.measured
 		t.measuredBy += r.measuredBytes
 		t.timeline = mergeTimelines(t.timeline, r.timeline.counts)
+		t.latTimeline.merge(&r.latTimeline)
 		if r.lastRecord.After(t.lastRecord) {
 			t.lastRecord = r.lastRecord
 		}

@@ -85,6 +85,7 @@ func RunE2E(ctx context.Context, c Config, progress io.Writer) (*Result, error) 
 	}
 	res.setThroughput(ct.measured, ct.measuredBy, window)
 	res.Timeline = ct.timeline
+	res.TimelineP99, res.TimelineMax = ct.latTimeline.perSecond()
 	res.ProduceLatency = pt.ack.Summary()
 	res.E2ELatency = ct.hist.Summary()
 	if c.Rate > 0 {

@@ -297,6 +297,7 @@ func RunRelayFloor(ctx context.Context, c Config, addr string, progress io.Write
 	end := start.Add(c.Duration.D())
 	st.measureTo = end.UnixNano()
 	st.timeline.origin = start.UnixNano()
+	st.latTimeline.origin = start.UnixNano()
 	cpu0 := sampleCPU(c.BrokerPID)
 	cctx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()

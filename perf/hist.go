@@ -162,3 +162,60 @@ func (w *window) merge(o window) {
 	w.latSum += o.latSum
 	w.latMax = max(w.latMax, o.latMax)
 }
+
+// latTimeline keeps an e2e latency histogram per whole second of receipt
+// since an origin, so that a run's tail can be placed in time: spread
+// over the run, or a few bad seconds. Its histograms hold 2 significant
+// digits (about 45 KB each) to stay small over long runs.
+type latTimeline struct {
+	origin int64 // UnixNano
+	hists  []*hdrhistogram.Histogram
+}
+
+func (t *latTimeline) add(nowN int64, lat time.Duration) {
+	if t.origin == 0 || nowN < t.origin {
+		return
+	}
+	b := int((nowN - t.origin) / int64(time.Second))
+	for len(t.hists) <= b {
+		t.hists = append(t.hists, nil)
+	}
+	if t.hists[b] == nil {
+		t.hists[b] = hdrhistogram.New(1, histMaxMicros, 2)
+	}
+	us := min(max(int64(lat/time.Microsecond), 0), histMaxMicros)
+	_ = t.hists[b].RecordValue(us) // in range by construction
+}
+
+// merge adds o's seconds to t's (same origin).
+func (t *latTimeline) merge(o *latTimeline) {
+	for len(t.hists) < len(o.hists) {
+		t.hists = append(t.hists, nil)
+	}
+	for i, h := range o.hists {
+		if h == nil {
+			continue
+		}
+		if t.hists[i] == nil {
+			t.hists[i] = hdrhistogram.New(1, histMaxMicros, 2)
+		}
+		t.hists[i].Merge(h)
+	}
+}
+
+// perSecond returns each second's p99 and max in milliseconds (0 for a
+// second without records); nil when nothing was recorded.
+func (t *latTimeline) perSecond() (p99, maxMs []float64) {
+	if len(t.hists) == 0 {
+		return nil, nil
+	}
+	p99, maxMs = make([]float64, len(t.hists)), make([]float64, len(t.hists))
+	for i, h := range t.hists {
+		if h == nil {
+			continue
+		}
+		p99[i] = ms(time.Duration(h.ValueAtQuantile(99)) * time.Microsecond)
+		maxMs[i] = ms(time.Duration(h.Max()) * time.Microsecond)
+	}
+	return p99, maxMs
+}

@@ -95,3 +95,38 @@ func TestWindowMerge(t *testing.T) {
 		t.Errorf("progress line %q", line)
 	}
 }
+
+func TestLatTimelinePerSecond(t *testing.T) {
+	origin := time.Unix(1000, 0).UnixNano()
+	a := latTimeline{origin: origin}
+	b := latTimeline{origin: origin}
+	a.add(origin-1, time.Hour) // before the origin: ignored
+	for i := range 100 {
+		a.add(origin+int64(i), time.Millisecond) // second 0
+	}
+	a.add(origin+int64(2*time.Second), 7*time.Millisecond)
+	b.add(origin+int64(2*time.Second)+5, 3*time.Millisecond)
+	b.add(origin+int64(3*time.Second), -time.Millisecond) // counts as 0
+	a.merge(&b)
+	p99, maxMs := a.perSecond()
+	if len(p99) != 4 || len(maxMs) != 4 {
+		t.Fatalf("%d and %d seconds, want 4", len(p99), len(maxMs))
+	}
+	near := func(got, want float64) bool { return got >= want*0.99 && got <= want*1.01 }
+	if !near(p99[0], 1) || !near(maxMs[0], 1) {
+		t.Errorf("second 0: p99 %v max %v, want 1 ms", p99[0], maxMs[0])
+	}
+	if p99[1] != 0 || maxMs[1] != 0 {
+		t.Errorf("second 1 without records: p99 %v max %v, want 0", p99[1], maxMs[1])
+	}
+	if !near(maxMs[2], 7) || !near(p99[2], 7) {
+		t.Errorf("second 2: p99 %v max %v, want 7 ms (2 records: 3 and 7 ms)", p99[2], maxMs[2])
+	}
+	if maxMs[3] != 0 {
+		t.Errorf("second 3: max %v, want 0", maxMs[3])
+	}
+	var empty latTimeline
+	if p, m := empty.perSecond(); p != nil || m != nil {
+		t.Errorf("empty timeline: %v %v, want nil", p, m)
+	}
+}

@@ -121,6 +121,7 @@ func rawE2E(ctx context.Context, c *Config, r *run, leaders map[string][]int32, 
 	end := start.Add(c.Duration.D())
 	st.measureTo = end.UnixNano()
 	st.timeline.origin = start.UnixNano()
+	st.latTimeline.origin = start.UnixNano()
 	cpu0 := sampleCPU(c.BrokerPID)
 	var fwg sync.WaitGroup
 	for _, f := range fetchers {
@@ -169,6 +170,7 @@ type rawE2EStats struct {
 	e2e, ack, lag, fromSend *Hist
 	win                     window
 	timeline                timeline
+	latTimeline             latTimeline
 	sent, acked, consumed   int64
 	measured, measuredBytes int64
 	errs                    int64
@@ -210,6 +212,7 @@ func (s *rawE2EStats) finish(res *Result, c *Config, start, end time.Time, progr
 	}
 	res.setThroughput(s.measured, s.measuredBytes, end.Sub(start.Add(c.Warmup.D())))
 	res.Timeline = s.timeline.counts
+	res.TimelineP99, res.TimelineMax = s.latTimeline.perSecond()
 	res.E2ELatency = s.e2e.Summary()
 	res.ProduceLatency = s.ack.Summary()
 	res.SendLag = s.lag.Summary()
@@ -254,6 +257,7 @@ func (s *rawE2EStats) consume(due, sent int64, n int, nowN int64) {
 	s.win.add(n, lat, true)
 	s.consumed++
 	s.timeline.add(nowN)
+	s.latTimeline.add(nowN, lat)
 	if nowN >= s.measureFrom && nowN <= s.measureTo {
 		s.measured++
 		s.measuredBytes += int64(n)

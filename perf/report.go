@@ -54,6 +54,11 @@ type Result struct {
 	// Timeline is the records acknowledged (produce) or received
 	// (consume, e2e) in each second since the start, warm-up included.
 	Timeline []int64 `json:"timeline_per_sec,omitempty"`
+	// TimelineP99 and TimelineMax are the e2e latency's p99 and max of
+	// the records received in each second since the start (e2e runs),
+	// in milliseconds, warm-up included: where in the run the tail was.
+	TimelineP99 []float64 `json:"timeline_e2e_p99_ms,omitempty"`
+	TimelineMax []float64 `json:"timeline_e2e_max_ms,omitempty"`
 	// LoadGenCores is the CPU the load generator process used during the
 	// run, in cores (CPU seconds per second; the whole process, so an
 	// in-process broker counts too); BrokerCores the broker's, when its

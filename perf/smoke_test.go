@@ -199,6 +199,7 @@ func TestSmoke(t *testing.T) {
 		if res.E2ELatency.P50 < res.ProduceLatency.P50/10 {
 			t.Errorf("e2e p50 %.3f ms below produce p50 %.3f ms", res.E2ELatency.P50, res.ProduceLatency.P50)
 		}
+		checkLatTimeline(t, res)
 	})
 
 	t.Run("e2e-raw", func(t *testing.T) {
@@ -254,6 +255,7 @@ func TestSmoke(t *testing.T) {
 		if res.E2ELatency.P50 < res.ProduceLatency.P50/10 {
 			t.Errorf("e2e p50 %.3f ms below produce p50 %.3f ms", res.E2ELatency.P50, res.ProduceLatency.P50)
 		}
+		checkLatTimeline(t, res)
 
 		c.Rate = 0
 		if _, err := RunRawE2E(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "--rate") {
@@ -307,4 +309,26 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("progress:\n%s", out.String())
 		}
 	})
+}
+
+// checkLatTimeline checks an e2e result's per-second latency timeline:
+// one p99 and one max per second, each p99 at most its second's max, and
+// a worst second at least as bad as the run's max: the timeline holds
+// every record, the run's histogram those due after the warm-up.
+func checkLatTimeline(t *testing.T, res *Result) {
+	t.Helper()
+	p99, mx := res.TimelineP99, res.TimelineMax
+	if len(p99) == 0 || len(p99) != len(mx) {
+		t.Fatalf("per-second e2e timeline: %d p99s and %d maxima, want one each per second", len(p99), len(mx))
+	}
+	worst := 0.0
+	for i := range p99 {
+		if p99[i] > mx[i]*1.01 {
+			t.Errorf("second %d: p99 %.3f ms above its max %.3f ms", i, p99[i], mx[i])
+		}
+		worst = max(worst, mx[i])
+	}
+	if worst < res.E2ELatency.Max*0.99 {
+		t.Errorf("worst second's max %.3f ms below the run's max %.3f ms: a measured record missing from the timeline", worst, res.E2ELatency.Max)
+	}
 }
