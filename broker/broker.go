@@ -163,9 +163,26 @@ type SecurityConfig struct {
 	Authorizer bool
 	// SuperUsers are principals ("User:admin") allowed everything.
 	SuperUsers []string
-	// NativeInsecure allows a native listener on an address that is not
-	// loopback.
+	// NativeInsecure accepts a native listener anyone can use: on an
+	// address that is not loopback, or without Authorizer beside Kafka
+	// listeners that authenticate their clients.
 	NativeInsecure bool
+	// NativePrincipal is who every native-protocol request acts as, for
+	// the authorizer (the protocol authenticates nobody); empty:
+	// User:ANONYMOUS.
+	NativePrincipal string
+	// HTTPInsecure allows the HTTP listener (/metrics, /healthz) on an
+	// address that is not loopback; /debug/pprof is served on loopback
+	// only, whatever this says.
+	HTTPInsecure bool
+}
+
+// nativePrincipal is the principal of the native listener's requests.
+func (s SecurityConfig) nativePrincipal() string {
+	if s.NativePrincipal == "" {
+		return "User:ANONYMOUS"
+	}
+	return s.NativePrincipal
 }
 
 // BuildInfo describes the binary a broker runs.
@@ -237,10 +254,59 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	if _, _, err := net.SplitHostPort(c.NativeAddr); err == nil && !c.Security.NativeInsecure && !isLoopback(c.NativeAddr) {
-		return &ConfigError{"native-addr", fmt.Sprintf("%s is not a loopback address: the native protocol has no TLS or SASL, so anyone who reaches it can read and write every topic; bind it to 127.0.0.1, or pass --native-insecure to accept that", c.NativeAddr)}
+	if err := c.validateNative(); err != nil {
+		return err
+	}
+	if c.HTTPAddr != "" && !c.Security.HTTPInsecure && !isLoopback(c.HTTPAddr) {
+		return &ConfigError{"http-addr", fmt.Sprintf("%s is not a loopback address: /metrics and /healthz have no authentication, and the metrics name every topic, group and client; bind it to 127.0.0.1 (and scrape through a proxy or tunnel), or pass --http-insecure to accept that (/debug/pprof stays loopback-only)", c.HTTPAddr)}
 	}
 	return nil
+}
+
+// validateNative refuses a native listener that would be a side door
+// around the Kafka listeners' security. The native protocol has no TLS
+// and authenticates nobody: its requests act as one principal
+// (--native-principal) that the authorizer checks like any other.
+func (c Config) validateNative() error {
+	if c.NativeAddr == "" {
+		return nil
+	}
+	if p := c.Security.NativePrincipal; p != "" && (strings.TrimSpace(p) != p || !strings.Contains(p, ":") || strings.HasSuffix(p, ":")) {
+		return &ConfigError{"native-principal", fmt.Sprintf("%q is not a principal: want TYPE:NAME, e.g. User:native", c.Security.NativePrincipal)}
+	}
+	if _, _, err := net.SplitHostPort(c.NativeAddr); err == nil && !c.Security.NativeInsecure && !isLoopback(c.NativeAddr) {
+		return &ConfigError{"native-addr", fmt.Sprintf("%s is not a loopback address: the native protocol has no TLS or SASL, so anyone who reaches it acts as %s (with --authorizer, what that principal's ACLs allow; without, everything); bind it to 127.0.0.1, turn it off with --native-addr '', or pass --native-insecure to accept that", c.NativeAddr, c.Security.nativePrincipal())}
+	}
+	if c.Security.Authorizer {
+		if p := c.Security.nativePrincipal(); slices.Contains(c.Security.SuperUsers, p) {
+			return &ConfigError{"native-principal", fmt.Sprintf("is %s, a super user (--super-users), so anyone who reaches --native-addr %s could do anything: give the native listener a principal of its own (--native-principal User:native) and grant it ACLs (ringlog acl add --principal User:native ...), or turn it off with --native-addr ''", p, c.NativeAddr)}
+		}
+		return nil
+	}
+	if !c.Security.NativeInsecure {
+		for _, p := range c.protocols() {
+			if p != netio.Plaintext && p != "" {
+				return &ConfigError{"native-addr", fmt.Sprintf("%s would let anyone who reaches it read and write every topic, while the %s listener authenticates its clients: turn on --authorizer (native requests then act as --native-principal, %s, and need ACLs), turn it off with --native-addr '', or pass --native-insecure to accept that", c.NativeAddr, p, c.Security.nativePrincipal())}
+			}
+		}
+	}
+	return nil
+}
+
+// anonymousAuthorizer reports the configuration where the authorizer is on
+// but nobody can be told apart: every listener is PLAINTEXT (everyone is
+// User:ANONYMOUS) and no super user is named, so only ACLs already in
+// the store for ANONYMOUS allow anything, and nobody can add more.
+func (c Config) anonymousAuthorizer() bool {
+	if !c.Security.Authorizer || len(c.Security.SuperUsers) > 0 {
+		return false
+	}
+	for _, p := range c.protocols() {
+		if p != netio.Plaintext && p != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // validateClusterListeners refuses listeners cluster mode cannot
@@ -374,6 +440,11 @@ func New(cfg Config) (*Broker, error) {
 		cfg.Logger = slog.Default()
 	}
 	b := &Broker{cfg: cfg, logger: cfg.Logger, metrics: metrics.New(netio.APIs()...)}
+	if cfg.anonymousAuthorizer() {
+		cfg.Logger.Warn("--authorizer is on, but every listener is PLAINTEXT and --super-users names nobody: every client is User:ANONYMOUS, " +
+			"so only ACLs already stored for User:ANONYMOUS allow anything and nobody may add ACLs; add a SASL or SSL listener (--listeners) " +
+			"and a super user (--super-users User:admin) to tell clients apart")
+	}
 	bi := cfg.Build
 	if bi.Version == "" {
 		bi.Version = "devel"
@@ -506,7 +577,10 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.NativeAddr != "" {
 		ncfg := scfg
 		ncfg.Native, ncfg.Addr, ncfg.AdvertisedAddr = true, cfg.NativeAddr, ""
-		ncfg.Protocol, ncfg.TLS, ncfg.Security = netio.Plaintext, nil, netio.Security{}
+		// The same authorizer and ACLs as the Kafka listeners, for the
+		// one principal the native listener's requests act as.
+		ncfg.Protocol, ncfg.TLS, ncfg.Security = netio.Plaintext, nil, netio.Security{Authorizer: scfg.Security.Authorizer}
+		ncfg.NativePrincipal = cfg.Security.nativePrincipal()
 		native := netio.NewServer(eng, ncfg)
 		if err := native.Start(); err != nil {
 			stopListeners()

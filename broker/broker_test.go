@@ -54,6 +54,21 @@ func TestValidate(t *testing.T) {
 		{"writeback-bytes", func(c *broker.Config) { c.Engine.WritebackBytes = -1 }},
 		{"default-partitions", func(c *broker.Config) { c.Engine.DefaultPartitions = 0 }},
 		{"native-addr", func(c *broker.Config) { c.NativeAddr = "0.0.0.0:0" }},
+		// The native listener authenticates nobody: beside a listener that
+		// does, it needs the authorizer (or an explicit opt-in) ...
+		{"native-addr", func(c *broker.Config) {
+			c.Listeners = []broker.Listener{{Protocol: netio.SASLPlaintext, Addr: "127.0.0.1:0"}}
+		}},
+		// ... and its principal must not be a super user.
+		{"native-principal", func(c *broker.Config) {
+			c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:ANONYMOUS"}
+		}},
+		{"native-principal", func(c *broker.Config) {
+			c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:admin", "User:native"}
+			c.Security.NativePrincipal = "User:native"
+		}},
+		{"native-principal", func(c *broker.Config) { c.Security.NativePrincipal = "native" }},
+		{"http-addr", func(c *broker.Config) { c.HTTPAddr = "0.0.0.0:0" }},
 		{"tls-cert", func(c *broker.Config) { c.Listeners = []broker.Listener{{Protocol: netio.SSL, Addr: "127.0.0.1:0"}} }},
 		{"tls-cert", func(c *broker.Config) {
 			c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}}
@@ -216,12 +231,21 @@ func TestNewUndoesOnListenerError(t *testing.T) {
 }
 
 // TestExposureLimits: --native-insecure allows a native listener off
-// loopback; /debug/pprof is served on a loopback HTTP listener only.
+// loopback, or beside authenticating listeners without the authorizer;
+// --http-insecure the HTTP listener off loopback, where /debug/pprof is
+// still not served.
 func TestExposureLimits(t *testing.T) {
+	cfg := brokertest.Config(t.TempDir())
+	cfg.Listeners = []broker.Listener{{Protocol: netio.SASLPlaintext, Addr: "127.0.0.1:0"}}
+	cfg.Security.NativeInsecure = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("--native-insecure beside a SASL listener: %v", err)
+	}
 	b := brokertest.Start(t, func(c *broker.Config) {
 		c.NativeAddr = "0.0.0.0:0"
 		c.Security.NativeInsecure = true
 		c.HTTPAddr = "0.0.0.0:0"
+		c.Security.HTTPInsecure = true
 	})
 	if b.NativeAddr == "" {
 		t.Fatal("no native listener with --native-insecure")
@@ -252,11 +276,13 @@ func TestValidateClusterSecurity(t *testing.T) {
 	bcert, bkey := certs.Broker("b1")
 	for name, change := range map[string]func(*broker.Config){
 		"SASL_SSL and SSL client listeners, PLAINTEXT inter-broker": func(c *broker.Config) {
+			c.NativeAddr = ""
 			c.Listeners = []broker.Listener{{Protocol: netio.SASLSSL, Addr: "127.0.0.1:0"}, {Protocol: netio.SSL, Addr: "127.0.0.1:0"}}
 			c.Security.TLS = security.TLSFiles{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientAuth: "none"}
 		},
 		"authorizer with User:ANONYMOUS a super user": func(c *broker.Config) {
 			c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:ANONYMOUS"}
+			c.Security.NativePrincipal = "User:native"
 		},
 		"authorizer with the brokers' certificate principal a super user": func(c *broker.Config) {
 			c.Kafka.Protocol = netio.SSL

@@ -126,6 +126,7 @@ const (
 	CodeInvalidRecord    = nativeproto.CodeInvalidRecord
 	CodeGroupBusy        = nativeproto.CodeGroupBusy
 	CodeNotAvailable     = nativeproto.CodeNotAvailable
+	CodeNotAuthorized    = nativeproto.CodeNotAuthorized
 )
 
 var codeNames = map[byte]string{
@@ -133,6 +134,7 @@ var codeNames = map[byte]string{
 	CodeOffsetOutOfRange: "offset out of range", CodeMessageTooLarge: "message too large",
 	CodeStorageError: "storage error", CodeInvalidTopic: "invalid topic name", CodeUnknownAPI: "unknown api",
 	CodeInvalidRecord: "invalid record", CodeGroupBusy: "group has active members", CodeNotAvailable: "not available",
+	CodeNotAuthorized: "not authorized (the native listener's --native-principal lacks the ACL)",
 }
 
 // Error names the request and the code.
@@ -154,6 +156,11 @@ var ErrTopicExists = errors.New("ringlog create topic: topic already exists")
 
 // ErrInvalidTopic is CreateTopic's answer for a bad name or count.
 var ErrInvalidTopic = errors.New("ringlog create topic: invalid topic name or partition count")
+
+// ErrCreateNotAuthorized is CreateTopic's answer when the native
+// listener's principal may not create the topic (CREATE on the cluster or
+// the topic).
+var ErrCreateNotAuthorized = errors.New("ringlog create topic: not authorized (the native listener's --native-principal needs CREATE)")
 
 // ErrCorruptRecord is returned when a fetched record fails its CRC32.
 var ErrCorruptRecord = errors.New("ringlog fetch: record CRC mismatch")
@@ -435,6 +442,8 @@ func (c *Conn) CreateTopic(ctx context.Context, topic string, partitions int32) 
 		return nil
 	case nativeproto.CreateExists:
 		return ErrTopicExists
+	case nativeproto.CreateNotAuthorized:
+		return ErrCreateNotAuthorized
 	}
 	return ErrInvalidTopic
 }

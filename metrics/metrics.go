@@ -49,6 +49,9 @@ type Metrics struct {
 	// listeners; FetchSessionEvictions counts those a new one evicted.
 	FetchSessions         prometheus.Gauge
 	FetchSessionEvictions prometheus.Counter
+	// NativeDenied counts native-protocol requests the ACLs refused
+	// (the listener's --native-principal lacked the operation).
+	NativeDenied prometheus.Counter
 }
 
 type apiInstruments struct {
@@ -117,9 +120,12 @@ func New(apis ...API) *Metrics {
 	m.FetchSessionEvictions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlog_fetch_session_evictions_total", Help: "Fetch sessions evicted for a new one (all --fetch-sessions slots taken, this one unused for 2 minutes).",
 	})
+	m.NativeDenied = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ringlog_native_requests_denied_total", Help: "Native-protocol requests refused by the ACLs (the listener's --native-principal lacks the operation).",
+	})
 	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen, m.ConnectionsClosed,
 		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.WritersStarted, m.ResponseWrites, m.SyncSeconds,
-		m.FetchSessions, m.FetchSessionEvictions,
+		m.FetchSessions, m.FetchSessionEvictions, m.NativeDenied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each API's instruments are resolved once, so the request path does
 	// no label lookups.

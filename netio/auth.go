@@ -109,8 +109,15 @@ type connAuth struct {
 }
 
 // principal is who the connection acts as: the SASL identity, else the
-// client certificate's, else ANONYMOUS.
+// client certificate's, else ANONYMOUS; on a native listener, always
+// Config.NativePrincipal.
 func (c *conn) principal() string {
+	if c.srv.cfg.Native {
+		if p := c.srv.cfg.NativePrincipal; p != "" {
+			return p
+		}
+		return anonymous
+	}
 	if c.srv.cfg.Protocol.usesSASL() && c.auth.done.Load() {
 		return c.auth.principal
 	}

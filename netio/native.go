@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/keyhash"
@@ -28,6 +29,17 @@ import (
 // Topics, logs and committed offsets are the same as on the Kafka side. A
 // native produce is acknowledged once in the log (page cache), like Kafka
 // acks=1, plus the topic's flush policy.
+//
+// Authorization: the protocol authenticates nobody, so every request acts
+// as the listener's Config.NativePrincipal (--native-principal, default
+// User:ANONYMOUS) and is checked by the same authorizer and ACLs as the
+// Kafka listeners, as Kafka checks the matching API: PRODUCE needs WRITE
+// on the topic (and CREATE to auto-create it), FETCH READ on the topic,
+// CREATE_TOPIC CREATE on the cluster or the topic, COMMIT_OFFSET READ on
+// the group and the topic, FETCH_OFFSET DESCRIBE on both. A refusal is
+// CodeNotAuthorized (CREATE_TOPIC: CreateNotAuthorized), whether or not
+// the topic exists, so the answer tells nothing about topics the
+// principal may not see.
 
 // nativeMaxRecordsPerSend bounds a PRODUCE's recordCount.
 const nativeMaxRecordsPerSend = 1 << 20
@@ -169,6 +181,13 @@ func (s *Server) handleNativeFrame(c *conn, frame []byte) frameOutcome {
 	return frameDone
 }
 
+// nativeDenied logs a refused native request (debug: a client without
+// rights can send many) and counts it.
+func (s *Server) nativeDenied(r *request, api, needs string) {
+	s.metrics.NativeDenied.Inc()
+	s.logger.Debug("native: request denied by the ACLs", "remote", r.conn.remote, "principal", r.conn.principal(), "api", api, "needs", needs)
+}
+
 func (r *request) nativeRespond(frame []byte) {
 	r.conn.completeBytes(r.resp, nativeEnd(frame))
 	r.finish()
@@ -215,7 +234,18 @@ func (s *Server) nativeProduce(r *request, rd *nreader) frameOutcome {
 		return frameDone
 	}
 	c := r.conn
+	if !r.topicAllowed(kmsg.ACLOperationWrite, topic) {
+		s.nativeDenied(r, "PRODUCE", "WRITE on topic "+topic)
+		r.resp = c.slot()
+		r.nativeRespond(nativeProduceResp(nativeproto.CodeNotAuthorized, partition, -1, 0))
+		return frameDone
+	}
 	t := s.eng.Topic(topic)
+	if t == nil && s.eng.AutoCreateTopics() && !r.mayCreateTopic(topic) {
+		r.resp = c.slot()
+		r.nativeRespond(nativeProduceResp(nativeproto.CodeUnknownTopic, partition, -1, 0))
+		return frameDone
+	}
 	if t == nil && s.eng.AutoCreateTopics() || c.serialBusy() {
 		// Creating the topic is disk work: off the event loop, with the
 		// produces behind it on this connection (see handleProduce).
@@ -312,6 +342,11 @@ func (s *Server) nativeFetch(r *request, rd *nreader) {
 		fail(nativeproto.CodeInvalidRequest)
 		return
 	}
+	if !r.topicAllowed(kmsg.ACLOperationRead, topic) {
+		s.nativeDenied(r, "FETCH", "READ on topic "+topic)
+		fail(nativeproto.CodeNotAuthorized)
+		return
+	}
 	t := s.eng.Topic(topic)
 	if t == nil || t.Partition(partition) == nil {
 		fail(nativeproto.CodeUnknownTopic)
@@ -386,6 +421,9 @@ func (s *Server) nativeCreateTopic(r *request, rd *nreader) {
 	status := nativeproto.CreateOK
 	if !rd.done() || partitions <= 0 {
 		status = nativeproto.CreateInvalid
+	} else if !r.mayCreateTopic(topic) {
+		s.nativeDenied(r, "CREATE_TOPIC", "CREATE on the cluster or topic "+topic)
+		status = nativeproto.CreateNotAuthorized
 	} else if _, err := s.eng.CreateTopic(engine.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		switch {
 		case errors.Is(err, kerr.TopicAlreadyExists):
@@ -405,6 +443,9 @@ func (s *Server) nativeCommit(r *request, rd *nreader) {
 	code := nativeproto.CodeOK
 	if !rd.done() || group == "" {
 		code = nativeproto.CodeInvalidRequest
+	} else if !r.groupAllowed(kmsg.ACLOperationRead, group) || !r.topicAllowed(kmsg.ACLOperationRead, topic) {
+		s.nativeDenied(r, "COMMIT_OFFSET", "READ on group "+group+" and topic "+topic)
+		code = nativeproto.CodeNotAuthorized
 	} else {
 		errs, err := s.eng.Coordinator().CommitOffsets(group, "", nil, -1, []engine.OffsetCommit{{Topic: topic, Partition: partition, Offset: offset, LeaderEpoch: -1}})
 		if err == nil {
@@ -422,6 +463,9 @@ func (s *Server) nativeFetchOffset(r *request, rd *nreader) {
 	code, off := nativeproto.CodeOK, int64(-1)
 	if !rd.done() || group == "" {
 		code = nativeproto.CodeInvalidRequest
+	} else if !r.groupAllowed(kmsg.ACLOperationDescribe, group) || !r.topicAllowed(kmsg.ACLOperationDescribe, topic) {
+		s.nativeDenied(r, "FETCH_OFFSET", "DESCRIBE on group "+group+" and topic "+topic)
+		code = nativeproto.CodeNotAuthorized
 	} else if got, err := s.eng.Coordinator().FetchOffsets(group, map[string][]int32{topic: {partition}}); err != nil {
 		code = NativeCodeFor(err)
 	} else if len(got) == 1 && got[0].Found {

@@ -77,6 +77,12 @@ type Config struct {
 	// Native serves the MyKafka native protocol (native.go) instead of
 	// Kafka's.
 	Native bool
+	// NativePrincipal is who every connection of a native listener acts
+	// as: the protocol authenticates nobody, so Security.Authorizer
+	// checks its requests against this principal's ACLs (READ for FETCH,
+	// WRITE for PRODUCE, CREATE for CREATE_TOPIC, the group's READ for
+	// COMMIT_OFFSET and DESCRIBE for FETCH_OFFSET). Empty: User:ANONYMOUS.
+	NativePrincipal string
 	// Protocol is the listener's security protocol (Kafka's names):
 	// PLAINTEXT (the zero value), SSL, SASL_PLAINTEXT or SASL_SSL. SSL
 	// and SASL_SSL need TLS; the SASL ones need Security.Source.

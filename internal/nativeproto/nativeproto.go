@@ -19,7 +19,7 @@
 //	FETCH (1)         req  [topic:str][partition:4][offset:8][maxBytes:4]
 //	                  resp [errCode:1][recordCount:4] recordCount × record
 //	CREATE_TOPIC (2)  req  [topic:str][partitionCount:4]
-//	                  resp [status:1]  0 OK, 1 ALREADY_EXISTS, 2 INVALID
+//	                  resp [status:1]  0 OK, 1 ALREADY_EXISTS, 2 INVALID, 3 NOT_AUTHORIZED
 //	COMMIT_OFFSET (3) req  [group:str][topic:str][partition:4][offset:8]
 //	                  resp [errCode:1]
 //	FETCH_OFFSET (4)  req  [group:str][topic:str][partition:4]
@@ -63,6 +63,7 @@ const (
 	CodeInvalidRecord    byte = 8  // e.g. a null key on a compacted topic
 	CodeGroupBusy        byte = 9  // the group has active Kafka members; commit through them
 	CodeNotAvailable     byte = 10 // shutting down, or failed otherwise
+	CodeNotAuthorized    byte = 11 // the listener's principal lacks the ACL (--native-principal)
 )
 
 // CREATE_TOPIC's status byte.
@@ -70,6 +71,9 @@ const (
 	CreateOK      byte = 0
 	CreateExists  byte = 1
 	CreateInvalid byte = 2
+	// CreateNotAuthorized is ringlog's: the listener's principal may not
+	// create the topic (CREATE on the cluster or the topic).
+	CreateNotAuthorized byte = 3
 )
 
 // Payload sizes of the fixed-size responses.
