@@ -11,6 +11,7 @@ FUZZMINIMIZE ?= 200x
 FUZZ_TARGETS := \
 	./wal/batch:FuzzValidate \
 	./wal/batch:FuzzDecompress \
+	./wal/batch:FuzzStream \
 	./wal/batch:FuzzControlRecord \
 	./wal:FuzzRecover \
 	./wal:FuzzReplicaModel \

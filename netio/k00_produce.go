@@ -209,10 +209,8 @@ func (s *Server) producePlan(r *request, req *kmsg.ProduceRequest, pc *produceCa
 				continue
 			}
 			bdst, hdst := pc.batchSlots()
-			batches, headers, err := validateRecords(rp.Records, t.Config().MaxMessageBytes(), r.version, bdst, hdst)
-			if err == nil && t.Config().Compact() {
-				err = checkKeys(batches, headers)
-			}
+			lim := batch.Limits{MaxBatchBytes: t.Config().MaxMessageBytes(), MaxUncompressedBytes: s.cfg.MaxUncompressedBatchBytes, RequireKeys: t.Config().Compact()}
+			batches, headers, err := validateRecords(rp.Records, lim, r.version, bdst, hdst)
 			if err == nil {
 				err = s.checkTransactional(r, req, p, headers, mayWait, failed[p])
 				if errors.Is(err, engine.ErrVerifyOffLoop) {
@@ -407,7 +405,7 @@ func (s *Server) checkTransactional(r *request, req *kmsg.ProduceRequest, p *eng
 
 // validateRecords splits a partition's records into batches and validates
 // each one, appending to batchesDst and headersDst (either may be nil).
-func validateRecords(records []byte, maxBytes int, version int16, batchesDst [][]byte, headersDst []batch.Header) ([][]byte, []batch.Header, error) {
+func validateRecords(records []byte, lim batch.Limits, version int16, batchesDst [][]byte, headersDst []batch.Header) ([][]byte, []batch.Header, error) {
 	if version < 3 {
 		// Produce v0-2 carry message sets (magic 0/1), never record
 		// batches; reached only if the dispatcher lets v0-2 through.
@@ -429,30 +427,13 @@ func validateRecords(records []byte, maxBytes int, version int16, batchesDst [][
 	}
 	headers = headers[:len(batches)]
 	for i, b := range batches {
-		h, err := batch.Validate(b, batch.Limits{MaxBatchBytes: maxBytes})
+		h, err := batch.Validate(b, lim)
 		if err != nil {
 			return nil, nil, batchErr(err)
 		}
 		headers[i] = h
 	}
 	return batches, headers, nil
-}
-
-// checkKeys refuses records without a key, which a compacted topic cannot
-// keep (Kafka answers the same).
-func checkKeys(batches [][]byte, headers []batch.Header) error {
-	var scratch []byte
-	for i, b := range batches {
-		null, sc, err := batch.HasNullKey(b, &headers[i], scratch)
-		scratch = sc
-		if err != nil {
-			return batchErr(err)
-		}
-		if null {
-			return fmt.Errorf("%w: a compacted topic cannot accept a record without a key", kerr.InvalidRecord)
-		}
-	}
-	return nil
 }
 
 // batchErr maps a batch validation error to its Kafka error.

@@ -586,7 +586,7 @@ func TestMalformedProduce(t *testing.T) {
 		// partition".
 		// The handler's side: validateRecords refuses v0-2 whatever the
 		// records hold.
-		if _, _, err := validateRecords(testBatch(t, 1, batch.CodecNone, "v2"), 1<<20, 2, nil, nil); errCode(err) != kerr.UnsupportedForMessageFormat.Code {
+		if _, _, err := validateRecords(testBatch(t, 1, batch.CodecNone, "v2"), batch.Limits{MaxBatchBytes: 1 << 20}, 2, nil, nil); errCode(err) != kerr.UnsupportedForMessageFormat.Code {
 			t.Fatalf("validateRecords at v2: %v", err)
 		}
 		prc := dialWire(t, b.Addr)

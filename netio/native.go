@@ -369,24 +369,31 @@ func (s *Server) nativeFetch(r *request, rd *nreader) {
 	out := nativeFrame(nativeproto.KeyFetch, nativeproto.FetchResponseHeaderLen+len(buf))
 	out = append(out, nativeproto.CodeOK, 0, 0, 0, 0)
 	count := uint32(0)
-	var scratch []byte
 	used := 0
+	// Compressed batches are walked as streams: a fetch decompresses
+	// only as far as its records go (maxBytes, at least one record), and
+	// holds a window and one record, not the batch.
+	var st batch.Stream
+	defer st.Close()
 decode:
 	for len(buf) > 0 {
 		n := int(batch.BatchLength(buf)) + batch.LogOverhead
 		h, err := batch.CheckStored(buf[:n])
-		if err != nil {
-			fail(nativeproto.CodeStorageError)
-			return
+		if err == nil && h.Control() {
+			// A transaction marker: no records for a native consumer.
+			buf = buf[n:]
+			continue
 		}
-		it, sc, err := batch.Records(buf[:n], &h, scratch)
-		scratch = sc
+		if err == nil {
+			err = st.Reset(buf[:n], &h, s.cfg.MaxUncompressedBatchBytes)
+		}
 		if err != nil {
+			s.logger.Warn("native fetch: a stored batch cannot be read", "partition", p.String(), "offset", h.BaseOffset, "err", err)
 			fail(nativeproto.CodeStorageError)
 			return
 		}
 		for {
-			rec, ok := it.Next()
+			rec, ok := st.Next()
 			if !ok {
 				break
 			}
@@ -405,6 +412,11 @@ decode:
 			out = nativeproto.AppendRecord(out, off, ts, rec.Key, rec.Value)
 			used += size
 			count++
+		}
+		if err := st.Err(); err != nil {
+			s.logger.Warn("native fetch: a stored batch's records cannot be read", "partition", p.String(), "offset", h.BaseOffset, "err", err)
+			fail(nativeproto.CodeStorageError)
+			return
 		}
 		buf = buf[n:]
 	}

@@ -74,6 +74,13 @@ type Config struct {
 	// went unused for 2 minutes, else the client fetches without one.
 	// Negative: no sessions. DefaultConfig: 1000.
 	FetchSessions int
+	// MaxUncompressedBatchBytes bounds what a produced compressed batch's
+	// records may decompress to (the broker looks inside every batch, as
+	// Kafka's log validator does, streaming, never the whole batch in
+	// memory): a larger one is refused MESSAGE_TOO_LARGE after at most
+	// this much decompression, so a small "bomb" costs little. Native
+	// fetches decompress within the same bound. DefaultConfig: 64 MiB.
+	MaxUncompressedBatchBytes int64
 	// Native serves the MyKafka native protocol (native.go) instead of
 	// Kafka's.
 	Native bool
@@ -111,16 +118,17 @@ type Config struct {
 // limit from it.
 func DefaultConfig() Config {
 	return Config{
-		MaxRequestBytes:    100 << 20,
-		MaxConnections:     10000,
-		IdleTimeout:        10 * time.Minute,
-		RequestReadTimeout: 30 * time.Second,
-		MaxInflightPerConn: 100,
-		MaxPausedBytes:     256 << 20,
-		FetchCopyBelow:     16 << 10,
-		FetchSessions:      1000,
-		Protocol:           Plaintext,
-		Security:           DefaultSecurity(),
+		MaxRequestBytes:           100 << 20,
+		MaxConnections:            10000,
+		IdleTimeout:               10 * time.Minute,
+		RequestReadTimeout:        30 * time.Second,
+		MaxInflightPerConn:        100,
+		MaxPausedBytes:            256 << 20,
+		FetchCopyBelow:            16 << 10,
+		FetchSessions:             1000,
+		Protocol:                  Plaintext,
+		MaxUncompressedBatchBytes: 64 << 20,
+		Security:                  DefaultSecurity(),
 	}
 }
 
@@ -209,6 +217,9 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	}
 	if cfg.FetchSessions == 0 {
 		cfg.FetchSessions = def.FetchSessions
+	}
+	if cfg.MaxUncompressedBatchBytes <= 0 {
+		cfg.MaxUncompressedBatchBytes = def.MaxUncompressedBatchBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -136,6 +136,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&e.PassBytes, "shard-pass-bytes", def.Engine.PassBytes, "bytes of produce requests a writer shard writes (and syncs) in one group commit at most; bounds how long the first request of a busy shard's pass waits for its answer")
 	fs.Int64Var(&e.ShardQueueBytes, "shard-queue-bytes", def.Engine.ShardQueueBytes, "bytes of produce requests queued per writer shard before the broker stops reading from the connections that feed it")
 	fs.IntVar(&c.Kafka.MaxRequestBytes, "max-request-bytes", def.Kafka.MaxRequestBytes, "largest request frame accepted; larger ones close the connection before being read")
+	fs.Int64Var(&c.Kafka.MaxUncompressedBatchBytes, "max-uncompressed-batch-bytes", def.Kafka.MaxUncompressedBatchBytes, "most a produced compressed batch's records may decompress to (each is validated as a stream); larger ones are refused MESSAGE_TOO_LARGE, a small decompression bomb costs at most this much work")
 	fs.IntVar(&c.Kafka.MaxConnections, "max-connections", def.Kafka.MaxConnections, "client connections accepted at once")
 	fs.DurationVar(&c.Kafka.IdleTimeout, "connections-max-idle", def.Kafka.IdleTimeout, "close a connection that sent nothing and awaits no response for this long (connections.max.idle.ms)")
 	fs.DurationVar(&c.Kafka.RequestReadTimeout, "request-read-timeout", def.Kafka.RequestReadTimeout, "close a connection whose request frame, once started, is not complete within this (slow senders)")

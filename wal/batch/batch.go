@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync"
 )
 
 // Field offsets inside a batch.
@@ -240,12 +241,24 @@ type Limits struct {
 	// MaxBatchBytes is the largest batch accepted (max.message.bytes);
 	// 0 means no limit.
 	MaxBatchBytes int
+	// MaxUncompressedBytes is the most a compressed batch's records may
+	// decompress to; 0: MaxDecompressedBytes. Past it the batch is
+	// ClassTooLarge, found after decompressing at most this much.
+	MaxUncompressedBytes int64
+	// RequireKeys refuses a record with a null key (compacted topics).
+	RequireKeys bool
 }
 
-// Validate checks one whole batch as a producer sent it: exact length, magic,
-// CRC32C, a positive record count that matches lastOffsetDelta, and for
-// uncompressed batches that the records parse and fill the batch exactly
-// with offset deltas 0..n-1. It writes nothing. It does not allocate.
+// Validate checks one whole batch as a producer sent it, as Kafka's log
+// validator does: exact length, magic, CRC32C, a positive record count
+// that matches lastOffsetDelta, and, inside the batch (decompressed as a
+// stream for a compressed one, never whole: see Stream), records that
+// parse and fill it exactly, with offset deltas 0..n-1, no null header
+// key, and with lim.RequireKeys no null key. It writes nothing; it
+// allocates nothing for an uncompressed batch.
+//
+// Everything a broker stores passes here once; what is read back later
+// is only checked against its CRC (CheckStored), never validated again.
 func Validate(b []byte, lim Limits) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
@@ -278,25 +291,67 @@ func Validate(b []byte, lim Limits) (Header, error) {
 	if h.Codec() > CodecZstd {
 		return h, errorf(ClassCorrupt, "unknown compression codec %d", h.Codec())
 	}
+	// The CRC matched, so these are the bytes the producer built:
+	// records that do not parse or do not match the count make an
+	// invalid batch, not a corrupt one (Kafka: INVALID_RECORD, which
+	// clients do not retry).
 	if h.Codec() == CodecNone {
-		// The CRC matched, so these are the bytes the producer built:
-		// records that do not parse or do not match the count make an
-		// invalid batch, not a corrupt one (Kafka: INVALID_RECORD, which
-		// clients do not retry).
-		if err := validateRecords(b[HeaderSize:], h.RecordCount); err != nil {
-			if ClassOf(err) == ClassCorrupt {
-				err = &Error{Class: ClassInvalid, Msg: err.Error()}
-			}
-			return h, err
+		err = validateRecords(b[HeaderSize:], h.RecordCount, lim.RequireKeys)
+	} else {
+		err = validateCompressed(b, &h, lim)
+	}
+	if err != nil {
+		if ClassOf(err) == ClassCorrupt {
+			err = &Error{Class: ClassInvalid, Msg: err.Error()}
 		}
+		return h, err
 	}
 	return h, nil
 }
 
-// validateRecords walks uncompressed records without decoding their
-// contents: each length must be sane, offset deltas must be 0..n-1, and the
-// records must fill the region exactly.
-func validateRecords(recs []byte, count int32) error {
+// streams are the Streams Validate walks compressed batches with.
+var streams = sync.Pool{New: func() any { return new(Stream) }}
+
+// validateCompressed walks a compressed batch's records as a stream,
+// keeping none of them: the checks of validateRecords, within
+// lim.MaxUncompressedBytes of decompression.
+func validateCompressed(b []byte, h *Header, lim Limits) error {
+	st := streams.Get().(*Stream)
+	defer func() {
+		st.Close()
+		streams.Put(st)
+	}()
+	if err := st.Reset(b, h, lim.MaxUncompressedBytes); err != nil {
+		return err
+	}
+	var i int32
+	for {
+		in, ok := st.Skip()
+		if !ok {
+			break
+		}
+		if in.OffsetDelta != i {
+			return errorf(ClassInvalid, "record %d has offset delta %d (offset deltas must be 0..%d)", i, in.OffsetDelta, h.RecordCount-1)
+		}
+		if lim.RequireKeys && in.NullKey {
+			return errorf(ClassInvalid, "record %d has a null key, which a compacted topic cannot keep", i)
+		}
+		i++
+	}
+	if err := st.Err(); err != nil {
+		return err
+	}
+	if i != h.RecordCount {
+		return errorf(ClassInvalid, "batch declares %d records but holds %d", h.RecordCount, i)
+	}
+	return nil
+}
+
+// validateRecords walks uncompressed records without copying them: each
+// length must be sane, offset deltas must be 0..n-1, header keys not
+// null (nor, with requireKeys, record keys), and the records must fill
+// the region exactly.
+func validateRecords(recs []byte, count int32, requireKeys bool) error {
 	var it Iter
 	it.Reset(recs, count)
 	var i int32
@@ -306,7 +361,13 @@ func validateRecords(recs []byte, count int32) error {
 			break
 		}
 		if r.OffsetDelta != i {
-			return errorf(ClassInvalid, "record %d has offset delta %d", i, r.OffsetDelta)
+			return errorf(ClassInvalid, "record %d has offset delta %d (offset deltas must be 0..%d)", i, r.OffsetDelta, count-1)
+		}
+		if r.nullHeaderKey {
+			return errorf(ClassInvalid, "record %d has a header with a null key", i)
+		}
+		if requireKeys && r.Key == nil {
+			return errorf(ClassInvalid, "record %d has a null key, which a compacted topic cannot keep", i)
 		}
 		i++
 	}

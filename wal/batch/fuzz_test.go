@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 )
 
@@ -91,6 +92,59 @@ func FuzzControlRecord(f *testing.F) {
 		}
 		if typ2, ce2, err := ParseControl(again, &h2); err != nil || typ2 != typ || ce2 != max(ce, 0) {
 			t.Fatalf("rebuilt marker: %v %d %v, want %v %d", typ2, ce2, err, typ, max(ce, 0))
+		}
+	})
+}
+
+// FuzzStream walks arbitrary bytes as a batch's records under every codec,
+// as a produce's validation (Skip) and a native fetch (Next) do: errors are
+// classified, nothing panics, and the decoder never produces more than the
+// limit (plus its read-ahead window), however the bytes lie.
+func FuzzStream(f *testing.F) {
+	recs := AppendRecord(nil, 0, 0, []byte("k"), []byte("v"), []RecordHeader{{Key: "h"}})
+	recs = AppendRecord(recs, 5, 1, nil, bytes.Repeat([]byte("x"), 100), nil)
+	for _, c := range []Codec{CodecNone, CodecGzip, CodecSnappy, CodecLZ4, CodecZstd} {
+		out, err := Compress(c, nil, recs)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(c), int32(2), false, out)
+	}
+	f.Add(uint8(CodecSnappy), int32(1), true, append(bytes.Clone(xerialMagic), make([]byte, 12)...))
+	f.Fuzz(func(t *testing.T, codec uint8, count int32, next bool, payload []byte) {
+		const limit = 64 << 10
+		b := make([]byte, HeaderSize, HeaderSize+len(payload))
+		b = append(b, payload...)
+		binary.BigEndian.PutUint16(b[offAttributes:], uint16(codec%5))
+		binary.BigEndian.PutUint32(b[offRecordCount:], uint32(count))
+		h, err := ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st Stream
+		defer st.Close()
+		if err := st.Reset(b, &h, limit); err != nil {
+			if ClassOf(err) == 0 {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		for i := 0; i < 1000; i++ {
+			var ok bool
+			if next {
+				_, ok = st.Next()
+			} else {
+				_, ok = st.Skip()
+			}
+			if !ok {
+				break
+			}
+		}
+		if err := st.Err(); err != nil && ClassOf(err) == 0 {
+			t.Fatalf("unclassified error %v", err)
+		}
+		if st.src.produced > limit+streamWindow {
+			t.Fatalf("decoded %d bytes under a limit of %d", st.src.produced, limit)
 		}
 	})
 }

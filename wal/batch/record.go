@@ -28,6 +28,9 @@ type Record struct {
 	HeaderCount    int32
 	// RawHeaders holds the encoded headers; walk them with Headers.
 	RawHeaders []byte
+	// nullHeaderKey: a header's key is null, which Kafka refuses at
+	// produce (stored records are read as they are).
+	nullHeaderKey bool
 }
 
 // RecordHeader is one record header.
@@ -144,8 +147,12 @@ func parseRecord(b []byte) (Record, error) {
 	r.RawHeaders = b
 	// Check the headers fit exactly, without allocating.
 	for i := int64(0); i < hc; i++ {
-		if _, b, err = readVarBytes(b); err != nil {
+		var k []byte
+		if k, b, err = readVarBytes(b); err != nil {
 			return r, err
+		}
+		if k == nil {
+			r.nullHeaderKey = true
 		}
 		if _, b, err = readVarBytes(b); err != nil {
 			return r, err

@@ -1,0 +1,227 @@
+package netio_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/client"
+	"github.com/ringlog/ringlog/netio"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// handBatch wraps records (already compressed with codec, or not) in a
+// v2 batch header declaring count records, with a correct CRC: what a
+// hostile producer can send, since the CRC only proves the bytes arrived
+// as built. Field offsets are those of wal/batch's package doc.
+func handBatch(codec batch.Codec, count int32, records []byte) []byte {
+	b := make([]byte, batch.HeaderSize, batch.HeaderSize+len(records))
+	b = append(b, records...)
+	be := binary.BigEndian
+	be.PutUint32(b[8:], uint32(len(b)-batch.LogOverhead))
+	b[16] = batch.Magic
+	be.PutUint16(b[21:], uint16(codec))
+	be.PutUint32(b[23:], uint32(count-1))
+	now := time.Now().UnixMilli()
+	be.PutUint64(b[27:], uint64(now))
+	be.PutUint64(b[35:], uint64(now))
+	be.PutUint64(b[43:], ^uint64(0)) // producer id -1
+	be.PutUint16(b[51:], 0xffff)
+	be.PutUint32(b[53:], 0xffffffff)
+	be.PutUint32(b[57:], uint32(count))
+	be.PutUint32(b[17:], batch.Checksum(b))
+	return b
+}
+
+func zstdOf(t testing.TB, b []byte) []byte {
+	t.Helper()
+	out, err := batch.Compress(batch.CodecZstd, nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// produceCode sends one raw batch to partition 0 of topic and returns the
+// partition's error code.
+func produceCode(t *testing.T, cl *kgo.Client, topic string, b []byte) int16 {
+	t.Helper()
+	resp, err := cl.Request(testCtx(t, 20*time.Second), produceRequest(topic, 0, -1, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// TestPoisonCompressedBatchesAreRefused: a compressed batch whose payload
+// does not decompress, or whose inner offsets lie about the header, was
+// acknowledged and then stalled every consumer behind it. Now it is
+// refused INVALID_RECORD, and consumers read every good record.
+func TestPoisonCompressedBatchesAreRefused(t *testing.T) {
+	b := startBroker(t)
+	cl := b.client(kgo.AllowAutoTopicCreation())
+	ctx := testCtx(t, 60*time.Second)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "poison", Value: []byte("first")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(delta int32, v string) []byte { return batch.AppendRecord(nil, 0, delta, nil, []byte(v), nil) }
+	poisons := map[string][]byte{
+		"garbage labelled zstd":   handBatch(batch.CodecZstd, 1, []byte("this is not zstd at all")),
+		"zstd of garbage":         handBatch(batch.CodecZstd, 1, zstdOf(t, []byte{0xff, 0xff, 0xff, 0xff, 0xff})),
+		"inner deltas 0 and 1000": handBatch(batch.CodecZstd, 2, zstdOf(t, append(rec(0, "a"), rec(1000, "b")...))),
+		"3 declared, 2 inside":    handBatch(batch.CodecZstd, 3, zstdOf(t, append(rec(0, "a"), rec(1, "b")...))),
+		"gzip cut short":          handBatch(batch.CodecGzip, 1, mustCompress(t, batch.CodecGzip, rec(0, "a"))[:10]),
+	}
+	for name, p := range poisons {
+		if code := produceCode(t, cl, "poison", p); code != kerr.InvalidRecord.Code {
+			t.Errorf("%s: produce answered %d, want INVALID_RECORD (%d)", name, code, kerr.InvalidRecord.Code)
+		}
+	}
+	// A good hand-made zstd batch passes the same path.
+	if code := produceCode(t, cl, "poison", handBatch(batch.CodecZstd, 2, zstdOf(t, append(rec(0, "hand-0"), rec(1, "hand-1")...)))); code != 0 {
+		t.Fatalf("a well-formed hand-made zstd batch: code %d", code)
+	}
+	var want []string
+	for i := 0; i < 50; i++ {
+		v := fmt.Sprintf("after-%d", i)
+		want = append(want, v)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "poison", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = append([]string{"first", "hand-0", "hand-1"}, want...)
+	consumer := b.client(kgo.ConsumeTopics("poison"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	for len(got) < len(want) {
+		fs := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records: %q", len(got), len(want), got)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("consumed %q, want %q", got, want)
+	}
+}
+
+func varintSize(v int64) int { return len(binary.AppendVarint(nil, v)) }
+
+func mustCompress(t testing.TB, c batch.Codec, b []byte) []byte {
+	t.Helper()
+	out, err := batch.Compress(c, nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// zstdRecords is a zstd batch of n records of size bytes of zeros each,
+// encoded as a stream: a large batch that is small on the wire.
+func zstdRecords(t testing.TB, n, size int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeros := make([]byte, min(size, 1<<20))
+	for i := 0; i < n; i++ {
+		// The record as batch.AppendRecord lays it out, its value
+		// written in chunks.
+		body := 1 + 1 + varintSize(int64(i)) + 1 + varintSize(int64(size)) + size + 1
+		hdr := binary.AppendVarint(nil, int64(body))
+		hdr = append(hdr, 0, 0) // attributes, timestamp delta 0
+		hdr = binary.AppendVarint(hdr, int64(i))
+		hdr = binary.AppendVarint(hdr, -1) // null key
+		hdr = binary.AppendVarint(hdr, int64(size))
+		enc.Write(hdr)
+		for left := size; left > 0; left -= len(zeros) {
+			enc.Write(zeros[:min(left, len(zeros))])
+		}
+		enc.Write([]byte{0}) // no headers
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return handBatch(batch.CodecZstd, int32(n), buf.Bytes())
+}
+
+// TestDecompressionBombs: a 1 GB-of-zeros record in a 228 KB-style zstd
+// batch is refused MESSAGE_TOO_LARGE after decompressing at most the
+// limit, on a plain and on a compacted topic, with the broker's heap
+// growing by far less than the bomb; and a legitimate large batch (40 MB
+// of records, under the limit) fetched by 4 native consumers at once
+// costs each a window, not the batch.
+func TestDecompressionBombs(t *testing.T) {
+	b := startBroker(t, withServer(func(c *netio.Config) { c.MaxUncompressedBatchBytes = 48 << 20 }))
+	cl := b.client(kgo.AllowAutoTopicCreation())
+	ctx := testCtx(t, 120*time.Second)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	compact := "compact"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, "squeezed"); err != nil {
+		t.Fatal(err)
+	}
+	bomb := zstdRecords(t, 1, 1<<30)
+	t.Logf("bomb: %d bytes on the wire, 1 GiB of records", len(bomb))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(topic string) {
+			defer wg.Done()
+			if code := produceCode(t, cl, topic, bomb); code != kerr.MessageTooLarge.Code {
+				t.Errorf("bomb to %s: code %d, want MESSAGE_TOO_LARGE", topic, code)
+			}
+		}([]string{"plain", "squeezed"}[i%2])
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Fatalf("4 bomb produces allocated %d MB", grew>>20)
+	}
+
+	// 40 MB of 1 KiB records, legitimately produced, in one batch.
+	big := zstdRecords(t, 40<<10, 1000)
+	if code := produceCode(t, cl, "plain", big); code != 0 {
+		t.Fatalf("a 40 MB batch under the 48 MB limit: code %d", code)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := client.Dial(ctx, b.NativeAddr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer nc.Close()
+			recs, err := nc.Fetch(ctx, "plain", 0, 0, 64<<10)
+			if err != nil || len(recs) == 0 || len(recs) > 64 {
+				t.Errorf("native fetch of 64 KiB: %d records, %v", len(recs), err)
+			}
+		}()
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Fatalf("4 native fetches of 64 KiB from a 40 MB batch allocated %d MB", grew>>20)
+	}
+}
