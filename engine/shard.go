@@ -177,7 +177,18 @@ func (s *Shard) OnRoom(fn func()) {
 // An Inline request that needs no fdatasync is written at once on the
 // caller's goroutine when nothing is queued or running on the shard (see
 // Shard); otherwise it is queued like any other.
+//
+// A client's append to an internal topic (one not marked Internal,
+// Replica or a marker) is refused INVALID_TOPIC_EXCEPTION, whatever the
+// ACLs allowed.
 func (s *Shard) Append(req *AppendRequest) {
+	if req.Partition.topic.Internal && !req.Internal && !req.Replica && req.Marker == nil {
+		// Only the broker writes its internal topics: a client's produce
+		// to __consumer_offsets could forge any group's commits.
+		req.Done(AppendResult{Err: fmt.Errorf("%w: %s is an internal topic, written by the broker only", kerr.InvalidTopicException, req.Partition.topic.Name),
+			LogAppendTime: -1, LogStartOffset: -1})
+		return
+	}
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()

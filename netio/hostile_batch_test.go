@@ -2,6 +2,7 @@ package netio_test
 
 import (
 	"bytes"
+	"errors"
 	"encoding/binary"
 	"fmt"
 	"runtime"
@@ -223,5 +224,50 @@ func TestDecompressionBombs(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
 		t.Fatalf("4 native fetches of 64 KiB from a 40 MB batch allocated %d MB", grew>>20)
+	}
+}
+
+// TestClientsCannotWriteInternalTopics: a hand-built offset-commit record
+// produced to __consumer_offsets was acknowledged and, after a restart,
+// replaced a group's committed offset. Now produce to an internal topic
+// is refused INVALID_TOPIC_EXCEPTION on both protocols, and the group's
+// offset survives a restart untouched.
+func TestClientsCannotWriteInternalTopics(t *testing.T) {
+	b := startBroker(t)
+	cl := b.client(kgo.AllowAutoTopicCreation())
+	ctx := testCtx(t, 30*time.Second)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	commit := kadm.Offsets{}
+	commit.AddOffset("orders", 0, 7, -1)
+	if _, err := adm.CommitOffsets(ctx, "victim", commit); err != nil {
+		t.Fatal(err)
+	}
+	key := (&kmsg.OffsetCommitKey{Version: 1, Group: "victim", Topic: "orders", Partition: 0}).AppendTo(nil)
+	value := (&kmsg.OffsetCommitValue{Version: 1, Offset: 999_999, CommitTimestamp: time.Now().UnixMilli()}).AppendTo(nil)
+	err := cl.ProduceSync(ctx, &kgo.Record{Topic: "__consumer_offsets", Key: key, Value: value}).FirstErr()
+	if !errors.Is(err, kerr.InvalidTopicException) {
+		t.Fatalf("forged commit over Kafka: %v, want INVALID_TOPIC_EXCEPTION", err)
+	}
+	nc, err := client.Dial(ctx, b.NativeAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, _, err = nc.Produce(ctx, "__consumer_offsets", 0, []client.Record{{Key: key, Value: value}})
+	var ne *client.Error
+	if !errors.As(err, &ne) || ne.Code != client.CodeInvalidTopic {
+		t.Fatalf("forged commit over the native protocol: %v, want INVALID_TOPIC", err)
+	}
+	b.restart()
+	adm = kadm.NewClient(b.client())
+	got, err := adm.FetchOffsets(ctx, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup("orders", 0); !ok || o.At != 7 {
+		t.Fatalf("victim's committed offset after restart: %+v, want 7", o)
 	}
 }
