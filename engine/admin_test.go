@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -300,11 +302,14 @@ func TestOfflinePartitionErrorKeepsCause(t *testing.T) {
 	}
 }
 
-// TestOrphanPartitionDirsRemoved: partition directories no topic in the
+// TestOrphanPartitionDirs: partition directories no topic in the
 // metadata has (a deletion or creation a kill interrupted) are removed at
-// open; the directories of the topics it has, and directories that are
-// not logs, stay; with no metadata file at all nothing is removed.
-func TestOrphanPartitionDirsRemoved(t *testing.T) {
+// open when their logs hold no record, and kept, renamed *.orphan-stray,
+// when they do (the metadata is never a reason to delete data); the
+// directories of the topics it has, and directories that are not logs,
+// stay; with no metadata file at all Open refuses to start and nothing is
+// touched.
+func TestOrphanPartitionDirs(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, nil)
 	if _, err := e.CreateTopic(CreateTopicRequest{Name: "kept", Partitions: 2, ReplicationFactor: 1}); err != nil {
@@ -313,18 +318,19 @@ func TestOrphanPartitionDirsRemoved(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mkLog := func(name string) {
+	mkLog := func(name, content string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name, "00000000000000000000.log"), []byte("x"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name, "00000000000000000000.log"), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mkLog("gone-0")   // a deleted topic's partition the kill left behind
-	mkLog("kept-2")   // a partition beyond the topic's count
-	mkLog("kept-1-0") // topic "kept-1" does not exist
+	mkLog("gone-0", "")     // an interrupted creation's empty log
+	mkLog("kept-2", "")     // an empty partition beyond the topic's count
+	mkLog("kept-1-0", "x")  // topic "kept-1" does not exist, and has records
+	mkLog("deleted-0", "x") // a deleted topic's partition the kill left behind
 	if err := os.MkdirAll(filepath.Join(dir, "notes-1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +338,8 @@ func TestOrphanPartitionDirsRemoved(t *testing.T) {
 
 	e = openEngine(t, dir, nil)
 	defer e.Close()
-	for name, want := range map[string]bool{"kept-0": true, "kept-1": true, "gone-0": false, "kept-2": false, "kept-1-0": false, "notes-1": true} {
+	for name, want := range map[string]bool{"kept-0": true, "kept-1": true, "gone-0": false, "kept-2": false, "kept-1-0": false, "deleted-0": false,
+		"kept-1-0.orphan-stray": true, "deleted-0.orphan-stray": true, "notes-1": true} {
 		_, err := os.Stat(filepath.Join(dir, name))
 		if got := err == nil; got != want {
 			t.Errorf("%s exists: %v, want %v", name, got, want)
@@ -342,15 +349,20 @@ func TestOrphanPartitionDirsRemoved(t *testing.T) {
 		t.Errorf("left behind: %v", ents)
 	}
 
-	// No metadata file: nothing is a reason to delete logs.
+	// No metadata file: Open refuses, naming the recovery command, and
+	// nothing is removed or created.
 	e.Close()
-	mkLog("gone-0")
+	mkLog("gone-0", "")
 	if err := os.Remove(filepath.Join(dir, metaFile)); err != nil {
 		t.Fatal(err)
 	}
-	e2 := openEngine(t, dir, nil)
-	defer e2.Close()
-	if _, err := os.Stat(filepath.Join(dir, "gone-0")); err != nil {
-		t.Errorf("gone-0 removed although the metadata file was missing: %v", err)
+	before, _ := os.ReadDir(dir)
+	_, err := Open(Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, ErrMetadataLost) || !strings.Contains(err.Error(), "ringlog recover-metadata --data-dir") {
+		t.Fatalf("Open without a metadata file beside partition logs: %v, want ErrMetadataLost naming the command", err)
+	}
+	after, _ := os.ReadDir(dir)
+	if len(after) != len(before) {
+		t.Errorf("the refused Open changed the data directory: %d entries, then %d", len(before), len(after))
 	}
 }

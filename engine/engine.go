@@ -27,7 +27,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -370,13 +369,15 @@ func looksLikeLog(dir string) bool {
 	return len(ents) == 0
 }
 
-// removeOrphanDirs removes the partition directories (<topic>-<n>) of no
-// partition in the metadata: what a kill left of a topic deletion (the
+// removeOrphanDirs deals with the partition directories (<topic>-<n>) of
+// no partition in the metadata: what a kill left of a topic deletion (the
 // metadata is written first, the directories go after) or of a creation
-// (the logs are created first, the metadata after). The metadata file is
-// the truth; the caller runs this only when it was there at start (a
-// missing one is never a reason to delete logs) and not in cluster mode
-// (where cluster metadata decides, and unknown logs are kept as strays).
+// (the logs are created first, the metadata after). One whose logs hold
+// no record is removed. One that holds records is never deleted on the
+// strength of the metadata: it is renamed <dir>.orphan-stray, kept for
+// an operator, and logged. The caller runs this only when the metadata
+// file was there at start and not in cluster mode (where cluster metadata
+// decides, and unknown logs are kept as strays).
 func removeOrphanDirs(dir string, meta *brokerMeta, logger *slog.Logger) {
 	parts := map[string]int32{}
 	for _, tm := range meta.Topics {
@@ -385,28 +386,51 @@ func removeOrphanDirs(dir string, meta *brokerMeta, logger *slog.Logger) {
 	ents, _ := os.ReadDir(dir)
 	for _, ent := range ents {
 		name := ent.Name()
-		i := strings.LastIndexByte(name, '-')
-		if !ent.IsDir() || i <= 0 {
-			continue
-		}
-		n, err := strconv.ParseInt(name[i+1:], 10, 32)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != name[i+1:] {
+		topic, n, ok := parsePartitionDir(name)
+		if !ent.IsDir() || !ok {
 			continue // not <topic>-<n>: a deleted or stray directory, or not ours
 		}
-		if count, ok := parts[name[:i]]; ok && int32(n) < count {
+		if count, ok := parts[topic]; ok && n < count {
 			continue
 		}
-		if !looksLikeLog(filepath.Join(dir, name)) {
+		path := filepath.Join(dir, name)
+		if !looksLikeLog(path) {
 			continue // someone else's directory: leave it
 		}
-		logger.Warn("removing a partition directory that no topic in the metadata has (left by a topic deletion or creation interrupted by a crash)", "dir", name)
-		gone := filepath.Join(dir, name+".orphan"+deleteSuffix)
-		if err := os.Rename(filepath.Join(dir, name), gone); err != nil {
+		if holdsRecords(path) {
+			logger.Warn("a partition directory that no topic in the metadata has holds records: kept, renamed *.orphan"+straySuffix+" (move it back and run `ringlog recover-metadata` if the topic should exist, or delete it)", "dir", name)
+			if err := os.Rename(path, path+".orphan"+straySuffix); err != nil {
+				logger.Warn("cannot rename orphan partition directory", "dir", name, "err", err)
+			}
+			continue
+		}
+		logger.Info("removing an empty partition directory that no topic in the metadata has (left by a topic creation interrupted by a crash)", "dir", name)
+		gone := path + ".orphan" + deleteSuffix
+		if err := os.Rename(path, gone); err != nil {
 			logger.Warn("cannot remove orphan partition directory", "dir", name, "err", err)
 			continue
 		}
 		os.RemoveAll(gone)
 	}
+}
+
+// holdsRecords reports whether a partition directory has a segment file
+// that is not empty (or cannot tell: then it counts as holding records).
+func holdsRecords(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	for _, ent := range ents {
+		if !strings.HasSuffix(ent.Name(), ".log") {
+			continue
+		}
+		fi, err := ent.Info()
+		if err != nil || fi.Size() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // straySuffix ends the directory of a log that cluster metadata no longer

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/ringlog/ringlog/internal/fsutil"
 )
@@ -19,6 +21,11 @@ import (
 // the producer-id allocation watermark. It is small and rewritten whole,
 // atomically (write, fsync, rename, fsync the directory), on every change.
 const metaFile = "ringlog-meta.json"
+
+// metaBackupFile is a second copy of the metadata, written (atomically)
+// after every change of metaFile: what `ringlog recover-metadata` starts
+// from when metaFile is lost or damaged. It is never read at start.
+const metaBackupFile = "ringlog-meta.backup.json"
 
 // cleanShutdownFile marks a data directory whose last broker stopped
 // cleanly, with every log flushed: the next start trusts the files instead
@@ -82,9 +89,25 @@ func (m *brokerMeta) clone() *brokerMeta {
 	return &c
 }
 
+// ErrMetadataLost is Open's error for a data directory whose metadata
+// file is missing or damaged while partition logs are there: the broker
+// refuses to start rather than take the logs for strays (or delete them),
+// and names the command that rebuilds the file (RecoverMetadata).
+var ErrMetadataLost = errors.New("metadata lost")
+
+// loadMeta reads the metadata file. found is false for a directory that
+// never had one (no partition logs either): a new broker. A file that is
+// missing or does not decode while partition logs exist is
+// ErrMetadataLost, with the recovery command.
 func loadMeta(dir string) (*brokerMeta, bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	path := filepath.Join(dir, metaFile)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		if logs := partitionDirs(dir); len(logs) > 0 {
+			return nil, false, fmt.Errorf("%w: %s is missing, but the data directory holds the logs of %d partitions (%s): "+
+				"the broker will not start without the file that lists them; rebuild it with `ringlog recover-metadata --data-dir %s` (from %s and the partition directories), then start again",
+				ErrMetadataLost, path, len(logs), strings.Join(logs[:min(len(logs), 5)], ", "), dir, metaBackupFile)
+		}
 		return nil, false, nil
 	}
 	if err != nil {
@@ -92,9 +115,38 @@ func loadMeta(dir string) (*brokerMeta, bool, error) {
 	}
 	m, err := decodeMeta(b)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w (the file is the broker's topic registry; restore it from a backup)", filepath.Join(dir, metaFile), err)
+		return nil, false, fmt.Errorf("%w: %s: %w (the file is the broker's topic registry): rebuild it with `ringlog recover-metadata --data-dir %s` (from %s and the partition directories), or restore it from a backup",
+			ErrMetadataLost, path, err, dir, metaBackupFile)
 	}
 	return m, true, nil
+}
+
+// partitionDirs lists the directories of dir named <topic>-<n> that look
+// like partition logs (see looksLikeLog), sorted.
+func partitionDirs(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, ent := range ents {
+		if _, _, ok := parsePartitionDir(ent.Name()); ok && ent.IsDir() && looksLikeLog(filepath.Join(dir, ent.Name())) {
+			out = append(out, ent.Name())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parsePartitionDir splits a partition directory's name, <topic>-<n>;
+// deleted and stray directories (suffixes -delete, -stray) do not parse.
+func parsePartitionDir(name string) (topic string, n int32, ok bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	v, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || v < 0 || strconv.FormatInt(v, 10) != name[i+1:] || ValidateTopicName(name[:i]) != nil {
+		return "", 0, false
+	}
+	return name[:i], int32(v), true
 }
 
 // decodeMeta parses the metadata file and checks what the broker builds
@@ -134,12 +186,20 @@ func decodeMeta(b []byte) (*brokerMeta, error) {
 	return &m, nil
 }
 
+// saveMeta writes m to the backup copy, then to the metadata file, each
+// atomically (write, fsync, rename, fsync the directory). A change that
+// fails leaves the metadata file as it was; the backup may then be one
+// change ahead, which only recover-metadata reads.
 func saveMeta(dir string, m *brokerMeta) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(dir, metaFile), append(b, '\n'), 0o644)
+	b = append(b, '\n')
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, metaBackupFile), b, 0o644); err != nil {
+		return fmt.Errorf("%s: %w", metaBackupFile, err)
+	}
+	return fsutil.WriteFileAtomic(filepath.Join(dir, metaFile), b, 0o644)
 }
 
 func newClusterID() string {

@@ -28,6 +28,7 @@ func commands() []command {
 		{"consume", "print records of a topic", runConsume},
 		{"user", "add, list and delete SASL/SCRAM users (offline)", runUser},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
+		{"recover-metadata", "rebuild a lost or damaged topic registry from its backup and the logs (offline)", runRecoverMetadata},
 		{"perf", "moved to the ringlog-perf binary (benchmarks, charts, flame graphs)", runPerfMoved},
 		{"version", "print the version, Go version and source revision", runVersion},
 	}
@@ -75,7 +76,7 @@ func closestCommand(name string) string {
 func topUsage(w io.Writer) {
 	fmt.Fprintf(w, "ringlog: a Kafka-compatible streaming log broker\n\nUsage:\n  ringlog <command> [flags]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-18s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'ringlog <command> --help' for a command's flags and examples, 'ringlog --version' for the version.\n")
 }
