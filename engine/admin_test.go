@@ -2,11 +2,11 @@ package engine
 
 import (
 	"errors"
-	"log/slog"
-	"strings"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"

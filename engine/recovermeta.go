@@ -1,9 +1,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"

@@ -2,8 +2,8 @@ package netio_test
 
 import (
 	"bytes"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
