@@ -58,6 +58,18 @@ type Config struct {
 	PassBytes int64
 	// AutoCreateTopics creates unknown topics on Metadata and Produce.
 	AutoCreateTopics bool
+	// AutoCreateRate bounds auto-creation to this many topics a second,
+	// with AutoCreateBurst saved up; past it a name is answered
+	// UNKNOWN_TOPIC_OR_PARTITION (retriable) and logged. 0: 50 a second,
+	// bursts of 500.
+	AutoCreateRate  float64
+	AutoCreateBurst int
+	// MaxHostedPartitions bounds the partitions this broker hosts (all
+	// topics, internal ones too): a creation past it is refused
+	// POLICY_VIOLATION and logged, as is one whose logs would need more
+	// file descriptors than the process may open (less a reserve for
+	// connections). 0: 10,000.
+	MaxHostedPartitions int
 	// DefaultPartitions is the partition count of auto-created topics and
 	// of CreateTopics with -1.
 	DefaultPartitions int32
@@ -126,6 +138,9 @@ func DefaultConfig() Config {
 		ShardQueueBytes:        64 << 20,
 		PassBytes:              8 << 20,
 		AutoCreateTopics:       true,
+		AutoCreateRate:         50,
+		AutoCreateBurst:        500,
+		MaxHostedPartitions:    10000,
 		DefaultPartitions:      1,
 		WritebackBytes:         1 << 20,
 		Backend:                ring.KindAuto,
@@ -187,6 +202,12 @@ type Engine struct {
 	cleanerStop chan struct{}
 	cleanerDone chan struct{}
 	lock        *os.File // the data directory's lock, held until Close
+
+	// capacity counts partitions being created (capacity.go); its mu
+	// is taken before mu (never while holding it).
+	capacity   capacity
+	autoCreate tokenBucket // paces auto-creation
+	refusalLog logLimiter  // rate-limits the capacity refusal log line
 }
 
 // Stats are engine-wide counters.
@@ -220,6 +241,15 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.PassBytes <= 0 {
 		cfg.PassBytes = def.PassBytes
 	}
+	if cfg.AutoCreateRate <= 0 {
+		cfg.AutoCreateRate, cfg.AutoCreateBurst = def.AutoCreateRate, def.AutoCreateBurst
+	}
+	if cfg.AutoCreateBurst <= 0 {
+		cfg.AutoCreateBurst = max(1, int(cfg.AutoCreateRate))
+	}
+	if cfg.MaxHostedPartitions <= 0 {
+		cfg.MaxHostedPartitions = def.MaxHostedPartitions
+	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = def.DefaultPartitions
 	}
@@ -250,6 +280,7 @@ func Open(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, logger: cfg.Logger, now: cfg.Now,
 		topics: map[string]*Topic{}, byID: map[TopicID]*Topic{}, pending: map[string]*pendingTopic{}, lock: lock,
+		autoCreate: tokenBucket{rate: cfg.AutoCreateRate, burst: float64(cfg.AutoCreateBurst)},
 	}
 	ok := false
 	defer func() {
@@ -272,6 +303,12 @@ func Open(cfg Config) (*Engine, error) {
 	e.clusterID = meta.ClusterID
 	e.nextPID, e.pidLimit = meta.NextProducerID, meta.NextProducerID
 
+	if limit, inUse, ok := fileDescriptors(); ok {
+		if need := meta.hostedCount() * fdsPerPartition; inUse+need > limit-fdReserve(limit) {
+			e.logger.Warn("this data directory's partitions need about as many file descriptors as the process may open: some logs may fail to open (KAFKA_STORAGE_ERROR) and connections be refused; raise the limit (ulimit -n, systemd LimitNOFILE=)",
+				"partitions", meta.hostedCount(), "descriptors_needed", need, "limit", limit)
+		}
+	}
 	clean := removeCleanMarker(cfg.DataDir, e.logger)
 	removeDeletedDirs(cfg.DataDir, e.logger)
 	if found && !cfg.Replicated {
@@ -885,11 +922,29 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 			return nil, fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 		}
 	}
+	hostedHere := int(req.Partitions) - len(req.NotHosted)
 	if req.ValidateOnly {
 		e.mu.RLock()
-		defer e.mu.RUnlock()
-		return nil, e.checkNewName(req.Name)
+		err := e.checkNewName(req.Name)
+		e.mu.RUnlock()
+		if err == nil && !e.cfg.Replicated {
+			var release func()
+			if release, err = e.reservePartitions(hostedHere); err == nil {
+				release()
+			}
+		}
+		return nil, err
 	}
+	// In cluster mode the controller placed the partitions: this broker
+	// hosts what the metadata says, or they would have no replica here.
+	release := func() {}
+	if !e.cfg.Replicated {
+		var err error
+		if release, err = e.reservePartitions(hostedHere); err != nil {
+			return nil, err
+		}
+	}
+	defer release()
 
 	e.mu.Lock()
 	if err := e.checkNewName(req.Name); err != nil {
@@ -982,7 +1037,16 @@ func (e *Engine) createLogs(parts []*Partition, cfg *TopicConfig) error {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			deleteLogs(parts)
+			// Every partition attempted: one whose log opened is
+			// deleted with it; one that failed midway may have left a
+			// directory (the one createPartitionLog cleared first, so
+			// nothing else's).
+			attempted := min(int(next.Load()), len(parts))
+			deleteLogs(parts[:attempted])
+			for _, p := range parts[:attempted] {
+				os.RemoveAll(p.dir)
+			}
+			e.logger.Warn("creating partition logs failed: removed what was created", "partitions", attempted, "err", err)
 			return err
 		}
 	}
@@ -1040,10 +1104,18 @@ func (e *Engine) GetOrCreateTopic(name string) (*Topic, error) {
 		case !e.cfg.AutoCreateTopics:
 			return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
 		}
-		if h := e.clusterHooks(); h != nil && h.AutoCreateTopic != nil {
-			if err := ValidateTopicName(name); err != nil {
-				return nil, err
+		if err := ValidateTopicName(name); err != nil {
+			return nil, err
+		}
+		if !e.autoCreate.take(e.now()) {
+			err := fmt.Errorf("%w: topic %q: auto-creation is paced at %.0f topics a second (--auto-create-topics-rate); retry, or create it with CreateTopics",
+				kerr.UnknownTopicOrPartition, name, e.cfg.AutoCreateRate)
+			if n, ok := e.refusalLog.allow(e.now()); ok {
+				e.logger.Warn("not auto-creating a topic: too many auto-creations", "topic", name, "rate", e.cfg.AutoCreateRate, "refused_since_last_log", n)
 			}
+			return nil, err
+		}
+		if h := e.clusterHooks(); h != nil && h.AutoCreateTopic != nil {
 			if err := h.AutoCreateTopic(name); err != nil {
 				return nil, err
 			}
@@ -1164,6 +1236,13 @@ func (e *Engine) addPartitions(name string, total int32, validateOnly bool, notH
 	}
 	if total > MaxPartitions {
 		return fmt.Errorf("%w: %d partitions exceeds %d", kerr.InvalidPartitions, total, MaxPartitions)
+	}
+	if !e.cfg.Replicated {
+		release, err := e.reservePartitions(int(total - cur))
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	if validateOnly {
 		return nil

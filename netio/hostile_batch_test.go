@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/client"
 	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/wal/batch"
@@ -269,5 +271,59 @@ func TestClientsCannotWriteInternalTopics(t *testing.T) {
 	}
 	if o, ok := got.Lookup("orders", 0); !ok || o.At != 7 {
 		t.Fatalf("victim's committed offset after restart: %+v, want 7", o)
+	}
+}
+
+// TestAutoCreationFlood: one Metadata v0 request naming 8,000 new topics
+// used to create 6,660 of them and exhaust the file descriptors. Now
+// auto-creation is paced (here bursts of 40), a native CREATE_TOPIC of
+// 100,000 partitions is refused by --max-partitions, nothing half-made
+// stays on disk, and the broker keeps serving.
+func TestAutoCreationFlood(t *testing.T) {
+	b := startBroker(t, func(c *broker.Config) {
+		c.Engine.AutoCreateRate, c.Engine.AutoCreateBurst = 1, 40
+		c.Engine.MaxHostedPartitions = 1000
+	})
+	ctx := testCtx(t, 60*time.Second)
+	req := kmsg.NewPtrMetadataRequest()
+	for i := 0; i < 8000; i++ {
+		mt := kmsg.NewMetadataRequestTopic()
+		name := fmt.Sprintf("flood-%d", i)
+		mt.Topic = &name
+		req.Topics = append(req.Topics, mt)
+	}
+	rc := dialWire(t, b.Addr)
+	resp := rc.roundTrip(req, 0, 1).(*kmsg.MetadataResponse)
+	created := 0
+	for _, mt := range resp.Topics {
+		switch mt.ErrorCode {
+		case 0:
+			created++
+		case kerr.UnknownTopicOrPartition.Code:
+		default:
+			t.Fatalf("topic %s: error %d", *mt.Topic, mt.ErrorCode)
+		}
+	}
+	if created == 0 || created > 45 {
+		t.Fatalf("one Metadata request auto-created %d of 8,000 topics, want at most the burst (40) and a few", created)
+	}
+	nc, err := client.Dial(ctx, b.NativeAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.CreateTopic(ctx, "huge", 100_000); !errors.Is(err, client.ErrInvalidTopic) {
+		t.Fatalf("native CREATE_TOPIC of 100,000 partitions: %v", err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(b.Dir, "*-[0-9]*"))
+	if len(dirs) > created+1 { // + __consumer_offsets-0
+		t.Fatalf("%d partition directories for %d topics: half-made ones stayed", len(dirs), created)
+	}
+	cl := b.client()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "after-flood"); err != nil {
+		t.Fatalf("an explicit creation after the flood: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "after-flood", Value: []byte("ok")}).FirstErr(); err != nil {
+		t.Fatalf("produce after the flood: %v", err)
 	}
 }

@@ -1,0 +1,22 @@
+package engine
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileDescriptors returns the process's open-file limit (the soft
+// RLIMIT_NOFILE, which the Go runtime raises to the hard one at start)
+// and how many descriptors are open now.
+func fileDescriptors() (limit, inUse int, ok bool) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 0, 0, false
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0, 0, false
+	}
+	return int(rl.Cur), len(ents), true
+}
