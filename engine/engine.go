@@ -64,6 +64,12 @@ type Config struct {
 	// bursts of 500.
 	AutoCreateRate  float64
 	AutoCreateBurst int
+	// DiskFullRetry is how often a partition taken offline by a full
+	// disk (a write found no room) checks whether the disk has
+	// DiskFullResumeBytes free again, and if so accepts appends again,
+	// without a restart. 0: 5 s and 16 MiB.
+	DiskFullRetry       time.Duration
+	DiskFullResumeBytes int64
 	// MaxHostedPartitions bounds the partitions this broker hosts (all
 	// topics, internal ones too): a creation past it is refused
 	// POLICY_VIOLATION and logged, as is one whose logs would need more
@@ -141,6 +147,8 @@ func DefaultConfig() Config {
 		AutoCreateRate:         50,
 		AutoCreateBurst:        500,
 		MaxHostedPartitions:    10000,
+		DiskFullRetry:          5 * time.Second,
+		DiskFullResumeBytes:    16 << 20,
 		DefaultPartitions:      1,
 		WritebackBytes:         1 << 20,
 		Backend:                ring.KindAuto,
@@ -246,6 +254,12 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if cfg.AutoCreateBurst <= 0 {
 		cfg.AutoCreateBurst = max(1, int(cfg.AutoCreateRate))
+	}
+	if cfg.DiskFullRetry <= 0 {
+		cfg.DiskFullRetry = def.DiskFullRetry
+	}
+	if cfg.DiskFullResumeBytes <= 0 {
+		cfg.DiskFullResumeBytes = def.DiskFullResumeBytes
 	}
 	if cfg.MaxHostedPartitions <= 0 {
 		cfg.MaxHostedPartitions = def.MaxHostedPartitions

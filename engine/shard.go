@@ -718,7 +718,11 @@ func (s *Shard) housekeeping() {
 		if p.rep != nil {
 			p.expireAcks(now)
 		}
-		if p.log == nil || p.Offline() != nil {
+		if p.log == nil {
+			continue
+		}
+		if p.Offline() != nil {
+			s.retryFullDisk(p, now)
 			continue
 		}
 		if p.log.FlushDue(now) {
@@ -750,6 +754,33 @@ func (s *Shard) housekeeping() {
 		}
 		b.Reset()
 	}
+}
+
+// retryFullDisk brings back a partition that a full disk took offline
+// (its log failed only for writes that found no room: wal's
+// FailedForSpace), every DiskFullRetry, once the disk has
+// DiskFullResumeBytes free: the log cuts back the failed writes (nothing
+// they carried was acknowledged) and accepts appends again, and the
+// idempotent producers' state is rebuilt from the log, forgetting the
+// sequences of the batches that failed so their retries are written.
+// A single broker's partitions only: a replica in cluster mode stays
+// offline until a restart, while the other replicas serve.
+func (s *Shard) retryFullDisk(p *Partition, now time.Time) {
+	if p.rep != nil || !p.log.FailedForSpace() || now.Before(p.retryAt) {
+		return
+	}
+	p.retryAt = now.Add(s.eng.cfg.DiskFullRetry)
+	if free, ok := diskFree(p.dir); ok && free < s.eng.cfg.DiskFullResumeBytes {
+		return
+	}
+	if err := p.log.Revive(); err != nil {
+		s.eng.logger.Warn("partition stays offline", "partition", p.String(), "err", err)
+		return
+	}
+	p.reloadProducerState()
+	p.offline.Store(nil)
+	s.eng.logger.Info("partition back online: the disk has room again", "partition", p.String())
+	p.notify()
 }
 
 // EnforceRetentionNow runs retention on every partition of the shard

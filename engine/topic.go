@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -108,6 +109,10 @@ type Partition struct {
 	leaderEpoch atomic.Int32
 	isrSize     atomic.Int32
 	hw          atomic.Int64
+
+	// retryAt is when the shard next checks whether a full disk that
+	// took the partition offline has room again (shard goroutine).
+	retryAt time.Time
 
 	// recoveryCut is how many segment bytes the last unclean start's
 	// recovery removed (set once by Open's loader).

@@ -1,17 +1,23 @@
 package netio_test
 
 import (
+	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/testenv"
+	"github.com/ringlog/ringlog/wal/batch"
 )
 
 // TestDiskFull fills a real (tmpfs) data directory with 64 KiB records,
@@ -106,4 +112,128 @@ func TestDiskFull(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDiskFullComesBackWithoutRestart: a partition a full disk took
+// offline used to answer errors until the broker restarted, long after
+// space was freed. Now, once the disk has room again, it accepts appends
+// by itself within the retry interval. An idempotent producer that ran
+// into the full disk (its batch failed midway and is retried: the broker
+// must not take the retry for a duplicate of the batch it could not
+// write) gets every record written exactly once, after every record
+// acknowledged before, at dense offsets.
+func TestDiskFullComesBackWithoutRestart(t *testing.T) {
+	dir := t.TempDir()
+	const size = 16 << 20
+	testenv.MountTmpfs(t, dir, size, false)
+	b := startBroker(t, func(c *broker.Config) {
+		c.Engine.DataDir, c.Engine.Shards = dir, 1
+		c.Engine.DiskFullRetry, c.Engine.DiskFullResumeBytes = 100*time.Millisecond, 1<<20
+	})
+	ctx := testCtx(t, 3*time.Minute)
+	b.e2eCreate(ctx, "full", 1, nil)
+	cl := b.client(kgo.DefaultProduceTopic("full"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }), kgo.ProducerLinger(0))
+	// 24 MiB of 64 KiB records into a 16 MiB file system, one at a time
+	// in flight so the one that meets the full disk is retried alone.
+	const n = 384
+	var wg sync.WaitGroup
+	var prodErr atomic.Value
+	value := make([]byte, 64<<10)
+	rand.Read(value) // incompressible
+	p := b.Eng.Topic("full").Partition(0)
+	sent := 0
+	for ; sent < n && p.Offline() == nil; sent++ {
+		wg.Add(1)
+		v := append([]byte(fmt.Sprintf("idem-%04d-", sent)), value...)
+		cl.Produce(ctx, &kgo.Record{Value: v}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				prodErr.Store(err)
+			}
+			wg.Done()
+		})
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := cl.Flush(fctx)
+		cancel()
+		if err != nil && p.Offline() == nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Offline() == nil {
+		t.Fatalf("%d records of 64 KiB fit a %d MiB file system", n, size>>20)
+	}
+	t.Logf("the disk was full at record %d: %v", sent-1, p.Offline())
+	// Still full: the partition stays offline while the producer retries.
+	time.Sleep(300 * time.Millisecond)
+	if p.Offline() == nil {
+		t.Fatal("the partition came back on a disk still full")
+	}
+	// Room again, no restart.
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_REMOUNT, fmt.Sprintf("size=%d", 4*size)); err != nil {
+		t.Fatalf("grow tmpfs: %v", err)
+	}
+	wg.Wait()
+	if err := prodErr.Load(); err != nil {
+		t.Fatalf("an idempotent produce across the full disk failed: %v", err)
+	}
+	rc := b.e2eRaw()
+	next, i := int64(0), 0
+	for i < sent {
+		fp := rc.rawFetch(12, "full", [16]byte{}, 0, next)
+		if fp.ErrorCode != 0 {
+			t.Fatalf("fetch at %d: %v", next, kerr.ErrorForCode(fp.ErrorCode))
+		}
+		recs := fetchedRecords(t, fp.RecordBatches)
+		if len(recs) == 0 {
+			t.Fatalf("the log ends at %d; %d records were acknowledged", next, sent)
+		}
+		for _, r := range recs {
+			if r.Offset != next {
+				t.Fatalf("record at %d, want %d: offsets are not dense", r.Offset, next)
+			}
+			if want := fmt.Sprintf("idem-%04d-", i); string(r.Value[:len(want)]) != want {
+				t.Fatalf("offset %d holds %q, want %q: a record lost or written twice", r.Offset, r.Value[:len(want)], want)
+			}
+			next++
+			i++
+		}
+	}
+	if end := p.HighWatermark(); end != int64(sent) {
+		t.Fatalf("the log ends at %d, want %d records exactly once", end, sent)
+	}
+}
+
+// fetchedRecord is one record of a fetch response's batches.
+type fetchedRecord struct {
+	Offset int64
+	Value  []byte
+}
+
+// fetchedRecords decodes the records of a fetch response's record batches.
+func fetchedRecords(t *testing.T, raw []byte) []fetchedRecord {
+	t.Helper()
+	var out []fetchedRecord
+	for len(raw) >= batch.LogOverhead {
+		n := int(batch.BatchLength(raw)) + batch.LogOverhead
+		if n > len(raw) {
+			break // a partial batch at the end of the response
+		}
+		h, err := batch.CheckStored(raw[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, _, err := batch.Records(raw[:n], &h, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			r, ok := it.Next()
+			if !ok {
+				break
+			}
+			out = append(out, fetchedRecord{h.BaseOffset + int64(r.OffsetDelta), r.Value})
+		}
+		raw = raw[n:]
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal/batch"
@@ -173,7 +174,7 @@ func (b *Batch) Append(l *Log, batches [][]byte, sync bool) (Ticket, error) {
 		last := l.next + int64(h.LastOffsetDelta)
 		if l.needsRoll(len(data), last) {
 			if err := l.roll(); err != nil {
-				l.failed = fmt.Errorf("wal: %s: roll: %w", l.dir, err)
+				l.failed, l.failedNoSpace = fmt.Errorf("wal: %s: roll: %w", l.dir, err), isNoSpace(err)
 				return Ticket{}, l.failed
 			}
 		}
@@ -303,23 +304,30 @@ func (b *Batch) Submit(backend ring.Backend) error {
 	}()
 	if err != nil {
 		for _, st := range b.stages {
-			st.log.fail(st, fmt.Errorf("wal: submit: %w", err))
+			st.log.fail(st, fmt.Errorf("wal: submit: %w", err), false)
 		}
 		return err
 	}
 	for _, st := range b.stages {
 		var err error
+		noSpace := false
 		for i := st.opFirst; i < st.opEnd; i++ {
 			if op := &b.ops[i]; op.Err != nil {
 				err = fmt.Errorf("wal: %s: %s at %d: %w", st.log.dir, op.Kind, op.Offset, op.Err)
+				// A write the disk had no room for wrote nothing the
+				// log counts: cut back, the log can go on once there
+				// is room. A failed fdatasync is never that: what it
+				// should have made durable may be gone.
+				noSpace = op.Kind == ring.OpWritev && isNoSpace(op.Err)
 				break
 			}
 		}
 		if err == nil && st.log.failed != nil {
 			err = st.log.failed // an earlier stage of this log failed
+			noSpace = st.log.failedNoSpace
 		}
 		if err != nil {
-			st.log.fail(st, err)
+			st.log.fail(st, err, noSpace)
 			continue
 		}
 		if st.sync {
@@ -414,12 +422,19 @@ func (l *Log) commit(st *Stage, b ring.Backend) {
 
 // fail records a failed stage: the log refuses appends from now on, and
 // what the stage may have half-written is cut off (best effort; recovery
-// at the next open cuts it in any case).
-func (l *Log) fail(st *Stage, err error) {
+// at the next open cuts it in any case). noSpace: the failure was only a
+// write the disk had no room for (Revive can end it).
+func (l *Log) fail(st *Stage, err error, noSpace bool) {
 	st.err = err
 	if l.failed == nil {
-		l.failed = err
-		l.logger.Error("log write failed; refusing appends until reopened", "err", err)
+		l.failed, l.failedNoSpace = err, noSpace
+		if noSpace {
+			l.logger.Error("log write failed: the disk is full; refusing appends until there is room again", "err", err)
+		} else {
+			l.logger.Error("log write failed; refusing appends until reopened", "err", err)
+		}
+	} else if !noSpace {
+		l.failedNoSpace = false
 	}
 	l.mu.RLock()
 	segs := l.segs
@@ -435,6 +450,52 @@ func (l *Log) fail(st *Stage, err error) {
 	}
 	l.next = l.end.Load()
 	l.pEpochs = l.epochList()
+}
+
+// isNoSpace reports whether err is the disk (or the user's quota) being
+// full.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// FailedForSpace reports whether the log refuses appends only because a
+// write found the disk full (Revive can end that); owner only.
+func (l *Log) FailedForSpace() bool { return l.failed != nil && l.failedNoSpace }
+
+// Revive ends a failure that was only the disk being full (FailedForSpace):
+// the failed writes were cut back when they failed (and are cut again
+// here), nothing they carried was acknowledged, and everything before them
+// is as it was, so appends can go on once the disk has room. Any other
+// failure is kept (a failed fdatasync may have lost what it covered: only
+// a restart's recovery may trust the log again) and returned. Owner only;
+// the caller checks that the disk has room.
+func (l *Log) Revive() error {
+	switch {
+	case l.failed == nil:
+		return nil
+	case l.closed || !l.failedNoSpace:
+		return l.failed
+	}
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+	for _, s := range segs {
+		fi, err := s.f.Stat()
+		if err != nil {
+			return fmt.Errorf("wal: %s: revive: %w", l.dir, err)
+		}
+		if size := s.size.Load(); fi.Size() > size || s.wpos != size {
+			if err := s.f.Truncate(size); err != nil {
+				return fmt.Errorf("wal: %s: revive: cut back segment %d: %w", l.dir, s.base, err)
+			}
+			s.wpos, s.wnext = size, s.end.Load()
+		}
+	}
+	l.next = l.end.Load()
+	l.pEpochs = l.epochList()
+	l.logger.Info("log accepts appends again: the disk has room", "was", l.failed)
+	l.failed, l.failedNoSpace = nil, false
+	return nil
 }
 
 // Append is the one-log convenience: stage batches, submit them with

@@ -56,8 +56,11 @@ type Log struct {
 	tailDirty  bool
 	dirtySince time.Time // when the oldest unsynced append happened
 	failed     error     // sticky: set by a failed write, refuses appends
-	closed     bool
-	toSeal     []*segment
+	// failedNoSpace: failed is only writes the disk had no room for
+	// (Revive may end it).
+	failedNoSpace bool
+	closed        bool
+	toSeal        []*segment
 	// pendingFlush: sealed segments not known durable (see
 	// Batch.buildOps), oldest first (owner only).
 	pendingFlush []*segment

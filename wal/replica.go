@@ -86,7 +86,7 @@ func (b *Batch) AppendReplica(l *Log, batches [][]byte, sync bool) (Ticket, erro
 		last := h.LastOffset()
 		if l.needsRoll(len(data), last) {
 			if err := l.rollAt(h.BaseOffset); err != nil {
-				l.failed = fmt.Errorf("wal: %s: roll: %w", l.dir, err)
+				l.failed, l.failedNoSpace = fmt.Errorf("wal: %s: roll: %w", l.dir, err), isNoSpace(err)
 				return Ticket{}, l.failed
 			}
 		}

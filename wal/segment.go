@@ -115,9 +115,19 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 		}
 		s.preallocated = reserved
 	}
+	// A new segment that cannot be made whole (a full disk) leaves no
+	// file behind, so a later roll to the same base can create it.
+	unmake := func() {
+		if create {
+			for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				os.Remove(s.path(suffix))
+			}
+		}
+	}
 	idxOnDisk, err := s.idx.open(s.path(indexSuffix), offsetEntrySize, opts.MaxIndexBytes)
 	if err != nil {
 		f.Close()
+		unmake()
 		return nil, fmt.Errorf("segment %d index: %w", base, err)
 	}
 	tcap := opts.MaxIndexBytes / offsetEntrySize * timeEntrySize
@@ -125,6 +135,7 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 	if err != nil {
 		s.idx.close()
 		f.Close()
+		unmake()
 		return nil, fmt.Errorf("segment %d time index: %w", base, err)
 	}
 	s.idxOnDisk, s.tidxOnDisk = idxOnDisk, tidxOnDisk
@@ -134,6 +145,7 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 		// acknowledged (synced) batches were all in it.
 		if err := fsutil.SyncDir(dir); err != nil {
 			s.closeFiles()
+			unmake()
 			return nil, fmt.Errorf("segment %d: sync directory: %w", base, err)
 		}
 	}

@@ -132,6 +132,8 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.Float64Var(&e.AutoCreateRate, "auto-create-topics-rate", def.Engine.AutoCreateRate, "topics a second clients may auto-create (bursts of --auto-create-topics-burst); past it a name is answered UNKNOWN_TOPIC_OR_PARTITION (retriable) and logged")
 	fs.IntVar(&e.AutoCreateBurst, "auto-create-topics-burst", def.Engine.AutoCreateBurst, "auto-creations allowed at once before --auto-create-topics-rate paces them")
+	fs.DurationVar(&e.DiskFullRetry, "disk-full-retry", def.Engine.DiskFullRetry, "how often a partition a full disk took offline checks whether the disk has room again (then it accepts appends without a restart)")
+	fs.Int64Var(&e.DiskFullResumeBytes, "disk-full-resume-bytes", def.Engine.DiskFullResumeBytes, "free bytes on the data directory's file system that bring a partition a full disk took offline back")
 	fs.IntVar(&e.MaxHostedPartitions, "max-partitions", def.Engine.MaxHostedPartitions, "partitions this broker hosts at most (every topic, internal ones too); a creation past it, or one needing more file descriptors than the process may open, is refused POLICY_VIOLATION")
 	fs.IntVar(&f.defaultPartitions, "default-partitions", int(def.Engine.DefaultPartitions), "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&e.Shards, "shards", def.Engine.Shards, "writer shards (0: one per CPU)")

@@ -20,3 +20,13 @@ func fileDescriptors() (limit, inUse int, ok bool) {
 	}
 	return int(rl.Cur), len(ents), true
 }
+
+// diskFree is the bytes an unprivileged writer may still use on the file
+// system holding path.
+func diskFree(path string) (int64, bool) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * st.Bsize, true
+}
