@@ -60,16 +60,20 @@ type Security struct {
 	// Mechanisms are the SASL mechanisms offered; empty: all of
 	// security.SupportedMechanisms.
 	Mechanisms []string
-	// MaxUnauthenticatedConns bounds, per listener, the connections of a
-	// SASL listener that have not authenticated yet; one more is closed
-	// at accept. Default 1000.
+	// MaxUnauthenticatedConns bounds, per listener, the connections that
+	// have not authenticated yet: on a SASL listener those before SASL
+	// authentication, on SSL and SASL_SSL ones also those still in their
+	// TLS handshake. One more is closed at accept, except that on a TLS
+	// listener it displaces the oldest connection still in its handshake
+	// (tlsfront.go). Default 1000.
 	MaxUnauthenticatedConns int
 	// MaxUnauthenticatedBytes is the largest request a connection may
 	// send before it authenticated (Kafka's sasl.server.max.receive.size).
 	// Default 512 KiB.
 	MaxUnauthenticatedBytes int
 	// AuthTimeout closes a connection of a SASL listener that did not
-	// authenticate this long after it opened. Default 10 s.
+	// authenticate this long after it was accepted, and bounds a TLS
+	// handshake (with RequestReadTimeout, when shorter). Default 10 s.
 	AuthTimeout time.Duration
 	// FailedAuthDelay delays the answer to a failed authentication
 	// (Kafka's connection.failed.authentication.delay.ms), after which
@@ -161,11 +165,20 @@ func (s *Server) mechanisms() []string {
 
 // openAuth sets up a new connection's authentication state (OnOpen). It
 // reports false when the listener already holds its limit of
-// unauthenticated connections.
-func (s *Server) openAuth(c *conn) bool {
+// unauthenticated connections. A connection from the TLS front end
+// (peer) took its place among them at accept, and its --auth-timeout
+// counts from there (tlsfront.go).
+func (s *Server) openAuth(c *conn, peer *peerInfo) bool {
 	c.auth.opened = time.Now().UnixNano()
+	if peer != nil && !peer.accepted.IsZero() {
+		c.auth.opened = peer.accepted.UnixNano()
+	}
 	if !s.cfg.Protocol.usesSASL() {
 		c.auth.done.Store(true)
+		return true
+	}
+	if peer != nil && peer.unauthSlot.CompareAndSwap(true, false) {
+		c.auth.counted.Store(true)
 		return true
 	}
 	if s.unauthed.Add(1) > int64(s.cfg.Security.MaxUnauthenticatedConns) {

@@ -134,7 +134,10 @@
 // # Closing
 //
 // Besides the client and write errors, the broker closes connections
-// itself: OnOpen refuses those past MaxConnections, and the listener's
+// itself: OnOpen refuses those past MaxConnections (a TLS listener's
+// accept loop also counts its handshakes in progress, against
+// MaxConnections and Security.MaxUnauthenticatedConns, and displaces the
+// oldest of them at either limit: tlsfront.go), and the listener's
 // reaper goroutine (reaper.go) closes, with gnet's goroutine-safe Close,
 // a connection idle longer than IdleTimeout (nothing received, nothing in
 // flight, not paused) or one whose frame started more than

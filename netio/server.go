@@ -150,7 +150,7 @@ type Server struct {
 	stopped   chan struct{}
 	runErr    error
 	conns     atomic.Int64
-	unauthed  atomic.Int64 // connections of a SASL listener not authenticated yet
+	unauthed  atomic.Int64 // connections not authenticated yet: before SASL, or in a TLS handshake
 	unread    atomic.Int64 // bytes gnet holds for connections not read (holdUnread)
 	nextID    atomic.Uint64
 	closeOnce sync.Once
@@ -462,8 +462,12 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	// Counted before anything is allocated, so that event loops
 	// accepting at once cannot overshoot the limit together.
+	peer, _ := gc.Context().(*peerInfo)
 	if s.conns.Add(1) > int64(s.cfg.MaxConnections) {
 		s.conns.Add(-1)
+		if peer != nil && peer.unauthSlot.CompareAndSwap(true, false) {
+			s.unauthed.Add(-1)
+		}
 		s.metrics.ConnectionsClosed.WithLabelValues("max_connections").Inc()
 		if n, ok := s.refusals.allow(time.Now()); ok {
 			s.logger.Warn("refusing connections: max connections reached (--max-connections)",
@@ -471,9 +475,8 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.Close
 	}
-	peer, _ := gc.Context().(*peerInfo)
 	c := newConn(s, gc, s.nextID.Add(1), peer)
-	if !s.openAuth(c) {
+	if !s.openAuth(c, peer) {
 		s.conns.Add(-1)
 		s.metrics.ConnectionsClosed.WithLabelValues("max_unauthenticated").Inc()
 		if n, ok := s.refusals.allow(time.Now()); ok {
