@@ -68,8 +68,10 @@ type Security struct {
 	// (tlsfront.go). Default 1000.
 	MaxUnauthenticatedConns int
 	// MaxUnauthenticatedBytes is the largest request a connection may
-	// send before it authenticated (Kafka's sasl.server.max.receive.size).
-	// Default 512 KiB.
+	// send before it authenticated (Kafka's sasl.server.max.receive.size),
+	// and the most of its bytes the listener holds for it meanwhile (the
+	// request in flight, the next one, what it pipelined behind them):
+	// past it the connection is closed. Default 512 KiB.
 	MaxUnauthenticatedBytes int
 	// AuthTimeout closes a connection of a SASL listener that did not
 	// authenticate this long after it was accepted, and bounds a TLS
@@ -207,6 +209,34 @@ func (s *Server) uncountAuth(c *conn) {
 	if c.auth.counted.CompareAndSwap(true, false) {
 		s.unauthed.Add(-1)
 	}
+}
+
+// inflightLimit is how many of c's requests may be unanswered before the
+// event loop stops parsing it: MaxInflightPerConn, but one before
+// authentication. A client that has not authenticated has no reason to
+// pipeline (its SASL steps wait for each other's answers), and each frame
+// in flight holds up to MaxUnauthenticatedBytes; with one, the bytes it
+// makes the broker hold stay within that limit (preAuthHeld, holdUnread),
+// and its SASL steps never run concurrently.
+func (c *conn) inflightLimit() int {
+	if !c.auth.done.Load() {
+		return 1
+	}
+	return c.srv.cfg.MaxInflightPerConn
+}
+
+// preAuthHeld is what the broker holds of an unauthenticated c's bytes
+// besides gnet's unread ones (event loop): the frame being assembled or
+// waiting in c.frame, and the frame of its request in flight, if any (at
+// most one: inflightLimit). A request whose handler is done but whose
+// answer is not yet written still counts: an overestimate only while its
+// answer is on its way.
+func (c *conn) preAuthHeld() int {
+	n := len(c.frame)
+	if c.inflight.Load() > 0 {
+		n += c.preAuthFrame
+	}
+	return n
 }
 
 // preAuthAllowed is what a SASL listener serves before authentication:

@@ -118,6 +118,12 @@
 // (conn.frame, at most MaxRequestBytes, as for any connection assembling a
 // frame) plus MaxPausedBytes of unread bytes.
 //
+// Before authentication a connection may have one request in flight
+// (conn.inflightLimit), and everything of its bytes the broker holds,
+// the frame in flight, the one in conn.frame and the unread ones
+// (conn.preAuthHeld), stays within Security.MaxUnauthenticatedBytes: a
+// larger frame, or unread bytes past it, close the connection.
+//
 // # Zero-copy fetch
 //
 // A Kafka fetch reads no record bytes: wal.Log.Read returns file ranges of

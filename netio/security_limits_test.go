@@ -2,14 +2,19 @@ package netio_test
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/netio"
 )
 
 // silentConn is a TCP connection that never sends a byte, and the time
@@ -124,5 +129,97 @@ func TestTLSHalfOpenHandshakesCannotLockOutClients(t *testing.T) {
 	// The client, authenticated by its handshake, is still served.
 	if err := cl.Ping(testCtx(t, 5*time.Second)); err != nil {
 		t.Fatalf("the client after the silent connections closed: %v", err)
+	}
+}
+
+// TestUnauthenticatedPipelineBounded: a client that sends a SaslHandshake
+// and then pipelines megabytes of requests without reading the answers or
+// authenticating is closed once the broker would hold more than
+// --max-unauthenticated-request-bytes of its bytes, on SASL_PLAINTEXT and
+// SASL_SSL alike: the unread bytes gnet keeps for it never pass that
+// limit (where they could reach --max-request-bytes before), however
+// much it sends.
+func TestUnauthenticatedPipelineBounded(t *testing.T) {
+	const (
+		maxUnauth = 64 << 10
+		flood     = 16 << 20
+	)
+	sb := startSecureBroker(t, func(c *broker.Config) {
+		c.Kafka.Security.MaxUnauthenticatedBytes = maxUnauth
+		c.Kafka.Security.AuthTimeout = time.Minute
+	})
+	for _, tc := range []struct {
+		name string
+		srv  *netio.Server
+		dial func() net.Conn
+	}{
+		{"SASL_PLAINTEXT", sb.B.Listeners()[2], func() net.Conn { return dialWire(t, sb.saslTxt).c }},
+		{"SASL_SSL", sb.B.Listeners()[0], func() net.Conn {
+			c, err := tls.Dial("tcp", sb.saslSSL, sb.tlsConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The largest unread count seen, sampled until the end.
+			var peak atomic.Int64
+			stop, sampled := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(sampled)
+				for {
+					if n := tc.srv.UnreadBytes(); n > peak.Load() {
+						peak.Store(n)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Microsecond):
+					}
+				}
+			}()
+			defer func() { close(stop); <-sampled }()
+
+			nc := tc.dial()
+			rc := &wireConn{t: t, c: nc}
+			hs := rc.roundTrip(&kmsg.SASLHandshakeRequest{Mechanism: "PLAIN"}, 1, 1).(*kmsg.SASLHandshakeResponse)
+			if hs.ErrorCode != 0 {
+				t.Fatalf("SaslHandshake: error %d", hs.ErrorCode)
+			}
+			// ApiVersions, allowed before authentication and answered
+			// with ~30 times its size, pipelined and never read.
+			var chunk []byte
+			for corr := int32(2); len(chunk) < 64<<10; corr++ {
+				chunk = append(chunk, reqFrame(kmsg.NewPtrApiVersionsRequest(), 3, corr)...)
+			}
+			start := time.Now()
+			sent := 0
+			var werr error
+			for sent < flood {
+				nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				var n int
+				n, werr = nc.Write(chunk)
+				sent += n
+				if werr != nil {
+					break
+				}
+			}
+			if werr == nil {
+				t.Fatalf("sent %d MiB before authenticating and the broker still reads on", sent>>20)
+			}
+			var ne net.Error
+			if errors.As(werr, &ne) && ne.Timeout() {
+				t.Fatalf("writes stalled after %d KiB (%v), want the connection closed", sent>>10, werr)
+			}
+			t.Logf("closed after %d KiB sent in %v: %v", sent>>10, time.Since(start).Round(time.Millisecond), werr)
+			e2eWaitFor(t, 2*time.Second, "the closed connection's unread bytes to be released", func() bool {
+				return tc.srv.UnreadBytes() == 0
+			})
+			if p := peak.Load(); p > maxUnauth {
+				t.Fatalf("the broker held %d unread bytes of an unauthenticated connection, more than --max-unauthenticated-request-bytes %d", p, maxUnauth)
+			}
+		})
 	}
 }

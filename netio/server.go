@@ -591,8 +591,9 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 				s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
 				return gnet.Close
 			}
-			if !c.auth.done.Load() && int(size) > s.cfg.Security.MaxUnauthenticatedBytes {
-				s.logger.Warn("closing connection: request too large before authentication", "remote", c.remote, "size", size, "max", s.cfg.Security.MaxUnauthenticatedBytes)
+			if !c.auth.done.Load() && int(size)+c.preAuthHeld() > s.cfg.Security.MaxUnauthenticatedBytes {
+				s.logger.Warn("closing connection: request too large before authentication (--max-unauthenticated-request-bytes)", "remote", c.remote,
+					"size", size, "held_bytes", c.preAuthHeld(), "max", s.cfg.Security.MaxUnauthenticatedBytes)
 				return gnet.Close
 			}
 			c.frame, c.filled = s.pool.get(int(size)), 0
@@ -618,10 +619,19 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 // limit. So the bytes a client sends while its connection is not read
 // are counted here, before gnet stores them, and the connection is closed
 // (dropping them) when they would pass MaxRequestBytes for the connection
-// or MaxPausedBytes for the listener.
+// or MaxPausedBytes for the listener. Before authentication the
+// connection's limit is Security.MaxUnauthenticatedBytes for everything
+// it makes the broker hold: these unread bytes, the frame waiting in
+// c.frame and the one in flight (preAuthHeld).
 func (s *Server) holdUnread(c *conn, gc gnet.Conn) gnet.Action {
 	n := gc.InboundBuffered()
-	if n > s.cfg.MaxRequestBytes {
+	if !c.auth.done.Load() {
+		if held := c.preAuthHeld(); n+held > s.cfg.Security.MaxUnauthenticatedBytes {
+			s.logger.Warn("closing connection: it kept sending before authenticating (--max-unauthenticated-request-bytes)",
+				"remote", c.remote, "unread_bytes", n, "held_bytes", held, "max", s.cfg.Security.MaxUnauthenticatedBytes)
+			return gnet.Close
+		}
+	} else if n > s.cfg.MaxRequestBytes {
 		s.logger.Warn("closing connection: it kept sending while not read (backpressure)",
 			"remote", c.remote, "unread_bytes", n, "max", s.cfg.MaxRequestBytes)
 		return gnet.Close
@@ -650,15 +660,19 @@ func (s *Server) releaseUnread(c *conn) {
 // dispatch hands a whole frame to its handler (event loop), unless the
 // connection has too many requests in flight.
 func (s *Server) dispatch(c *conn) frameOutcome {
-	if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
+	limit := c.inflightLimit()
+	if int(c.inflight.Load()) >= limit {
 		c.pausedInflght.Store(true)
 		c.paused.Store(true)
 		// The writer may have drained everything in between.
-		if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
+		if int(c.inflight.Load()) >= limit {
 			return framePaused
 		}
 		c.pausedInflght.Store(false)
 		c.paused.Store(false)
+	}
+	if !c.auth.done.Load() {
+		c.preAuthFrame = len(c.frame)
 	}
 	handle := s.handleFrame
 	switch {
