@@ -134,12 +134,14 @@ func decodeMeta(b []byte) (*brokerMeta, error) {
 	return &m, nil
 }
 
-func saveMeta(dir string, m *brokerMeta) error {
+// saveMeta replaces the metadata file in dir durably, created with
+// perm's file mode.
+func saveMeta(dir string, perm fsutil.Perm, m *brokerMeta) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(dir, metaFile), append(b, '\n'), 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(dir, metaFile), append(b, '\n'), perm.File())
 }
 
 func newClusterID() string {

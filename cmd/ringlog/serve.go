@@ -100,6 +100,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	f.topicDefaults = kvList{}
 	fs.StringVar(&f.configFile, "config", "", "read flags from `FILE` (lines of name = value; flags on the command line win)")
 	fs.StringVar(&e.DataDir, "data-dir", def.Engine.DataDir, "directory for the metadata and the partition logs")
+	fs.BoolVar(&e.Perm.GroupRead, "data-dir-group-access", def.Engine.Perm.GroupRead, "create what the broker writes under --data-dir group-readable (files 0640, directories 0750) instead of owner-only (0600, 0700); security.json and the cluster's metadata/ stay owner-only")
 	fs.StringVar(&c.Kafka.Addr, "kafka-addr", def.Kafka.Addr, "Kafka protocol listener (port 0 picks a free port)")
 	fs.StringVar(&c.Kafka.AdvertisedAddr, "advertised-kafka-addr", def.Kafka.AdvertisedAddr, "host:port given to clients in metadata (default: the bound address)")
 	fs.StringVar(&c.NativeAddr, "native-addr", def.NativeAddr, "native (MyKafka) protocol listener (port 0 picks a free port; empty: off)")
