@@ -489,7 +489,11 @@ func (l *Log) swapIn(g *cleanedGroup) (*segment, error) {
 	if err := os.Rename(swap, filepath.Join(l.dir, segmentName(base, logSuffix))); err != nil {
 		return nil, fmt.Errorf("wal: compaction: %w", err)
 	}
-	fsutil.SyncDir(l.dir)
+	if err := fsutil.SyncDir(l.dir); err != nil {
+		// Past the commit point: a crash that loses this rename leaves
+		// the .swap file, which the next open completes (completeSwaps).
+		l.logger.Warn("compaction: sync the directory after the swap", "dir", l.dir, "err", err)
+	}
 	ns, err := openSegment(l.dir, base, &l.opts, false)
 	if err != nil {
 		return nil, err
