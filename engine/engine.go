@@ -43,6 +43,12 @@ import (
 type Config struct {
 	// DataDir holds the metadata file and one directory per partition.
 	DataDir string
+	// Perm is the mode of every file and directory the engine creates
+	// under DataDir (the directory itself if missing, partition
+	// directories, segments, indexes, metadata and checkpoint files).
+	// The zero value is owner-only (0600/0700); GroupRead gives the
+	// group read access (0640/0750): --data-dir-group-access.
+	Perm fsutil.Perm
 	// NodeID is this broker's id in Metadata responses.
 	NodeID int32
 	// Shards is the number of writer goroutines; 0 means GOMAXPROCS.
@@ -287,7 +293,7 @@ func Open(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: broker default: %w", err)
 		}
 	}
-	lock, err := lockDataDir(cfg.DataDir)
+	lock, err := lockDataDir(cfg.DataDir, cfg.Perm)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +314,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if !found {
 		meta = &brokerMeta{Version: 1, ClusterID: newClusterID(), NextProducerID: 1000}
-		if err := saveMeta(cfg.DataDir, meta); err != nil {
+		if err := saveMeta(cfg.DataDir, cfg.Perm, meta); err != nil {
 			return nil, fmt.Errorf("engine: write metadata: %w", err)
 		}
 		e.logger.Info("initialized data directory", "dir", cfg.DataDir, "cluster_id", meta.ClusterID)
@@ -653,7 +659,7 @@ func (e *Engine) baseWALOptions(p *Partition) wal.Options {
 	return wal.Options{
 		WritebackBytes: e.cfg.WritebackBytes,
 		Logger:         e.logger.With("partition", p.String()), Now: e.now,
-		SyncFile: e.cfg.SyncFile,
+		SyncFile: e.cfg.SyncFile, Perm: e.cfg.Perm,
 	}
 }
 
@@ -716,7 +722,7 @@ func (e *Engine) Close() error {
 	e.metaMu.Lock()
 	next := e.meta.clone()
 	next.NextProducerID = e.nextPID
-	err := saveMeta(e.cfg.DataDir, next)
+	err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next)
 	if err == nil {
 		e.mu.Lock()
 		e.meta = next
@@ -731,7 +737,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, fmt.Errorf("engine: write metadata: %w", err))
 	}
 	if len(errs) == 0 {
-		if err := fsutil.WriteFileAtomic(filepath.Join(e.cfg.DataDir, cleanShutdownFile), []byte("clean\n"), 0o644); err != nil {
+		if err := fsutil.WriteFileAtomic(filepath.Join(e.cfg.DataDir, cleanShutdownFile), []byte("clean\n"), e.cfg.Perm.File()); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -994,7 +1000,7 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	e.metaMu.Lock()
 	next := e.meta.clone()
 	next.Topics = append(next.Topics, tm)
-	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
 		e.metaMu.Unlock()
 		deleteLogs(hosted)
 		unreserve()
@@ -1196,7 +1202,7 @@ func (e *Engine) removeTopic(name string, stray bool) error {
 	e.metaMu.Lock()
 	next := e.meta.clone()
 	next.Topics = slices.DeleteFunc(next.Topics, func(tm topicMeta) bool { return tm.Name == name })
-	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
 		e.metaMu.Unlock()
 		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
 	}
@@ -1285,7 +1291,7 @@ func (e *Engine) addPartitions(name string, total int32, validateOnly bool, notH
 			}
 		}
 	}
-	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
 		e.metaMu.Unlock()
 		deleteLogs(hosted)
 		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
@@ -1348,7 +1354,7 @@ func (e *Engine) AlterTopicConfig(name string, set map[string]*string, replace, 
 			next.Topics[i].Configs = overrides
 		}
 	}
-	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
 		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
 	}
 	cfg := e.topicConfig(overrides)
@@ -1408,7 +1414,7 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 			next.BrokerConfigs[k] = *v
 		}
 	}
-	if err := saveMeta(e.cfg.DataDir, next); err != nil {
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
 		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
 	}
 	e.mu.Lock()
@@ -1453,7 +1459,7 @@ func (e *Engine) AllocateProducerID() (int64, error) {
 		e.metaMu.Lock()
 		next := e.meta.clone()
 		next.NextProducerID = e.nextPID + producerIDBlock
-		err := saveMeta(e.cfg.DataDir, next)
+		err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next)
 		if err == nil {
 			e.mu.Lock()
 			e.meta = next

@@ -11,26 +11,28 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/internal/fsutil"
 )
 
 // dataDirLockFile is held locked (flock, exclusive) by the broker that
 // serves a data directory, for as long as its process lives.
 const dataDirLockFile = ".ringlog.lock"
 
-// lockDataDir creates dir if needed and locks it: one broker per data
+// lockDataDir creates dir if needed (with perm's mode) and locks it: one broker per data
 // directory, since a second one would recover (and truncate) logs the first
 // is appending to. It fails, naming the holder, when another process (or
 // another Engine of this process) holds the lock. The lock goes with the
 // returned file (closing it, or the process ending, releases it).
-func lockDataDir(dir string) (*os.File, error) {
+func lockDataDir(dir string, perm fsutil.Perm) (*os.File, error) {
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("data directory %s is not a directory (it is a %s): remove or move it, or point --data-dir at a directory", dir, fileKind(fi.Mode()))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := perm.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %s: %w: create it (writable by this user), or point --data-dir at a writable directory", dir, err)
 	}
 	path := filepath.Join(dir, dataDirLockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, perm.File())
 	if err != nil {
 		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			return nil, fmt.Errorf("data directory %s is not writable (%w): the broker writes its logs there; mount it read-write or fix its owner and permissions, or point --data-dir at a writable directory", dir, err)
@@ -73,6 +75,6 @@ func fileKind(m os.FileMode) string {
 
 // LockDataDir takes the data directory's lock for an offline tool that
 // changes its files (ringlog user): it fails, naming the holder, while a
-// broker serves the directory. Close releases it. The directory is
-// created if missing.
-func LockDataDir(dir string) (io.Closer, error) { return lockDataDir(dir) }
+// broker serves the directory. Close releases it. The directory (and the
+// lock file) are created with perm's modes if missing.
+func LockDataDir(dir string, perm fsutil.Perm) (io.Closer, error) { return lockDataDir(dir, perm) }

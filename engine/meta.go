@@ -187,19 +187,20 @@ func decodeMeta(b []byte) (*brokerMeta, error) {
 }
 
 // saveMeta writes m to the backup copy, then to the metadata file, each
-// atomically (write, fsync, rename, fsync the directory). A change that
-// fails leaves the metadata file as it was; the backup may then be one
-// change ahead, which only recover-metadata reads.
-func saveMeta(dir string, m *brokerMeta) error {
+// atomically (write, fsync, rename, fsync the directory) and created with
+// perm's file mode. A change that fails leaves the metadata file as it
+// was; the backup may then be one change ahead, which only
+// recover-metadata reads.
+func saveMeta(dir string, perm fsutil.Perm, m *brokerMeta) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, metaBackupFile), b, 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, metaBackupFile), b, perm.File()); err != nil {
 		return fmt.Errorf("%s: %w", metaBackupFile, err)
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(dir, metaFile), b, 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(dir, metaFile), b, perm.File())
 }
 
 func newClusterID() string {

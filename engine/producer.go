@@ -269,7 +269,7 @@ func (p *Partition) saveProducerState() error {
 		return err
 	}
 	path := filepath.Join(p.dir, producerSnapshotFile)
-	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := fsutil.WriteFileAtomic(path, b, p.topic.eng.cfg.Perm.File()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -53,10 +53,14 @@ type RecoveredTopic struct {
 // written. It takes the data directory's lock: the broker must be
 // stopped.
 func RecoverMetadata(dir string, dryRun bool) (*MetadataRecovery, error) {
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("data directory %s: not a directory (%v)", dir, err)
 	}
-	lock, err := lockDataDir(dir)
+	// What is written gets the modes the broker gave the directory
+	// (--data-dir-group-access or not).
+	perm := fsutil.Perm{GroupRead: fi.Mode().Perm()&0o050 != 0}
+	lock, err := lockDataDir(dir, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +149,7 @@ func RecoverMetadata(dir string, dryRun bool) (*MetadataRecovery, error) {
 	if dryRun {
 		return rep, nil
 	}
-	if err := saveMeta(dir, m); err != nil {
+	if err := saveMeta(dir, perm, m); err != nil {
 		return nil, fmt.Errorf("write %s: %w", metaFile, err)
 	}
 	if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err == nil {

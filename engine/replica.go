@@ -625,7 +625,7 @@ func (p *Partition) loadHighWatermark() {
 
 // saveHighWatermark checkpoints the high watermark (shard, at shutdown).
 func (p *Partition) saveHighWatermark() error {
-	return fsutil.WriteFileAtomic(filepath.Join(p.dir, highWatermarkFile), []byte(strconv.FormatInt(p.hw.Load(), 10)+"\n"), 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(p.dir, highWatermarkFile), []byte(strconv.FormatInt(p.hw.Load(), 10)+"\n"), p.topic.eng.cfg.Perm.File())
 }
 
 // LeaderReady reports whether a leader's high watermark reached the start

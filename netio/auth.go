@@ -60,16 +60,22 @@ type Security struct {
 	// Mechanisms are the SASL mechanisms offered; empty: all of
 	// security.SupportedMechanisms.
 	Mechanisms []string
-	// MaxUnauthenticatedConns bounds, per listener, the connections of a
-	// SASL listener that have not authenticated yet; one more is closed
-	// at accept. Default 1000.
+	// MaxUnauthenticatedConns bounds, per listener, the connections that
+	// have not authenticated yet: on a SASL listener those before SASL
+	// authentication, on SSL and SASL_SSL ones also those still in their
+	// TLS handshake. One more is closed at accept, except that on a TLS
+	// listener it displaces the oldest connection still in its handshake
+	// (tlsfront.go). Default 1000.
 	MaxUnauthenticatedConns int
 	// MaxUnauthenticatedBytes is the largest request a connection may
-	// send before it authenticated (Kafka's sasl.server.max.receive.size).
-	// Default 512 KiB.
+	// send before it authenticated (Kafka's sasl.server.max.receive.size),
+	// and the most of its bytes the listener holds for it meanwhile (the
+	// request in flight, the next one, what it pipelined behind them):
+	// past it the connection is closed. Default 512 KiB.
 	MaxUnauthenticatedBytes int
 	// AuthTimeout closes a connection of a SASL listener that did not
-	// authenticate this long after it opened. Default 10 s.
+	// authenticate this long after it was accepted, and bounds a TLS
+	// handshake (with RequestReadTimeout, when shorter). Default 10 s.
 	AuthTimeout time.Duration
 	// FailedAuthDelay delays the answer to a failed authentication
 	// (Kafka's connection.failed.authentication.delay.ms), after which
@@ -168,11 +174,20 @@ func (s *Server) mechanisms() []string {
 
 // openAuth sets up a new connection's authentication state (OnOpen). It
 // reports false when the listener already holds its limit of
-// unauthenticated connections.
-func (s *Server) openAuth(c *conn) bool {
+// unauthenticated connections. A connection from the TLS front end
+// (peer) took its place among them at accept, and its --auth-timeout
+// counts from there (tlsfront.go).
+func (s *Server) openAuth(c *conn, peer *peerInfo) bool {
 	c.auth.opened = time.Now().UnixNano()
+	if peer != nil && !peer.accepted.IsZero() {
+		c.auth.opened = peer.accepted.UnixNano()
+	}
 	if !s.cfg.Protocol.usesSASL() {
 		c.auth.done.Store(true)
+		return true
+	}
+	if peer != nil && peer.unauthSlot.CompareAndSwap(true, false) {
+		c.auth.counted.Store(true)
 		return true
 	}
 	if s.unauthed.Add(1) > int64(s.cfg.Security.MaxUnauthenticatedConns) {
@@ -201,6 +216,34 @@ func (s *Server) uncountAuth(c *conn) {
 	if c.auth.counted.CompareAndSwap(true, false) {
 		s.unauthed.Add(-1)
 	}
+}
+
+// inflightLimit is how many of c's requests may be unanswered before the
+// event loop stops parsing it: MaxInflightPerConn, but one before
+// authentication. A client that has not authenticated has no reason to
+// pipeline (its SASL steps wait for each other's answers), and each frame
+// in flight holds up to MaxUnauthenticatedBytes; with one, the bytes it
+// makes the broker hold stay within that limit (preAuthHeld, holdUnread),
+// and its SASL steps never run concurrently.
+func (c *conn) inflightLimit() int {
+	if !c.auth.done.Load() {
+		return 1
+	}
+	return c.srv.cfg.MaxInflightPerConn
+}
+
+// preAuthHeld is what the broker holds of an unauthenticated c's bytes
+// besides gnet's unread ones (event loop): the frame being assembled or
+// waiting in c.frame, and the frame of its request in flight, if any (at
+// most one: inflightLimit). A request whose handler is done but whose
+// answer is not yet written still counts: an overestimate only while its
+// answer is on its way.
+func (c *conn) preAuthHeld() int {
+	n := len(c.frame)
+	if c.inflight.Load() > 0 {
+		n += c.preAuthFrame
+	}
+	return n
 }
 
 // preAuthAllowed is what a SASL listener serves before authentication:

@@ -46,17 +46,20 @@ func (s *Server) authorizedAdmin(r *request, req kmsg.Request) bool {
 		r.respond(resp)
 	case *kmsg.DeleteTopicsRequest:
 		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		// As on a single broker (k20_delete_topics.go): a name the
+		// principal may not DESCRIBE and DELETE is refused here, the same
+		// whether the topic exists or not, never forwarded to learn that.
+		mayDelete := func(name string) bool {
+			return r.topicAllowed(kmsg.ACLOperationDescribe, name) && r.topicAllowed(kmsg.ACLOperationDelete, name)
+		}
 		denied := func(name *string, id [16]byte) kmsg.DeleteTopicsResponseTopic {
 			tr := kmsg.NewDeleteTopicsResponseTopic()
 			tr.Topic, tr.TopicID, tr.ErrorCode = name, id, kerr.TopicAuthorizationFailed.Code
-			if name == nil {
-				tr.ErrorCode = kerr.UnknownTopicID.Code
-			}
 			return tr
 		}
 		if req.Version < 6 {
 			resp.Topics = forwardAuthorized(r, req.TopicNames,
-				func(name string) bool { return r.topicAllowed(kmsg.ACLOperationDelete, name) },
+				mayDelete,
 				func(name string) kmsg.DeleteTopicsResponseTopic { return denied(&name, [16]byte{}) },
 				func(sub []string) []kmsg.DeleteTopicsResponseTopic {
 					c := *req
@@ -80,13 +83,24 @@ func (s *Server) authorizedAdmin(r *request, req kmsg.Request) bool {
 			resp.Topics = forwardAuthorized(r, req.Topics,
 				func(t kmsg.DeleteTopicsRequestTopic) bool {
 					name, ok := nameOf(t)
-					return ok && r.topicAllowed(kmsg.ACLOperationDelete, name)
+					return ok && mayDelete(name)
 				},
 				func(t kmsg.DeleteTopicsRequestTopic) kmsg.DeleteTopicsResponseTopic {
-					if name, ok := nameOf(t); ok {
+					name, ok := nameOf(t)
+					switch {
+					case !ok:
+						tr := denied(nil, t.TopicID)
+						tr.ErrorCode = kerr.UnknownTopicID.Code
+						return tr
+					case t.Topic != nil && *t.Topic != "":
+						// By name: as given, with no id.
+						return denied(t.Topic, t.TopicID)
+					case r.topicAllowed(kmsg.ACLOperationDescribe, name):
 						return denied(&name, t.TopicID)
+					default:
+						// A known id: its name only to whom may see it.
+						return denied(nil, t.TopicID)
 					}
-					return denied(nil, t.TopicID)
 				},
 				func(sub []kmsg.DeleteTopicsRequestTopic) []kmsg.DeleteTopicsResponseTopic {
 					c := *req

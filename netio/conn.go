@@ -91,6 +91,10 @@ type conn struct {
 	// unread is what gnet held for this connection, unread, when the
 	// loop last left it paused: its share of srv.unread (event loop only).
 	unread int
+	// preAuthFrame is the size of the last frame dispatched before
+	// authentication, which its handler may still hold (event loop
+	// only; see preAuthHeld).
+	preAuthFrame int
 
 	// Writing (all under mu): whether a goroutine is sending; the unsent
 	// rest of an inline write and the responses it belongs to, which the
@@ -537,7 +541,7 @@ func (c *conn) finish(batch []*response, err error) {
 	n := len(batch)
 	clear(batch)
 	left := c.inflight.Add(-int32(n))
-	if c.pausedInflght.Load() && int(left) < c.srv.cfg.MaxInflightPerConn {
+	if c.pausedInflght.Load() && int(left) < c.inflightLimit() {
 		c.pausedInflght.Store(false)
 		c.resume()
 	}

@@ -118,6 +118,12 @@
 // (conn.frame, at most MaxRequestBytes, as for any connection assembling a
 // frame) plus MaxPausedBytes of unread bytes.
 //
+// Before authentication a connection may have one request in flight
+// (conn.inflightLimit), and everything of its bytes the broker holds,
+// the frame in flight, the one in conn.frame and the unread ones
+// (conn.preAuthHeld), stays within Security.MaxUnauthenticatedBytes: a
+// larger frame, or unread bytes past it, close the connection.
+//
 // # Zero-copy fetch
 //
 // A Kafka fetch reads no record bytes: wal.Log.Read returns file ranges of
@@ -134,7 +140,10 @@
 // # Closing
 //
 // Besides the client and write errors, the broker closes connections
-// itself: OnOpen refuses those past MaxConnections, and the listener's
+// itself: OnOpen refuses those past MaxConnections (a TLS listener's
+// accept loop also counts its handshakes in progress, against
+// MaxConnections and Security.MaxUnauthenticatedConns, and displaces the
+// oldest of them at either limit: tlsfront.go), and the listener's
 // reaper goroutine (reaper.go) closes, with gnet's goroutine-safe Close,
 // a connection idle longer than IdleTimeout (nothing received, nothing in
 // flight, not paused) or one whose frame started more than

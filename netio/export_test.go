@@ -49,3 +49,16 @@ func (s *Server) EventLoops() int { return s.cfg.EventLoops }
 // UnreadBytes is how many bytes gnet holds for connections the server is
 // not reading (the holdUnread count).
 func (s *Server) UnreadBytes() int64 { return s.unread.Load() }
+
+// HandshakingConns is how many connections a TLS listener holds in their
+// TLS handshake (0 for a plaintext listener).
+func (s *Server) HandshakingConns() int64 {
+	if s.tls == nil {
+		return 0
+	}
+	return s.tls.handshaking.Load()
+}
+
+// UnauthenticatedConns is how many connections count against the
+// listener's Security.MaxUnauthenticatedConns now.
+func (s *Server) UnauthenticatedConns() int64 { return s.unauthed.Load() }

@@ -15,6 +15,9 @@ import (
 //   - An assignment is accepted when every new partition's replicas are
 //     exactly this broker.
 //   - ValidateOnly checks and creates nothing.
+//   - Without ALTER on the topic: TOPIC_AUTHORIZATION_FAILED, whether it
+//     exists or not (ALTER implies DESCRIBE, so the principal who may
+//     alter it may also learn that it does not exist).
 
 func handleCreatePartitions(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrCreatePartitionsRequest()
@@ -31,10 +34,12 @@ func handleCreatePartitions(s *Server, r *request) frameOutcome {
 		tr.Topic = rt.Topic
 		var err error
 		if !r.topicAllowed(kmsg.ACLOperationAlter, rt.Topic) {
+			// Before anything else is checked, as in Kafka: the answer to
+			// a topic the principal may not alter says nothing more.
 			err = kerr.TopicAuthorizationFailed
 		}
 		for _, a := range rt.Assignment {
-			if len(a.Replicas) != 1 || a.Replicas[0] != s.eng.NodeID() {
+			if err == nil && (len(a.Replicas) != 1 || a.Replicas[0] != s.eng.NodeID()) {
 				err = fmt.Errorf("%w: replicas %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Replicas, s.eng.NodeID())
 			}
 		}

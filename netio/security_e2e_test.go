@@ -815,20 +815,28 @@ func TestTLSCertificateReload(t *testing.T) {
 
 // TestTLSHandshakesCountAgainstMaxConnections: connections still in
 // their TLS handshake count toward --max-connections, so a flood of
-// silent TCP connections cannot hold unbounded goroutines and sockets;
-// one that never completes its handshake is closed after
-// --request-read-timeout.
+// silent TCP connections cannot hold unbounded goroutines and sockets: at
+// the limit a new connection displaces the oldest handshake. One that
+// never completes its handshake is closed after --request-read-timeout
+// when that is shorter than --auth-timeout.
 func TestTLSHandshakesCountAgainstMaxConnections(t *testing.T) {
 	sb := startSecureBroker(t, func(c *broker.Config) {
 		c.Kafka.MaxConnections = 3
 		c.Kafka.RequestReadTimeout = 500 * time.Millisecond
 	})
-	for i := 0; i < 3; i++ {
+	oldest := dialWire(t, sb.ssl)
+	for i := 0; i < 2; i++ {
 		dialWire(t, sb.ssl)
 	}
 	time.Sleep(100 * time.Millisecond)
-	dialWire(t, sb.ssl).expectClosed("a fourth connection while three handshake")
-	time.Sleep(time.Second) // the three time out
+	dialWire(t, sb.ssl)
+	if d := waitClosed(t, oldest.c, 300*time.Millisecond); d > 250*time.Millisecond {
+		t.Fatalf("the oldest handshake closed %v after a fourth connection came, want at once", d)
+	}
+	time.Sleep(time.Second) // the others time out
+	if n := sb.B.Listeners()[1].HandshakingConns(); n != 0 {
+		t.Fatalf("%d connections still handshaking after the read timeout", n)
+	}
 	c, err := tls.Dial("tcp", sb.ssl, sb.tlsConfig())
 	if err != nil {
 		t.Fatalf("a handshake after the silent ones timed out: %v", err)

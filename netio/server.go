@@ -164,7 +164,7 @@ type Server struct {
 	stopped   chan struct{}
 	runErr    error
 	conns     atomic.Int64
-	unauthed  atomic.Int64 // connections of a SASL listener not authenticated yet
+	unauthed  atomic.Int64 // connections not authenticated yet: before SASL, or in a TLS handshake
 	unread    atomic.Int64 // bytes gnet holds for connections not read (holdUnread)
 	nextID    atomic.Uint64
 	closeOnce sync.Once
@@ -479,8 +479,12 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	// Counted before anything is allocated, so that event loops
 	// accepting at once cannot overshoot the limit together.
+	peer, _ := gc.Context().(*peerInfo)
 	if s.conns.Add(1) > int64(s.cfg.MaxConnections) {
 		s.conns.Add(-1)
+		if peer != nil && peer.unauthSlot.CompareAndSwap(true, false) {
+			s.unauthed.Add(-1)
+		}
 		s.metrics.ConnectionsClosed.WithLabelValues("max_connections").Inc()
 		if n, ok := s.refusals.allow(time.Now()); ok {
 			s.logger.Warn("refusing connections: max connections reached (--max-connections)",
@@ -488,9 +492,8 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.Close
 	}
-	peer, _ := gc.Context().(*peerInfo)
 	c := newConn(s, gc, s.nextID.Add(1), peer)
-	if !s.openAuth(c) {
+	if !s.openAuth(c, peer) {
 		s.conns.Add(-1)
 		s.metrics.ConnectionsClosed.WithLabelValues("max_unauthenticated").Inc()
 		if n, ok := s.refusals.allow(time.Now()); ok {
@@ -605,8 +608,9 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 				s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
 				return gnet.Close
 			}
-			if !c.auth.done.Load() && int(size) > s.cfg.Security.MaxUnauthenticatedBytes {
-				s.logger.Warn("closing connection: request too large before authentication", "remote", c.remote, "size", size, "max", s.cfg.Security.MaxUnauthenticatedBytes)
+			if !c.auth.done.Load() && int(size)+c.preAuthHeld() > s.cfg.Security.MaxUnauthenticatedBytes {
+				s.logger.Warn("closing connection: request too large before authentication (--max-unauthenticated-request-bytes)", "remote", c.remote,
+					"size", size, "held_bytes", c.preAuthHeld(), "max", s.cfg.Security.MaxUnauthenticatedBytes)
 				return gnet.Close
 			}
 			c.frame, c.filled = s.pool.get(int(size)), 0
@@ -632,10 +636,19 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 // limit. So the bytes a client sends while its connection is not read
 // are counted here, before gnet stores them, and the connection is closed
 // (dropping them) when they would pass MaxRequestBytes for the connection
-// or MaxPausedBytes for the listener.
+// or MaxPausedBytes for the listener. Before authentication the
+// connection's limit is Security.MaxUnauthenticatedBytes for everything
+// it makes the broker hold: these unread bytes, the frame waiting in
+// c.frame and the one in flight (preAuthHeld).
 func (s *Server) holdUnread(c *conn, gc gnet.Conn) gnet.Action {
 	n := gc.InboundBuffered()
-	if n > s.cfg.MaxRequestBytes {
+	if !c.auth.done.Load() {
+		if held := c.preAuthHeld(); n+held > s.cfg.Security.MaxUnauthenticatedBytes {
+			s.logger.Warn("closing connection: it kept sending before authenticating (--max-unauthenticated-request-bytes)",
+				"remote", c.remote, "unread_bytes", n, "held_bytes", held, "max", s.cfg.Security.MaxUnauthenticatedBytes)
+			return gnet.Close
+		}
+	} else if n > s.cfg.MaxRequestBytes {
 		s.logger.Warn("closing connection: it kept sending while not read (backpressure)",
 			"remote", c.remote, "unread_bytes", n, "max", s.cfg.MaxRequestBytes)
 		return gnet.Close
@@ -664,15 +677,19 @@ func (s *Server) releaseUnread(c *conn) {
 // dispatch hands a whole frame to its handler (event loop), unless the
 // connection has too many requests in flight.
 func (s *Server) dispatch(c *conn) frameOutcome {
-	if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
+	limit := c.inflightLimit()
+	if int(c.inflight.Load()) >= limit {
 		c.pausedInflght.Store(true)
 		c.paused.Store(true)
 		// The writer may have drained everything in between.
-		if int(c.inflight.Load()) >= s.cfg.MaxInflightPerConn {
+		if int(c.inflight.Load()) >= limit {
 			return framePaused
 		}
 		c.pausedInflght.Store(false)
 		c.paused.Store(false)
+	}
+	if !c.auth.done.Load() {
+		c.preAuthFrame = len(c.frame)
 	}
 	handle := s.handleFrame
 	switch {

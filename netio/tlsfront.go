@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -35,6 +36,19 @@ import (
 // first closes both the TLS connection and its end of the pair; gnet
 // then sees EOF and closes the connection through OnClose like any
 // other. Stop closes the listener, then every bridge.
+//
+// Limits: a connection in its handshake has not authenticated, so it
+// holds a place in both MaxConnections (handshaking) and the listener's
+// Security.MaxUnauthenticatedConns (Server.unauthed, the count SASL
+// connections use), and its handshake has Security.AuthTimeout (or
+// RequestReadTimeout, when shorter) to finish. A connection accepted at
+// either limit takes the place of the oldest handshake still running,
+// which is closed (admit): silent connections cannot lock clients out
+// for longer than it takes a real client to finish a handshake. Once
+// handshaken, an SSL connection is authenticated (by its certificate,
+// or anonymous) and its unauthenticated place is freed; a SASL_SSL one
+// keeps it (peerInfo.unauthSlot) until SASL authenticates it or it
+// closes, and its --auth-timeout counts from accept.
 
 // peerInfo is what the front end knows of a client before gnet sees the
 // connection (gnet sees only its end of the socket pair): handed to
@@ -42,6 +56,14 @@ import (
 type peerInfo struct {
 	remote    string
 	principal string // from the client certificate (mTLS); "" without one
+	// accepted is when the TCP connection was accepted: a SASL_SSL
+	// connection's --auth-timeout counts from there.
+	accepted time.Time
+	// unauthSlot: the connection holds a place in Server.unauthed,
+	// taken at accept. Whoever clears it (OnOpen, which hands it to the
+	// connection or releases it when refusing; or the front end, when
+	// the enrollment failed before OnOpen) owns it.
+	unauthSlot atomic.Bool
 }
 
 // tlsFront is an SSL listener's accept loop and its bridges.
@@ -64,6 +86,20 @@ type tlsFront struct {
 	mu      sync.Mutex
 	bridges map[*bridge]struct{}
 	closed  bool
+	// pending are the handshakes in progress, oldest first (under mu):
+	// the one at the front is displaced when a new connection finds the
+	// listener at a limit.
+	pending list.List
+}
+
+// handshake is one accepted connection until its handshake ends.
+type handshake struct {
+	nc       net.Conn
+	accepted time.Time
+	elem     *list.Element // in tlsFront.pending (under mu)
+	// displaced: a newer connection took this one's places (under mu);
+	// it was closed and must not release them.
+	displaced bool
 }
 
 // bridgeBufSize is each pump's buffer: one TLS record's worth of
@@ -87,8 +123,8 @@ func (s *Server) startTLS() error {
 		ln.Close()
 		return fmt.Errorf("gnet client engine: %w", err)
 	}
-	f := &tlsFront{srv: s, ln: ln, cfg: s.cfg.TLS, cli: cli, timeout: s.cfg.RequestReadTimeout,
-		bridges: map[*bridge]struct{}{}}
+	f := &tlsFront{srv: s, ln: ln, cfg: s.cfg.TLS, cli: cli,
+		timeout: min(s.cfg.Security.AuthTimeout, s.cfg.RequestReadTimeout), bridges: map[*bridge]struct{}{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	s.tls = f
 	tcpAddr := ln.Addr().(*net.TCPAddr)
@@ -120,26 +156,91 @@ func (f *tlsFront) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		s := f.srv
-		if s.conns.Load()+f.handshaking.Load() >= int64(s.cfg.MaxConnections) {
-			s.metrics.ConnectionsClosed.WithLabelValues("max_connections").Inc()
-			if n, ok := s.refusals.allow(time.Now()); ok {
-				s.logger.Warn("refusing connections: max connections reached (--max-connections)",
-					"remote", nc.RemoteAddr(), "max", s.cfg.MaxConnections, "refused_since_last_log", n)
-			}
+		h := f.admit(nc)
+		if h == nil {
 			nc.Close()
 			continue
 		}
-		f.handshaking.Add(1)
 		f.wg.Add(1)
-		go f.serve(nc)
+		go f.serve(h)
 	}
 }
 
+// admit reserves nc's places (accept goroutine): one among MaxConnections
+// (handshaking) and one among the unauthenticated connections
+// (Server.unauthed). At either limit nc takes over the places of the
+// oldest handshake still in progress, which is closed; with no handshake
+// to displace (the limit is held by enrolled connections), nc is refused
+// (nil). Only this goroutine raises handshaking and, on a TLS listener,
+// unauthed (OnOpen takes over the place a SASL_SSL connection reserved
+// here rather than counting it again), so a check here cannot be
+// overtaken by another admission.
+func (f *tlsFront) admit(nc net.Conn) *handshake {
+	s := f.srv
+	now := time.Now()
+	h := &handshake{nc: nc, accepted: now}
+	atConns := s.conns.Load()+f.handshaking.Load() >= int64(s.cfg.MaxConnections)
+	atUnauth := s.unauthed.Load() >= int64(s.cfg.Security.MaxUnauthenticatedConns)
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	var victim *handshake
+	if atConns || atUnauth {
+		front := f.pending.Front()
+		if front == nil {
+			f.mu.Unlock()
+			reason, flag, limit := "max_connections", "--max-connections", s.cfg.MaxConnections
+			if !atConns {
+				reason, flag, limit = "max_unauthenticated", "--max-unauthenticated-connections", s.cfg.Security.MaxUnauthenticatedConns
+			}
+			s.metrics.ConnectionsClosed.WithLabelValues(reason).Inc()
+			if n, ok := s.refusals.allow(now); ok {
+				s.logger.Warn("refusing connections: limit reached ("+flag+")",
+					"remote", nc.RemoteAddr(), "max", limit, "refused_since_last_log", n)
+			}
+			return nil
+		}
+		victim = f.pending.Remove(front).(*handshake)
+		victim.displaced, victim.elem = true, nil
+	} else {
+		f.handshaking.Add(1)
+		s.unauthed.Add(1)
+	}
+	h.elem = f.pending.PushBack(h)
+	f.mu.Unlock()
+	if victim != nil {
+		// Its places are h's now; closing it ends its handshake.
+		victim.nc.Close()
+		s.metrics.ConnectionsClosed.WithLabelValues("tls_handshake_displaced").Inc()
+		if n, ok := s.refusals.allow(now); ok {
+			s.logger.Warn("closing the oldest connection still in its TLS handshake to admit a new one (--max-connections or --max-unauthenticated-connections reached)",
+				"remote", victim.nc.RemoteAddr(), "handshaking_for", now.Sub(victim.accepted), "closed_since_last_log", n)
+		}
+	}
+	return h
+}
+
+// settle takes h off the pending handshakes once its handshake ended. It
+// reports false when h was displaced (and closed): its places belong to
+// the connection that displaced it.
+func (f *tlsFront) settle(h *handshake) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h.displaced {
+		return false
+	}
+	f.pending.Remove(h.elem)
+	h.elem = nil
+	return true
+}
+
 // serve runs one connection's handshake and, if it succeeds, its bridge.
-func (f *tlsFront) serve(nc net.Conn) {
+func (f *tlsFront) serve(h *handshake) {
 	defer f.wg.Done()
 	s := f.srv
+	nc := h.nc
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -147,8 +248,13 @@ func (f *tlsFront) serve(nc net.Conn) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.timeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
+	if !f.settle(h) {
+		nc.Close()
+		return
+	}
 	if err != nil {
 		f.handshaking.Add(-1)
+		s.unauthed.Add(-1)
 		s.metrics.ConnectionsClosed.WithLabelValues("tls_handshake").Inc()
 		if n, ok := s.tlsFailures.allow(time.Now()); ok {
 			s.logger.Warn("closing connection: TLS handshake failed", "remote", nc.RemoteAddr(), "err", err, "failed_since_last_log", n)
@@ -156,13 +262,24 @@ func (f *tlsFront) serve(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	peer := &peerInfo{remote: nc.RemoteAddr().String()}
+	peer := &peerInfo{remote: nc.RemoteAddr().String(), accepted: h.accepted}
 	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 		peer.principal = security.CertPrincipal(certs[0])
+	}
+	if s.cfg.Protocol.usesSASL() {
+		// Not authenticated yet: the connection keeps its place.
+		peer.unauthSlot.Store(true)
+	} else {
+		// SSL: the handshake authenticated it (mTLS or anonymous).
+		s.unauthed.Add(-1)
 	}
 	b, err := f.enroll(tc, peer)
 	// Enrolled (OnOpen has counted it, or refused it) or failed.
 	f.handshaking.Add(-1)
+	if peer.unauthSlot.CompareAndSwap(true, false) {
+		// OnOpen never saw it.
+		s.unauthed.Add(-1)
+	}
 	if err != nil {
 		s.logger.Warn("closing connection: cannot hand it to an event loop", "remote", peer.remote, "err", err)
 		tc.Close()

@@ -69,7 +69,7 @@ func writeIdentity(dir string, id identity) error {
 }
 
 func writeSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, metadataPerm().File())
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func Format(dir string, nodeID int32, clusterID string) error {
 	if err := metadata.ValidateClusterID(clusterID); err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := metadataPerm().MkdirAll(dir); err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
 	cur, ok, err := readIdentity(dir)

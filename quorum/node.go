@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -199,7 +198,7 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("quorum: %w", err)
 		}
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := metadataPerm().MkdirAll(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("quorum: %w", err)
 	}
 	id, ok, err := readIdentity(cfg.Dir)
@@ -261,10 +260,16 @@ func (n *Node) start(self Voter) (err error) {
 	if err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, snapshotsRetained, hcl.Named("snapshot"))
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, snapshotsRetained, hcl.Named("snapshot"))
 	if err != nil {
 		return fmt.Errorf("quorum: snapshot store: %w", err)
 	}
+	// What raft made 0755/0644, and what an older ringlog left so,
+	// becomes owner-only (see metadataPerm).
+	if err := metadataPerm().Restrict(cfg.Dir); err != nil {
+		return fmt.Errorf("quorum: restrict the modes in %s: %w", cfg.Dir, err)
+	}
+	snaps := ownerOnlySnapshots{FileSnapshotStore: fileSnaps, dir: cfg.Dir}
 
 	ln := cfg.Listener
 	if ln == nil {

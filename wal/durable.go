@@ -8,9 +8,10 @@ import (
 
 // writeFileDurable replaces path with data so that a crash at any point
 // leaves either the old or the new content, and the new content is on
-// stable storage when it returns (fsutil.WriteFileAtomic).
-func writeFileDurable(path string, data []byte) error {
-	if err := fsutil.WriteFileAtomic(path, data, 0o644); err != nil {
+// stable storage when it returns (fsutil.WriteFileAtomic), created with
+// perm's file mode.
+func writeFileDurable(path string, data []byte, perm fsutil.Perm) error {
+	if err := fsutil.WriteFileAtomic(path, data, perm.File()); err != nil {
 		return fmt.Errorf("write %s durably: %w", path, err)
 	}
 	return nil

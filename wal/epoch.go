@@ -344,7 +344,7 @@ func (l *Log) persistEpochs(entries []EpochEntry, ver uint64) error {
 	if ver <= l.ckVer {
 		return nil
 	}
-	if err := writeFileDurable(filepath.Join(l.dir, epochCheckpointFile), encodeEpochCheckpoint(entries)); err != nil {
+	if err := writeFileDurable(filepath.Join(l.dir, epochCheckpointFile), encodeEpochCheckpoint(entries), l.perm); err != nil {
 		return fmt.Errorf("wal: %s: leader epoch checkpoint: %w", l.dir, err)
 	}
 	l.ckVer = ver

@@ -41,10 +41,11 @@ type mmapFile struct {
 // reserveChunk is how much of an index file reserve allocates at a time.
 const reserveChunk = 64 << 10
 
-// open maps the file at path (creating it), with room for capacity bytes
-// of entries, and returns the file's size before it was extended.
-func (m *mmapFile) open(path string, entrySize, capacity int) (int64, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// open maps the file at path (creating it with mode), with room for
+// capacity bytes of entries, and returns the file's size before it was
+// extended.
+func (m *mmapFile) open(path string, mode os.FileMode, entrySize, capacity int) (int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, mode)
 	if err != nil {
 		return 0, err
 	}

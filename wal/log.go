@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -39,6 +40,10 @@ type Log struct {
 	dir    string
 	opts   Options
 	logger *slog.Logger
+	// perm is opts.Perm, fixed at Open: read by any goroutine (the
+	// background flushes write the recovery point, the cleaner its
+	// output) while the owner may replace opts.
+	perm fsutil.Perm
 
 	// mu guards segs (the slice, not the segments). Readers hold it shared
 	// only while they pick segments and take references.
@@ -106,10 +111,10 @@ func (l *Log) Options() Options { return l.opts }
 
 // SetOptions changes the options of an open log (owner only). Fields that
 // only matter at open (Clean, RepairCorruption) are ignored, and so is
-// LeaderEpoch: StartLeaderEpoch changes it.
+// LeaderEpoch: StartLeaderEpoch changes it. Perm stays as it was at Open.
 func (l *Log) SetOptions(o Options) error {
 	o.Clean, o.RepairCorruption = l.opts.Clean, l.opts.RepairCorruption
-	o.LeaderEpoch, o.crashHook = l.opts.LeaderEpoch, l.opts.crashHook
+	o.LeaderEpoch, o.crashHook, o.Perm = l.opts.LeaderEpoch, l.opts.crashHook, l.perm
 	if o.Logger == nil {
 		o.Logger = l.opts.Logger
 	}
@@ -158,10 +163,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := o.Perm.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	l := &Log{dir: dir, opts: o, logger: o.Logger.With("log", filepath.Base(dir)), writeback: hintWriteback}
+	l := &Log{dir: dir, opts: o, perm: o.Perm, logger: o.Logger.With("log", filepath.Base(dir)), writeback: hintWriteback}
 	if err := l.load(); err != nil {
 		l.closeSegments()
 		return nil, err
@@ -233,7 +238,12 @@ func (l *Log) setRecoveryPoint(off int64) {
 	l.rpOffset = off
 	path := filepath.Join(l.dir, recoveryPointFile)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(off, 10)+"\n"), 0o644); err != nil {
+	// A leftover keeps its mode through WriteFile: make it anew.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.logger.Warn("write recovery point", "err", err)
+		return
+	}
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(off, 10)+"\n"), l.perm.File()); err != nil {
 		l.logger.Warn("write recovery point", "err", err)
 		return
 	}
@@ -252,7 +262,7 @@ func (l *Log) resetRecoveryPoint(off int64, force bool) error {
 	if off >= l.rpOffset && !force {
 		return nil
 	}
-	if err := writeFileDurable(filepath.Join(l.dir, recoveryPointFile), []byte(strconv.FormatInt(off, 10)+"\n")); err != nil {
+	if err := writeFileDurable(filepath.Join(l.dir, recoveryPointFile), []byte(strconv.FormatInt(off, 10)+"\n"), l.perm); err != nil {
 		return fmt.Errorf("wal: %s: recovery point: %w", l.dir, err)
 	}
 	l.rpOffset = off

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/fsutil"
 )
 
 // Options configure a Log. The zero value of a field means its default.
@@ -62,6 +64,10 @@ type Options struct {
 	// Clean says the previous owner of the directory closed it cleanly, so
 	// Open trusts the files instead of rescanning what may be unclean.
 	Clean bool
+	// Perm is the mode of the files and directories the log creates (its
+	// directory, segments, indexes, checkpoints, markers). The zero value
+	// is owner-only. Fixed at Open (SetOptions keeps it).
+	Perm fsutil.Perm
 	// RepairCorruption makes Open salvage a log with damage in the middle:
 	// the damaged bytes are moved to a .corrupt file next to the segment
 	// and every valid batch is kept (with a gap in offsets). Without it,

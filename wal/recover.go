@@ -358,19 +358,21 @@ func (l *Log) repairSegment(s *segment, minOffset int64) error {
 		}
 		return dst.Sync()
 	}
-	cf, err := os.OpenFile(s.path(corruptSuffix), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	cf, err := os.OpenFile(s.path(corruptSuffix), os.O_WRONLY|os.O_CREATE|os.O_APPEND, l.perm.File())
 	if err != nil {
 		return err
 	}
 	err = copyRanges(cf, bad)
-	cf.Close()
+	if cerr := cf.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("save damaged bytes: %w", err)
 	}
 	// Written aside, then renamed over the original in one step; a crash
 	// before the rename leaves a .cleaned file that the next open removes.
 	swap := s.path(logSuffix) + cleanedSuffix
-	sf, err := os.OpenFile(swap, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	sf, err := os.OpenFile(swap, os.O_RDWR|os.O_CREATE|os.O_TRUNC, l.perm.File())
 	if err != nil {
 		return err
 	}
@@ -383,12 +385,15 @@ func (l *Log) repairSegment(s *segment, minOffset int64) error {
 		sf.Close()
 		return err
 	}
-	fsutil.SyncDir(l.dir)
 	old := s.f
 	s.f = sf
-	old.Close()
+	old.Close() // the damaged original, only read here
 	for _, b := range bad {
 		l.logger.Error("moved damaged bytes aside", "segment", s.path(logSuffix), "from", b.from, "to", b.to, "file", s.path(corruptSuffix))
+	}
+	// The rename is durable only once the directory is.
+	if err := fsutil.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("sync directory after the repair: %w", err)
 	}
 	return nil
 }

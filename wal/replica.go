@@ -203,7 +203,7 @@ func (l *Log) TruncateTo(off int64) (int64, error) {
 		return end, err
 	}
 	marker := filepath.Join(l.dir, truncationMarkerFile)
-	if err := writeFileDurable(marker, encodeMarker(markTruncate, newEnd)); err != nil {
+	if err := writeFileDurable(marker, encodeMarker(markTruncate, newEnd), l.perm); err != nil {
 		return end, fmt.Errorf("wal: %s: truncate: %w", l.dir, err)
 	}
 	if err := l.afterCommit(l.truncateCommitted(a, cut, newEnd)); err != nil {
@@ -437,7 +437,7 @@ func (l *Log) ResetTo(off int64) error {
 		return err
 	}
 	marker := filepath.Join(l.dir, truncationMarkerFile)
-	if err := writeFileDurable(marker, encodeMarker(markReset, off)); err != nil {
+	if err := writeFileDurable(marker, encodeMarker(markReset, off), l.perm); err != nil {
 		return fmt.Errorf("wal: %s: reset: %w", l.dir, err)
 	}
 	return l.afterCommit(l.resetCommitted(off))
@@ -553,11 +553,13 @@ func completePendingTruncation(dir string, o *Options, logger *slog.Logger) (boo
 				return false, err
 			}
 		}
-		f, err := os.OpenFile(filepath.Join(dir, segmentName(off, logSuffix)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		f, err := os.OpenFile(filepath.Join(dir, segmentName(off, logSuffix)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, o.Perm.File())
 		if err != nil {
 			return false, err
 		}
-		f.Close()
+		if err := f.Close(); err != nil {
+			return false, err
+		}
 		if err := fsutil.SyncDir(dir); err != nil {
 			return false, err
 		}
@@ -618,11 +620,11 @@ func completePendingTruncation(dir string, o *Options, logger *slog.Logger) (boo
 			return false, err
 		}
 	} else if epochs != nil {
-		if err := writeFileDurable(filepath.Join(dir, epochCheckpointFile), encodeEpochCheckpoint(epochs)); err != nil {
+		if err := writeFileDurable(filepath.Join(dir, epochCheckpointFile), encodeEpochCheckpoint(epochs), o.Perm); err != nil {
 			return false, err
 		}
 	}
-	if err := writeFileDurable(filepath.Join(dir, recoveryPointFile), []byte(strconv.FormatInt(rp, 10)+"\n")); err != nil {
+	if err := writeFileDurable(filepath.Join(dir, recoveryPointFile), []byte(strconv.FormatInt(rp, 10)+"\n"), o.Perm); err != nil {
 		return false, err
 	}
 	if err := step(stepCompleteMeta); err != nil {

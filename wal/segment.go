@@ -87,6 +87,8 @@ type segment struct {
 	// not yet synced.
 	aborted  []AbortedTxn
 	txnDirty bool
+	// perm is the mode of the files the segment creates (its log's).
+	perm fsutil.Perm
 }
 
 func (s *segment) path(suffix string) string {
@@ -96,14 +98,14 @@ func (s *segment) path(suffix string) string {
 // openSegment opens (creating if needed) the three files of the segment at
 // base. It does not validate anything; recovery does that.
 func openSegment(dir string, base int64, opts *Options, create bool) (*segment, error) {
-	s := &segment{dir: dir, base: base, lastIndexed: -1, maxTsOffset: -1, firstAppendMs: -1, logger: opts.Logger}
+	s := &segment{dir: dir, base: base, lastIndexed: -1, maxTsOffset: -1, firstAppendMs: -1, logger: opts.Logger, perm: opts.Perm}
 	s.maxTs.Store(-1)
 	s.refs.Store(1)
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE | os.O_EXCL
 	}
-	f, err := os.OpenFile(s.path(logSuffix), flags, 0o644)
+	f, err := os.OpenFile(s.path(logSuffix), flags, opts.Perm.File())
 	if err != nil {
 		return nil, fmt.Errorf("segment %d: %w", base, err)
 	}
@@ -124,14 +126,14 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 			}
 		}
 	}
-	idxOnDisk, err := s.idx.open(s.path(indexSuffix), offsetEntrySize, opts.MaxIndexBytes)
+	idxOnDisk, err := s.idx.open(s.path(indexSuffix), opts.Perm.File(), offsetEntrySize, opts.MaxIndexBytes)
 	if err != nil {
 		f.Close()
 		unmake()
 		return nil, fmt.Errorf("segment %d index: %w", base, err)
 	}
 	tcap := opts.MaxIndexBytes / offsetEntrySize * timeEntrySize
-	tidxOnDisk, err := s.tidx.open(s.path(timeIndexSuffix), timeEntrySize, tcap)
+	tidxOnDisk, err := s.tidx.open(s.path(timeIndexSuffix), opts.Perm.File(), timeEntrySize, tcap)
 	if err != nil {
 		s.idx.close()
 		f.Close()

@@ -111,7 +111,7 @@ func (s *segment) rewriteTxnIndex() error {
 		b = encodeAbortedTxn(b, a)
 	}
 	s.txnDirty = true
-	return os.WriteFile(path, b, 0o644)
+	return os.WriteFile(path, b, s.perm.File())
 }
 
 // AddAbortedTxn records an aborted transaction whose marker is at
@@ -134,7 +134,7 @@ func (l *Log) AddAbortedTxn(a AbortedTxn) error {
 	s.aborted = append(s.aborted, a)
 	s.txnDirty = true
 	l.mu.Unlock()
-	f, err := os.OpenFile(s.path(txnIndexSuffix), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(s.path(txnIndexSuffix), os.O_WRONLY|os.O_CREATE|os.O_APPEND, s.perm.File())
 	if err != nil {
 		return fmt.Errorf("wal: %s: aborted-transaction index: %w", l.dir, err)
 	}

@@ -253,10 +253,13 @@ func TestClusterAuthorizerWithMTLSBetweenBrokers(t *testing.T) {
 			t.Fatalf("create alice's ACLs: %v", r.Err)
 		}
 	}
+	var secretID [16]byte
 	for _, topic := range []string{"team-orders", "secret"} {
-		if r, err := super.CreateTopic(ctx, 3, 3, nil, topic); err != nil || r.Err != nil {
+		r, err := super.CreateTopic(ctx, 3, 3, nil, topic)
+		if err != nil || r.Err != nil {
 			t.Fatalf("create %s: %v %v", topic, err, r.Err)
 		}
+		secretID = r.ID
 	}
 	// waitACLs waits until every broker describes one resource of typ
 	// with n ACLs.
@@ -294,6 +297,24 @@ func TestClusterAuthorizerWithMTLSBetweenBrokers(t *testing.T) {
 	}
 	if err := alice.ProduceSync(ctx, &kgo.Record{Topic: "secret", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("alice's produce to secret: got %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	// DeleteTopics tells alice nothing about secret, which she may not
+	// DESCRIBE: the same answer as for a topic that does not exist, and
+	// by id no name.
+	del, err := kadm.NewClient(alice).DeleteTopics(ctx, "secret", "secreu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden, absent := del["secret"], del["secreu"]
+	if hidden.Topic = absent.Topic; !errors.Is(hidden.Err, kerr.TopicAuthorizationFailed) || hidden != absent {
+		t.Fatalf("alice deletes secret and a missing topic: %+v and %+v, want the same TOPIC_AUTHORIZATION_FAILED", del["secret"], absent)
+	}
+	dreq := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.TopicID = secretID
+	dreq.Topics, dreq.TimeoutMillis = append(dreq.Topics, dt), 5000
+	if dresp, err := dreq.RequestWith(ctx, alice); err != nil || dresp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || dresp.Topics[0].Topic != nil {
+		t.Fatalf("alice deletes secret by id: %v %+v, want TOPIC_AUTHORIZATION_FAILED without its name", err, dresp)
 	}
 
 	// Transactions with the authorizer and mTLS between the brokers: the

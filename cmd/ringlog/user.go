@@ -25,6 +25,7 @@ import (
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/security"
 )
 
@@ -88,7 +89,8 @@ func (u *userTarget) store() (*security.Store, io.Closer, error) {
 	if _, err := os.Stat(filepath.Join(u.dir, cluster.MetadataDir)); err == nil {
 		return nil, nil, fmt.Errorf("%s belongs to a cluster member: its users live in the cluster's metadata quorum, not in this directory; manage them on the running cluster with --brokers HOST:PORT", u.dir)
 	}
-	lock, err := engine.LockDataDir(u.dir)
+	// Owner-only, like the credentials it writes (security.json is 0600).
+	lock, err := engine.LockDataDir(u.dir, fsutil.Perm{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (stop the broker first, or manage users on the running broker with --brokers)", err)
 	}

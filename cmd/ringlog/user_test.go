@@ -50,6 +50,19 @@ func TestUserCommands(t *testing.T) {
 	if code := run([]string{"user", "add", "--data-dir", dir, "--name", "x", "--password-file", pw, "--iterations", "10"}, &out, &errb); code != cli.ExitUsage {
 		t.Fatalf("10 iterations: exit %d", code)
 	}
+	// What the offline tool wrote, into a directory it created, is
+	// owner-only: the directory, the lock file, the credentials.
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	runOK("user", "add", "--data-dir", fresh, "--name", "admin", "--password-file", pw)
+	for _, p := range []string{fresh, filepath.Join(fresh, ".ringlog.lock"), filepath.Join(fresh, "security.json")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("ringlog user add wrote %s with mode %04o: group or others may use it", p, fi.Mode().Perm())
+		}
+	}
 	// A running broker holds the data directory: refused, with the fix.
 	b := brokertest.Start(t)
 	errb.Reset()
