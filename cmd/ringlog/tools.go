@@ -206,6 +206,7 @@ type session struct {
 	watch       *dialWatch
 	brokers     string
 	timeout     time.Duration
+	sec         clientSecurity // the flags it connected with (the principal)
 }
 
 // connect makes a client for the command. The session's context ends after
@@ -247,7 +248,7 @@ func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, err
 		stop(nil)
 		return nil, cli.Usagef("--brokers %q: %v", c.Brokers, err)
 	}
-	return &session{ctx: ctx, base: base, stop: stop, cancelTimer: cancelTimer, cl: cl, adm: kadm.NewClient(cl), watch: w, brokers: strings.Join(seeds, ","), timeout: limit}, nil
+	return &session{ctx: ctx, base: base, stop: stop, cancelTimer: cancelTimer, cl: cl, adm: kadm.NewClient(cl), watch: w, brokers: strings.Join(seeds, ","), timeout: limit, sec: c.sec}, nil
 }
 
 func (s *session) Close() {
