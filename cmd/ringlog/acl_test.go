@@ -1,6 +1,7 @@
 package main
 
-// Tests of `ringlog acl` and of the authorization hints: the built binary against an in-process broker with the
+// Tests of `ringlog acl` and of the authorization hints of the other
+// tools: the built binary against an in-process broker with the
 // authorizer on, a super user (User:admin) on a SASL_PLAINTEXT listener
 // and User:ANONYMOUS on the PLAINTEXT one.
 
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -254,6 +256,78 @@ func TestACLCommandErrors(t *testing.T) {
 		r := plain.run(t, 1, "", args...)
 		wantContains(t, "ringlog "+strings.Join(args, " ")+" without --authorizer", r.stderr, "has no authorizer", "restart it with --authorizer")
 	}
+}
+
+// TestToolsAuthorizationHints: a tool the ACLs refuse names the operation
+// and resource it needed and the acl add that grants it, for the
+// principal it connected as.
+func TestToolsAuthorizationHints(t *testing.T) {
+	t.Parallel()
+	b := startACLBroker(t)
+	b.admin(t, 0, "topic", "create", "orders", "--partitions", "2")
+	b.admin(t, 0, "acl", "add", "--principal", "User:ANONYMOUS", "--operation", "describe", "--topic", "orders")
+
+	grant := func(op, flag, name string) string {
+		return "(ask an admin: ringlog acl add --principal User:ANONYMOUS --operation " + op + " --" + flag + " " + name + ")"
+	}
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  []string
+	}{
+		{"", []string{"topic", "describe", "orders"}, []string{
+			`topic describe orders: TOPIC_AUTHORIZATION_FAILED: needs DESCRIBE_CONFIGS on topic "orders" ` + grant("describe_configs", "topic", "orders")}},
+		{"", []string{"topic", "describe", "secret"}, []string{
+			`topic describe secret: TOPIC_AUTHORIZATION_FAILED: needs DESCRIBE on topic "secret" ` + grant("describe", "topic", "secret")}},
+		{"", []string{"topic", "create", "fresh"}, []string{
+			`topic create fresh: TOPIC_AUTHORIZATION_FAILED: needs CREATE on topic "fresh" ` + grant("create", "topic", "fresh")}},
+		{"", []string{"topic", "delete", "orders"}, []string{
+			`topic delete orders: TOPIC_AUTHORIZATION_FAILED: needs DELETE on topic "orders" ` + grant("delete", "topic", "orders")}},
+		{"", []string{"topic", "alter", "orders", "--set", "retention.ms=1000"}, []string{
+			`topic alter orders: TOPIC_AUTHORIZATION_FAILED: needs ALTER_CONFIGS on topic "orders" ` + grant("alter_configs", "topic", "orders")}},
+		{"", []string{"topic", "alter", "orders", "--partitions", "3"}, []string{
+			`topic alter orders: TOPIC_AUTHORIZATION_FAILED: needs ALTER on topic "orders" ` + grant("alter", "topic", "orders")}},
+		{"a\nb\n", []string{"produce", "orders"}, []string{
+			`produce orders: `, `_AUTHORIZATION_FAILED: `, `needs WRITE on topic "orders" ` + grant("write", "topic", "orders")}},
+		{"", []string{"produce", "secret"}, []string{
+			`produce secret: TOPIC_AUTHORIZATION_FAILED: needs WRITE on topic "secret" ` + grant("write", "topic", "secret")}},
+		{"", []string{"consume", "orders", "--from-beginning", "--idle-timeout", "5s"}, []string{
+			`consume orders: TOPIC_AUTHORIZATION_FAILED: needs READ on topic "orders" ` + grant("read", "topic", "orders")}},
+		{"", []string{"group", "describe", "billing"}, []string{
+			`group describe billing: GROUP_AUTHORIZATION_FAILED: needs DESCRIBE on group "billing" ` + grant("describe", "group", "billing")}},
+		{"", []string{"group", "delete", "billing"}, []string{
+			`group delete billing: GROUP_AUTHORIZATION_FAILED: needs DELETE on group "billing" ` + grant("delete", "group", "billing")}},
+		{"", []string{"user", "list", "--timeout", "10s"}, []string{
+			"user list: CLUSTER_AUTHORIZATION_FAILED: listing SCRAM users needs DESCRIBE on the cluster: run as a super user"}},
+	} {
+		r := b.anon(t, 1, tc.stdin, tc.args...)
+		wantContains(t, "ringlog "+strings.Join(tc.args, " "), r.stderr, tc.want...)
+	}
+
+	// With READ on the topic, a group consumer is told about the group.
+	b.admin(t, 0, "acl", "add", "--principal", "User:ANONYMOUS", "--operation", "read", "--topic", "orders")
+	r := b.anon(t, 1, "", "consume", "orders", "--group", "billing", "--timeout", "20s")
+	wantContains(t, "consume --group without READ on the group", r.stderr,
+		`consume orders: GROUP_AUTHORIZATION_FAILED: needs READ on group "billing" `+grant("read", "group", "billing"))
+	if r.took > 15*time.Second {
+		t.Errorf("consume --group took %v to report the refused group", r.took)
+	}
+
+	// The principal in the hint is the one the command connects as.
+	cred, err := security.NewScramCredential(security.ScramSHA512, "pw", security.MinIterations, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.B.Security().UpsertCredential("alice", cred); err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(t.TempDir(), "alice.pw")
+	if err := os.WriteFile(pw, []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = tool(t, "", nil, "topic", "describe", "orders", "--brokers", b.sasl, "--security-protocol", "SASL_PLAINTEXT",
+		"--sasl-username", "alice", "--sasl-password-file", pw)
+	wantContains(t, "topic describe as alice", r.stderr, `needs DESCRIBE on topic "orders" (ask an admin: ringlog acl add --principal User:alice --operation describe --topic orders)`)
 }
 
 // TestAuthzHintTable: every request the tools send maps to an operation,

@@ -6,6 +6,7 @@ package main
 // errors that say what to do next.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
 )
@@ -329,18 +331,21 @@ func detail(err error, msg string) string {
 	return err.Error()
 }
 
-// requireTopic checks that topic exists and returns its partitions (sorted).
-func (s *session) requireTopic(topic string) ([]int32, error) {
+// requireTopic checks that topic exists and returns its partitions
+// (sorted). action and api are what the command does with it ("produce
+// orders", Produce), for the message of an authorization failure: the
+// operation the command needs implies the DESCRIBE the check needs.
+func (s *session) requireTopic(action string, api kmsg.Key, topic string) ([]int32, error) {
 	tds, err := s.adm.ListTopics(s.ctx, topic)
 	if err != nil {
-		return nil, s.explain(err)
+		return nil, cmp.Or(s.denied(action, api, err, topicResource(topic)), s.explain(err))
 	}
 	td, ok := tds[topic]
 	if !ok {
 		return nil, topicError(topic, kerr.UnknownTopicOrPartition)
 	}
 	if td.Err != nil {
-		return nil, topicError(topic, td.Err)
+		return nil, cmp.Or(s.denied(action, api, td.Err, topicResource(topic)), topicError(topic, td.Err))
 	}
 	return td.Partitions.Numbers(), nil
 }
