@@ -28,6 +28,7 @@ func commands() []command {
 		{"consume", "print records of a topic", runConsume},
 		{"user", "add, list and delete SASL/SCRAM users (offline, or --brokers)", runUser},
 		{"acl", "add, list and delete ACLs of a running broker or cluster", runACL},
+		{"tls", "make a CA and broker and client certificates (tls init)", runTLS},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
 		{"perf", "moved to the ringlog-perf binary (benchmarks, charts, flame graphs)", runPerfMoved},
 		{"version", "print the version, Go version and source revision", runVersion},
