@@ -3,14 +3,18 @@ package main
 // Errors that name their fix, for every command that talks to a broker:
 // an authorization failure says which operation on which resource the
 // request needed and the `ringlog acl add` that grants it (the table of
-// what each request needs is aclNeed, the one place it is kept).
+// what each request needs is aclNeed, the one place it is kept), and a
+// failed TLS handshake says which flag or certificate to change
+// (tlsHint).
 
 import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -261,6 +265,99 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// tlsError is a TLS failure with a broker, with what to change.
+type tlsError struct {
+	addr string
+	err  error
+	fix  string
+}
+
+func (e *tlsError) Error() string {
+	return fmt.Sprintf("TLS with the broker at %s failed (%v): %s", e.addr, e.err, e.fix)
+}
+
+func (e *tlsError) Unwrap() error { return e.err }
+
+// tlsHint explains err, met connecting to the broker at addr, when it is
+// a TLS failure a flag or a certificate fixes: a broker certificate this
+// client does not trust (--tls-ca), one for other names than the address
+// used (its SANs), an expired one, a listener that does not speak TLS, or
+// a broker refusing the client's certificate. It returns nil otherwise.
+func (c *clientSecurity) tlsHint(addr string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		op       *net.OpError
+	)
+	fix := ""
+	switch {
+	case errors.As(err, &unknown):
+		issuer := ""
+		if unknown.Cert != nil {
+			issuer = fmt.Sprintf(" (issued by %q)", unknown.Cert.Issuer.String())
+		}
+		if c.caFile != "" {
+			fix = fmt.Sprintf("the broker's certificate%s is not signed by a CA in --tls-ca %s: give --tls-ca the CA file that signed the broker's --tls-cert", issuer, c.caFile)
+		} else {
+			fix = fmt.Sprintf("the broker's certificate%s is signed by an authority this system does not trust: give its CA with --tls-ca FILE (the CA that signed the broker's --tls-cert, e.g. the ca.pem of 'ringlog tls init')", issuer)
+		}
+	case errors.As(err, &hostname):
+		fix = hostnameFix(hostname, c.serverName)
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		fix = "the broker's certificate has expired or is not valid yet (or this machine's clock is wrong): renew the broker's --tls-cert (ringlog tls init makes a new set) and send the broker SIGHUP"
+		if invalid.Cert != nil {
+			fix = fmt.Sprintf("the broker's certificate is valid from %s to %s, not now (or this machine's clock is wrong): renew the broker's --tls-cert (ringlog tls init makes a new set) and send the broker SIGHUP",
+				invalid.Cert.NotBefore.UTC().Format(time.RFC3339), invalid.Cert.NotAfter.UTC().Format(time.RFC3339))
+		}
+	case errors.As(err, &record):
+		fix = fmt.Sprintf("%s does not speak TLS: use the address of the broker's SSL or SASL_SSL listener, or --security-protocol PLAINTEXT (or SASL_PLAINTEXT) for this one", addr)
+	case errors.As(err, &op) && op.Op == "remote error":
+		switch op.Err.Error() {
+		case "tls: certificate required":
+			fix = "the broker requires a client certificate (its --tls-client-auth is required): give --tls-cert and --tls-key, a certificate signed by a CA in the broker's --tls-client-ca"
+			if c.certFile != "" {
+				// Go sends a certificate only if a CA the broker named
+				// signed it.
+				fix = fmt.Sprintf("the broker requires a client certificate signed by a CA in its --tls-client-ca, and --tls-cert %s is not signed by one (so none was sent): use a certificate that CA signed (ringlog tls init --client NAME makes one with its CA)", c.certFile)
+			}
+		case "tls: bad certificate", "tls: unknown certificate authority", "tls: certificate expired", "tls: unsupported certificate":
+			fix = fmt.Sprintf("the broker refused the client certificate --tls-cert %s: it must be signed by a CA in the broker's --tls-client-ca, be valid now and allow client authentication (ringlog tls init --client NAME makes one)", c.certFile)
+		}
+	}
+	if fix == "" {
+		return nil
+	}
+	return &tlsError{addr: addr, err: err, fix: fix}
+}
+
+// hostnameFix says what to do when the broker's certificate does not name
+// the host the client checked (--tls-server-name, else the host of the
+// address it connected to).
+func hostnameFix(e x509.HostnameError, serverName string) string {
+	var names []string
+	if e.Certificate != nil {
+		names = append(names, e.Certificate.DNSNames...)
+		for _, ip := range e.Certificate.IPAddresses {
+			names = append(names, ip.String())
+		}
+	}
+	certFor := "names no host"
+	if len(names) > 0 {
+		certFor = "is for " + strings.Join(names, ", ")
+	}
+	checked := fmt.Sprintf("%q, the host of the address used (--brokers, or the address the broker advertises)", e.Host)
+	if serverName != "" {
+		checked = fmt.Sprintf("%q (--tls-server-name)", e.Host)
+	}
+	return fmt.Sprintf("the broker's certificate %s, not %s: connect with a name or address it lists, set --tls-server-name to one of them, or reissue the certificate with %q among its subject alternative names (ringlog tls init --hosts %s)",
+		certFor, checked, e.Host, shellQuote(e.Host))
 }
 
 // appendUnique appends err unless errs already holds an error with its

@@ -1,8 +1,8 @@
 package main
 
-// Tests of `ringlog tls init`: the files, their modes and what the
-// certificates say, and a broker and clients using them (franz-go, the
-// ringlog tools, kcat).
+// Tests of `ringlog tls init` (the files, their modes and what the
+// certificates say), of a broker and clients using them (franz-go, the
+// ringlog tools, kcat), and of the TLS hints of the tools.
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -308,5 +309,55 @@ func TestTLSInitBroker(t *testing.T) {
 	bobKc[7], bobKc[9] = "ssl.certificate.location="+filepath.Join(b.dir, "bob.pem"), "ssl.key.location="+filepath.Join(b.dir, "bob-key.pem")
 	if out, err := testenv.KcatOutput(t, "", append(bobKc, "-C", "-t", "secure", "-o", "beginning", "-e", "-q")...); err == nil || !strings.Contains(out, "authoriz") {
 		t.Errorf("kcat as bob: %v\n%s\nwant an authorization failure", err, out)
+	}
+}
+
+// TestToolsTLSHints: a failed TLS handshake ends the command at once,
+// naming the flag or certificate to fix.
+func TestToolsTLSHints(t *testing.T) {
+	t.Parallel()
+	b := startTLSBroker(t)
+	other := t.TempDir()
+	tlsInit(t, other)
+
+	run := func(args ...string) toolResult {
+		t.Helper()
+		r := tool(t, "", nil, append([]string{"topic", "list"}, args...)...)
+		if r.code != 1 {
+			t.Fatalf("topic list %s: exit %d, want 1\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		if r.took > 10*time.Second {
+			t.Errorf("topic list %s: took %v (the --timeout is 30s: a TLS failure should end it at once)", strings.Join(args, " "), r.took)
+		}
+		return r
+	}
+	ca, otherCA := filepath.Join(b.dir, "ca.pem"), filepath.Join(other, "ca.pem")
+	cert, key := filepath.Join(b.dir, "admin.pem"), filepath.Join(b.dir, "admin-key.pem")
+	base := []string{"--brokers", b.ssl, "--security-protocol", "SSL"}
+
+	r := run(append(base, "--tls-cert", cert, "--tls-key", key)...)
+	wantContains(t, "without --tls-ca", r.stderr, "TLS with the broker at "+b.ssl+" failed", "unknown authority",
+		"signed by an authority this system does not trust: give its CA with --tls-ca FILE")
+	r = run(append(base, "--tls-ca", otherCA, "--tls-cert", cert, "--tls-key", key)...)
+	wantContains(t, "with another CA", r.stderr, "is not signed by a CA in --tls-ca "+otherCA, "ringlog CA ")
+	r = run(append(base, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key, "--tls-server-name", "kafka.example.com")...)
+	wantContains(t, "with another server name", r.stderr, "the broker's certificate is for localhost, 127.0.0.1, ::1, not \"kafka.example.com\" (--tls-server-name)",
+		"ringlog tls init --hosts kafka.example.com")
+	// The address used, when the certificate does not name it.
+	brk := readCert(t, filepath.Join(b.dir, "broker.pem"))
+	if got := hostnameFix(x509.HostnameError{Certificate: brk, Host: "10.1.2.3"}, ""); !strings.Contains(got, `is for localhost, 127.0.0.1, ::1, not "10.1.2.3", the host of the address used`) ||
+		!strings.Contains(got, "ringlog tls init --hosts 10.1.2.3") {
+		t.Errorf("hostnameFix without --tls-server-name: %s", got)
+	}
+	r = run(append(base, "--tls-ca", ca)...)
+	wantContains(t, "without a client certificate", r.stderr, "requires a client certificate", "give --tls-cert and --tls-key")
+	r = run(append(base, "--tls-ca", ca, "--tls-cert", filepath.Join(other, "admin.pem"), "--tls-key", filepath.Join(other, "admin-key.pem"))...)
+	wantContains(t, "with a certificate of another CA", r.stderr, "--tls-cert "+filepath.Join(other, "admin.pem")+" is not signed by one", "--tls-client-ca")
+
+	// The hints come from the errors crypto/tls gives; a plain dial error
+	// gets none.
+	var sec clientSecurity
+	if sec.tlsHint("h:1", kerr.UnknownServerError) != nil || sec.tlsHint("h:1", context.DeadlineExceeded) != nil {
+		t.Error("tlsHint explains errors that are not TLS failures")
 	}
 }
