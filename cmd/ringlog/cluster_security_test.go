@@ -277,6 +277,27 @@ func TestClusterAuthorizerWithMTLSBetweenBrokers(t *testing.T) {
 	}
 	waitACLs("alice's 4 ACLs", kmsg.ACLResourceTypeAny, 4)
 
+	// ringlog acl manages a cluster's ACLs over the same APIs: added
+	// through one broker, listed by every broker once committed, deleted
+	// through another.
+	cliTLS := []string{"--security-protocol", "SSL", "--tls-ca", c.certs.CAFile, "--tls-cert", bcert, "--tls-key", bkey, "--tls-server-name", "localhost"}
+	aclCLI := func(broker int, args ...string) (int, string, string) {
+		return runBinary(t, time.Minute, append(append(args, "--brokers", c.kafka[broker-1]), cliTLS...)...)
+	}
+	if code, out, errOut := aclCLI(other, "acl", "add", "--principal", "User:carol", "--operation", "read", "--group", "team-billing"); code != 0 || !strings.Contains(out, "added 1 ACL") {
+		t.Fatalf("ringlog acl add through broker %d: exit %d\n%s%s", other, code, out, errOut)
+	}
+	for id := 1; id <= 3; id++ {
+		waitFor(t, ctx, fmt.Sprintf("ringlog acl list on broker %d to show carol's ACL", id), func() bool {
+			code, out, _ := aclCLI(id, "acl", "list", "--principal", "User:carol")
+			return code == 0 && strings.Contains(out, "team-billing")
+		})
+	}
+	if code, out, errOut := aclCLI(int(v.Controller), "acl", "delete", "--principal", "User:carol"); code != 0 || !strings.Contains(out, "deleted 1 ACL") {
+		t.Fatalf("ringlog acl delete through broker %d: exit %d\n%s%s", v.Controller, code, out, errOut)
+	}
+	waitACLs("alice's 4 ACLs and no more", kmsg.ACLResourceTypeAny, 4)
+
 	// alice sees and writes team-* only, on every broker.
 	alice := c.saslClient(t, "alice", "alice-secret", kgo.RequiredAcks(kgo.AllISRAcks()))
 	m, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, alice.Broker(-2147483648))

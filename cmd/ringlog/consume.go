@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
 )
@@ -140,7 +142,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	parts, err := s.check(cf.Timeout, func(s *session) ([]int32, error) { return s.requireTopic(topic) })
+	parts, err := s.check(cf.Timeout, func(s *session) ([]int32, error) { return s.requireTopic("consume "+topic, kmsg.Fetch, topic) })
 	if err != nil {
 		return err
 	}
@@ -248,6 +250,10 @@ poll:
 				outage = fe.Err
 				continue
 			}
+			if d := cs.denied("consume "+topic, kmsg.Fetch, fe.Err, topicResource(topic), groupResource(group)); d != nil {
+				runErr = d
+				break poll
+			}
 			runErr = fmt.Errorf("consuming %s[%d]: %w", fe.Topic, fe.Partition, cs.explain(fe.Err))
 			break poll
 		}
@@ -284,7 +290,8 @@ poll:
 					fmt.Fprintf(stderr, "ringlog: warning: committing offsets of group %q: %v; the records since the last commit will be read again\n", group, err)
 					outage = err
 				case err != nil:
-					runErr = fmt.Errorf("committing offsets of group %q: %w", group, cs.explain(err))
+					runErr = cmp.Or(cs.denied("consume "+topic, kmsg.OffsetCommit, err, groupResource(group), topicResource(topic)),
+						fmt.Errorf("committing offsets of group %q: %w", group, cs.explain(err)))
 					break poll
 				}
 			}

@@ -5,9 +5,11 @@ package main
 // are in groupadmin.go.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -172,6 +174,22 @@ func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer s.Close()
 	lags, err := s.adm.Lag(s.ctx, names...)
+	if isDenied(err) {
+		// kadm fails a coordinator's whole answer when it refuses one
+		// group: ask group by group to tell which.
+		lags, err = kadm.DescribedGroupLags{}, nil
+		for _, n := range names {
+			l, lerr := s.adm.Lag(s.ctx, n)
+			switch {
+			case isDenied(lerr):
+				lags[n] = kadm.DescribedGroupLag{Group: n, DescribeErr: lerr}
+			case lerr != nil:
+				return s.explain(lerr)
+			default:
+				maps.Copy(lags, l)
+			}
+		}
+	}
 	if err != nil {
 		return s.explain(err)
 	}
@@ -189,11 +207,13 @@ func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		if l.DescribeErr != nil {
-			errs = append(errs, fmt.Errorf("group %q: %w", name, s.explain(l.DescribeErr)))
+			errs = append(errs, cmp.Or(s.denied("group describe "+name, kmsg.DescribeGroups, l.DescribeErr, groupResource(name)),
+				fmt.Errorf("group %q: %w", name, s.explain(l.DescribeErr))))
 			continue
 		}
 		if l.FetchErr != nil {
-			errs = append(errs, fmt.Errorf("group %q: committed offsets: %w", name, s.explain(l.FetchErr)))
+			errs = append(errs, cmp.Or(s.denied("group describe "+name, kmsg.OffsetFetch, l.FetchErr, groupResource(name)),
+				fmt.Errorf("group %q: committed offsets: %w", name, s.explain(l.FetchErr))))
 			continue
 		}
 		// Kafka describes a group it does not know as Dead with nothing

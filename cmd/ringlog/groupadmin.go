@@ -5,9 +5,11 @@ package main
 // OffsetDelete), as Kafka's kafka-consumer-groups does.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
 )
@@ -155,10 +158,10 @@ func runGroupResetOffsets(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	if err := requireNoMembers(s, group); err != nil {
+	if err := requireNoMembers(s, "group reset-offsets "+group, kmsg.OffsetCommit, group); err != nil {
 		return err
 	}
-	all, err := s.requireTopic(topic)
+	all, err := s.requireTopic("group reset-offsets "+group, kmsg.OffsetCommit, topic)
 	if err != nil {
 		return err
 	}
@@ -187,7 +190,7 @@ func runGroupResetOffsets(args []string, stdout, stderr io.Writer) error {
 	}
 	prev, err := s.adm.FetchOffsets(s.ctx, group)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return s.explain(err)
+		return cmp.Or(s.denied("group reset-offsets "+group, kmsg.OffsetCommit, err, groupResource(group), topicResource(topic)), s.explain(err))
 	}
 	res := groupResetResultJSON{Group: group, DryRun: dryRun, Offsets: []groupResetJSON{}}
 	var commit kadm.Offsets
@@ -226,11 +229,16 @@ func runGroupResetOffsets(args []string, stdout, stderr io.Writer) error {
 	if !dryRun {
 		resp, err := s.adm.CommitOffsets(s.ctx, group, commit)
 		if err != nil {
-			return fmt.Errorf("committing offsets of group %q: %w", group, s.explain(err))
+			return cmp.Or(s.denied("group reset-offsets "+group, kmsg.OffsetCommit, err, groupResource(group), topicResource(topic)),
+				fmt.Errorf("committing offsets of group %q: %w", group, s.explain(err)))
 		}
 		for i, r := range res.Offsets {
 			if c, ok := resp.Lookup(r.Topic, r.Partition); ok && c.Err != nil {
 				res.Offsets[i].Error = c.Err.Error()
+				if d := s.denied("group reset-offsets "+group, kmsg.OffsetCommit, c.Err, groupResource(group), topicResource(topic)); d != nil {
+					errs = appendUnique(errs, d)
+					continue
+				}
 				errs = append(errs, fmt.Errorf("group %q: %s[%d]: %w", group, r.Topic, r.Partition, groupError(group, c.Err)))
 			}
 		}
@@ -260,9 +268,14 @@ func runGroupResetOffsets(args []string, stdout, stderr io.Writer) error {
 }
 
 // requireNoMembers fails when group has active members: a reset or a
-// delete under them would be overwritten or refused.
-func requireNoMembers(s *session, group string) error {
+// delete under them would be overwritten or refused. action and api are
+// what the command does to the group, for the message of an
+// authorization failure (its operation implies the DESCRIBE this needs).
+func requireNoMembers(s *session, action string, api kmsg.Key, group string) error {
 	gs, err := s.adm.DescribeGroups(s.ctx, group)
+	if d := s.denied(action, api, err, groupResource(group)); d != nil {
+		return d
+	}
 	if err != nil {
 		var se *kadm.ShardErrors
 		if !errors.As(err, &se) {
@@ -274,7 +287,7 @@ func requireNoMembers(s *session, group string) error {
 		return nil
 	}
 	if g.Err != nil && !errors.Is(g.Err, kerr.GroupIDNotFound) {
-		return fmt.Errorf("group %q: %w", group, s.explain(g.Err))
+		return cmp.Or(s.denied(action, api, g.Err, groupResource(group)), fmt.Errorf("group %q: %w", group, s.explain(g.Err)))
 	}
 	if len(g.Members) > 0 {
 		return fmt.Errorf("group %q has %s (state %s): stop its consumers first (see 'ringlog group describe %s')",
@@ -341,6 +354,22 @@ func runGroupDelete(args []string, stdout, stderr io.Writer) error {
 	}
 	defer s.Close()
 	resp, err := s.adm.DeleteGroups(s.ctx, names...)
+	if isDenied(err) {
+		// kadm fails a coordinator's whole answer when it refuses one
+		// group: delete group by group to tell which.
+		resp, err = kadm.DeleteGroupResponses{}, nil
+		for _, n := range names {
+			r, derr := s.adm.DeleteGroups(s.ctx, n)
+			switch {
+			case isDenied(derr):
+				resp[n] = kadm.DeleteGroupResponse{Group: n, Err: derr}
+			case derr != nil:
+				return s.explain(derr)
+			default:
+				maps.Copy(resp, r)
+			}
+		}
+	}
 	if err != nil {
 		var se *kadm.ShardErrors
 		if !errors.As(err, &se) || se.AllFailed {
@@ -356,6 +385,12 @@ func runGroupDelete(args []string, stdout, stderr io.Writer) error {
 		case !ok:
 			r.Error = "the broker did not answer for it"
 		case gr.Err != nil:
+			if d := s.denied("group delete "+name, kmsg.DeleteGroups, gr.Err, groupResource(name)); d != nil {
+				r.Error = d.Error()
+				errs = append(errs, d)
+				res = append(res, r)
+				continue
+			}
 			r.Error = groupError(name, gr.Err).Error()
 		default:
 			r.Deleted = true
@@ -432,7 +467,7 @@ func runGroupDeleteOffsets(args []string, stdout, stderr io.Writer) error {
 	}
 	defer s.Close()
 	if len(parts) == 0 {
-		if parts, err = s.requireTopic(topic); err != nil {
+		if parts, err = s.requireTopic("group delete-offsets "+group, kmsg.OffsetDelete, topic); err != nil {
 			return err
 		}
 	}
@@ -441,7 +476,8 @@ func runGroupDeleteOffsets(args []string, stdout, stderr io.Writer) error {
 	set.Add(topic, parts...)
 	resp, err := s.adm.DeleteOffsets(s.ctx, group, set)
 	if err != nil {
-		return fmt.Errorf("deleting offsets of group %q: %w", group, groupError(group, s.explain(err)))
+		return cmp.Or(s.denied("group delete-offsets "+group, kmsg.OffsetDelete, err, groupResource(group), topicResource(topic)),
+			fmt.Errorf("deleting offsets of group %q: %w", group, groupError(group, s.explain(err))))
 	}
 	var errs []error
 	res := []groupDeleteOffsetJSON{}
@@ -452,6 +488,12 @@ func runGroupDeleteOffsets(args []string, stdout, stderr io.Writer) error {
 		case !ok:
 			r.Error = "the broker did not answer for it"
 		case perr != nil:
+			if d := s.denied("group delete-offsets "+group, kmsg.OffsetDelete, perr, groupResource(group), topicResource(topic)); d != nil {
+				r.Error = d.Error()
+				errs = appendUnique(errs, d)
+				res = append(res, r)
+				continue
+			}
 			r.Error = groupError(group, perr).Error()
 		default:
 			r.Deleted = true

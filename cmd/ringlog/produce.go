@@ -22,6 +22,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
 )
@@ -123,7 +124,7 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	parts, err := s.check(cf.Timeout, func(s *session) ([]int32, error) { return s.requireTopic(topic) })
+	parts, err := s.check(cf.Timeout, func(s *session) ([]int32, error) { return s.requireTopic("produce "+topic, kmsg.Produce, topic) })
 	if err != nil {
 		return err
 	}
@@ -190,7 +191,7 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 	if readErr != nil {
 		return fmt.Errorf("reading standard input: %w", readErr)
 	}
-	if err := st.err(s); err != nil {
+	if err := st.err(s, topic); err != nil {
 		return err
 	}
 	return nil
@@ -276,7 +277,7 @@ func (st *produceStats) summary(topic string) string {
 	return msg
 }
 
-func (st *produceStats) err(s *session) error {
+func (st *produceStats) err(s *session, topic string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.firstErr == nil {
@@ -284,6 +285,9 @@ func (st *produceStats) err(s *session) error {
 	}
 	if st.failed == 0 {
 		return st.firstErr
+	}
+	if d := s.denied("produce "+topic, kmsg.Produce, st.firstErr, topicResource(topic)); d != nil {
+		return d // the summary line says how many records failed
 	}
 	var lines []string
 	for msg, n := range st.errs {

@@ -6,6 +6,7 @@ package main
 // errors that say what to do next.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
 )
@@ -122,9 +124,15 @@ type dialWatch struct {
 	lastErr   error
 	lastAddr  string
 	cancel    context.CancelCauseFunc
+	// tlsHint explains a TLS failure that retrying cannot fix (nil for
+	// other errors); the command ends at once with its explanation.
+	tlsHint func(addr string, err error) error
 }
 
-var _ kgo.HookBrokerConnect = (*dialWatch)(nil)
+var (
+	_ kgo.HookBrokerConnect = (*dialWatch)(nil)
+	_ kgo.HookBrokerRead    = (*dialWatch)(nil)
+)
 
 func (w *dialWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	w.mu.Lock()
@@ -135,6 +143,9 @@ func (w *dialWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ 
 	}
 	w.lastErr = err
 	w.lastAddr = net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	if w.tlsFailed(w.lastAddr, err) {
+		return
+	}
 	if meta.NodeID >= 0 || w.connected || !hopeless(err) {
 		return
 	}
@@ -142,6 +153,33 @@ func (w *dialWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ 
 	if len(w.failed) >= w.seeds && w.cancel != nil {
 		w.cancel(&unreachableError{addr: w.lastAddr, err: err, all: w.seeds > 1})
 	}
+}
+
+// OnBrokerRead catches the TLS alerts a broker sends after the handshake
+// (TLS 1.3 checks the client's certificate then): a refused certificate
+// surfaces on the first read, not at the dial.
+func (w *dialWatch) OnBrokerRead(meta kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tlsFailed(net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+}
+
+// tlsFailed cancels the command with the explanation of err when it is a
+// TLS failure a flag or a certificate fixes (any broker's: the client's
+// TLS settings are the same for all). Called with mu held.
+func (w *dialWatch) tlsFailed(addr string, err error) bool {
+	if w.tlsHint == nil || w.cancel == nil {
+		return false
+	}
+	hint := w.tlsHint(addr, err)
+	if hint == nil {
+		return false
+	}
+	w.cancel(hint)
+	return true
 }
 
 func (w *dialWatch) last() (string, error) {
@@ -206,6 +244,7 @@ type session struct {
 	watch       *dialWatch
 	brokers     string
 	timeout     time.Duration
+	sec         clientSecurity // the flags it connected with (principal, TLS hints)
 }
 
 // connect makes a client for the command. The session's context ends after
@@ -229,7 +268,7 @@ func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, err
 	if limit > 0 {
 		ctx, cancelTimer = context.WithTimeout(base, limit)
 	}
-	w := &dialWatch{seeds: len(seeds), failed: map[int32]bool{}, cancel: stop}
+	w := &dialWatch{seeds: len(seeds), failed: map[int32]bool{}, cancel: stop, tlsHint: c.sec.tlsHint}
 	dial := 10 * time.Second
 	if limit > 0 {
 		dial = min(dial, max(limit, time.Second))
@@ -247,7 +286,7 @@ func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, err
 		stop(nil)
 		return nil, cli.Usagef("--brokers %q: %v", c.Brokers, err)
 	}
-	return &session{ctx: ctx, base: base, stop: stop, cancelTimer: cancelTimer, cl: cl, adm: kadm.NewClient(cl), watch: w, brokers: strings.Join(seeds, ","), timeout: limit}, nil
+	return &session{ctx: ctx, base: base, stop: stop, cancelTimer: cancelTimer, cl: cl, adm: kadm.NewClient(cl), watch: w, brokers: strings.Join(seeds, ","), timeout: limit, sec: c.sec}, nil
 }
 
 func (s *session) Close() {
@@ -257,11 +296,19 @@ func (s *session) Close() {
 }
 
 // explain turns an error of a request into one that says what happened and
-// what to do: the broker is not running, it did not answer in time, or the
-// command was interrupted. Other errors come back as they are.
+// what to do: the broker is not running, TLS failed (and which flag or
+// certificate to fix), it did not answer in time, or the command was
+// interrupted. Other errors come back as they are.
 func (s *session) explain(err error) error {
 	if err == nil {
 		return nil
+	}
+	var te *tlsError
+	if errors.As(err, &te) {
+		return te
+	}
+	if hint := s.sec.tlsHint(s.brokers, err); hint != nil {
+		return hint
 	}
 	if s.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return err
@@ -271,6 +318,8 @@ func (s *session) explain(err error) error {
 	switch {
 	case errors.As(cause, &ue):
 		return ue
+	case errors.As(cause, &te):
+		return te
 	case errors.Is(cause, errInterrupted):
 		return errInterrupted
 	}
@@ -328,18 +377,21 @@ func detail(err error, msg string) string {
 	return err.Error()
 }
 
-// requireTopic checks that topic exists and returns its partitions (sorted).
-func (s *session) requireTopic(topic string) ([]int32, error) {
+// requireTopic checks that topic exists and returns its partitions
+// (sorted). action and api are what the command does with it ("produce
+// orders", Produce), for the message of an authorization failure: the
+// operation the command needs implies the DESCRIBE the check needs.
+func (s *session) requireTopic(action string, api kmsg.Key, topic string) ([]int32, error) {
 	tds, err := s.adm.ListTopics(s.ctx, topic)
 	if err != nil {
-		return nil, s.explain(err)
+		return nil, cmp.Or(s.denied(action, api, err, topicResource(topic)), s.explain(err))
 	}
 	td, ok := tds[topic]
 	if !ok {
 		return nil, topicError(topic, kerr.UnknownTopicOrPartition)
 	}
 	if td.Err != nil {
-		return nil, topicError(topic, td.Err)
+		return nil, cmp.Or(s.denied(action, api, td.Err, topicResource(topic)), topicError(topic, td.Err))
 	}
 	return td.Partitions.Numbers(), nil
 }

@@ -5,10 +5,12 @@ package main
 // IncrementalAlterConfigs, CreatePartitions).
 
 import (
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
 )
@@ -106,7 +109,7 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) error {
 		case errors.Is(r.Err, kerr.TopicAlreadyExists) && ifNotExists:
 			fmt.Fprintf(stdout, "topic %q already exists\n", name)
 		case r.Err != nil:
-			errs = append(errs, createError(name, r.Err, r.ErrMessage))
+			errs = append(errs, cmp.Or(s.denied("topic create "+name, kmsg.CreateTopics, r.Err, topicResource(name)), createError(name, r.Err, r.ErrMessage)))
 		default:
 			what := ""
 			if r.NumPartitions > 0 {
@@ -268,6 +271,22 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer s.Close()
 	tds, err := s.adm.ListTopicsWithInternal(s.ctx, names...)
+	if isDenied(err) {
+		// kadm fails the whole answer when the broker refuses one topic:
+		// ask topic by topic to tell which.
+		tds, err = kadm.TopicDetails{}, nil
+		for _, n := range names {
+			td, terr := s.adm.ListTopicsWithInternal(s.ctx, n)
+			switch {
+			case isDenied(terr):
+				tds[n] = kadm.TopicDetail{Topic: n, Err: terr}
+			case terr != nil:
+				return s.explain(terr)
+			default:
+				maps.Copy(tds, td)
+			}
+		}
+	}
 	if err != nil {
 		return s.explain(err)
 	}
@@ -279,7 +298,7 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 		case !ok:
 			errs = append(errs, topicError(n, kerr.UnknownTopicOrPartition))
 		case td.Err != nil:
-			errs = append(errs, topicError(n, td.Err))
+			errs = append(errs, cmp.Or(s.denied("topic describe "+n, kmsg.Metadata, td.Err, topicResource(n)), topicError(n, td.Err)))
 		case !slices.Contains(found, n):
 			found = append(found, n)
 		}
@@ -295,6 +314,21 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 			return s.explain(err)
 		}
 		rcs, err := s.adm.DescribeTopicConfigs(s.ctx, found...)
+		if isDenied(err) {
+			// As Metadata above: one refused topic fails the answer.
+			rcs, err = nil, nil
+			for _, n := range found {
+				rc, cerr := s.adm.DescribeTopicConfigs(s.ctx, n)
+				switch {
+				case isDenied(cerr):
+					rcs = append(rcs, kadm.ResourceConfig{Name: n, Err: cerr})
+				case cerr != nil:
+					return s.explain(cerr)
+				default:
+					rcs = append(rcs, rc...)
+				}
+			}
+		}
 		if err != nil {
 			return s.explain(err)
 		}
@@ -327,7 +361,8 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 					continue
 				}
 				if rc.Err != nil {
-					errs = append(errs, withMessage(fmt.Errorf("topic %q: describe configs: %w", n, rc.Err), rc.ErrMessage))
+					errs = append(errs, cmp.Or(s.denied("topic describe "+n, kmsg.DescribeConfigs, rc.Err, topicResource(n)),
+						withMessage(fmt.Errorf("topic %q: describe configs: %w", n, rc.Err), rc.ErrMessage)))
 				}
 				for _, c := range rc.Configs {
 					d.Configs = append(d.Configs, configJSON{Name: c.Key, Value: c.Value, Source: c.Source.String(), Sensitive: c.Sensitive})
@@ -468,7 +503,7 @@ func runTopicDelete(args []string, stdout, stderr io.Writer) error {
 		case errors.Is(r.Err, kerr.InvalidTopicException):
 			errs = append(errs, fmt.Errorf("topic %q cannot be deleted: %s", n, detail(r.Err, r.ErrMessage)))
 		case r.Err != nil:
-			errs = append(errs, withMessage(topicError(n, r.Err), r.ErrMessage))
+			errs = append(errs, cmp.Or(s.denied("topic delete "+n, kmsg.DeleteTopics, r.Err, topicResource(n)), withMessage(topicError(n, r.Err), r.ErrMessage)))
 		default:
 			fmt.Fprintf(stdout, "deleted topic %q\n", n)
 		}
@@ -529,7 +564,8 @@ func runTopicAlter(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	parts, err := s.requireTopic(name)
+	// ALTER_CONFIGS does not imply DESCRIBE: the check needs it as such.
+	parts, err := s.requireTopic("topic alter "+name, kmsg.Metadata, name)
 	if err != nil {
 		return err
 	}
@@ -547,6 +583,9 @@ func runTopicAlter(args []string, stdout, stderr io.Writer) error {
 			return s.explain(err)
 		}
 		for _, r := range resps {
+			if d := s.denied("topic alter "+name, kmsg.IncrementalAlterConfigs, r.Err, topicResource(name)); d != nil {
+				return d
+			}
 			if r.Err != nil {
 				if errors.Is(r.Err, kerr.InvalidConfig) || errors.Is(r.Err, kerr.InvalidRequest) {
 					return fmt.Errorf("topic %q: configs not changed: %s", name, detail(r.Err, r.ErrMessage))
@@ -575,7 +614,7 @@ func runTopicAlter(args []string, stdout, stderr io.Writer) error {
 			if r, ok := resps[name]; !ok {
 				return fmt.Errorf("topic %q: the broker did not answer for it", name)
 			} else if r.Err != nil {
-				return withMessage(topicError(name, r.Err), r.ErrMessage)
+				return cmp.Or(s.denied("topic alter "+name, kmsg.CreatePartitions, r.Err, topicResource(name)), withMessage(topicError(name, r.Err), r.ErrMessage))
 			}
 			fmt.Fprintf(stdout, "topic %q: grew from %d to %d partitions\n", name, cur, partitions)
 		}

@@ -9,6 +9,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/engine"
@@ -165,7 +167,7 @@ func runUserAdd(args []string, stdout, stderr io.Writer) error {
 				err = res.Error()
 			}
 			if err != nil {
-				return s.explain(err)
+				return cmp.Or(s.denied("user add "+name, kmsg.AlterUserSCRAMCredentials, err), s.explain(err))
 			}
 			fmt.Fprintf(stdout, "user %s: %s credential set (%d iterations)\n", name, m, iterations)
 		}
@@ -234,7 +236,7 @@ func runUserList(args []string, stdout, stderr io.Writer) error {
 			err = described.Error()
 		}
 		if err != nil {
-			return s.explain(err)
+			return cmp.Or(s.denied("user list", kmsg.DescribeUserSCRAMCredentials, err), s.explain(err))
 		}
 		for _, d := range described.Sorted() {
 			u := security.UserInfo{Name: d.User}
@@ -301,7 +303,7 @@ func runUserDelete(args []string, stdout, stderr io.Writer) error {
 				return false, nil
 			}
 			if err != nil {
-				return false, s.explain(err)
+				return false, cmp.Or(s.denied("user delete "+name, kmsg.AlterUserSCRAMCredentials, err), s.explain(err))
 			}
 			return true, nil
 		}
