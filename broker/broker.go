@@ -211,6 +211,7 @@ func DefaultConfig() Config {
 	c.Engine.DataDir = "./data"
 	c.Kafka.Addr = "127.0.0.1:9092"
 	c.Security.TLS.ClientAuth = "none"
+	c.Security.NativePrincipal = "User:ANONYMOUS"
 	return c
 }
 

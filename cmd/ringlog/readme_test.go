@@ -7,13 +7,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // readmeBlocks returns the ```sh blocks that directly follow an HTML
@@ -128,4 +132,84 @@ func TestReadmeQuickstart(t *testing.T) {
 		}
 	}
 	t.Logf("quickstart ran in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestReadmeSecurity runs the README's security quick start as written:
+// the <!-- security --> blocks in one shell, around the
+// <!-- security:serve --> command, which runs as its own process (the
+// README runs it in another terminal). Only the two ports are replaced,
+// by free ones, since the test cannot take 9092 and 9095.
+func TestReadmeSecurity(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	steps := readmeBlocks(t, readme, "security")
+	serve := readmeBlocks(t, readme, "security:serve")
+	if len(steps) != 2 || len(serve) != 1 {
+		t.Fatalf("README: %d security blocks (want 2, before and after the broker) and %d security:serve blocks (want 1)", len(steps), len(serve))
+	}
+	ports := freePorts(t, 2)
+	swap := strings.NewReplacer("127.0.0.1:9092", fmt.Sprintf("127.0.0.1:%d", ports[0]), "127.0.0.1:9095", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+	work := t.TempDir()
+	if err := os.Mkdir(filepath.Join(work, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ringlogBinary(t), filepath.Join(work, "bin", "ringlog")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + work, "PATH=" + filepath.Join(work, "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	run := func(script string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, "bash", "-c", "set -euxo pipefail\n"+swap.Replace(script))
+		cmd.Dir, cmd.Env = work, env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("the README security block failed (%v)\n%s\nstdout:\n%s\nstderr (each command traced with +):\n%s", err, script, stdout.String(), stderr.String())
+		}
+		return stdout.String() + stderr.String()
+	}
+	run(steps[0])
+
+	srv := exec.CommandContext(ctx, "bash", "-c", "exec "+swap.Replace(serve[0]))
+	srv.Dir, srv.Env = work, env
+	ready := &readyWatcher{ready: make(chan string, 1)}
+	var srvErr testenv.SyncBuffer
+	srv.Stdout, srv.Stderr = ready, &srvErr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		srv.Wait()
+		if t.Failed() {
+			t.Logf("ringlog serve stderr:\n%s", lastChars(srvErr.String(), 6000))
+		}
+	})
+	select {
+	case <-ready.ready:
+	case <-time.After(startTimeout):
+		t.Fatalf("the README's serve command printed no ready line in %v:\n%s", startTimeout, lastChars(srvErr.String(), 4000))
+	}
+	out := run(steps[1])
+	for _, want := range []string{`created topic "orders"`, "TOPIC_AUTHORIZATION_FAILED", "ringlog acl add", "User:ANONYMOUS", "k1=paid"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the security quick start's output lacks %q:\n%s", want, out)
+		}
+	}
+	// The files tls init and user add wrote are owner-only where secret.
+	for _, f := range []string{"tls/ca-key.pem", "tls/broker-key.pem", "secure-data/security.json"} {
+		fi, err := os.Stat(filepath.Join(work, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s is %v: a secret readable by others", f, fi.Mode().Perm())
+		}
+	}
 }
