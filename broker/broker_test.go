@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/internal/brokertest"
 	"github.com/ringlog/ringlog/internal/testcerts"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/security"
 )
@@ -296,5 +298,27 @@ func TestValidateClusterSecurity(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestAuthorizerWithoutIdentitiesWarns: --authorizer with only PLAINTEXT
+// listeners and no super user makes everyone User:ANONYMOUS with nobody
+// able to add ACLs: the broker says so at start.
+func TestAuthorizerWithoutIdentitiesWarns(t *testing.T) {
+	var logs testenv.SyncBuffer
+	brokertest.Start(t, func(c *broker.Config) {
+		c.Security.Authorizer = true
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	if !strings.Contains(logs.String(), "every client is User:ANONYMOUS") || !strings.Contains(logs.String(), "--super-users") {
+		t.Fatalf("no warning naming the fix at start:\n%s", logs.String())
+	}
+	var quiet testenv.SyncBuffer
+	brokertest.Start(t, func(c *broker.Config) {
+		c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:admin"}
+		c.Logger = slog.New(slog.NewTextHandler(&quiet, nil))
+	})
+	if strings.Contains(quiet.String(), "every client is User:ANONYMOUS") {
+		t.Fatal("warned although a super user is named")
 	}
 }
