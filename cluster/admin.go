@@ -494,21 +494,31 @@ func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeat
 			return fmt.Errorf("%w: broker %d is registered with epoch %d, not %d", kerr.StaleBrokerEpoch, req.BrokerID, b.Epoch, req.BrokerEpoch)
 		}
 		c.ctrl.heard(req.BrokerID, time.Now())
-		var rec metadata.Record
+		// Changes of fencing are serialised with the controller's own
+		// fencing and elections (controller.mu), and a fencing carries
+		// its elections with it: the unfencing of a broker always comes
+		// after the moves of the leaderships it had. IsCaughtUp is
+		// judged under the same lock: a broker told it has caught up
+		// holds every fencing and election decided before.
+		c.ctrl.mu.Lock()
+		defer c.ctrl.mu.Unlock()
+		if b, ok = c.Image().Broker(req.BrokerID); !ok || b.Epoch != req.BrokerEpoch {
+			return fmt.Errorf("%w: broker %d's registration changed", kerr.StaleBrokerEpoch, req.BrokerID)
+		}
+		resp.IsFenced = b.Fenced
+		var err error
 		switch {
 		case req.WantFence && !b.Fenced:
-			rec = metadata.FenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
+			if err = c.fenceAndElect(ctx, []metadata.Record{metadata.FenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}}); err == nil {
+				resp.IsFenced = true
+			}
 		case !req.WantFence && b.Fenced && req.CurrentMetadataOffset >= req.BrokerEpoch:
-			rec = metadata.UnfenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}
-		default:
-			resp.IsFenced = b.Fenced
-			return nil
+			if _, err = c.propose(ctx, metadata.UnfenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}); err == nil {
+				resp.IsFenced = false
+			}
 		}
-		if _, err := c.propose(ctx, rec); err != nil {
-			return err
-		}
-		resp.IsFenced = req.WantFence
-		return nil
+		resp.IsCaughtUp = req.CurrentMetadataOffset >= int64(c.Image().Index())
+		return err
 	}()
 	resp.ErrorCode, _ = codeOf(err)
 	return resp

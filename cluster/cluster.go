@@ -506,8 +506,15 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		stop()
 		if resp.ErrorCode == 0 {
 			lastOK = sent
-			if c.selfFenced.CompareAndSwap(true, false) {
-				c.log.Info("heartbeats get through again: leading what the metadata says", "broker_epoch", epoch)
+			// A broker that stepped down leads again only once the
+			// controller has it unfenced and its image holds
+			// everything the controller had when it answered: every
+			// leadership the controller moved while this broker was
+			// gone is then in the image, so it never takes back, from
+			// a stale image, a leadership that moved to a newer epoch.
+			if c.selfFenced.Load() && !resp.IsFenced && resp.IsCaughtUp {
+				c.selfFenced.Store(false)
+				c.log.Info("heartbeats get through again and the metadata has caught up with the controller's: leading what it says", "broker_epoch", epoch)
 				c.kickReconcile()
 			}
 		} else if time.Since(lastOK) > c.cfg.SessionTimeout && !c.selfFenced.Load() {
@@ -546,6 +553,13 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 	}
 }
+
+// SelfFenced reports whether this broker stepped down from leadership
+// because no heartbeat reached the controller (it may be cut off from
+// the cluster, its image stale) and has not caught up with the
+// controller since: it then leads nothing, and Metadata names no leader
+// on it.
+func (c *Cluster) SelfFenced() bool { return c.selfFenced.Load() }
 
 // kickReconcile asks the publisher to reconcile now.
 func (c *Cluster) kickReconcile() {
@@ -741,6 +755,8 @@ func (c *Cluster) reconcile() bool {
 // broker follows.
 func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 	self := c.cfg.NodeID
+	b, registered := img.Broker(self)
+	selfLive := registered && !b.Fenced && b.Epoch == c.BrokerEpoch()
 	ok := true
 	want := map[*engine.Partition]followed{}
 	for _, it := range img.Topics() {
@@ -758,7 +774,11 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 				Replicas: ip.Replicas, ISR: ip.ISR}
 			switch metadata.RoleOf(ip, self) {
 			case metadata.Leader:
-				if !c.selfFenced.Load() {
+				// Only a live member leads: not while stepped down, and
+				// not while the image has this broker fenced (registered
+				// again after a restart, or fenced by the controller,
+				// which is moving its leaderships).
+				if !c.selfFenced.Load() && selfLive {
 					st.Role = engine.RoleLeader
 				}
 			case metadata.Follower:

@@ -112,23 +112,40 @@ func (c *Cluster) controlOnce(since time.Time) {
 		}
 	}
 	if len(fence) > 0 {
-		if _, err := c.propose(ctx, metadata.Batch{Records: fence}); err != nil {
-			c.log.Warn("controller: fencing failed", "err", err)
+		if err := c.fenceAndElect(ctx, fence); err != nil {
 			return
 		}
 		img = c.Image()
 	}
 	c.ensureInternalTopic(ctx, img, engine.OffsetsTopic, c.cfg.OffsetsPartitions)
 	c.ensureInternalTopic(ctx, img, engine.TransactionStateTopic, c.cfg.TxnStatePartitions)
-	changes := electionChanges(img)
+	c.elect(ctx)
+}
+
+// fenceAndElect proposes fence (FenceBroker records), then the elections
+// that move leadership and ISR membership off the fenced brokers, so that
+// nothing can be proposed between them (controller.mu held).
+func (c *Cluster) fenceAndElect(ctx context.Context, fence []metadata.Record) error {
+	if _, err := c.propose(ctx, metadata.Batch{Records: fence}); err != nil {
+		c.log.Warn("controller: fencing failed", "err", err)
+		return err
+	}
+	return c.elect(ctx)
+}
+
+// elect proposes electionChanges of the current image (controller.mu
+// held).
+func (c *Cluster) elect(ctx context.Context) error {
+	changes := electionChanges(c.Image())
 	if len(changes) == 0 {
-		return
+		return nil
 	}
 	if _, err := c.propose(ctx, metadata.Batch{Records: changes}); err != nil {
 		c.log.Warn("controller: partition leadership changes failed", "changes", len(changes), "err", err)
-		return
+		return err
 	}
 	c.log.Info("controller: moved partition leadership or ISR off fenced brokers", "changes", len(changes))
+	return nil
 }
 
 // electionChanges are the ChangePartition records that keep every

@@ -94,6 +94,15 @@ type replication struct {
 	// isrRetryAt delays the next ISR change after a refused one.
 	isrRetryAt time.Time
 	acks       []pendingAck // parked acks=all produces, in append order
+	// resigned is set once this broker gave up leading the partition,
+	// resignedEpoch the highest epoch it gave up: it never leads again at
+	// it or below (DESIGN invariant 7), whatever a stale image says: a
+	// broker that stepped down while cut off leads again only at an epoch
+	// the controller assigned since. refusedEpoch is the last such
+	// refusal logged, plus one (0: none).
+	resigned      bool
+	resignedEpoch int32
+	refusedEpoch  int32
 }
 
 // followerState is what a leader knows of one follower.
@@ -189,6 +198,27 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 	now := p.topic.eng.now()
 	r.mu.Lock()
 	old := r.st
+	// Leadership given up: the metadata names another leader, or a
+	// newer epoch. (A leader that only stops serving while the image
+	// still names it at the same epoch is paused, not resigned: a broker
+	// stepped down for lack of heartbeats resumes at that epoch only once
+	// its image has caught up with the controller's and still says so,
+	// when no other broker can have led since.)
+	if old.Role == RoleLeader && (st.Leader != self || st.LeaderEpoch != old.LeaderEpoch) {
+		r.resigned, r.resignedEpoch = true, max(r.resignedEpoch, old.LeaderEpoch)
+	}
+	if st.Role == RoleLeader && r.resigned && st.LeaderEpoch <= r.resignedEpoch {
+		// The metadata this broker has still names it leader at an
+		// epoch it gave up (it stepped down while cut off, and the
+		// controller's new assignment has not reached it): it serves
+		// as nothing until a newer epoch comes.
+		if r.refusedEpoch != st.LeaderEpoch+1 {
+			r.refusedEpoch = st.LeaderEpoch + 1
+			p.topic.eng.logger.Warn("not leading partition at an epoch this broker gave up; waiting for a newer one",
+				"partition", p.String(), "leader_epoch", st.LeaderEpoch, "resigned_epoch", r.resignedEpoch)
+		}
+		st.Role = RoleNone
+	}
 	if st.Role == RoleLeader && (old.Role != RoleLeader || old.LeaderEpoch != st.LeaderEpoch) {
 		if p.log == nil {
 			r.mu.Unlock()
@@ -224,7 +254,12 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 		r.followers = nil
 		r.pendingISR = nil
 		p.guards.reset()
-		if old.Role == RoleLeader {
+		switch {
+		case old.Role != RoleLeader:
+		case st.Leader == self && st.LeaderEpoch == old.LeaderEpoch:
+			p.topic.eng.logger.Info("pausing leadership of partition: this broker stepped down, the metadata still names it",
+				"partition", p.String(), "leader_epoch", st.LeaderEpoch)
+		default:
 			p.topic.eng.logger.Info("no longer leading partition", "partition", p.String(), "leader", st.Leader, "leader_epoch", st.LeaderEpoch)
 		}
 	} else if r.pendingISR != nil && (st.PartitionEpoch != old.PartitionEpoch) {

@@ -62,6 +62,10 @@ type Cluster interface {
 	// may still be replaying, and a topic missing from the image may
 	// exist).
 	CaughtUp() bool
+	// SelfFenced reports whether this broker stepped down because the
+	// controller could not hear it (it may be cut off, its image
+	// stale): Metadata then names no leader on it.
+	SelfFenced() bool
 }
 
 // clusterAdminTimeout bounds one admin request in cluster mode (a
@@ -268,7 +272,19 @@ func (r *request) imageTopic(img *metadata.Image, t *metadata.Topic, req *kmsg.M
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeTopic, t.Name, topicOps)
 	}
+	// A broker that stepped down, or that its image has fenced, leads
+	// nothing whatever the image says: it names no leader there, so
+	// clients look elsewhere (the other brokers are listed) instead of
+	// retrying here.
+	self := r.conn.srv.eng.NodeID()
+	selfOut := r.conn.srv.cfg.Cluster.SelfFenced()
+	if b, ok := img.Broker(self); !ok || b.Fenced {
+		selfOut = true
+	}
 	for i, p := range t.Partitions {
+		if p.Leader == self && selfOut {
+			p.Leader = metadata.NoLeader
+		}
 		mp := kmsg.MetadataResponseTopicPartition{Partition: int32(i), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 			Replicas: append([]int32(nil), p.Replicas...), ISR: append([]int32(nil), p.ISR...), OfflineReplicas: []int32{}}
 		for _, id := range p.Replicas {

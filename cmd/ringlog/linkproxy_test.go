@@ -32,11 +32,18 @@ const (
 type linkProxy struct {
 	from, to int32
 	target   string
+	raft     bool // target is a Raft (controller) address
 	ln       net.Listener
 
 	mu    sync.Mutex
 	cond  *sync.Cond
 	state linkState
+	// fwdHeld and backHeld hold the bytes of one direction only (a
+	// one-way cut): fwd is what from sends to, back what it answers.
+	fwdHeld, backHeld bool
+	// delay holds every chunk, both ways, this long before passing it on
+	// (a slow link).
+	delay time.Duration
 	conns map[net.Conn]struct{}
 }
 
@@ -86,12 +93,13 @@ func (p *linkProxy) handle(c net.Conn) {
 	}
 	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 	p.mu.Unlock()
-	go p.pipe(up, c)
-	go p.pipe(c, up)
+	go p.pipe(up, c, true)
+	go p.pipe(c, up, false)
 }
 
-// pipe copies src to dst, holding each chunk while the link is black-holed.
-func (p *linkProxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding each chunk while the link is black-holed
+// (or, forward or back, while that direction is held).
+func (p *linkProxy) pipe(dst, src net.Conn, forward bool) {
 	buf := make([]byte, 64<<10)
 	defer func() {
 		src.Close()
@@ -105,11 +113,15 @@ func (p *linkProxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.state == linkBlackhole {
+			for p.state == linkBlackhole || (forward && p.fwdHeld) || (!forward && p.backHeld) {
 				p.cond.Wait()
 			}
 			down := p.state == linkDown || p.conns == nil
+			delay := p.delay
 			p.mu.Unlock()
+			if delay > 0 {
+				time.Sleep(delay)
+			}
 			if down {
 				return
 			}
@@ -123,10 +135,32 @@ func (p *linkProxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// set changes the link's state; going down resets its connections.
+// hold holds (or lets go) the bytes of one direction of the link's
+// connections: forward, what from sends; else what it is answered.
+func (p *linkProxy) hold(forward, held bool) {
+	p.mu.Lock()
+	if forward {
+		p.fwdHeld = held
+	} else {
+		p.backHeld = held
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// slow delays every chunk of the link by d (0: no delay).
+func (p *linkProxy) slow(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+// set changes the link's state, letting go of held directions and of a
+// delay; going down resets its connections.
 func (p *linkProxy) set(s linkState) {
 	p.mu.Lock()
 	p.state = s
+	p.fwdHeld, p.backHeld, p.delay = false, false, 0
 	var reset []net.Conn
 	if s == linkDown {
 		for c := range p.conns {
@@ -170,7 +204,9 @@ func newLinkNet(t *testing.T, c *testCluster) *linkNet {
 				continue
 			}
 			for _, target := range []string{c.kafka[to], c.ctrl[to]} {
-				n.proxies = append(n.proxies, newLinkProxy(t, int32(from+1), int32(to+1), target))
+				p := newLinkProxy(t, int32(from+1), int32(to+1), target)
+				p.raft = target == c.ctrl[to]
+				n.proxies = append(n.proxies, p)
 			}
 		}
 	}
@@ -196,6 +232,33 @@ func (n *linkNet) isolate(id int32, s linkState) {
 	for _, p := range n.proxies {
 		if p.from == id || p.to == id {
 			p.set(s)
+		}
+	}
+}
+
+// mute holds every byte broker id sends to the other brokers, on the
+// connections it opened and on those they opened to it, while it still
+// receives theirs: a one-way cut (its packets are lost, theirs arrive).
+func (n *linkNet) mute(id int32) {
+	for _, p := range n.proxies {
+		switch {
+		case p.from == id:
+			p.hold(true, true)
+		case p.to == id:
+			p.hold(false, true)
+		}
+	}
+}
+
+// healSlowRaft brings every link of broker id up, its Raft links slowed
+// by d: the broker hears the controller's quorum again, and its Kafka
+// requests (heartbeats) get through, long before its metadata has caught
+// up.
+func (n *linkNet) healSlowRaft(id int32, d time.Duration) {
+	for _, p := range n.proxies {
+		p.set(linkUp)
+		if p.raft && (p.from == id || p.to == id) {
+			p.slow(d)
 		}
 	}
 }
