@@ -165,6 +165,7 @@ func DefaultConfig() Config {
 			MinSessionTimeout:     6 * time.Second,
 			MaxSessionTimeout:     30 * time.Minute,
 			InitialRebalanceDelay: 3 * time.Second,
+			MaxMetadataBytes:      defaultGroupMetadataBytes,
 		},
 		Transactions: TxnConfig{
 			MaxTimeout:    15 * time.Minute,

@@ -74,6 +74,42 @@ type GroupConfig struct {
 	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
 	MaxSize               int           // group.max.size
+	// MaxMetadataBytes bounds the protocol metadata (subscriptions) all
+	// of a group's members hold: a JoinGroup past it is refused
+	// GROUP_MAX_SIZE_REACHED, so members cannot make the coordinator
+	// keep request-sized metadata each without bound. 0: 16 MiB.
+	MaxMetadataBytes int
+}
+
+// defaultGroupMetadataBytes is GroupConfig.MaxMetadataBytes's default.
+const defaultGroupMetadataBytes = 16 << 20
+
+func (c GroupConfig) maxMetadataBytes() int {
+	if c.MaxMetadataBytes > 0 {
+		return c.MaxMetadataBytes
+	}
+	return defaultGroupMetadataBytes
+}
+
+// protocolsBytes is what a member's protocols take.
+func protocolsBytes(ps []Protocol) int {
+	n := 0
+	for _, p := range ps {
+		n += len(p.Name) + len(p.Metadata)
+	}
+	return n
+}
+
+// metadataBytesWith is the protocol metadata the group's members would
+// hold with member id's (new, if "" or unknown) replaced by ps (g.mu held).
+func (g *Group) metadataBytesWith(id string, ps []Protocol) int {
+	n := protocolsBytes(ps)
+	for mid, m := range g.members {
+		if mid != id {
+			n += protocolsBytes(m.protocols)
+		}
+	}
+	return n
 }
 
 // Protocol is one assignor a member supports, with its metadata.
@@ -314,6 +350,10 @@ func (g *Group) Join(req JoinRequest, done func(JoinResult)) {
 	}
 	if !g.compatible(req.MemberID, req.ProtocolType, req.Protocols) {
 		fail(fmt.Errorf("%w: protocol type %q or protocols do not match the group's", kerr.InconsistentGroupProtocol, req.ProtocolType))
+		return
+	}
+	if n, limit := g.metadataBytesWith(req.MemberID, req.Protocols), g.cfg.maxMetadataBytes(); n > limit {
+		fail(fmt.Errorf("%w: group %q's members would hold %d bytes of protocol metadata, more than %d (--group-max-metadata-bytes)", kerr.GroupMaxSizeReached, g.ID, n, limit))
 		return
 	}
 	if req.MemberID == "" {

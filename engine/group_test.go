@@ -488,3 +488,43 @@ func removeClient[T comparable](xs []T, x T) []T {
 	}
 	return xs
 }
+
+// TestGroupMetadataIsBounded: the protocol metadata a group's members
+// hold is bounded: a join that would pass MaxMetadataBytes is refused
+// GROUP_MAX_SIZE_REACHED and the group keeps its members; a member that
+// shrinks its metadata, or one that leaves, makes room again.
+func TestGroupMetadataIsBounded(t *testing.T) {
+	g, _, _ := testGroup(0)
+	g.cfg.MaxMetadataBytes = 3<<20 + 100
+	big := func(id string, n int) JoinRequest {
+		r := joinReq(id)
+		r.Protocols = []Protocol{{Name: "range", Metadata: make([]byte, n)}}
+		return r
+	}
+	var ids []string
+	for i := 0; i < 3; i++ {
+		var first joinBox
+		g.Join(big("", 1<<20), first.done)
+		r, _ := first.last()
+		var second joinBox
+		g.Join(big(r.MemberID, 1<<20), second.done)
+		if r2, ok := second.last(); ok && r2.Err != nil {
+			t.Fatalf("member %d of 1 MiB under a 3 MiB bound: %v", i, r2.Err)
+		}
+		ids = append(ids, r.MemberID)
+	}
+	var over joinBox
+	g.Join(big("", 1<<20), over.done)
+	r, _ := over.last()
+	if !errors.Is(r.Err, kerr.GroupMaxSizeReached) {
+		t.Fatalf("a fourth 1 MiB member past the bound: %+v", r)
+	}
+	var grow joinBox
+	g.Join(big(ids[0], 2<<20), grow.done)
+	if r, ok := grow.last(); !ok || !errors.Is(r.Err, kerr.GroupMaxSizeReached) {
+		t.Fatalf("a member growing its metadata past the bound: %+v", r)
+	}
+	if n := g.metadataBytesWith("", nil); n > g.cfg.MaxMetadataBytes {
+		t.Fatalf("the group holds %d bytes of metadata over its bound %d", n, g.cfg.MaxMetadataBytes)
+	}
+}

@@ -160,6 +160,7 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&e.Transactions.IDExpiration, "transactional-id-expiration", def.Engine.Transactions.IDExpiration, "forget a transactional id idle this long (transactional.id.expiration.ms)")
 	fs.DurationVar(&e.ProducerIDExpiration, "producer-id-expiration", def.Engine.ProducerIDExpiration, "forget a partition's producer whose last batch there is this old and that has no open transaction (producer.id.expiration.ms); checked with retention")
 	fs.DurationVar(&e.Groups.MaxSessionTimeout, "group-max-session-timeout", def.Engine.Groups.MaxSessionTimeout, "largest session timeout a group member may ask for (group.max.session.timeout.ms)")
+	fs.IntVar(&e.Groups.MaxMetadataBytes, "group-max-metadata-bytes", def.Engine.Groups.MaxMetadataBytes, "protocol metadata (subscriptions) all members of one group may hold; a JoinGroup past it is refused GROUP_MAX_SIZE_REACHED")
 	fs.DurationVar(&e.Groups.InitialRebalanceDelay, "group-initial-rebalance-delay", def.Engine.Groups.InitialRebalanceDelay, "how long a new group waits for more members before its first generation (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
