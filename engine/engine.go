@@ -70,6 +70,11 @@ type Config struct {
 	// bursts of 500.
 	AutoCreateRate  float64
 	AutoCreateBurst int
+	// ScrubBytesPerSec paces the scrubber, which re-reads every sealed
+	// segment at most once per ScrubInterval and checks every batch's
+	// CRC32C (scrub.go); 0: DefaultConfig's, negative: no scrubber.
+	ScrubBytesPerSec int64
+	ScrubInterval    time.Duration
 	// DiskFullRetry is how often a partition taken offline by a full
 	// disk (a write found no room) checks whether the disk has
 	// DiskFullResumeBytes free again, and if so accepts appends again,
@@ -153,6 +158,8 @@ func DefaultConfig() Config {
 		AutoCreateRate:         50,
 		AutoCreateBurst:        500,
 		MaxHostedPartitions:    10000,
+		ScrubBytesPerSec:       8 << 20,
+		ScrubInterval:          24 * time.Hour,
 		DiskFullRetry:          5 * time.Second,
 		DiskFullResumeBytes:    16 << 20,
 		DefaultPartitions:      1,
@@ -216,6 +223,7 @@ type Engine struct {
 	hooks       atomic.Pointer[ClusterHooks] // nil: single node
 	cleanerStop chan struct{}
 	cleanerDone chan struct{}
+	scrubDone   chan struct{} // the scrubber stops with cleanerStop
 	lock        *os.File // the data directory's lock, held until Close
 
 	// capacity counts partitions being created (capacity.go); its mu
@@ -238,6 +246,11 @@ type Stats struct {
 	TruncatedBelowHW atomic.Int64 // follower truncations below the high watermark
 	ISRShrinks       atomic.Int64 // ISR shrinks this broker's leaders asked for and got
 	ISRExpands       atomic.Int64 // ISR expansions likewise
+	// The scrubber (scrub.go): bytes checked, damaged batches found,
+	// damaged followers truncated to fetch again.
+	ScrubbedBytes atomic.Int64
+	ScrubDamaged  atomic.Int64
+	ScrubHealed   atomic.Int64
 }
 
 // Open loads the data directory (creating it), recovers every partition
@@ -261,6 +274,12 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if cfg.AutoCreateBurst <= 0 {
 		cfg.AutoCreateBurst = max(1, int(cfg.AutoCreateRate))
+	}
+	if cfg.ScrubBytesPerSec == 0 {
+		cfg.ScrubBytesPerSec = def.ScrubBytesPerSec
+	}
+	if cfg.ScrubInterval <= 0 {
+		cfg.ScrubInterval = def.ScrubInterval
 	}
 	if cfg.DiskFullRetry <= 0 {
 		cfg.DiskFullRetry = def.DiskFullRetry
@@ -375,6 +394,8 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.cleanerStop, e.cleanerDone = make(chan struct{}), make(chan struct{})
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)
+	e.scrubDone = make(chan struct{})
+	go e.runScrubber(e.cleanerStop, e.scrubDone)
 	ok = true
 	e.logger.Info("engine ready", "topics", len(e.topics), "shards", len(e.shards),
 		"backend", e.backendName, "start", startKind, "recovery", time.Since(start).Round(time.Millisecond))
@@ -718,6 +739,7 @@ func (e *Engine) Close() error {
 	e.txn.close()
 	close(e.cleanerStop)
 	<-e.cleanerDone
+	<-e.scrubDone
 	errs := e.stopShards()
 	e.pidMu.Lock()
 	e.metaMu.Lock()

@@ -196,6 +196,9 @@ var (
 	descFollowLag  = prometheus.NewDesc("ringlog_partition_follower_lag_records", "On the leader: its log end minus each follower's last fetch offset (-1 before the follower's first fetch).", []string{"topic", "partition", "follower"}, nil)
 	descShrinks    = prometheus.NewDesc("ringlog_replication_isr_shrinks_total", "ISR shrinks the controller granted to this broker's leaders.", nil, nil)
 	descExpands    = prometheus.NewDesc("ringlog_replication_isr_expands_total", "ISR expansions the controller granted to this broker's leaders.", nil, nil)
+	descScrubBytes = prometheus.NewDesc("ringlog_scrub_bytes_total", "Bytes of sealed segments the scrubber re-read and checked (CRC32C of every batch).", nil, nil)
+	descScrubBad   = prometheus.NewDesc("ringlog_scrub_damaged_segments_total", "Damaged batches the scrubber found in sealed segments (each one's range is no longer served).", nil, nil)
+	descScrubHeal  = prometheus.NewDesc("ringlog_scrub_healed_total", "Damaged follower logs truncated at the damage to be fetched again from the leader (cluster mode).", nil, nil)
 	descTruncHW    = prometheus.NewDesc("ringlog_replication_truncated_below_hw_total", "Follower truncations that cut below the high watermark (acknowledged data dropped: should stay 0).", nil, nil)
 	descStart      = prometheus.NewDesc("ringlog_partition_log_start_offset", "First offset still in the log.", []string{"topic", "partition"}, nil)
 	descSize       = prometheus.NewDesc("ringlog_partition_log_bytes", "Bytes in the partition's segments.", []string{"topic", "partition"}, nil)
@@ -218,7 +221,7 @@ type engineCollector struct{ e *engine.Engine }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descHW, descStart, descSize, descOffline,
-		descLeader, descISR, descUnderRep, descFollowLag, descShrinks, descExpands, descTruncHW,
+		descLeader, descISR, descUnderRep, descFollowLag, descShrinks, descExpands, descTruncHW, descScrubBytes, descScrubBad, descScrubHeal,
 		descQueue, descWritten, descSubmits, descInline, descCommitted, descLag,
 		descLSO, descTxnCommits, descTxnAborts, descTxnTimeout, descTxnFenced, descTxnOpen} {
 		ch <- d
@@ -301,4 +304,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descShrinks, prometheus.CounterValue, float64(st.ISRShrinks.Load()))
 	ch <- prometheus.MustNewConstMetric(descExpands, prometheus.CounterValue, float64(st.ISRExpands.Load()))
 	ch <- prometheus.MustNewConstMetric(descTruncHW, prometheus.CounterValue, float64(st.TruncatedBelowHW.Load()))
+	ch <- prometheus.MustNewConstMetric(descScrubBytes, prometheus.CounterValue, float64(st.ScrubbedBytes.Load()))
+	ch <- prometheus.MustNewConstMetric(descScrubBad, prometheus.CounterValue, float64(st.ScrubDamaged.Load()))
+	ch <- prometheus.MustNewConstMetric(descScrubHeal, prometheus.CounterValue, float64(st.ScrubHealed.Load()))
 }

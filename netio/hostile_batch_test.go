@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -325,5 +326,65 @@ func TestAutoCreationFlood(t *testing.T) {
 	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "after-flood", Value: []byte("ok")}).FirstErr(); err != nil {
 		t.Fatalf("produce after the flood: %v", err)
+	}
+}
+
+// TestScrubberFindsAFlippedByte: a byte flipped on disk in a sealed
+// segment is found by the scrubber within its interval, counted and
+// logged; fetches get the records before it and KAFKA_STORAGE_ERROR at
+// it, never the damaged bytes.
+func TestScrubberFindsAFlippedByte(t *testing.T) {
+	b := startBroker(t, func(c *broker.Config) {
+		c.Engine.ScrubBytesPerSec, c.Engine.ScrubInterval = 64<<20, 200*time.Millisecond
+	})
+	ctx := testCtx(t, 60*time.Second)
+	cl := b.client(kgo.DefaultProduceTopic("scrubbed"), kgo.ProducerLinger(0))
+	seg := "4096"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": &seg}, "scrubbed"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "record-%03d-%s", i, bytes.Repeat([]byte("x"), 100))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := b.Eng.Topic("scrubbed").Partition(0)
+	l, err := p.Log()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := l.SealedSegments()
+	if len(sealed) < 3 {
+		t.Fatalf("%d sealed segments", len(sealed))
+	}
+	path := filepath.Join(l.Dir(), fmt.Sprintf("%020d.log", sealed[1]))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := []byte{0}
+	f.ReadAt(one, 30)
+	one[0] ^= 0x10
+	if _, err := f.WriteAt(one, 30); err != nil { // in the first batch
+		t.Fatal(err)
+	}
+	f.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Eng.EngineStats().ScrubDamaged.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the scrubber did not find the flipped byte within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rc := b.e2eRaw()
+	if fp := rc.rawFetch(12, "scrubbed", [16]byte{}, 0, sealed[0]); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("fetch before the damage: %v, %d bytes", kerr.ErrorForCode(fp.ErrorCode), len(fp.RecordBatches))
+	}
+	fp := rc.rawFetch(12, "scrubbed", [16]byte{}, 0, sealed[1])
+	if fp.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch at the damage: %v with %d bytes, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(fp.ErrorCode), len(fp.RecordBatches))
+	}
+	if fp := rc.rawFetch(12, "scrubbed", [16]byte{}, 0, sealed[2]); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("fetch after the damaged segment: %v", kerr.ErrorForCode(fp.ErrorCode))
 	}
 }

@@ -369,6 +369,11 @@ func errCode(err error) int16 {
 	if errors.Is(err, wal.ErrClosed) {
 		return kerr.NotLeaderForPartition.Code
 	}
+	if errors.Is(err, wal.ErrCorrupt) {
+		// Damaged stored bytes (the scrubber's find, or a read that
+		// met them): the partition's storage failed there.
+		return kerr.KafkaStorageError.Code
+	}
 	return kerr.UnknownServerError.Code
 }
 

@@ -12,6 +12,9 @@
 #                 half of the committed suite's max), acks=1
 #   produce-1     max-rate produce, acks=1
 #   produce-all   max-rate produce, acks=all
+#   produce-1-zstd, produce-1-lz4
+#                 max-rate produce, acks=1, batches compressed (the broker
+#                 validates inside each); not in the default set
 #   ingest-1      max-rate raw produce (ringlog-perf ingest: prebuilt
 #                 batches, no client library), acks=1; not in the default set
 #   raw-10k       e2e-10k with the raw clients (ringlog-perf e2e-raw); not
@@ -59,6 +62,8 @@ args() {
 	e2e-half) echo "e2e --rate $half --acks 1" ;;
 	produce-1) echo "produce --acks 1" ;;
 	produce-all) echo "produce --acks all" ;;
+	produce-1-zstd) echo "produce --acks 1 --compression zstd" ;;
+	produce-1-lz4) echo "produce --acks 1 --compression lz4" ;;
 	ingest-1) echo "ingest --acks 1" ;;
 	raw-10k) echo "e2e-raw --rate 10000 --acks 1" ;;
 	raw-half) echo "e2e-raw --rate $half --acks 1" ;;

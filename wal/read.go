@@ -93,6 +93,9 @@ func (l *Log) Read(c *Chunk, offset int64, maxBytes int, upTo int64) error {
 		}
 		done, err := readSegment(c, s, offset, &budget, upTo, &first)
 		if err != nil {
+			if c.Bytes > 0 && errors.Is(err, ErrCorrupt) {
+				break // serve the sound batches before the damage
+			}
 			return err
 		}
 		if done {
@@ -114,7 +117,9 @@ func readSegment(c *Chunk, s *segment, offset int64, budget *int64, upTo int64, 
 		// A consumer at the tail: the batch starting at offset was
 		// committed lately and the rest of the segment fits, so no
 		// header needs reading.
-		return addSpan(c, s.f, pos, size, offset, segEnd, size, upTo, budget, first), nil
+		if s.damage.Load() == nil {
+			return addSpan(c, s.f, pos, size, offset, segEnd, size, upTo, budget, first), nil
+		}
 	}
 	pos, h, err := s.findBatch(offset, size)
 	if errors.Is(err, io.EOF) {
@@ -169,6 +174,15 @@ func readSegment(c *Chunk, s *segment, offset int64, budget *int64, upTo int64, 
 			endPos += int64(bh.Size())
 			nextOff = bh.NextOffset()
 		}
+	}
+	if cut, err := s.checkDamage(startPos, endPos); err != nil {
+		return true, err
+	} else if cut < endPos {
+		// Serve the sound batches before the damage; the next read
+		// (from the damaged offset) gets the error.
+		endPos, nextOff = cut, s.damage.Load().Offset
+		addSpan(c, s.f, startPos, endPos, h.BaseOffset, nextOff, endPos, upTo, budget, first)
+		return true, nil
 	}
 	return addSpan(c, s.f, startPos, endPos, h.BaseOffset, nextOff, size, upTo, budget, first), nil
 }

@@ -197,6 +197,41 @@ func (l *Log) TruncateTo(off int64) (int64, error) {
 	if err != nil {
 		return end, err
 	}
+	return l.truncatePlanned(end, a, cut, newEnd)
+}
+
+// TruncateAtDamage truncates the log at a damage ScrubSegment found: at the
+// damaged batch's position, so the log ends at the offset after the last
+// sound batch before it (a follower then refetches the rest from its
+// leader). It does not walk the damaged bytes, as TruncateTo would. Owner
+// only, with the crash safety of TruncateTo.
+func (l *Log) TruncateAtDamage(d *Damage) (int64, error) {
+	if err := l.checkQuiet("truncate"); err != nil {
+		return l.end.Load(), err
+	}
+	end := l.end.Load()
+	i := slices.IndexFunc(l.segs, func(s *segment) bool { return s.base == d.Segment })
+	if i < 0 || d.Pos >= l.segs[i].size.Load() {
+		return end, ErrSegmentGone
+	}
+	a, cut, newEnd := i, d.Pos, d.Offset
+	if d.Pos == 0 {
+		if i == 0 {
+			a, cut, newEnd = 0, 0, l.segs[0].base
+		} else {
+			p := l.segs[i-1]
+			a, cut, newEnd = i-1, p.size.Load(), p.end.Load()
+		}
+	}
+	if newEnd < l.start.Load() {
+		return end, fmt.Errorf("%w: %s: damage at %d is below the log start %d", ErrOffsetOutOfRange, l.dir, newEnd, l.start.Load())
+	}
+	return l.truncatePlanned(end, a, cut, newEnd)
+}
+
+// truncatePlanned carries out a planned truncation (planTruncation): segment
+// a becomes the active one, cut at byte cut, and the log ends at newEnd.
+func (l *Log) truncatePlanned(end int64, a int, cut, newEnd int64) (int64, error) {
 	// No background flush may raise the recovery point past the cut.
 	l.bg.Wait()
 	if err := l.step(stepPrepare); err != nil {
@@ -396,6 +431,9 @@ func (l *Log) truncateCommitted(a int, cut, newEnd int64) error {
 func (l *Log) cutSegment(s *segment, cut, newEnd int64) error {
 	s.end.Store(newEnd)
 	s.size.Store(cut)
+	if d := s.damage.Load(); d != nil && cut <= d.Pos {
+		s.damage.Store(nil) // the damaged bytes are gone
+	}
 	s.forgetBatches()
 	s.idx.truncateEntries(s.idx.countPosAtMost(cut - 1))
 	s.tidx.truncateEntries(s.tidx.countRelBelow(newEnd - s.base))

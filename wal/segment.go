@@ -66,6 +66,10 @@ type segment struct {
 	// The active segment's is not used.
 	flushed atomic.Bool
 
+	// damage is the first damaged batch the scrubber found (nil: none):
+	// reads stop before it (checkDamage).
+	damage atomic.Pointer[Damage]
+
 	// idxBad is set once a lookup found the offset index disagreeing with
 	// the log: from then on lookups walk the log from its start.
 	idxBad atomic.Bool

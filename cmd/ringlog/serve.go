@@ -133,6 +133,8 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.Float64Var(&e.AutoCreateRate, "auto-create-topics-rate", def.Engine.AutoCreateRate, "topics a second clients may auto-create (bursts of --auto-create-topics-burst); past it a name is answered UNKNOWN_TOPIC_OR_PARTITION (retriable) and logged")
 	fs.IntVar(&e.AutoCreateBurst, "auto-create-topics-burst", def.Engine.AutoCreateBurst, "auto-creations allowed at once before --auto-create-topics-rate paces them")
+	fs.Int64Var(&e.ScrubBytesPerSec, "scrub-bytes-per-sec", def.Engine.ScrubBytesPerSec, "the scrubber re-reads sealed segments at most this fast, checking every batch's CRC32C; damage is logged, counted and never served, and a follower refetches it (negative: no scrubber)")
+	fs.DurationVar(&e.ScrubInterval, "scrub-interval", def.Engine.ScrubInterval, "how often the scrubber checks each sealed segment")
 	fs.DurationVar(&e.DiskFullRetry, "disk-full-retry", def.Engine.DiskFullRetry, "how often a partition a full disk took offline checks whether the disk has room again (then it accepts appends without a restart)")
 	fs.Int64Var(&e.DiskFullResumeBytes, "disk-full-resume-bytes", def.Engine.DiskFullResumeBytes, "free bytes on the data directory's file system that bring a partition a full disk took offline back")
 	fs.IntVar(&e.MaxHostedPartitions, "max-partitions", def.Engine.MaxHostedPartitions, "partitions this broker hosts at most (every topic, internal ones too); a creation past it, or one needing more file descriptors than the process may open, is refused POLICY_VIOLATION")
