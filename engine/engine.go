@@ -224,7 +224,7 @@ type Engine struct {
 	cleanerStop chan struct{}
 	cleanerDone chan struct{}
 	scrubDone   chan struct{} // the scrubber stops with cleanerStop
-	lock        *os.File // the data directory's lock, held until Close
+	lock        *os.File      // the data directory's lock, held until Close
 
 	// capacity counts partitions being created (capacity.go); its mu
 	// is taken before mu (never while holding it).
