@@ -88,8 +88,10 @@ type conn struct {
 	lastRead   atomic.Int64
 	frameStart atomic.Int64
 	reaped     atomic.Bool // the reaper closed it
-	// unread is what gnet held for this connection, unread, when the
-	// loop last left it paused: its share of srv.unread (event loop only).
+	// over holds what the client sent while the connection was not read,
+	// moved out of gnet's buffer (overflow.go); unread is its charge,
+	// this connection's share of srv.unread (event loop only).
+	over   overflow
 	unread int
 	// preAuthFrame is the size of the last frame dispatched before
 	// authentication, which its handler may still hold (event loop

@@ -109,14 +109,18 @@
 // start. While Server.Drain runs, no connection is parsed either.
 //
 // gnet cannot be told to stop reading a socket: it keeps reading a
-// connection that is not being parsed and keeps what the handler leaves
-// in its inbound buffer, without limit. Server.holdUnread therefore counts
-// those bytes and closes a connection whose client sends more than
-// MaxRequestBytes while not read, or whose bytes would take the
-// listener's total past MaxPausedBytes. Memory held for connections that
-// are not read is thus at most, per listener, one frame per connection
-// (conn.frame, at most MaxRequestBytes, as for any connection assembling a
-// frame) plus MaxPausedBytes of unread bytes.
+// connection that is not being parsed, into an inbound buffer that grows
+// without limit (a quarter at a time, its old buffers kept in a pool:
+// four times the bytes in memory). Server.holdUnread therefore moves
+// those bytes out of gnet, into the connection's overflow (overflow.go:
+// fixed 16 KiB chunks of the server's pool, charged whole), and closes a
+// connection whose client sends more than MaxRequestBytes while not read,
+// or whose chunks would take the listener's total past MaxPausedBytes;
+// once the connection is read again, the loop reads its overflow before
+// gnet's buffer. Memory held for connections that are not read is thus
+// at most, per listener, one frame per connection (conn.frame, at most
+// MaxRequestBytes, as for any connection assembling a frame) plus
+// MaxPausedBytes of overflow chunks.
 //
 // Before authentication a connection may have one request in flight
 // (conn.inflightLimit), and everything of its bytes the broker holds,

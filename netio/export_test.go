@@ -62,3 +62,7 @@ func (s *Server) HandshakingConns() int64 {
 // UnauthenticatedConns is how many connections count against the
 // listener's Security.MaxUnauthenticatedConns now.
 func (s *Server) UnauthenticatedConns() int64 { return s.unauthed.Load() }
+
+// OverflowChunk is the unit of what a connection that is not read is
+// charged (overflow.go): its unread bytes rounded up to whole chunks.
+const OverflowChunk = overflowChunk

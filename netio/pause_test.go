@@ -52,7 +52,9 @@ func TestPausedConnectionsBounded(t *testing.T) {
 		return append(append(f, nativeproto.KeyProduce), p...)
 	}
 	frameLen := len(frame(0, 0))
-	held := int64(ahead * frameLen) // unread bytes of a well-behaved client
+	// What a well-behaved client's unread bytes are charged: whole
+	// overflow chunks.
+	held := int64((ahead*frameLen + netio.OverflowChunk - 1) / netio.OverflowChunk * netio.OverflowChunk)
 
 	// The largest unread count seen, sampled until the test ends.
 	var peak atomic.Int64
@@ -140,8 +142,8 @@ func TestPausedConnectionsBounded(t *testing.T) {
 	e2eWaitFor(t, 30*time.Second, "client 0's requests to be held", func() bool { return srv.UnreadBytes() == held })
 	kept := []*client{c0}
 
-	// A client that sends on and on while paused is closed once gnet
-	// holds more than MaxRequestBytes for it.
+	// A client that sends on and on while paused is closed once the
+	// broker would hold more than MaxRequestBytes for it.
 	flood := dial(1)
 	go func() {
 		burst := bytes.Repeat(frame(1, 0), 4)

@@ -559,7 +559,6 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 		if s.draining.Load() || c.paused.Load() {
 			return s.holdUnread(c, gc)
 		}
-		s.releaseUnread(c)
 		if c.frame != nil && c.filled == len(c.frame) {
 			n := len(c.frame)
 			switch s.dispatch(c) {
@@ -578,7 +577,7 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 				return gnet.Close
 			}
 		}
-		avail := gc.InboundBuffered()
+		avail := c.inbound(gc)
 		if avail == 0 {
 			return gnet.None
 		}
@@ -586,14 +585,13 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 			if c.nhdr == 0 {
 				c.frameStart.Store(now)
 			}
-			take := min(4-c.nhdr, avail)
-			b, err := gc.Next(take)
+			k, err := s.readIn(c, gc, c.hdr[c.nhdr:4])
 			if err != nil {
 				return gnet.None
 			}
-			c.nhdr += copy(c.hdr[c.nhdr:], b)
+			c.nhdr += k
 			if c.nhdr < 4 {
-				return gnet.None
+				continue
 			}
 			c.nhdr = 0
 			size := int32(binary.BigEndian.Uint32(c.hdr[:]))
@@ -608,20 +606,19 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 				s.logger.Warn("closing connection: invalid request size", "remote", c.remote, "size", size, "max", s.cfg.MaxRequestBytes)
 				return gnet.Close
 			}
-			if !c.auth.done.Load() && int(size)+c.preAuthHeld() > s.cfg.Security.MaxUnauthenticatedBytes {
+			if !c.auth.done.Load() && int(size)+c.preAuthHeld()+c.over.n > s.cfg.Security.MaxUnauthenticatedBytes {
 				s.logger.Warn("closing connection: request too large before authentication (--max-unauthenticated-request-bytes)", "remote", c.remote,
-					"size", size, "held_bytes", c.preAuthHeld(), "max", s.cfg.Security.MaxUnauthenticatedBytes)
+					"size", size, "held_bytes", c.preAuthHeld()+c.over.n, "max", s.cfg.Security.MaxUnauthenticatedBytes)
 				return gnet.Close
 			}
 			c.frame, c.filled = s.pool.get(int(size)), 0
 			continue
 		}
-		take := min(len(c.frame)-c.filled, avail)
-		b, err := gc.Next(take)
+		k, err := s.readIn(c, gc, c.frame[c.filled:])
 		if err != nil {
 			return gnet.None
 		}
-		c.filled += copy(c.frame[c.filled:], b)
+		c.filled += k
 		if c.filled == len(c.frame) {
 			// Whole: from now on waiting is the broker's doing.
 			c.frameStart.Store(0)
@@ -631,47 +628,87 @@ func (s *Server) traffic(gc gnet.Conn, c *conn) gnet.Action {
 
 // holdUnread is OnTraffic's return while c is not read (paused, or the
 // server draining). gnet cannot be told to stop reading a socket: on
-// every readable event it reads up to readBufferCap bytes and keeps in
-// the connection's inbound buffer whatever OnTraffic leaves, without
-// limit. So the bytes a client sends while its connection is not read
-// are counted here, before gnet stores them, and the connection is closed
-// (dropping them) when they would pass MaxRequestBytes for the connection
-// or MaxPausedBytes for the listener. Before authentication the
-// connection's limit is Security.MaxUnauthenticatedBytes for everything
-// it makes the broker hold: these unread bytes, the frame waiting in
-// c.frame and the one in flight (preAuthHeld).
+// every readable event it reads up to readBufferCap bytes into the
+// connection's inbound buffer, which grows without limit (and, growing,
+// keeps several times its size in garbage). So what a client sends while
+// its connection is not read is moved here into the connection's
+// overflow chunks, whose memory is exactly what is counted, and the
+// connection is closed (dropping it) when its bytes would pass
+// MaxRequestBytes or the chunks holding them, over the listener,
+// MaxPausedBytes. Before
+// authentication the connection's limit is
+// Security.MaxUnauthenticatedBytes for everything it makes the broker
+// hold: these bytes, the frame waiting in c.frame and the one in flight
+// (preAuthHeld).
 func (s *Server) holdUnread(c *conn, gc gnet.Conn) gnet.Action {
 	n := gc.InboundBuffered()
+	if n == 0 {
+		return gnet.None
+	}
+	charge := c.over.chargeWith(n)
 	if !c.auth.done.Load() {
-		if held := c.preAuthHeld(); n+held > s.cfg.Security.MaxUnauthenticatedBytes {
+		if held := c.preAuthHeld(); c.over.n+n+held > s.cfg.Security.MaxUnauthenticatedBytes {
 			s.logger.Warn("closing connection: it kept sending before authenticating (--max-unauthenticated-request-bytes)",
-				"remote", c.remote, "unread_bytes", n, "held_bytes", held, "max", s.cfg.Security.MaxUnauthenticatedBytes)
+				"remote", c.remote, "unread_bytes", c.over.n+n, "held_bytes", held, "max", s.cfg.Security.MaxUnauthenticatedBytes)
 			return gnet.Close
 		}
-	} else if n > s.cfg.MaxRequestBytes {
+	} else if c.over.n+n > s.cfg.MaxRequestBytes {
 		s.logger.Warn("closing connection: it kept sending while not read (backpressure)",
-			"remote", c.remote, "unread_bytes", n, "max", s.cfg.MaxRequestBytes)
+			"remote", c.remote, "unread_bytes", c.over.n+n, "max", s.cfg.MaxRequestBytes)
 		return gnet.Close
 	}
-	if d := int64(n - c.unread); d != 0 {
-		if total := s.unread.Add(d); d > 0 && total > s.cfg.MaxPausedBytes {
+	if d := int64(charge - c.unread); d > 0 {
+		if total := s.unread.Add(d); total > s.cfg.MaxPausedBytes {
 			s.unread.Add(-d)
 			s.logger.Warn("closing connection: the listener's connections hold too many unread bytes (backpressure)",
-				"remote", c.remote, "unread_bytes", n, "listener_unread_bytes", total-d, "max", s.cfg.MaxPausedBytes)
+				"remote", c.remote, "unread_bytes", c.over.n+n, "listener_unread_bytes", total-d, "max", s.cfg.MaxPausedBytes)
 			return gnet.Close
 		}
-		c.unread = n
+		c.unread = charge
 	}
+	b, err := gc.Next(n)
+	if err != nil {
+		return gnet.Close
+	}
+	c.over.write(b, &s.pool)
 	return gnet.None
 }
 
-// releaseUnread drops c's share of the unread count once the loop reads c
-// again (or it closes).
+// recharge brings c's share of the unread count down to what its
+// overflow still holds (event loop, after reading from it).
+func (s *Server) recharge(c *conn) {
+	if d := c.over.charge - c.unread; d < 0 {
+		s.unread.Add(int64(d))
+		c.unread += d
+	}
+}
+
+// releaseUnread drops c's share of the unread count and its overflow
+// (it closes).
 func (s *Server) releaseUnread(c *conn) {
+	c.over.release(&s.pool)
 	if c.unread != 0 {
 		s.unread.Add(-int64(c.unread))
 		c.unread = 0
 	}
+}
+
+// inbound is what c has to read: its overflow, then gnet's buffer.
+func (c *conn) inbound(gc gnet.Conn) int { return c.over.n + gc.InboundBuffered() }
+
+// readIn copies the next bytes c has to read into dst (its overflow
+// first, then gnet's buffer) and returns how many.
+func (s *Server) readIn(c *conn, gc gnet.Conn, dst []byte) (int, error) {
+	if c.over.n > 0 {
+		k := c.over.read(dst, &s.pool)
+		s.recharge(c)
+		return k, nil
+	}
+	b, err := gc.Next(min(len(dst), gc.InboundBuffered()))
+	if err != nil {
+		return 0, err
+	}
+	return copy(dst, b), nil
 }
 
 // dispatch hands a whole frame to its handler (event loop), unless the
