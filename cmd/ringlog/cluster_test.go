@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,24 +29,43 @@ import (
 	"github.com/ringlog/ringlog/quorum"
 )
 
-// freePorts returns n distinct free 127.0.0.1 ports.
+// freePorts returns n distinct free 127.0.0.1 ports for brokers this test
+// starts (which bind them themselves, later). They come from below the
+// kernel's ephemeral range (ip_local_port_range, 32768 up by default),
+// which every listener on port 0 and every outgoing connection draws
+// from: a port handed out here cannot be taken by another test's proxy,
+// broker or client between the check and the broker's bind, as a port
+// picked by listening on port 0 could (the flake of issue 38). Within
+// this test binary a counter keeps them distinct; the start is random so
+// that two binaries (packages, -count) rarely meet.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var lns []net.Listener
 	var out []int
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for len(out) < n {
+		p := int(nextFixedPort.Add(1))
+		if p >= fixedPortEnd {
+			nextFixedPort.Store(fixedPortStart)
+			continue
 		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue // taken: try the next
+		}
 		ln.Close()
+		out = append(out, p)
 	}
 	return out
 }
+
+// The fixed ports freePorts hands out: [fixedPortStart, fixedPortEnd),
+// below the ephemeral range.
+const fixedPortStart, fixedPortEnd = 20000, 32000
+
+var nextFixedPort = func() *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(fixedPortStart + rand.Int64N(fixedPortEnd-fixedPortStart-2000))
+	return &v
+}()
 
 // testCluster is n brokers, every one a voter, on fixed loopback ports.
 type testCluster struct {
