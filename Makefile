@@ -155,6 +155,7 @@ perf-replication: build build-perf
 	perf/replication.sh bin/ringlog bin/ringlog-perf $(PAIRS)
 
 ## chaos: TestReplicationChaos for CYCLES (default 100) random faults (leader and node kills,
+## a leader cut off one way (it cannot send, its Raft links slow after the heal),
 ## pauses past the session timeout, whole-cluster kills, a leader cut off from the other brokers
 ## by the in-test link proxies) on a non-race binary, bin/ringlog-chaos; FAULTS=kind,... limits
 ## the kinds, DURATION=90m stops the faults early (the checks still run); per-fault count and

@@ -810,6 +810,21 @@ func (h *replHarness) isolateAndHeal(label string, id int32) (took time.Duration
 		func() { h.c.links.heal() })
 }
 
+// oneWayCutAndHeal holds every byte broker id sends to the other brokers
+// (it still receives theirs) past the session timeout, then heals the cut
+// with its Raft links slowed for 2 s (a catch-up after a long cut), and
+// returns what holdFault does.
+func (h *replHarness) oneWayCutAndHeal(label string, id int32) (took time.Duration, measured bool) {
+	h.t.Helper()
+	return h.holdFault(label, id, "cut off one way", "the heal",
+		func() { h.c.links.mute(id) },
+		func() {
+			h.c.links.healSlowRaft(id, 300*time.Millisecond)
+			time.Sleep(2 * time.Second)
+			h.c.links.heal()
+		})
+}
+
 // holdFault injects a fault on broker id that lasts (pause, cut), waits
 // until the other brokers agree on new leaders for its partitions, keeps
 // the fault for at least the session timeout + 2 s, undoes it, waits for
@@ -934,6 +949,7 @@ const (
 	faultPauseLeader
 	faultKillAll
 	faultIsolateLeader
+	faultOneWayCutLeader
 	faultKinds
 )
 
@@ -944,6 +960,10 @@ var faultNames = [faultKinds]string{
 	faultPauseLeader:   "pause-partition-leader",
 	faultKillAll:       "kill-all-nodes",
 	faultIsolateLeader: "cut-leader-off",
+	// The leader cannot send to the other brokers (it still receives),
+	// then the cut heals with its Raft links slow for a while: its
+	// heartbeats get through before its metadata has caught up.
+	faultOneWayCutLeader: "one-way-cut-leader",
 }
 
 // faultStats are one fault kind's injections and measured failover times.
@@ -1062,6 +1082,8 @@ func TestReplicationChaos(t *testing.T) {
 			took, measured = h.killAllAndRestart(label)
 		case faultIsolateLeader:
 			took, measured = h.isolateAndHeal(label, h.view.Parts[rng.IntN(parts)].Leader)
+		case faultOneWayCutLeader:
+			took, measured = h.oneWayCutAndHeal(label, h.view.Parts[rng.IntN(parts)].Leader)
 		}
 		stats[k].count++
 		if measured {
@@ -1093,6 +1115,16 @@ func TestReplicationChaos(t *testing.T) {
 	}
 	if len(other) > 0 {
 		t.Errorf("%d records failed for another reason than their delivery timeout, e.g. %s", len(other), someFailures(other))
+	}
+	// No broker led at an epoch it gave up, or below one another led at
+	// before (the logs of the processes running now; a killed one's are
+	// gone with it).
+	var logs []string
+	for _, p := range h.c.procs {
+		logs = append(logs, p.stderr.String())
+	}
+	if claims := staleLeadership(logs); len(claims) > 0 {
+		t.Errorf("stale leadership: %s", strings.Join(claims, "; "))
 	}
 	checkReplicatedLog(t, h.ctx, h.c, topic, parts, h.view, acked, h.prods.sentCounts())
 }
