@@ -69,7 +69,7 @@ func (e *Engine) reservePartitions(n int) (release func(), err error) {
 // capacityRefusal logs a refusal (at most once a second, with the count
 // since) and returns it.
 func (e *Engine) capacityRefusal(err error) error {
-	if n, ok := e.refusalLog.allow(e.now()); ok {
+	if n, ok := e.refusalLog.Allow(e.now()); ok {
 		e.logger.Warn("refusing to create partitions", "err", err, "refused_since_last_log", n)
 	}
 	return err
@@ -109,25 +109,4 @@ func (b *tokenBucket) take(now time.Time) bool {
 	}
 	b.tokens--
 	return true
-}
-
-// logLimiter lets one log line through a second and counts the rest.
-type logLimiter struct {
-	mu      sync.Mutex
-	last    time.Time
-	dropped int
-}
-
-// allow reports whether to log now, with how many were dropped since the
-// last line.
-func (l *logLimiter) allow(now time.Time) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < time.Second {
-		l.dropped++
-		return 0, false
-	}
-	n := l.dropped
-	l.last, l.dropped = now, 0
-	return n, true
 }

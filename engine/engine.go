@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ringlog/ringlog/internal/fsutil"
+	"github.com/ringlog/ringlog/internal/ratelog"
 	"github.com/ringlog/ringlog/ring"
 	"github.com/ringlog/ringlog/wal"
 )
@@ -229,8 +230,8 @@ type Engine struct {
 	// capacity counts partitions being created (capacity.go); its mu
 	// is taken before mu (never while holding it).
 	capacity   capacity
-	autoCreate tokenBucket // paces auto-creation
-	refusalLog logLimiter  // rate-limits the capacity refusal log line
+	autoCreate tokenBucket     // paces auto-creation
+	refusalLog ratelog.Limiter // rate-limits the capacity refusal log line
 }
 
 // Stats are engine-wide counters.
@@ -1153,7 +1154,7 @@ func (e *Engine) GetOrCreateTopic(name string) (*Topic, error) {
 		if !e.autoCreate.take(e.now()) {
 			err := fmt.Errorf("%w: topic %q: auto-creation is paced at %.0f topics a second (--auto-create-topics-rate); retry, or create it with CreateTopics",
 				kerr.UnknownTopicOrPartition, name, e.cfg.AutoCreateRate)
-			if n, ok := e.refusalLog.allow(e.now()); ok {
+			if n, ok := e.refusalLog.Allow(e.now()); ok {
 				e.logger.Warn("not auto-creating a topic: too many auto-creations", "topic", name, "rate", e.cfg.AutoCreateRate, "refused_since_last_log", n)
 			}
 			return nil, err

@@ -66,7 +66,7 @@ func (s *Server) handleRawSASL(c *conn, frame []byte) frameOutcome {
 		out, done, err := ex.Step(token)
 		if err != nil {
 			c.auth.failed.Store(true)
-			if n, ok := s.authFails.allow(time.Now()); ok {
+			if n, ok := s.authFails.Allow(time.Now()); ok {
 				s.logger.Warn("authentication failed", "remote", c.remote, "mechanism", mech, "handshake", 0, "err", err, "failed_since_last_log", n)
 			}
 			s.metrics.ConnectionsClosed.WithLabelValues("authentication_failed").Inc()

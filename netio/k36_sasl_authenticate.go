@@ -43,7 +43,7 @@ func handleSaslAuthenticate(s *Server, r *request) frameOutcome {
 		}
 		resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, &msg
 		s.metrics.ConnectionsClosed.WithLabelValues("authentication_failed").Inc()
-		if n, ok := s.authFails.allow(time.Now()); ok {
+		if n, ok := s.authFails.Allow(time.Now()); ok {
 			s.logger.Warn("authentication failed", "remote", c.remote, "mechanism", mech, "err", err, "failed_since_last_log", n)
 		}
 		s.failAuth(r, resp, true)

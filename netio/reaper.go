@@ -1,7 +1,6 @@
 package netio
 
 import (
-	"sync"
 	"time"
 )
 
@@ -53,7 +52,7 @@ func (s *Server) reapOnce(now time.Time) {
 			return true
 		}
 		s.metrics.ConnectionsClosed.WithLabelValues(reason).Inc()
-		if n, ok := s.reaped.allow(now); ok {
+		if n, ok := s.reaped.Allow(now); ok {
 			msg := "closing idle connection (--connections-max-idle)"
 			switch reason {
 			case "request_timeout":
@@ -66,27 +65,4 @@ func (s *Server) reapOnce(now time.Time) {
 		c.gc.Close()
 		return true
 	})
-}
-
-// limitedWarn lets one log line through per second and counts what it
-// held back, so a flood (a connection storm past the limit, a thousand
-// slow clients) costs a line a second, not a line an event.
-type limitedWarn struct {
-	mu      sync.Mutex
-	last    time.Time
-	pending int
-}
-
-// allow counts one event and reports whether to log it now, with how many
-// events (this one included) happened since the last line.
-func (l *limitedWarn) allow(now time.Time) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.pending++
-	if !l.last.IsZero() && now.Sub(l.last) < time.Second {
-		return 0, false
-	}
-	n := l.pending
-	l.last, l.pending = now, 0
-	return n, true
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/fetchsession"
+	"github.com/ringlog/ringlog/internal/ratelog"
 	"github.com/ringlog/ringlog/metrics"
 )
 
@@ -178,13 +179,13 @@ type Server struct {
 	parkedFetches atomic.Int64
 	drainOnce     sync.Once
 	live          sync.Map // *conn -> struct{}: open connections, for Drain and the reaper
-	refusals      limitedWarn
-	reaped        limitedWarn
+	refusals      ratelog.Limiter
+	reaped        ratelog.Limiter
 	// tls is the TLS front end of SSL and SASL_SSL listeners; nil for
 	// plaintext ones (gnet listens itself).
 	tls         *tlsFront
-	tlsFailures limitedWarn
-	authFails   limitedWarn
+	tlsFailures ratelog.Limiter
+	authFails   ratelog.Limiter
 	rr          sync.Map // topic -> *atomic.Uint32: native round-robin
 	// fetchSessions holds the listener's fetch sessions (k01_fetch.go).
 	fetchSessions *fetchsession.Cache
@@ -486,7 +487,7 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 			s.unauthed.Add(-1)
 		}
 		s.metrics.ConnectionsClosed.WithLabelValues("max_connections").Inc()
-		if n, ok := s.refusals.allow(time.Now()); ok {
+		if n, ok := s.refusals.Allow(time.Now()); ok {
 			s.logger.Warn("refusing connections: max connections reached (--max-connections)",
 				"remote", gc.RemoteAddr(), "max", s.cfg.MaxConnections, "refused_since_last_log", n)
 		}
@@ -496,7 +497,7 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if !s.openAuth(c, peer) {
 		s.conns.Add(-1)
 		s.metrics.ConnectionsClosed.WithLabelValues("max_unauthenticated").Inc()
-		if n, ok := s.refusals.allow(time.Now()); ok {
+		if n, ok := s.refusals.Allow(time.Now()); ok {
 			s.logger.Warn("refusing connections: too many connections not authenticated yet",
 				"remote", c.remote, "max", s.cfg.Security.MaxUnauthenticatedConns, "refused_since_last_log", n)
 		}

@@ -196,7 +196,7 @@ func (f *tlsFront) admit(nc net.Conn) *handshake {
 				reason, flag, limit = "max_unauthenticated", "--max-unauthenticated-connections", s.cfg.Security.MaxUnauthenticatedConns
 			}
 			s.metrics.ConnectionsClosed.WithLabelValues(reason).Inc()
-			if n, ok := s.refusals.allow(now); ok {
+			if n, ok := s.refusals.Allow(now); ok {
 				s.logger.Warn("refusing connections: limit reached ("+flag+")",
 					"remote", nc.RemoteAddr(), "max", limit, "refused_since_last_log", n)
 			}
@@ -214,7 +214,7 @@ func (f *tlsFront) admit(nc net.Conn) *handshake {
 		// Its places are h's now; closing it ends its handshake.
 		victim.nc.Close()
 		s.metrics.ConnectionsClosed.WithLabelValues("tls_handshake_displaced").Inc()
-		if n, ok := s.refusals.allow(now); ok {
+		if n, ok := s.refusals.Allow(now); ok {
 			s.logger.Warn("closing the oldest connection still in its TLS handshake to admit a new one (--max-connections or --max-unauthenticated-connections reached)",
 				"remote", victim.nc.RemoteAddr(), "handshaking_for", now.Sub(victim.accepted), "closed_since_last_log", n)
 		}
@@ -256,7 +256,7 @@ func (f *tlsFront) serve(h *handshake) {
 		f.handshaking.Add(-1)
 		s.unauthed.Add(-1)
 		s.metrics.ConnectionsClosed.WithLabelValues("tls_handshake").Inc()
-		if n, ok := s.tlsFailures.allow(time.Now()); ok {
+		if n, ok := s.tlsFailures.Allow(time.Now()); ok {
 			s.logger.Warn("closing connection: TLS handshake failed", "remote", nc.RemoteAddr(), "err", err, "failed_since_last_log", n)
 		}
 		nc.Close()
