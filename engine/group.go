@@ -687,10 +687,10 @@ func (g *Group) completeJoin() {
 			g.removeMember(m)
 		}
 	}
-	for id, t := range g.pending {
-		t.Stop()
-		delete(g.pending, id)
-	}
+	// Members told MEMBER_ID_REQUIRED stay pending until their session
+	// timeout, as in Kafka: one whose rejoin comes after this phase ended
+	// joins and starts the next rebalance (forgetting it here answered
+	// that rejoin UNKNOWN_MEMBER_ID).
 	if len(g.members) == 0 {
 		g.toEmpty()
 		return
