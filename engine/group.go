@@ -593,13 +593,16 @@ func (g *Group) stopTimers() {
 
 // prepareRebalance starts (or continues) collecting JoinGroups.
 func (g *Group) prepareRebalance(reason string) {
-	if g.state == StateCompletingRebalance {
-		for _, m := range g.members {
-			if m.syncDone != nil {
-				sd := m.syncDone
-				g.later(func() { sd(SyncResult{Err: fmt.Errorf("%w: %s", kerr.RebalanceInProgress, reason)}) })
-				m.syncDone = nil
-			}
+	// Answer every member still waiting in SyncGroup: in
+	// CompletingRebalance, and also in Stable while the generation is
+	// being stored (the store's callback skips a group that moved on, so
+	// a waiter left here hung until its session expired and was then
+	// told UNKNOWN_MEMBER_ID).
+	for _, m := range g.members {
+		if m.syncDone != nil {
+			sd := m.syncDone
+			g.later(func() { sd(SyncResult{Err: fmt.Errorf("%w: %s", kerr.RebalanceInProgress, reason)}) })
+			m.syncDone = nil
 		}
 	}
 	if g.syncTimer != nil {

@@ -374,7 +374,6 @@ func randomGroupRun(t *testing.T, seed uint64) {
 		gen       int32
 		joining   *joinBox
 		syncing   *syncBox
-		seenJoins int
 		seenSyncs int
 	}
 	var clients []*client
@@ -566,5 +565,65 @@ func TestPendingMemberSurvivesARebalance(t *testing.T) {
 	r2, ok := ra2.last()
 	if !ok || r2.Err != nil || len(r2.Members) != 2 {
 		t.Fatalf("the next generation: %+v", r2)
+	}
+}
+
+// TestSyncWaiterAnsweredWhenStoreIsOvertaken: a follower waits in
+// SyncGroup while the leader's assignment is being stored; a new member
+// joins before the store finishes. The waiter must be told to rejoin at
+// once, not left hanging until its session expires and then told
+// UNKNOWN_MEMBER_ID (franz-go's TestGroupETL saw exactly that).
+func TestSyncWaiterAnsweredWhenStoreIsOvertaken(t *testing.T) {
+	s := newFakeSched()
+	var stores []func(error)
+	var mu sync.Mutex
+	cfg := &GroupConfig{MinSessionTimeout: time.Second, MaxSessionTimeout: time.Hour}
+	g := newGroup("g", cfg, s, func(_ *Group, _ GroupSnapshot, done func(error)) {
+		mu.Lock()
+		stores = append(stores, done) // the store finishes when the test says
+		mu.Unlock()
+	})
+	a, ja := join(t, g)
+	b, jb := join(t, g)
+	var again joinBox
+	g.Join(joinReq(a), again.done)
+	s.advance(time.Millisecond)
+	ra, _ := again.last()
+	rb, _ := jb.last()
+	if ra.Err != nil || rb.Err != nil || ra.Generation != rb.Generation {
+		t.Fatalf("generation: a %+v (first %+v), b %+v", ra, ja.got, rb)
+	}
+	leader, follower := a, b
+	if ra.LeaderID == b {
+		leader, follower = b, a
+	}
+	gen := ra.Generation
+	var fs, ls syncBox
+	g.Sync(SyncRequest{MemberID: follower, Generation: gen}, fs.done)
+	g.Sync(SyncRequest{MemberID: leader, Generation: gen, Assignments: map[string][]byte{a: []byte("x"), b: []byte("y")}}, ls.done)
+	if _, ok := fs.last(); ok {
+		t.Fatalf("follower answered before the store finished: %+v", fs.got)
+	}
+	// A third member joins while the generation is still being stored.
+	var jc joinBox
+	g.Join(joinReq(""), jc.done)
+	if r, _ := jc.last(); errors.Is(r.Err, kerr.MemberIDRequired) {
+		g.Join(joinReq(r.MemberID), jc.done)
+	}
+	for _, box := range []*syncBox{&fs, &ls} {
+		r, ok := box.last()
+		if !ok || !errors.Is(r.Err, kerr.RebalanceInProgress) {
+			t.Fatalf("sync waiter after a new member joined: %+v (ok %v), want REBALANCE_IN_PROGRESS", r, ok)
+		}
+	}
+	// The late store completion must not answer anyone twice.
+	mu.Lock()
+	pending := append([]func(error){}, stores...)
+	mu.Unlock()
+	for _, done := range pending {
+		done(nil)
+	}
+	if len(fs.got) != 1 || len(ls.got) != 1 {
+		t.Fatalf("sync answers: follower %d, leader %d", len(fs.got), len(ls.got))
 	}
 }

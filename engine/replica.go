@@ -510,10 +510,7 @@ func (p *Partition) ISRChange(lagMax time.Duration) *ISRChangeRequest {
 		req.ISR = append([]int32{self}, req.ISR...)
 	}
 	req.LeaderEpoch, req.PartitionEpoch = r.st.LeaderEpoch, r.st.PartitionEpoch
-	maximal := slices.Clone(r.st.ISR)
-	for _, id := range req.Expand {
-		maximal = append(maximal, id)
-	}
+	maximal := append(slices.Clone(r.st.ISR), req.Expand...)
 	r.pendingISR = maximal
 	return &req
 }
