@@ -57,13 +57,15 @@ build:
 build-perf:
 	$(GO) build -o bin/ringlog-perf ./cmd/ringlog-perf
 
-## test: formatting, vet, the whole suite with -race, then a short fuzz run of every target
+## test: formatting, vet, staticcheck, the whole suite with -race, then a short fuzz run of every target
 test: vet unit fuzz-short
 
 vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@# staticcheck is pinned as a tool in go.mod
+	$(GO) tool staticcheck ./...
 	@# macOS must keep building (the _other.go files); 'GOOS=darwin go vet ./...'
 	@# checks the tests too, at twice the cost on a cold cache
 	GOOS=darwin $(GO) build ./...

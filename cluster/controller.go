@@ -34,7 +34,6 @@ type controller struct {
 	mu       sync.Mutex // serialises the controller's partition proposals
 	seenMu   sync.Mutex
 	lastSeen map[int32]time.Time
-	leading  bool
 }
 
 // heard records a heartbeat (or registration) of broker id.

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 DescribeConfig is what sarama users call; the broker must keep answering it
+
 package netio_test
 
 import (

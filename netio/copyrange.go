@@ -9,9 +9,6 @@ import (
 	"github.com/ringlog/ringlog/wal"
 )
 
-// copyChunk is the most bytes copyRange moves per call.
-const copyChunk = 64 << 10
-
 // copyRange is the portable stand-in for sendfile, used off Linux (it is
 // built everywhere so that its tests run on Linux too). It reads up to
 // len(buf) bytes of f at f.Pos and writes them to the socket fd with one

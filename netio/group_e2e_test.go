@@ -252,10 +252,6 @@ func TestGroupStaticMemberRestartWithoutRebalance(t *testing.T) {
 	for time.Now().Before(deadline) {
 		g, _ := b.Eng.Coordinator().Group("static-g", false)
 		d := g.Describe()
-		var ids []string
-		for _, m := range d.Members {
-			ids = append(ids, m.MemberID)
-		}
 		if d.Generation != before.Generation {
 			t.Fatalf("the static member's restart caused a rebalance: generation %d -> %d", before.Generation, d.Generation)
 		}

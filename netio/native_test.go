@@ -66,7 +66,7 @@ func TestNativeProduceFetchRoundTrip(t *testing.T) {
 	if err != nil || p != 1 || base != 0 {
 		t.Fatalf("produce: p=%d base=%d %v", p, base, err)
 	}
-	p, base, err = c.Produce(ctx, "native", 1, recs(5, func(int) []byte { return []byte("k") }))
+	_, base, err = c.Produce(ctx, "native", 1, recs(5, func(int) []byte { return []byte("k") }))
 	if err != nil || base != 10 {
 		t.Fatalf("second produce: base=%d %v", base, err)
 	}

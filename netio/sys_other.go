@@ -11,6 +11,9 @@ import (
 	"github.com/ringlog/ringlog/wal"
 )
 
+// copyChunk is the most bytes one copyRange call moves.
+const copyChunk = 64 << 10
+
 // Off Linux the response path is a development fallback: byte parts go out
 // with unix.SendmsgBuffers (an iovec array allocated per call, no
 // MSG_MORE) and file ranges are copied through user space (copyRange), so

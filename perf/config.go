@@ -325,11 +325,3 @@ func (c *Config) consumerOpts(topic string, parts map[int32]kgo.Offset) []kgo.Op
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)
 }
-
-// runName is the label of a run in lines and charts.
-func (c *Config) runName() string {
-	if c.Label != "" {
-		return c.Label
-	}
-	return c.Mode
-}

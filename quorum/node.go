@@ -16,6 +16,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.etcd.io/bbolt"
+	bbolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/ringlog/ringlog/metadata"
 )
@@ -249,7 +250,7 @@ func (n *Node) start(self Voter) (err error) {
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
 	})
 	if err != nil {
-		if errors.Is(err, bbolt.ErrTimeout) {
+		if errors.Is(err, bbolterrors.ErrTimeout) {
 			return fmt.Errorf("quorum: %s is in use by another process", filepath.Join(cfg.Dir, raftDBFile))
 		}
 		return fmt.Errorf("quorum: open %s: %w", raftDBFile, err)

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -27,7 +28,7 @@ type Voters []Voter
 // listing the same voters in another order are equal (String).
 func ParseVoters(spec string) (Voters, error) {
 	if strings.TrimSpace(spec) == "" {
-		return nil, fmt.Errorf("voters: empty list; want id@host:port,id@host:port,...")
+		return nil, errors.New("voters: empty list; want id@host:port[,id@host:port]")
 	}
 	var vs Voters
 	ids := map[int32]bool{}

@@ -369,7 +369,8 @@ func (l *crashLoad) killed() {
 func (l *crashLoad) pause() {
 	l.paused.Store(true)
 	l.gate.Lock()
-	l.gate.Unlock() // a barrier: the burst in progress is over
+	//lint:ignore SA2001 an empty critical section is the barrier: the burst in progress is over
+	l.gate.Unlock()
 }
 
 // settle waits for every produce to be answered and the churn to end.

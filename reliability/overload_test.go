@@ -42,11 +42,10 @@ func ovlBound(conns int) int64 {
 
 // phase is one timed stretch of producing.
 type phase struct {
-	bytes  atomic.Int64
-	errs   atomic.Int64
-	mu     sync.Mutex
-	lat    []time.Duration
-	record func(time.Duration)
+	bytes atomic.Int64
+	errs  atomic.Int64
+	mu    sync.Mutex
+	lat   []time.Duration
 }
 
 func (p *phase) add(d time.Duration, err error) {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/ring"
-	"github.com/ringlog/ringlog/wal/batch"
 )
 
 // Errors a Log returns.
@@ -511,7 +510,3 @@ func (l *Log) Delete() error {
 	}
 	return cerr
 }
-
-// batchMaxTs is the timestamp a batch counts with for indexing and
-// retention.
-func batchMaxTs(h *batch.Header) int64 { return h.MaxTimestamp }

@@ -102,7 +102,6 @@ func transactSessions(t *testing.T, seeds []string, prefix string, sessionTimeou
 			kgo.ConsumeTopics(prefix+"-in"),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.RequireStableFetchOffsets(),
 			kgo.SessionTimeout(sessionTimeout),
 			kgo.HeartbeatInterval(300*time.Millisecond),
 			kgo.RetryTimeout(60*time.Second),
