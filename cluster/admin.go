@@ -518,6 +518,18 @@ func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeat
 			}
 		}
 		resp.IsCaughtUp = req.CurrentMetadataOffset >= int64(c.Image().Index())
+		if err == nil {
+			// The answer grants the broker a leadership lease of a
+			// session from when it sent the heartbeat. A controller
+			// that lost its office without noticing yet (resumed
+			// from a pause, cut off from the quorum) must not grant
+			// one: the next controller counts sessions only from the
+			// start of its term. A quorum confirming this one is
+			// still the leader proves no next term has started.
+			if verr := c.node.VerifyLeader(ctx); verr != nil {
+				return fmt.Errorf("%w: this broker could not confirm it is still the controller: %v", kerr.NotController, verr)
+			}
+		}
 		return err
 	}()
 	resp.ErrorCode, _ = codeOf(err)

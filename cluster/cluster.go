@@ -94,11 +94,12 @@ const (
 	autoCreateWait = 10 * time.Second
 	// DefaultSessionTimeout is broker.session.timeout: the controller
 	// fences a broker it has not heard from for this long and moves its
-	// partitions' leadership to other in-sync replicas.
-	DefaultSessionTimeout = 3 * time.Second
+	// partitions' leadership to other in-sync replicas. It bounds the
+	// failover after a broker dies (Kafka's 9 s; measured in make chaos).
+	DefaultSessionTimeout = 1500 * time.Millisecond
 	// DefaultHeartbeatInterval is how often a broker heartbeats the
-	// controller.
-	DefaultHeartbeatInterval = 500 * time.Millisecond
+	// controller: six times a session.
+	DefaultHeartbeatInterval = 250 * time.Millisecond
 	// DefaultReplicaLagMax is replica.lag.time.max.ms: a follower not
 	// caught up for this long leaves the ISR.
 	DefaultReplicaLagMax = 10 * time.Second
@@ -191,6 +192,15 @@ type Cluster struct {
 	// NOT_LEADER_OR_FOLLOWER, waiting acks=all produces fail with it)
 	// until a heartbeat succeeds.
 	selfFenced atomic.Bool
+	// leaseUntil is when this broker's leadership lease ends, in
+	// nanoseconds of the monotonic clock since clockBase: a session
+	// timeout after it sent the last heartbeat the controller accepted
+	// unfenced. The controller fences no sooner than a session after it
+	// received that heartbeat, so a leader that appends only within its
+	// lease never appends after its leaderships may have moved (a pause,
+	// a one-way cut: see MayLead).
+	leaseUntil atomic.Int64
+	clockBase  time.Time
 	kick       chan struct{} // asks the publisher to reconcile now
 
 	mu        sync.Mutex
@@ -246,7 +256,8 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "cluster"), node: node, eng: eng,
-		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		clockBase: time.Now()}
 	c.fetch.c = c
 	if c.sec, err = newSecurity(c); err != nil {
 		node.Shutdown()
@@ -260,6 +271,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		AllocateProducerIDs: c.allocateProducerIDs,
 		VerifyTxn:           c.verifyTxn,
 		WriteTxnMarkers:     c.writeTxnMarkers,
+		MayLead:             c.MayLead,
 	})
 	return c, nil
 }
@@ -491,8 +503,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 	fenced := true
 	var lastErr string
 	lastOK := time.Now()
-	tick := time.NewTicker(c.cfg.HeartbeatInterval)
-	defer tick.Stop()
+	wait := time.NewTimer(c.cfg.HeartbeatInterval)
+	defer wait.Stop()
 	for {
 		req := kmsg.NewPtrBrokerHeartbeatRequest()
 		req.Version = 0
@@ -500,12 +512,27 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		req.CurrentMetadataOffset = int64(c.Image().Index())
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
+		// Silent for a session (a pause ends here too): step down before
+		// the answer to this heartbeat can renew anything.
+		c.stepDownIfSilent(lastOK)
 		sent := time.Now()
+		// The controller's own broker takes short leases (and renews
+		// them twice as often): a controller that dies is then fenced
+		// by its successor a third of a session after the election
+		// (controlLoop).
+		lease := c.cfg.SessionTimeout
+		controller := c.node.IsLeader()
 		resp := c.Admin(ctx, req, false).(*kmsg.BrokerHeartbeatResponse)
 		cancel()
 		stop()
+		if controller = controller || c.node.IsLeader(); controller {
+			lease = controllerLease(c.cfg.SessionTimeout)
+		}
 		if resp.ErrorCode == 0 {
 			lastOK = sent
+			if !resp.IsFenced {
+				c.leaseUntil.Store(int64(sent.Add(lease).Sub(c.clockBase)))
+			}
 			// A broker that stepped down leads again only once the
 			// controller has it unfenced and its image holds
 			// everything the controller had when it answered: every
@@ -517,15 +544,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 				c.log.Info("heartbeats get through again and the metadata has caught up with the controller's: leading what it says", "broker_epoch", epoch)
 				c.kickReconcile()
 			}
-		} else if time.Since(lastOK) > c.cfg.SessionTimeout && !c.selfFenced.Load() {
-			// The controller fences a broker it has not heard from for a
-			// session: this one's leaderships are moving or moved. Step
-			// down now, so that clients go to the new leaders instead of
-			// waiting here for acks that cannot come.
-			c.selfFenced.Store(true)
-			c.log.Warn("no heartbeat reached the controller for a session timeout: stepping down from partition leadership",
-				"silent_for", time.Since(lastOK).Round(time.Millisecond), "session_timeout", c.cfg.SessionTimeout)
-			c.kickReconcile() // the publisher makes its leaders leaderless here
+		} else {
+			c.stepDownIfSilent(lastOK)
 		}
 		switch {
 		case resp.ErrorCode != 0:
@@ -544,22 +564,50 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		default:
 			lastErr = ""
 		}
+		next := c.cfg.HeartbeatInterval
+		if controller {
+			next /= 2
+		}
+		wait.Reset(max(next-time.Since(sent), 0))
 		select {
 		case <-c.stop:
 			return
 		case <-c.node.Done():
 			return
-		case <-tick.C:
+		case <-wait.C:
 		}
 	}
 }
 
-// SelfFenced reports whether this broker stepped down from leadership
-// because no heartbeat reached the controller (it may be cut off from
-// the cluster, its image stale) and has not caught up with the
-// controller since: it then leads nothing, and Metadata names no leader
-// on it.
-func (c *Cluster) SelfFenced() bool { return c.selfFenced.Load() }
+// controllerLease is the lease the controller's own broker takes: a third
+// of a session. Its successor, if it takes office in the very next term,
+// fences it that long after taking office (controlLoop) instead of a
+// whole session after: no lease it granted itself outlives that.
+func controllerLease(session time.Duration) time.Duration { return session / 3 }
+
+// stepDownIfSilent steps down from partition leadership when no
+// heartbeat the controller accepted was sent for a session timeout
+// (lastOK): the controller fences a broker it has not heard from for a
+// session, so this one's leaderships are moving or moved. Clients then go
+// to the new leaders instead of waiting here for acks that cannot come.
+func (c *Cluster) stepDownIfSilent(lastOK time.Time) {
+	if silent := time.Since(lastOK); silent > c.cfg.SessionTimeout && !c.selfFenced.Load() {
+		c.selfFenced.Store(true)
+		c.log.Warn("no heartbeat reached the controller for a session timeout: stepping down from partition leadership",
+			"silent_for", silent.Round(time.Millisecond), "session_timeout", c.cfg.SessionTimeout)
+		c.kickReconcile() // the publisher makes its leaders leaderless here
+	}
+}
+
+// MayLead reports whether this broker may append as a partition leader:
+// it has not stepped down, and its lease holds (the controller accepted,
+// unfenced, a heartbeat it sent less than a session timeout ago). The
+// engine checks it on every leader append, so a broker that was paused or
+// cut off stops acknowledging at once, before its publisher has caught
+// up, and before the controller can have elected another leader.
+func (c *Cluster) MayLead() bool {
+	return !c.selfFenced.Load() && int64(time.Since(c.clockBase)) < c.leaseUntil.Load()
+}
 
 // kickReconcile asks the publisher to reconcile now.
 func (c *Cluster) kickReconcile() {

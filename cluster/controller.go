@@ -26,7 +26,7 @@ import (
 
 // controlTick is how often the controller looks for silent brokers and
 // leaderless partitions.
-const controlTick = 200 * time.Millisecond
+const controlTick = 100 * time.Millisecond
 
 // controller is the controller's in-memory state: when each broker was
 // last heard from. Only meaningful while this node is the Raft leader.
@@ -64,6 +64,7 @@ func (c *Cluster) controlLoop() {
 	tick := time.NewTicker(controlTick)
 	defer tick.Stop()
 	var since time.Time // when this node became the controller
+	prev := int32(-1)   // the controller before it, when known for sure
 	for {
 		select {
 		case <-c.stop:
@@ -77,26 +78,40 @@ func (c *Cluster) controlLoop() {
 			continue
 		}
 		if since.IsZero() {
-			// A new controller has no heartbeat history: it gives every
-			// broker half a session from now (live brokers heartbeat
-			// several times a session, and a full session on top of the
-			// election would put failover past its budget).
+			// A new controller has no heartbeat history. A broker's
+			// lease runs a session from the last heartbeat a
+			// controller accepted, which may be just before this
+			// one took office (a controller confirms its office with
+			// a quorum before it accepts one, so none is accepted
+			// after): every broker gets a full session from now, or
+			// it could be fenced while it still leads. The
+			// controller before this one, if it led the term just
+			// before, is the exception: as controller it granted
+			// itself shorter leases (controllerLease), so that much
+			// from now is enough (a controller's death then costs an
+			// election and a third of a session, not a whole one).
+			term := c.node.Term()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err := c.node.Barrier(ctx)
 			cancel()
 			if err != nil {
 				continue
 			}
-			since = time.Now().Add(-c.cfg.SessionTimeout / 2)
-			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout)
+			since, prev = time.Now(), -1
+			if id, t := c.node.PreviousLeader(); id >= 0 && t+1 == term && c.node.Term() == term {
+				prev = id
+			}
+			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout, "previous_controller", prev)
 		}
-		c.controlOnce(since)
+		c.controlOnce(since, prev)
 	}
 }
 
 // controlOnce fences silent brokers, then moves leadership and ISR
-// membership off fenced brokers.
-func (c *Cluster) controlOnce(since time.Time) {
+// membership off fenced brokers. since is when this controller took
+// office; prev the controller before it (-1: not known for sure), fenced
+// once silent for controllerLease from since.
+func (c *Cluster) controlOnce(since time.Time, prev int32) {
 	c.ctrl.mu.Lock()
 	defer c.ctrl.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -105,7 +120,11 @@ func (c *Cluster) controlOnce(since time.Time) {
 	img := c.Image()
 	var fence []metadata.Record
 	for _, b := range img.LiveBrokers() {
-		if last := c.ctrl.silentSince(b.ID, since); now.Sub(last) > c.cfg.SessionTimeout {
+		from := since
+		if b.ID == prev {
+			from = since.Add(controllerLease(c.cfg.SessionTimeout) - c.cfg.SessionTimeout)
+		}
+		if last := c.ctrl.silentSince(b.ID, from); now.Sub(last) > c.cfg.SessionTimeout {
 			c.log.Warn("controller: fencing a broker that missed its heartbeats", "broker", b.ID, "broker_epoch", b.Epoch, "silent_for", now.Sub(last).Round(time.Millisecond))
 			fence = append(fence, metadata.FenceBroker{ID: b.ID, Epoch: b.Epoch})
 		}

@@ -26,6 +26,12 @@ type ClusterHooks struct {
 	// and returns an error per partition, nil where the marker is
 	// written (or the topic no longer exists).
 	WriteTxnMarkers func(mk TxnMarker, parts []TopicPartition) []error
+	// MayLead reports whether this broker's leadership lease holds. A
+	// replicated partition's leader appends nothing without it (answer:
+	// NOT_LEADER_OR_FOLLOWER): a broker that was paused, or could not
+	// reach the controller, may have had its leaderships moved before
+	// its metadata says so.
+	MayLead func() bool
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the

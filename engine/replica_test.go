@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +337,28 @@ func TestFollowerAppendAndTruncate(t *testing.T) {
 	}
 	if _, err := f.TruncateTo(0); !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("a leader truncating: %v, want refused", err)
+	}
+}
+
+// TestLeaderAppendsOnlyWithinItsLease: a leader whose cluster says its
+// leadership lease has lapsed (paused, or cut off from the controller)
+// refuses appends at once, whatever its replica state says, and takes
+// them again once the lease holds.
+func TestLeaderAppendsOnlyWithinItsLease(t *testing.T) {
+	p := replicatedTopic(t, nil, "1")
+	var lease atomic.Bool
+	p.topic.eng.SetClusterHooks(ClusterHooks{MayLead: lease.Load})
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, submit(t, p, 1, idem(t, -1, 0, 0, 1))); !errors.Is(r.Err, kerr.NotLeaderForPartition) {
+		t.Fatalf("produce to a leader without a lease: %v, want NOT_LEADER_OR_FOLLOWER", r.Err)
+	}
+	if p.HighWatermark() != 0 {
+		t.Fatalf("a refused append moved the high watermark to %d", p.HighWatermark())
+	}
+	lease.Store(true)
+	if off := appendOK(t, p, idem(t, -1, 0, 0, 1)); off != 0 {
+		t.Fatalf("produce within the lease: base %d, want 0", off)
 	}
 }

@@ -531,6 +531,12 @@ func (s *Shard) stage(req *AppendRequest) {
 		sa.res.Err = err
 		return
 	}
+	if p.rep != nil {
+		if h := s.eng.clusterHooks(); h != nil && h.MayLead != nil && !h.MayLead() {
+			sa.res.Err = fmt.Errorf("%w: %s: this broker's leadership lease has lapsed (no heartbeat reached the controller for a session)", kerr.NotLeaderForPartition, p)
+			return
+		}
+	}
 	if req.Marker != nil {
 		s.stageMarker(sa, l)
 		return

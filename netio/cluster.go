@@ -62,10 +62,12 @@ type Cluster interface {
 	// may still be replaying, and a topic missing from the image may
 	// exist).
 	CaughtUp() bool
-	// SelfFenced reports whether this broker stepped down because the
-	// controller could not hear it (it may be cut off, its image
-	// stale): Metadata then names no leader on it.
-	SelfFenced() bool
+	// MayLead reports whether this broker may act as a partition leader
+	// now: it has not stepped down, and its leadership lease holds (the
+	// controller heard it within a session). Otherwise it may be cut off
+	// or just resumed from a pause, its image stale: Metadata then names
+	// no leader on it.
+	MayLead() bool
 }
 
 // clusterAdminTimeout bounds one admin request in cluster mode (a
@@ -272,12 +274,12 @@ func (r *request) imageTopic(img *metadata.Image, t *metadata.Topic, req *kmsg.M
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeTopic, t.Name, topicOps)
 	}
-	// A broker that stepped down, or that its image has fenced, leads
-	// nothing whatever the image says: it names no leader there, so
-	// clients look elsewhere (the other brokers are listed) instead of
-	// retrying here.
+	// A broker that stepped down, whose lease lapsed, or that its image
+	// has fenced, leads nothing whatever the image says: it names no
+	// leader there, so clients look elsewhere (the other brokers are
+	// listed) instead of retrying here.
 	self := r.conn.srv.eng.NodeID()
-	selfOut := r.conn.srv.cfg.Cluster.SelfFenced()
+	selfOut := !r.conn.srv.cfg.Cluster.MayLead()
 	if b, ok := img.Broker(self); !ok || b.Fenced {
 		selfOut = true
 	}

@@ -23,8 +23,8 @@ func (f *catchUpCluster) TxnCoordinatorFor(string) int32 { return -1 }
 func (f *catchUpCluster) Forward(context.Context, kmsg.Request, bool) (kmsg.Response, bool) {
 	return nil, false
 }
-func (f *catchUpCluster) CaughtUp() bool   { return f.caughtUp }
-func (f *catchUpCluster) SelfFenced() bool { return false }
+func (f *catchUpCluster) CaughtUp() bool { return f.caughtUp }
+func (f *catchUpCluster) MayLead() bool  { return true }
 
 // TestStaleSecurityTurnsAwayUntilCaughtUp: until the image has caught
 // up, a cluster broker with the authorizer (or a SASL listener) serves
