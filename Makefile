@@ -38,7 +38,7 @@ FUZZ_TARGETS := \
 	./security:FuzzScramExchange \
 	./security:FuzzStoreFile
 
-.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos crash-long perf-replication
+.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos steady crash-long perf-replication
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
 run: build
@@ -155,6 +155,15 @@ crash-long:
 perf-replication: PAIRS ?= 5
 perf-replication: build build-perf
 	perf/replication.sh bin/ringlog bin/ringlog-perf $(PAIRS)
+
+## steady: TestReplicationSteady: three brokers with the default cluster timings, at half of the
+## acks=all rate they reach, for DURATION (default 30m); fails on any leader change, fencing or
+## step-down (a false failover); summary in steady-report.txt
+steady: DURATION ?= 30m
+steady:
+	$(GO) build -o bin/ringlog-chaos ./cmd/ringlog
+	RINGLOG_TEST_BINARY=$(abspath bin/ringlog-chaos) RINGLOG_STEADY_DURATION=$(DURATION) RINGLOG_STEADY_REPORT=$(abspath steady-report.txt) \
+		$(GO) test -count=1 -timeout 0 -run '^TestReplicationSteady$$' -v ./cmd/ringlog
 
 ## chaos: TestReplicationChaos for CYCLES (default 100) random faults (leader and node kills,
 ## a leader cut off one way (it cannot send, its Raft links slow after the heal),

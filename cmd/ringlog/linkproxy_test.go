@@ -10,7 +10,9 @@ package main
 // directly, so a broker cut off from the others still serves them.
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -75,13 +77,16 @@ func (p *linkProxy) handle(c net.Conn) {
 	p.mu.Lock()
 	if p.state == linkDown {
 		p.mu.Unlock()
-		c.Close()
+		reset(c)
 		return
 	}
 	p.mu.Unlock()
 	up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
 	if err != nil {
-		c.Close()
+		// The broker refused (killed, not yet listening): the client
+		// sees a reset, as it would see a refusal without the proxy,
+		// rather than a clean close that clients take for a TLS mistake.
+		reset(c)
 		return
 	}
 	p.mu.Lock()
@@ -101,9 +106,14 @@ func (p *linkProxy) handle(c net.Conn) {
 // (or, forward or back, while that direction is held).
 func (p *linkProxy) pipe(dst, src net.Conn, forward bool) {
 	buf := make([]byte, 64<<10)
+	var readErr error
 	defer func() {
 		src.Close()
-		dst.Close()
+		if readErr != nil && !errors.Is(readErr, io.EOF) {
+			reset(dst) // pass a reset on as a reset
+		} else {
+			dst.Close()
+		}
 		p.mu.Lock()
 		delete(p.conns, src)
 		delete(p.conns, dst)
@@ -130,9 +140,19 @@ func (p *linkProxy) pipe(dst, src net.Conn, forward bool) {
 			}
 		}
 		if err != nil {
+			readErr = err
 			return
 		}
 	}
+}
+
+// reset closes c with an RST rather than a FIN, as a dead peer or a
+// refused connection would end it.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 // hold holds (or lets go) the bytes of one direction of the link's
@@ -161,16 +181,16 @@ func (p *linkProxy) set(s linkState) {
 	p.mu.Lock()
 	p.state = s
 	p.fwdHeld, p.backHeld, p.delay = false, false, 0
-	var reset []net.Conn
+	var toReset []net.Conn
 	if s == linkDown {
 		for c := range p.conns {
-			reset = append(reset, c)
+			toReset = append(toReset, c)
 		}
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
-	for _, c := range reset {
-		c.Close()
+	for _, c := range toReset {
+		reset(c)
 	}
 }
 
@@ -259,6 +279,16 @@ func (n *linkNet) healSlowRaft(id int32, d time.Duration) {
 		p.set(linkUp)
 		if p.raft && (p.from == id || p.to == id) {
 			p.slow(d)
+		}
+	}
+}
+
+// holdRaft black-holes broker id's Raft links (its metadata stops
+// moving) while its Kafka links (heartbeats, replica fetches) still flow.
+func (n *linkNet) holdRaft(id int32) {
+	for _, p := range n.proxies {
+		if p.raft && (p.from == id || p.to == id) {
+			p.set(linkBlackhole)
 		}
 	}
 }

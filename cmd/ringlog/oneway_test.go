@@ -3,17 +3,23 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/wal/batch"
 )
 
 // Stale leadership after a one-way cut (DESIGN invariant 7): a leader
@@ -172,7 +178,7 @@ func TestOneWayCutNoStaleLeadership(t *testing.T) {
 		// its heartbeats get through as soon as it hears the quorum
 		// again, while its metadata is still what it was when it was
 		// cut off (a catch-up takes several slow round trips).
-		h.holdFault(fmt.Sprintf("(%d) cut partition 0's leader %d off one way", round, id), id, "muted", "the heal",
+		h.holdFault(fmt.Sprintf("(%d) cut partition 0's leader %d off one way", round, id), id, "muted", "the heal", true,
 			func() { mutes = append(mutes, time.Now()); h.c.links.mute(id) },
 			func() {
 				// Cut off and stepped down, it sends its clients
@@ -274,4 +280,136 @@ func TestOneWayCutNoStaleLeadership(t *testing.T) {
 		t.Errorf("stale leadership: %s", strings.Join(claims, "; "))
 	}
 
+}
+
+// TestResumedLeaderRefusesAtOnce: a leader paused past the session
+// timeout has had its leadership moved by the time it resumes, but its
+// metadata does not say so yet. A produce that waited in its socket
+// during the pause is the first thing it handles on resuming; its
+// leadership lease (a session from the last heartbeat the controller
+// accepted) has lapsed, so it must refuse it, not acknowledge it at the
+// epoch it no longer holds; and its Metadata must not name it leader.
+func TestResumedLeaderRefusesAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of processes")
+	}
+	// The harness's acks=all producers write to their topic through it
+	// all; the raw acks=1 produces go to a topic of their own.
+	h := newReplHarness(t, "resume", 1, 120*time.Second, 30*time.Second, 60*time.Second)
+	const topic = "resume-acks1"
+	adm := kadm.NewClient(procClient(t, h.c.kafka[0], kgo.SeedBrokers(h.c.kafka...)))
+	if res, err := adm.CreateTopic(h.ctx, 1, 3, nil, topic); err != nil || res.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, res.Err)
+	}
+	view := h.c.waitFullISR(h.ctx, topic, 1, 3, 30*time.Second)
+	id := view.Parts[0].Leader
+	p := h.c.procs[id-1]
+	cl := procClient(t, h.c.kafka[id-1])
+	seed := cl.Broker(-2147483648) // the seed: the leader itself
+	acks1 := func(ctx context.Context, v string) (kmsg.ProduceResponseTopicPartition, error) {
+		b := batch.NewBuilder()
+		b.Add(time.Now().UnixMilli(), nil, []byte(v), nil)
+		raw, err := b.Build(nil, batch.CodecNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = raw
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, seed)
+		if err != nil {
+			return kmsg.ProduceResponseTopicPartition{}, err
+		}
+		return resp.Topics[0].Partitions[0], nil
+	}
+	// Warm the connections a produce and a metadata request use.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r, err := acks1(h.ctx, "before") // the new topic's leader may not have applied it yet
+		if err == nil && r.ErrorCode == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce to the leader %d before the pause: %v %v", id, err, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(h.ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	// Its Raft links held from the pause until well after it resumes:
+	// the metadata that moves its leadership reaches it late (as after
+	// a long pause over a busy network), while its heartbeats get
+	// through at once.
+	h.c.links.holdRaft(id)
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	type answer struct {
+		r   kmsg.ProduceResponseTopicPartition
+		err error
+	}
+	prod := make(chan answer, 1)
+	go func() {
+		r, err := acks1(h.ctx, "during-the-pause")
+		prod <- answer{r, err}
+	}()
+	meta := make(chan *kmsg.MetadataResponse, 1)
+	go func() {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		m, err := req.RequestWith(h.ctx, seed)
+		if err != nil {
+			t.Errorf("metadata from the resumed broker: %v", err)
+		}
+		meta <- m
+	}()
+	// The other brokers fence it and elect a new leader.
+	moved := h.c.waitLeadersMoved(h.ctx, topic, view, id, h.others(id), 30*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	resumedAt := time.Now()
+	a := <-prod
+	t.Logf("the produce queued during the pause: %v, offset %d (resumed %v ago)", kerr.ErrorForCode(a.r.ErrorCode), a.r.BaseOffset, time.Since(resumedAt))
+	if a.err != nil {
+		t.Fatalf("the produce queued during the pause: %v", a.err)
+	}
+	if a.r.ErrorCode == 0 {
+		t.Errorf("broker %d, paused past the session timeout while broker %d took over at epoch %d, acknowledged an acks=1 produce at offset %d on resuming",
+			id, moved.Parts[0].Leader, moved.Parts[0].Epoch, a.r.BaseOffset)
+	} else if err := kerr.ErrorForCode(a.r.ErrorCode); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Errorf("the produce queued during the pause: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	if m := <-meta; m != nil {
+		for _, mt := range m.Topics {
+			for _, mp := range mt.Partitions {
+				if mp.Leader == id {
+					t.Errorf("the resumed broker %d names itself leader of %s-%d at epoch %d", id, topic, mp.Partition, mp.LeaderEpoch)
+				}
+			}
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	h.c.links.heal()
+	h.view = h.c.waitFullISR(h.ctx, h.topic, 1, 3, 30*time.Second)
+	acked, failed := h.prods.finish(h.ctx)
+	if len(failed) > 0 {
+		t.Errorf("%d acks=all records failed, e.g. %s", len(failed), someFailures(failed))
+	}
+	checkReplicatedLog(t, h.ctx, h.c, h.topic, 1, h.view, acked, h.prods.sentCounts())
 }

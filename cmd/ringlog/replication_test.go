@@ -13,8 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -38,16 +36,16 @@ import (
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
-// Replication timings the tests give the brokers: short, so that a broker
-// that stopped heartbeating is fenced, and a follower that stopped
-// fetching leaves the ISR, within seconds. RINGLOG_REPL_DEFAULT_TIMEOUTS=1
-// runs with the shipped defaults instead (failover figures "with default
-// timeouts").
+// Replication timings the tests give the brokers: the default session
+// timeout (the failover figures are the defaults'), and a short replica
+// lag, so that a follower that stopped fetching leaves the ISR within
+// seconds. RINGLOG_REPL_DEFAULT_TIMEOUTS=1 runs with the default replica
+// lag too.
 var replSessionTimeout, replLagTimeMax = func() (time.Duration, time.Duration) {
 	if os.Getenv("RINGLOG_REPL_DEFAULT_TIMEOUTS") != "" {
 		return cluster.DefaultSessionTimeout, cluster.DefaultReplicaLagMax
 	}
-	return 2 * time.Second, 2 * time.Second
+	return cluster.DefaultSessionTimeout, 2 * time.Second
 }()
 
 // replicatedArgs are node id's serve flags (testCluster.args) plus the
@@ -390,9 +388,10 @@ type replProducers struct {
 // startReplProducers starts n producers on topic, seeded with every
 // broker, each producing perSec records a second (a few hundred records
 // buffered at most, so Produce blocks rather than piling up during an
-// outage), records failing after deliveryTimeout. They stop at finish, or
-// at the end of the test.
-func startReplProducers(t *testing.T, ctx context.Context, seeds []string, topic string, n, perSec int, deliveryTimeout time.Duration) *replProducers {
+// outage), records failing after deliveryTimeout; opts are added to each
+// client's (a client side's dialer). They stop at finish, or at the end
+// of the test.
+func startReplProducers(t *testing.T, ctx context.Context, seeds []string, topic string, n, perSec int, deliveryTimeout time.Duration, opts ...kgo.Opt) *replProducers {
 	t.Helper()
 	p := &replProducers{t: t, acks: newAckTracker(), clock: &failoverClock{}, sent: make([]atomic.Int64, n), stop: make(chan struct{})}
 	var logOpt []kgo.Opt
@@ -407,13 +406,11 @@ func startReplProducers(t *testing.T, ctx context.Context, seeds []string, topic
 		logOpt = append(logOpt, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string { return time.Now().UTC().Format("15:04:05.000 ") })))
 	}
 	for i := 0; i < n; i++ {
-		p.clients = append(p.clients, procClient(t, seeds[0], append(logOpt, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		copts := append(slices.Clone(logOpt), kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.RecordDeliveryTimeout(deliveryTimeout), kgo.MaxBufferedRecords(500),
-			// Refresh metadata soon after NOT_LEADER_OR_FOLLOWER or a dead
-			// connection (default: at most every 5 s), so that the
-			// failover time measures the brokers more than the client.
-			kgo.MetadataMinAge(250*time.Millisecond))...))
+			kgo.RecordDeliveryTimeout(deliveryTimeout), kgo.MaxBufferedRecords(500))
+		copts = append(copts, fastFailoverOpts()...)
+		p.clients = append(p.clients, procClient(t, seeds[0], append(copts, opts...)...))
 	}
 	// Produce's context: canceled only when the test ends (a canceled
 	// context fails the records still buffered).
@@ -699,434 +696,6 @@ func checkReplicaLogs(t *testing.T, dirs []string, topic string, parts int, fina
 		}
 		t.Logf("%s-%d: replicas %v end at %v; identical below %d (%d batches), %d acknowledged", topic, p, ids, ends, ref.end, len(ref.batches), ackedEnd[p])
 	}
-}
-
-// replHarness injects faults into a replicated cluster while producers
-// keep producing, and keeps the last fully in-sync view of the topic.
-type replHarness struct {
-	t       *testing.T
-	ctx     context.Context
-	c       *testCluster
-	topic   string
-	parts   int
-	prods   *replProducers
-	view    topicView     // the last view with every ISR full
-	waitMax time.Duration // bound on each wait for new leaders or for full ISRs
-	ackWait time.Duration // bound on the wait for the first acknowledgement after a fault
-}
-
-// others lists the running brokers other than id.
-func (h *replHarness) others(id int32) []int32 {
-	var out []int32
-	for _, r := range h.c.running() {
-		if r != id {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// waitAck waits for the failover clock armed for a fault when armed is
-// set, failing the test if no record produced after the fault to the
-// partitions it hit is acknowledged within ackWait.
-func (h *replHarness) waitAck(label string, armed bool) (time.Duration, bool) {
-	h.t.Helper()
-	if !armed {
-		return 0, false
-	}
-	took, ok := h.prods.clock.wait(h.ctx, h.ackWait)
-	if !ok {
-		h.prods.acks.mu.Lock()
-		failed := maps.Clone(h.prods.acks.failed)
-		h.prods.acks.mu.Unlock()
-		h.t.Fatalf("%s: no record produced after the fault to the partitions it hit was acknowledged within %v; %d records failed so far, e.g. %s",
-			label, h.ackWait, len(failed), someFailures(failed))
-	}
-	return took, true
-}
-
-// killAndRestart SIGKILLs broker id, waits until the other brokers agree
-// on new leaders (ISR members, higher epochs) for its partitions and on a
-// new controller if it was the controller, waits for the first
-// acknowledgement of a record produced after the kill to a partition it
-// led, restarts it on the same data directory and flags and waits until
-// every ISR is full again. It returns the kill-to-acknowledgement time;
-// measured is false when id led no partition.
-func (h *replHarness) killAndRestart(label string, id int32) (took time.Duration, measured bool) {
-	h.t.Helper()
-	before := h.view
-	led := before.ledBy(id)
-	if len(led) > 0 {
-		h.prods.clock.arm(led)
-	}
-	start := time.Now()
-	h.c.procs[id-1].kill()
-	moved := h.c.waitLeadersMoved(h.ctx, h.topic, before, id, h.others(id), h.waitMax)
-	movedAfter := time.Since(start)
-	took, measured = h.waitAck(label, len(led) > 0)
-	h.c.startReplicated(int(id))
-	restarted := time.Now()
-	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
-	h.t.Logf("%s: killed broker %d (controller %d, leading %v); leaders %v -> %v after %v; first ack after %s; ISR full %v after the restart",
-		label, id, before.Controller, sortedParts(led), before.leaders(), moved.leaders(), movedAfter.Round(time.Millisecond),
-		fmtFailover(took, measured), time.Since(restarted).Round(time.Millisecond))
-	return took, measured
-}
-
-// pauseAndResume SIGSTOPs broker id, waits until the other brokers agree
-// on new leaders for its partitions (and a new controller if it was the
-// controller), keeps it stopped for at least the session timeout + 2 s,
-// SIGCONTs it, waits for the first acknowledgement of a record produced
-// after the pause to a partition it led, then until every ISR is full
-// again with every broker, the resumed one included, agreeing. It returns
-// the pause-to-acknowledgement time; measured is false when id led no
-// partition.
-func (h *replHarness) pauseAndResume(label string, id int32) (took time.Duration, measured bool) {
-	h.t.Helper()
-	p := h.c.procs[id-1]
-	return h.holdFault(label, id, "paused", "SIGCONT", func() {
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			h.t.Fatalf("%s: SIGSTOP broker %d: %v", label, id, err)
-		}
-	}, func() {
-		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			h.t.Fatalf("%s: SIGCONT broker %d: %v", label, id, err)
-		}
-	})
-}
-
-// isolateAndHeal cuts broker id off from the other brokers (every link
-// between them black-holed; clients still reach it) for at least the
-// session timeout + 2 s, waits until the others agree on new leaders for
-// its partitions (and a new controller if it was the controller), heals
-// the links, waits for the first acknowledgement of a record produced
-// after the cut to a partition it led, then until every ISR is full again
-// with every broker agreeing. It returns the cut-to-acknowledgement time;
-// measured is false when id led no partition.
-func (h *replHarness) isolateAndHeal(label string, id int32) (took time.Duration, measured bool) {
-	h.t.Helper()
-	return h.holdFault(label, id, "cut off", "the heal",
-		func() { h.c.links.isolate(id, linkBlackhole) },
-		func() { h.c.links.heal() })
-}
-
-// oneWayCutAndHeal holds every byte broker id sends to the other brokers
-// (it still receives theirs) past the session timeout, then heals the cut
-// with its Raft links slowed for 2 s (a catch-up after a long cut), and
-// returns what holdFault does.
-func (h *replHarness) oneWayCutAndHeal(label string, id int32) (took time.Duration, measured bool) {
-	h.t.Helper()
-	return h.holdFault(label, id, "cut off one way", "the heal",
-		func() { h.c.links.mute(id) },
-		func() {
-			h.c.links.healSlowRaft(id, 300*time.Millisecond)
-			time.Sleep(2 * time.Second)
-			h.c.links.heal()
-		})
-}
-
-// holdFault injects a fault on broker id that lasts (pause, cut), waits
-// until the other brokers agree on new leaders for its partitions, keeps
-// the fault for at least the session timeout + 2 s, undoes it, waits for
-// the first acknowledgement of a record produced after the fault to a
-// partition id led, then for every ISR to be full again with every broker
-// agreeing; it logs what happened and returns the fault-to-ack time.
-func (h *replHarness) holdFault(label string, id int32, did, undone string, inject, undo func()) (took time.Duration, measured bool) {
-	h.t.Helper()
-	before := h.view
-	led := before.ledBy(id)
-	if len(led) > 0 {
-		h.prods.clock.arm(led)
-	}
-	start := time.Now()
-	inject()
-	moved := h.c.waitLeadersMoved(h.ctx, h.topic, before, id, h.others(id), h.waitMax)
-	movedAfter := time.Since(start)
-	if rest := replSessionTimeout + 2*time.Second - time.Since(start); rest > 0 {
-		time.Sleep(rest)
-	}
-	undo()
-	ended := time.Now()
-	took, measured = h.waitAck(label, len(led) > 0)
-	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
-	h.t.Logf("%s: %s broker %d (controller %d, leading %v) for %v; leaders %v -> %v after %v; first ack after %s; ISR full %v after %s",
-		label, did, id, before.Controller, sortedParts(led), ended.Sub(start).Round(time.Millisecond), before.leaders(), moved.leaders(),
-		movedAfter.Round(time.Millisecond), fmtFailover(took, measured), time.Since(ended).Round(time.Millisecond), undone)
-	return took, measured
-}
-
-// killAllAndRestart SIGKILLs every broker, restarts them all, and waits
-// for the first acknowledgement of a record produced after the kill (any
-// partition), then for every ISR to be full again. It returns the
-// kill-to-acknowledgement time.
-func (h *replHarness) killAllAndRestart(label string) (time.Duration, bool) {
-	h.t.Helper()
-	h.prods.clock.arm(nil)
-	start := time.Now()
-	for _, id := range h.c.running() {
-		h.c.procs[id-1].kill()
-	}
-	for id := 1; id <= len(h.c.procs); id++ {
-		h.c.startReplicated(id)
-	}
-	restartedAfter := time.Since(start)
-	took, measured := h.waitAck(label, true)
-	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
-	h.t.Logf("%s: killed all brokers, all restarted after %v; first ack after %s; ISR full %v after the kill; leaders %v",
-		label, restartedAfter.Round(time.Millisecond), fmtFailover(took, measured), time.Since(start).Round(time.Millisecond), h.view.leaders())
-	return took, measured
-}
-
-// fmtFailover formats a failover time, "n/a" when it was not measured.
-func fmtFailover(d time.Duration, measured bool) string {
-	if !measured {
-		return "n/a"
-	}
-	return d.Round(time.Millisecond).String()
-}
-
-// newReplHarness starts a cluster of three brokers with the replication
-// flags, creates topic with parts partitions, replication factor 3 and
-// min.insync.replicas 2, waits for every ISR to be full and starts three
-// producers at 200 records/s each. Each wait is bounded by waitMax, and
-// so is the first acknowledgement after a fault.
-func newReplHarness(t *testing.T, topic string, parts int, total, waitMax, deliveryTimeout time.Duration) *replHarness {
-	t.Helper()
-	ringlogBinary(t) // build it before the clock starts
-	c := newTestCluster(t, 3)
-	newLinkNet(t, c)
-	for id := 1; id <= 3; id++ {
-		c.startReplicated(id)
-	}
-	ctx := deadlineCtx(t, total)
-	c.converge(ctx, 3)
-	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
-	res, err := adm.CreateTopic(ctx, int32(parts), 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatalf("create %s with RF 3: %v", topic, err)
-	}
-	h := &replHarness{t: t, ctx: ctx, c: c, topic: topic, parts: parts, waitMax: waitMax, ackWait: waitMax}
-	h.view = c.waitFullISR(ctx, topic, parts, 3, waitMax)
-	t.Logf("%s: controller %d, leaders %v, epochs and ISRs %+v", topic, h.view.Controller, h.view.leaders(), h.view.Parts)
-	h.prods = startReplProducers(t, ctx, c.kafka, topic, 3, 200, deliveryTimeout)
-	return h
-}
-
-// TestReplicationFailover runs three idempotent acks=all producers against
-// a topic with 6 partitions, RF 3 and min.insync.replicas 2 through three
-// faults, each followed by a return to full ISRs: (a) the broker leading
-// the most partitions is killed and restarted, (b) partition 0's leader is
-// paused past the session timeout and resumed, (c) the controller is
-// killed and restarted. No record may fail (the delivery timeout is far
-// longer than any fault), and checkReplicatedLog must pass.
-func TestReplicationFailover(t *testing.T) {
-	const topic, parts = "repl", 6
-	h := newReplHarness(t, topic, parts, 150*time.Second, 30*time.Second, 60*time.Second)
-	time.Sleep(time.Second) // records acknowledged before the first fault
-
-	fa, _ := h.killAndRestart("(a) kill the broker leading the most partitions", h.view.mostLeading())
-	fb, okb := h.pauseAndResume("(b) pause partition 0's leader", h.view.Parts[0].Leader)
-	fc, okc := h.killAndRestart("(c) kill the controller", h.view.Controller)
-	fd, okd := h.isolateAndHeal("(d) cut partition 1's leader off the other brokers", h.view.Parts[1].Leader)
-	time.Sleep(500 * time.Millisecond) // records acknowledged after the last fault
-
-	acked, failed := h.prods.finish(h.ctx)
-	t.Logf("failover (fault to first acknowledgement on the partitions it hit): (a) leader kill %s, (b) leader pause %s, (c) controller kill %s, (d) leader cut off %s",
-		fmtFailover(fa, true), fmtFailover(fb, okb), fmtFailover(fc, okc), fmtFailover(fd, okd))
-	if len(failed) > 0 {
-		t.Errorf("%d records failed (delivery timeout 60 s), e.g. %s", len(failed), someFailures(failed))
-	}
-	checkReplicatedLog(t, h.ctx, h.c, topic, parts, h.view, acked, h.prods.sentCounts())
-}
-
-// The fault kinds of TestReplicationChaos.
-const (
-	faultKillLeader = iota
-	faultKillNode
-	faultPauseLeader
-	faultKillAll
-	faultIsolateLeader
-	faultOneWayCutLeader
-	faultKinds
-)
-
-// faultNames name the fault kinds in logs and in the report.
-var faultNames = [faultKinds]string{
-	faultKillLeader:    "kill-partition-leader",
-	faultKillNode:      "kill-random-node",
-	faultPauseLeader:   "pause-partition-leader",
-	faultKillAll:       "kill-all-nodes",
-	faultIsolateLeader: "cut-leader-off",
-	// The leader cannot send to the other brokers (it still receives),
-	// then the cut heals with its Raft links slow for a while: its
-	// heartbeats get through before its metadata has caught up.
-	faultOneWayCutLeader: "one-way-cut-leader",
-}
-
-// faultStats are one fault kind's injections and measured failover times.
-type faultStats struct {
-	count     int
-	failovers []time.Duration
-}
-
-// quantile returns the q quantile (nearest rank) of ds, which it sorts.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	i := int(q*float64(len(ds))+0.999999) - 1
-	return ds[min(max(i, 0), len(ds)-1)]
-}
-
-// chaosReport is the table TestReplicationChaos logs and writes: per fault
-// kind the count, the measured failovers and their median and p99, then
-// the totals.
-func chaosReport(stats []faultStats, done, cycles int, seed uint64, acked, failed int, result string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-34s %6s %9s %10s %10s\n", "fault", "count", "measured", "median", "p99")
-	for k, s := range stats {
-		med, p99 := "n/a", "n/a"
-		if len(s.failovers) > 0 {
-			med = quantile(s.failovers, 0.5).Round(time.Millisecond).String()
-			p99 = quantile(s.failovers, 0.99).Round(time.Millisecond).String()
-		}
-		fmt.Fprintf(&b, "%-34s %6d %9d %10s %10s\n", faultNames[k], s.count, len(s.failovers), med, p99)
-	}
-	fmt.Fprintf(&b, "cycles %d/%d, seed %d, records acked %d, failed %d, result %s\n", done, cycles, seed, acked, failed, result)
-	return b.String()
-}
-
-// TestReplicationChaos injects RINGLOG_CHAOS_CYCLES random faults (make
-// chaos) into the cluster of TestReplicationFailover while the producers
-// keep producing, waits after each for every ISR to be full again, then
-// runs the same checks. RINGLOG_CHAOS_SEED repeats a sequence of faults;
-// RINGLOG_CHAOS_REPORT names a file for the per-fault table.
-func TestReplicationChaos(t *testing.T) {
-	env := os.Getenv("RINGLOG_CHAOS_CYCLES")
-	if env == "" {
-		t.Skip("RINGLOG_CHAOS_CYCLES is not set (make chaos sets it)")
-	}
-	cycles, err := strconv.Atoi(env)
-	if err != nil || cycles < 1 {
-		t.Fatalf("RINGLOG_CHAOS_CYCLES=%q: want a number of cycles", env)
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("RINGLOG_CHAOS_SEED"); s != "" {
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("RINGLOG_CHAOS_SEED=%q: %v", s, err)
-		}
-	}
-	t.Logf("seed %d (RINGLOG_CHAOS_SEED=%d repeats this sequence of faults)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-
-	const topic, parts = "repl", 6
-	h := newReplHarness(t, topic, parts, time.Duration(cycles)*3*time.Minute+5*time.Minute, 2*time.Minute, 2*time.Minute)
-	stats := make([]faultStats, faultKinds)
-	done := 0
-	// The report is written at the end even when the test fails halfway.
-	t.Cleanup(func() {
-		acked, failed := h.prods.counts()
-		result := "PASS"
-		if t.Failed() {
-			result = "FAIL"
-		}
-		report := chaosReport(stats, done, cycles, seed, acked, failed, result)
-		t.Logf("chaos report:\n%s", report)
-		if path := os.Getenv("RINGLOG_CHAOS_REPORT"); path != "" {
-			if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
-				t.Errorf("write the chaos report: %v", err)
-			}
-		}
-	})
-	time.Sleep(time.Second)
-
-	kinds := []int{}
-	for k := range faultKinds {
-		if only := os.Getenv("RINGLOG_CHAOS_FAULTS"); only == "" || slices.Contains(strings.Split(only, ","), faultNames[k]) {
-			kinds = append(kinds, k)
-		}
-	}
-	if len(kinds) == 0 {
-		t.Fatalf("RINGLOG_CHAOS_FAULTS=%q names no fault kind of %v", os.Getenv("RINGLOG_CHAOS_FAULTS"), faultNames)
-	}
-	// RINGLOG_CHAOS_DURATION ends the faults early (the checks still run).
-	var until time.Time
-	if d := os.Getenv("RINGLOG_CHAOS_DURATION"); d != "" {
-		dur, err := time.ParseDuration(d)
-		if err != nil {
-			t.Fatalf("RINGLOG_CHAOS_DURATION=%q: %v", d, err)
-		}
-		until = time.Now().Add(dur)
-	}
-	for cycle := 0; cycle < cycles; cycle++ {
-		if !until.IsZero() && time.Now().After(until) {
-			t.Logf("RINGLOG_CHAOS_DURATION reached after %d of %d cycles", cycle, cycles)
-			break
-		}
-		k := kinds[rng.IntN(len(kinds))]
-		label := fmt.Sprintf("cycle %d/%d %s", cycle+1, cycles, faultNames[k])
-		var took time.Duration
-		var measured bool
-		switch k {
-		case faultKillLeader:
-			took, measured = h.killAndRestart(label, h.view.Parts[rng.IntN(parts)].Leader)
-		case faultKillNode:
-			took, measured = h.killAndRestart(label, int32(1+rng.IntN(len(h.c.procs))))
-		case faultPauseLeader:
-			took, measured = h.pauseAndResume(label, h.view.Parts[rng.IntN(parts)].Leader)
-		case faultKillAll:
-			took, measured = h.killAllAndRestart(label)
-		case faultIsolateLeader:
-			took, measured = h.isolateAndHeal(label, h.view.Parts[rng.IntN(parts)].Leader)
-		case faultOneWayCutLeader:
-			took, measured = h.oneWayCutAndHeal(label, h.view.Parts[rng.IntN(parts)].Leader)
-		}
-		stats[k].count++
-		if measured {
-			stats[k].failovers = append(stats[k].failovers, took)
-		}
-		done++
-		acked, failed := h.prods.counts()
-		t.Logf("%s done: %d records acknowledged, %d failed so far", label, acked, failed)
-		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
-	}
-
-	acked, failed := h.prods.finish(h.ctx)
-	var other map[string]error
-	for v, err := range failed {
-		// Failures a fault explains: the delivery timeout, and franz-go
-		// giving a record up when a broker died in the middle of the
-		// connection's ApiVersions exchange (it takes that for a TLS
-		// mismatch and does not retry). Neither was acknowledged, and the
-		// checks below prove neither was stored twice.
-		if !errors.Is(err, kgo.ErrRecordTimeout) && !strings.Contains(err.Error(), "during api versions negotiation") {
-			if other == nil {
-				other = map[string]error{}
-			}
-			other[v] = err
-		}
-	}
-	if len(failed) > 0 {
-		t.Logf("%d records failed, e.g. %s", len(failed), someFailures(failed))
-	}
-	if len(other) > 0 {
-		t.Errorf("%d records failed for another reason than their delivery timeout, e.g. %s", len(other), someFailures(other))
-	}
-	// No broker led at an epoch it gave up, or below one another led at
-	// before (the logs of the processes running now; a killed one's are
-	// gone with it).
-	var logs []string
-	for _, p := range h.c.procs {
-		logs = append(logs, p.stderr.String())
-	}
-	if claims := staleLeadership(logs); len(claims) > 0 {
-		t.Errorf("stale leadership: %s", strings.Join(claims, "; "))
-	}
-	checkReplicatedLog(t, h.ctx, h.c, topic, parts, h.view, acked, h.prods.sentCounts())
 }
 
 // produceRaw sends one record to topic's partition on broker addr in a raw
