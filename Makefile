@@ -165,12 +165,13 @@ steady:
 	RINGLOG_TEST_BINARY=$(abspath bin/ringlog-chaos) RINGLOG_STEADY_DURATION=$(DURATION) RINGLOG_STEADY_REPORT=$(abspath steady-report.txt) \
 		$(GO) test -count=1 -timeout 0 -run '^TestReplicationSteady$$' -v ./cmd/ringlog
 
-## chaos: TestReplicationChaos for CYCLES (default 100) random faults (leader and node kills,
-## a leader cut off one way (it cannot send, its Raft links slow after the heal),
-## pauses past the session timeout, whole-cluster kills, a leader cut off from the other brokers
-## by the in-test link proxies) on a non-race binary, bin/ringlog-chaos; FAULTS=kind,... limits
-## the kinds, DURATION=90m stops the faults early (the checks still run); per-fault count and
-## failover median/p99 in chaos-report.txt
+## chaos: TestReplicationChaos for CYCLES (default 100) random faults of nine kinds (leader and node
+## kills, whole-cluster kills, leader pauses past the session timeout, a leader cut off from the
+## other brokers, cut one way (it cannot send; or it cannot receive), a zombie leader only its own
+## clients reach, producers cut off from a healthy leader) on a non-race binary, bin/ringlog-chaos;
+## FAULTS=kind,... limits the kinds, DURATION=90m stops the faults early (the checks still run);
+## per-kind count and cluster-side/producer-side failover median/p99/max, acks=1 records lost after
+## a heal and stale leadership claims in chaos-report.txt
 chaos: CYCLES ?= 100
 chaos: FAULTS ?=
 chaos: DURATION ?=

@@ -501,6 +501,12 @@ func (c *Cluster) register() (int64, bool) {
 func (c *Cluster) heartbeatLoop(epoch int64) {
 	defer c.wg.Done()
 	fenced := true
+	// askFence: this broker stepped down and no answer has reached it
+	// since. Its heartbeats then ask the controller to fence it
+	// (WantFence), so that its leaderships move even when only the
+	// answers are lost (a broker that can send but not receive keeps
+	// its session alive at the controller, and leads nothing).
+	askFence := false
 	var lastErr string
 	lastOK := time.Now()
 	wait := time.NewTimer(c.cfg.HeartbeatInterval)
@@ -508,13 +514,15 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 	for {
 		req := kmsg.NewPtrBrokerHeartbeatRequest()
 		req.Version = 0
-		req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, false
+		// Silent for a session (a pause ends here too): step down before
+		// the answer to this heartbeat can renew anything.
+		if c.stepDownIfSilent(lastOK) {
+			askFence = true
+		}
+		req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, askFence
 		req.CurrentMetadataOffset = int64(c.Image().Index())
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
-		// Silent for a session (a pause ends here too): step down before
-		// the answer to this heartbeat can renew anything.
-		c.stepDownIfSilent(lastOK)
 		sent := time.Now()
 		// The controller's own broker takes short leases (and renews
 		// them twice as often): a controller that dies is then fenced
@@ -530,6 +538,7 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 		if resp.ErrorCode == 0 {
 			lastOK = sent
+			askFence = false // answers arrive: ask to be unfenced again
 			if !resp.IsFenced {
 				c.leaseUntil.Store(int64(sent.Add(lease).Sub(c.clockBase)))
 			}
@@ -544,8 +553,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 				c.log.Info("heartbeats get through again and the metadata has caught up with the controller's: leading what it says", "broker_epoch", epoch)
 				c.kickReconcile()
 			}
-		} else {
-			c.stepDownIfSilent(lastOK)
+		} else if c.stepDownIfSilent(lastOK) {
+			askFence = true
 		}
 		switch {
 		case resp.ErrorCode != 0:
@@ -590,13 +599,17 @@ func controllerLease(session time.Duration) time.Duration { return session / 3 }
 // (lastOK): the controller fences a broker it has not heard from for a
 // session, so this one's leaderships are moving or moved. Clients then go
 // to the new leaders instead of waiting here for acks that cannot come.
-func (c *Cluster) stepDownIfSilent(lastOK time.Time) {
-	if silent := time.Since(lastOK); silent > c.cfg.SessionTimeout && !c.selfFenced.Load() {
-		c.selfFenced.Store(true)
-		c.log.Warn("no heartbeat reached the controller for a session timeout: stepping down from partition leadership",
-			"silent_for", silent.Round(time.Millisecond), "session_timeout", c.cfg.SessionTimeout)
-		c.kickReconcile() // the publisher makes its leaders leaderless here
+// It reports whether it stepped down now.
+func (c *Cluster) stepDownIfSilent(lastOK time.Time) bool {
+	silent := time.Since(lastOK)
+	if silent <= c.cfg.SessionTimeout || c.selfFenced.Load() {
+		return false
 	}
+	c.selfFenced.Store(true)
+	c.log.Warn("no heartbeat answer for a session timeout: stepping down from partition leadership and asking the controller to fence this broker",
+		"silent_for", silent.Round(time.Millisecond), "session_timeout", c.cfg.SessionTimeout)
+	c.kickReconcile() // the publisher makes its leaders leaderless here
+	return true
 }
 
 // MayLead reports whether this broker may append as a partition leader:

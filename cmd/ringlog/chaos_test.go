@@ -29,6 +29,7 @@ const (
 	faultOneWayCutLeader
 	faultZombieLeader
 	faultClientCutLeader
+	faultDeafLeader
 	faultKinds
 )
 
@@ -48,6 +49,9 @@ var faultNames = [faultKinds]string{
 	faultZombieLeader: "zombie-leader",
 	// The producers cannot reach a leader; the brokers are fine.
 	faultClientCutLeader: "client-cut-from-leader",
+	// The leader receives nothing from the other brokers (it still
+	// sends: its heartbeats arrive, their answers do not).
+	faultDeafLeader: "deaf-leader",
 }
 
 // faultStats are one fault kind's injections and measured times.
@@ -210,6 +214,8 @@ func TestReplicationChaos(t *testing.T) {
 			r = h.zombieAndHeal(label, leader)
 		case faultClientCutLeader:
 			r = h.clientCutAndHeal(label, leader)
+		case faultDeafLeader:
+			r = h.deafAndHeal(label, leader)
 		}
 		stats[k].count++
 		if r.clusterOK {

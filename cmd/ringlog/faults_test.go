@@ -185,6 +185,18 @@ func (h *replHarness) oneWayCutAndHeal(label string, id int32) faultResult {
 		})
 }
 
+// deafAndHeal holds every byte the other brokers send to broker id (it
+// still sends: its heartbeats reach the controller, the answers never
+// come back) past the session timeout, then heals the cut. Its lease
+// lapses and it asks the controller to fence it, so its leaderships
+// move; it returns what holdFault does.
+func (h *replHarness) deafAndHeal(label string, id int32) faultResult {
+	h.t.Helper()
+	return h.holdFault(label, id, "made deaf", "the heal", true,
+		func() { h.c.links.deafen(id) },
+		func() { h.c.links.heal() })
+}
+
 // zombieAndHeal makes broker id a zombie leader: cut off from the other
 // brokers, out of the producers' reach, and the only broker the zombie
 // side's clients can reach (a client on its side of the partition). The
@@ -353,7 +365,8 @@ func newReplHarness(t *testing.T, topic string, parts int, total, waitMax, deliv
 // the most partitions is killed and restarted, (b) partition 0's leader is
 // paused past the session timeout and resumed, (c) the controller is
 // killed and restarted, (d) partition 1's leader is cut off from the other
-// brokers. No record may fail (the delivery timeout is far longer than
+// brokers, (e) a leader that is not the controller is made deaf to the
+// other brokers (what it sends arrives, their answers do not). No record may fail (the delivery timeout is far longer than
 // any fault), and checkReplicatedLog must pass.
 func TestReplicationFailover(t *testing.T) {
 	const topic, parts = "repl", 6
@@ -364,14 +377,23 @@ func TestReplicationFailover(t *testing.T) {
 	fb := h.pauseAndResume("(b) pause partition 0's leader", h.view.Parts[0].Leader)
 	fc := h.killAndRestart("(c) kill the controller", h.view.Controller)
 	fd := h.isolateAndHeal("(d) cut partition 1's leader off the other brokers", h.view.Parts[1].Leader)
+	deaf := h.view.Parts[2].Leader
+	for _, p := range h.view.Parts {
+		if p.Leader != h.view.Controller { // a deaf controller loses office by Raft alone
+			deaf = p.Leader
+			break
+		}
+	}
+	fe := h.deafAndHeal("(e) make a leader other than the controller deaf to the other brokers", deaf)
 	time.Sleep(500 * time.Millisecond) // records acknowledged after the last fault
 
 	acked, failed := h.prods.finish(h.ctx)
-	t.Logf("failover, cluster side / producer side: (a) leader kill %s / %s, (b) leader pause %s / %s, (c) controller kill %s / %s, (d) leader cut off %s / %s",
+	t.Logf("failover, cluster side / producer side: (a) leader kill %s / %s, (b) leader pause %s / %s, (c) controller kill %s / %s, (d) leader cut off %s / %s, (e) deaf leader %s / %s",
 		fmtFailover(fa.cluster, fa.clusterOK), fmtFailover(fa.producer, fa.producerOK),
 		fmtFailover(fb.cluster, fb.clusterOK), fmtFailover(fb.producer, fb.producerOK),
 		fmtFailover(fc.cluster, fc.clusterOK), fmtFailover(fc.producer, fc.producerOK),
-		fmtFailover(fd.cluster, fd.clusterOK), fmtFailover(fd.producer, fd.producerOK))
+		fmtFailover(fd.cluster, fd.clusterOK), fmtFailover(fd.producer, fd.producerOK),
+		fmtFailover(fe.cluster, fe.clusterOK), fmtFailover(fe.producer, fe.producerOK))
 	if len(failed) > 0 {
 		t.Errorf("%d records failed (delivery timeout 60 s), e.g. %s", len(failed), someFailures(failed))
 	}

@@ -270,6 +270,20 @@ func (n *linkNet) mute(id int32) {
 	}
 }
 
+// deafen holds every byte the other brokers send to broker id, on the
+// connections they opened to it and on those it opened to them (their
+// answers), while what it sends still arrives: the other one-way cut.
+func (n *linkNet) deafen(id int32) {
+	for _, p := range n.proxies {
+		switch {
+		case p.to == id:
+			p.hold(true, true)
+		case p.from == id:
+			p.hold(false, true)
+		}
+	}
+}
+
 // healSlowRaft brings every link of broker id up, its Raft links slowed
 // by d: the broker hears the controller's quorum again, and its Kafka
 // requests (heartbeats) get through, long before its metadata has caught
