@@ -501,12 +501,12 @@ func (c *Cluster) register() (int64, bool) {
 func (c *Cluster) heartbeatLoop(epoch int64) {
 	defer c.wg.Done()
 	fenced := true
-	// askFence: this broker stepped down and no answer has reached it
-	// since. Its heartbeats then ask the controller to fence it
-	// (WantFence), so that its leaderships move even when only the
-	// answers are lost (a broker that can send but not receive keeps
-	// its session alive at the controller, and leads nothing).
-	askFence := false
+	// A broker that stepped down does not ask to be fenced (WantFence):
+	// its heartbeats fail just as much when the controller died, and a
+	// new controller that fenced every broker asking it would leave the
+	// ISRs to the old controller alone (make chaos found that). A broker
+	// that can send but not receive is fenced anyway: its connections
+	// cannot be re-established, so the controller stops hearing it.
 	var lastErr string
 	lastOK := time.Now()
 	wait := time.NewTimer(c.cfg.HeartbeatInterval)
@@ -516,10 +516,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		req.Version = 0
 		// Silent for a session (a pause ends here too): step down before
 		// the answer to this heartbeat can renew anything.
-		if c.stepDownIfSilent(lastOK) {
-			askFence = true
-		}
-		req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, askFence
+		c.stepDownIfSilent(lastOK)
+		req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, false
 		req.CurrentMetadataOffset = int64(c.Image().Index())
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
@@ -538,7 +536,6 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 		if resp.ErrorCode == 0 {
 			lastOK = sent
-			askFence = false // answers arrive: ask to be unfenced again
 			if !resp.IsFenced {
 				c.leaseUntil.Store(int64(sent.Add(lease).Sub(c.clockBase)))
 			}
@@ -553,8 +550,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 				c.log.Info("heartbeats get through again and the metadata has caught up with the controller's: leading what it says", "broker_epoch", epoch)
 				c.kickReconcile()
 			}
-		} else if c.stepDownIfSilent(lastOK) {
-			askFence = true
+		} else {
+			c.stepDownIfSilent(lastOK)
 		}
 		switch {
 		case resp.ErrorCode != 0:
@@ -599,17 +596,15 @@ func controllerLease(session time.Duration) time.Duration { return session / 3 }
 // (lastOK): the controller fences a broker it has not heard from for a
 // session, so this one's leaderships are moving or moved. Clients then go
 // to the new leaders instead of waiting here for acks that cannot come.
-// It reports whether it stepped down now.
-func (c *Cluster) stepDownIfSilent(lastOK time.Time) bool {
+func (c *Cluster) stepDownIfSilent(lastOK time.Time) {
 	silent := time.Since(lastOK)
 	if silent <= c.cfg.SessionTimeout || c.selfFenced.Load() {
-		return false
+		return
 	}
 	c.selfFenced.Store(true)
-	c.log.Warn("no heartbeat answer for a session timeout: stepping down from partition leadership and asking the controller to fence this broker",
+	c.log.Warn("no heartbeat answer for a session timeout: stepping down from partition leadership",
 		"silent_for", silent.Round(time.Millisecond), "session_timeout", c.cfg.SessionTimeout)
 	c.kickReconcile() // the publisher makes its leaders leaderless here
-	return true
 }
 
 // MayLead reports whether this broker may append as a partition leader:

@@ -63,8 +63,9 @@ func (c *Cluster) controlLoop() {
 	defer c.wg.Done()
 	tick := time.NewTicker(controlTick)
 	defer tick.Stop()
-	var since time.Time // when this node became the controller
-	prev := int32(-1)   // the controller before it, when known for sure
+	var since time.Time  // when this node became the controller
+	var sinceTerm uint64 // the Raft term it became the controller in
+	prev := int32(-1)    // the controller before it, when known for sure
 	for {
 		select {
 		case <-c.stop:
@@ -76,6 +77,13 @@ func (c *Cluster) controlLoop() {
 		if !c.node.IsLeader() {
 			since = time.Time{}
 			continue
+		}
+		if !since.IsZero() && c.node.Term() != sinceTerm {
+			// Office lost and won back between two ticks: another
+			// controller served meanwhile and heard the heartbeats this
+			// one did not. Take office afresh, or every broker looks
+			// silent since this one last heard it.
+			since = time.Time{}
 		}
 		if since.IsZero() {
 			// A new controller has no heartbeat history. A broker's
@@ -97,7 +105,7 @@ func (c *Cluster) controlLoop() {
 			if err != nil {
 				continue
 			}
-			since, prev = time.Now(), -1
+			since, sinceTerm, prev = time.Now(), term, -1
 			if id, t := c.node.PreviousLeader(); id >= 0 && t+1 == term && c.node.Term() == term {
 				prev = id
 			}

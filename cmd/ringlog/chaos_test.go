@@ -85,6 +85,7 @@ type chaosTotals struct {
 	seed                      uint64
 	acked, failed             int    // acks=all records
 	acks1, acks1Lost, acks1OK int    // acks=1: acknowledged, lost outside the fault windows, lost within them
+	collateral                int    // leadership changes of partitions a fault did not hit
 	asked                     int    // the leader watcher's answers
 	stale                     int    // stale leadership claims (watcher and logs)
 	result                    string // PASS or FAIL
@@ -106,6 +107,7 @@ func chaosReport(stats []faultStats, tot chaosTotals) string {
 	fmt.Fprintf(&b, "acks=all records acknowledged %d, failed %d\n", tot.acked, tot.failed)
 	fmt.Fprintf(&b, "acks=1 records acknowledged %d, lost within a fault's window %d, lost outside (must be 0) %d\n", tot.acks1, tot.acks1OK, tot.acks1Lost)
 	fmt.Fprintf(&b, "leader watcher answers %d, stale leadership claims (must be 0) %d\n", tot.asked, tot.stale)
+	fmt.Fprintf(&b, "leaderships moved off brokers no fault hit (false failovers, must be 0) %d\n", tot.collateral)
 	fmt.Fprintf(&b, "result %s\n", tot.result)
 	return b.String()
 }
@@ -156,6 +158,7 @@ func TestReplicationChaos(t *testing.T) {
 	// The report is written at the end even when the test fails halfway.
 	t.Cleanup(func() {
 		tot.acked, tot.failed = h.prods.counts()
+		tot.collateral = len(h.collateral)
 		tot.result = "PASS"
 		if t.Failed() {
 			tot.result = "FAIL"
@@ -284,6 +287,13 @@ func TestReplicationChaos(t *testing.T) {
 	tot.asked, tot.stale = asked, len(stale)
 	if len(stale) > 0 {
 		t.Errorf("stale leadership: %s", strings.Join(stale, "; "))
+	}
+	for i, c := range h.collateral {
+		if i == 10 {
+			t.Errorf("... %d false failovers in all", len(h.collateral))
+			break
+		}
+		t.Errorf("false failover: %s", c)
 	}
 	checkReplicatedLog(t, h.ctx, h.c, topic, parts, h.view, acked, h.prods.sentCounts())
 }

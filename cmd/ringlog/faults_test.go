@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"syscall"
 	"testing"
@@ -67,6 +68,25 @@ type replHarness struct {
 	waitMax time.Duration // bound on each wait for new leaders or for full ISRs
 	ackWait time.Duration // bound on the wait for the first acknowledgement after a fault
 	faults  []faultWindow
+	// collateral lists the leadership changes of partitions the faulted
+	// broker did not lead (checkNoCollateral): each one a false failover.
+	collateral []string
+}
+
+// checkNoCollateral records every partition not led by the faulted
+// broker id before the fault whose leader or leader epoch differs now:
+// a fault of one broker must move only its own leaderships (a controller
+// that dies takes no one else's with it).
+func (h *replHarness) checkNoCollateral(label string, before topicView, id int32) {
+	for p, was := range before.Parts {
+		if was.Leader == id {
+			continue
+		}
+		if now := h.view.Parts[p]; now.Leader != was.Leader || now.Epoch != was.Epoch {
+			h.collateral = append(h.collateral, fmt.Sprintf("%s: partition %d, led by broker %d (not the faulted %d), moved: broker %d epoch %d -> broker %d epoch %d",
+				label, p, was.Leader, id, was.Leader, was.Epoch, now.Leader, now.Epoch))
+		}
+	}
 }
 
 // others lists the running brokers other than id.
@@ -138,6 +158,7 @@ func (h *replHarness) killAndRestart(label string, id int32) faultResult {
 	restarted := time.Now()
 	h.faults = append(h.faults, faultWindow{"kill", start, restarted})
 	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
+	h.checkNoCollateral(label, before, id)
 	h.t.Logf("%s: killed broker %d (controller %d, leading %v); leaders %v -> %v after %v; first ack after %s; ISR full %v after the restart",
 		label, id, before.Controller, sortedParts(led), before.leaders(), moved.leaders(), movedAfter.Round(time.Millisecond),
 		fmtFailover(r.producer, r.producerOK), time.Since(restarted).Round(time.Millisecond))
@@ -188,8 +209,9 @@ func (h *replHarness) oneWayCutAndHeal(label string, id int32) faultResult {
 // deafAndHeal holds every byte the other brokers send to broker id (it
 // still sends: its heartbeats reach the controller, the answers never
 // come back) past the session timeout, then heals the cut. Its lease
-// lapses and it asks the controller to fence it, so its leaderships
-// move; it returns what holdFault does.
+// lapses, and the controller stops hearing it once a connection has to
+// be re-established, so its leaderships move; it returns what holdFault
+// does.
 func (h *replHarness) deafAndHeal(label string, id int32) faultResult {
 	h.t.Helper()
 	return h.holdFault(label, id, "made deaf", "the heal", true,
@@ -274,6 +296,7 @@ func (h *replHarness) holdFault(label string, id int32, did, undone string, fail
 	r.producer, r.producerOK = h.waitAck(label, len(led) > 0)
 	r.cluster, r.clusterOK = movedAfter, failover && len(led) > 0
 	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
+	h.checkNoCollateral(label, before, id)
 	h.t.Logf("%s: %s broker %d (controller %d, leading %v) for %v; leaders %v -> %v after %v; first ack after %s; ISR full %v after %s",
 		label, did, id, before.Controller, sortedParts(led), ended.Sub(start).Round(time.Millisecond), before.leaders(), moved.leaders(),
 		movedAfter.Round(time.Millisecond), fmtFailover(r.producer, r.producerOK), time.Since(ended).Round(time.Millisecond), undone)
@@ -396,6 +419,9 @@ func TestReplicationFailover(t *testing.T) {
 		fmtFailover(fe.cluster, fe.clusterOK), fmtFailover(fe.producer, fe.producerOK))
 	if len(failed) > 0 {
 		t.Errorf("%d records failed (delivery timeout 60 s), e.g. %s", len(failed), someFailures(failed))
+	}
+	for _, c := range h.collateral {
+		t.Errorf("false failover: %s", c)
 	}
 	checkReplicatedLog(t, h.ctx, h.c, topic, parts, h.view, acked, h.prods.sentCounts())
 }
