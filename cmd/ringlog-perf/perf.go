@@ -185,7 +185,7 @@ func perfRunNamed(name, mode, synopsis, examples string, run func(context.Contex
 		c := perf.DefaultConfig(mode)
 		var cf cli.ConnFlags
 		var cpuProfile string
-		fs := cli.NewFlagSet(name, synopsis, examples+perfRunExamples, stderr)
+		fs := cli.NewFlagSet(name, synopsis, examples+perfRunExamples, stdout)
 		perfFlags(fs, &c, &cf)
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator itself to `file`")
 		rest, err := cli.ParseArgs(fs, args)
@@ -349,7 +349,7 @@ SIGINT or SIGTERM. Once it listens it prints one line:
 `
 
 func runRelayServe(args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("relay-serve", relayServeUsage, "\nExamples:\n  ringlog-perf relay-serve --addr 127.0.0.1:0\n", stderr)
+	fs := cli.NewFlagSet("relay-serve", relayServeUsage, "\nExamples:\n  ringlog-perf relay-serve --addr 127.0.0.1:0\n", stdout)
 	addr := fs.String("addr", "127.0.0.1:0", "`host:port` to listen on")
 	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
@@ -395,7 +395,7 @@ func runPerfScale(args []string, stdout, stderr io.Writer) error {
 	prods := intList{1}
 	load := floatList{0.1, 0.25, 0.5, 0.75, 0.9}
 	var out, dir string
-	fs := cli.NewFlagSet("scale", perfScaleUsage, perfScaleExamples, stderr)
+	fs := cli.NewFlagSet("scale", perfScaleUsage, perfScaleExamples, stdout)
 	perfFlags(fs, &c, &cf)
 	fs.Var(&parts, "sweep-partitions", "partition counts to sweep (comma-separated)")
 	fs.Var(&prods, "sweep-producers", "producer counts to sweep (comma-separated)")
@@ -453,7 +453,7 @@ Exit status: 0 done (targets may be missed: see summary.md), 1 failed, 2 usage.
 func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	sc := perf.DefaultSuite()
 	var cf cli.ConnFlags
-	fs := cli.NewFlagSet("suite", perfSuiteUsage, perfSuiteExamples, stderr)
+	fs := cli.NewFlagSet("suite", perfSuiteUsage, perfSuiteExamples, stdout)
 	cf.Register(fs, 30*time.Second, "bound on admin requests, flushes and draining")
 	fs.StringVar(&sc.DataDir, "data-dir", os.Getenv("RINGLOG_DATA_DIR"), "folder on the broker's data filesystem for the O_DIRECT reference (env RINGLOG_DATA_DIR; empty: skipped)")
 	fs.StringVar(&sc.OutRoot, "out", sc.OutRoot, "folder in which the results folder is made")
@@ -548,7 +548,7 @@ Exit status: 0 done, 1 the file is unreadable or a chart failed, 2 usage.
 
 func runPerfReport(args []string, stdout, stderr io.Writer) error {
 	var from, dir string
-	fs := cli.NewFlagSet("report", perfReportUsage, perfReportExamples, stderr)
+	fs := cli.NewFlagSet("report", perfReportUsage, perfReportExamples, stdout)
 	fs.StringVar(&from, "from", "", "the suite's results.jsonl")
 	fs.StringVar(&dir, "dir", "", "folder to write into (default: the JSONL's)")
 	rest, err := cli.ParseArgs(fs, args)
@@ -607,7 +607,7 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 	var src, out, sample, title, save string
 	var top int
 	var timeout time.Duration
-	fs := cli.NewFlagSet("flamegraph", perfFlamegraphUsage, perfFlamegraphExamples, stderr)
+	fs := cli.NewFlagSet("flamegraph", perfFlamegraphUsage, perfFlamegraphExamples, stdout)
 	fs.StringVar(&src, "pprof", "", "profile `URL` (http:// or https://) or file")
 	fs.StringVar(&out, "out", "", "file to write: .svg (or .png)")
 	fs.StringVar(&sample, "sample", "", "sample type to draw (default: the profile's default, e.g. cpu; allocs: alloc_space or alloc_objects)")

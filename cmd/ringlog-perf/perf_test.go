@@ -22,13 +22,13 @@ func TestPerfCommandLine(t *testing.T) {
 		return code, out.String(), errb.String()
 	}
 	for _, sub := range []string{"produce", "consume", "e2e", "e2e-raw", "relay-floor", "relay-serve", "scale", "suite", "report", "flamegraph"} {
-		code, _, stderr := runIn(sub, "--help")
-		if code != cli.ExitOK || !strings.Contains(stderr, "Usage: ringlog-perf "+sub) || !strings.Contains(stderr, "Examples:") {
-			t.Errorf("%s --help: exit %d\n%s", sub, code, stderr)
+		code, stdout, stderr := runIn(sub, "--help")
+		if code != cli.ExitOK || !strings.Contains(stdout, "Usage: ringlog-perf "+sub) || !strings.Contains(stdout, "Examples:") || stderr != "" {
+			t.Errorf("%s --help: exit %d\nstdout %s\nstderr %s", sub, code, stdout, stderr)
 		}
 		// A default spelt in the description and printed again by the
 		// flag package reads "(default 10000) (default 10000)".
-		for _, line := range strings.Split(stderr, "\n") {
+		for _, line := range strings.Split(stdout, "\n") {
 			if strings.Count(line, "(default ") > 1 {
 				t.Errorf("%s --help prints a default twice: %q", sub, line)
 			}

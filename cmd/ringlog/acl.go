@@ -315,7 +315,7 @@ func (s *session) aclRequestError(action string, api kmsg.Key, err error) error 
 
 func runACLAdd(args []string, stdout, stderr io.Writer) error {
 	var f aclFlags
-	fs := cli.NewFlagSet("acl add", "\nUsage: ringlog acl add --principal User:NAME --operation OP (--topic NAME | --group NAME | --cluster | --transactional-id ID) [flags]\n\nAdds ACLs: every principal × host × operation × resource given, allowed or denied.\n", aclExamples, stderr)
+	fs := cli.NewFlagSet("acl add", "\nUsage: ringlog acl add --principal User:NAME --operation OP (--topic NAME | --group NAME | --cluster | --transactional-id ID) [flags]\n\nAdds ACLs: every principal × host × operation × resource given, allowed or denied.\n", aclExamples, stdout)
 	f.register(fs, true)
 	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
@@ -368,7 +368,7 @@ func runACLAdd(args []string, stdout, stderr io.Writer) error {
 func runACLList(args []string, stdout, stderr io.Writer) error {
 	var f aclFlags
 	var out outputFlag
-	fs := cli.NewFlagSet("acl list", "\nUsage: ringlog acl list [filters] [flags]\n\nLists ACLs: all of them, or those every given filter matches (a flag not given matches anything).\n", aclExamples, stderr)
+	fs := cli.NewFlagSet("acl list", "\nUsage: ringlog acl list [filters] [flags]\n\nLists ACLs: all of them, or those every given filter matches (a flag not given matches anything).\n", aclExamples, stdout)
 	f.register(fs, false)
 	addOutputFlag(fs, &out)
 	rest, err := cli.ParseArgs(fs, args)
@@ -424,7 +424,7 @@ func runACLDelete(args []string, stdout, stderr io.Writer) error {
 	var f aclFlags
 	var dryRun bool
 	var out outputFlag
-	fs := cli.NewFlagSet("acl delete", "\nUsage: ringlog acl delete FILTERS [flags]\n\nDeletes the ACLs every given filter matches (a flag not given matches anything)\nand prints them. At least one filter is required (--principal, --host,\n--operation, --permission, --pattern or a resource), so that a bare\n'acl delete' cannot remove every ACL; --dry-run prints what would go.\n", aclExamples, stderr)
+	fs := cli.NewFlagSet("acl delete", "\nUsage: ringlog acl delete FILTERS [flags]\n\nDeletes the ACLs every given filter matches (a flag not given matches anything)\nand prints them. At least one filter is required (--principal, --host,\n--operation, --permission, --pattern or a resource), so that a bare\n'acl delete' cannot remove every ACL; --dry-run prints what would go.\n", aclExamples, stdout)
 	f.register(fs, false)
 	addOutputFlag(fs, &out)
 	fs.BoolVar(&dryRun, "dry-run", false, "print the ACLs that would be deleted, delete nothing")

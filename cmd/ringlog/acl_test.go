@@ -224,11 +224,11 @@ func TestACLCommandErrors(t *testing.T) {
 		if r.code != 0 {
 			t.Errorf("ringlog %s --help: exit %d", strings.Join(cmd, " "), r.code)
 		}
-		wantContains(t, "ringlog "+strings.Join(cmd, " ")+" --help", r.stderr, "Usage: ringlog "+strings.Join(cmd, " "), "Examples:",
+		wantContains(t, "ringlog "+strings.Join(cmd, " ")+" --help", r.stdout, "Usage: ringlog "+strings.Join(cmd, " "), "Examples:",
 			"ringlog acl add --principal", "-brokers", brokersEnv, "-security-protocol", "-tls-ca", "-sasl-username", "-principal", "-operation", "-topic", "-pattern")
 	}
 	r := tool(t, "", nil, "acl", "delete", "--help")
-	wantContains(t, "acl delete --help", r.stderr, "At least one filter is required", "--dry-run")
+	wantContains(t, "acl delete --help", r.stdout, "At least one filter is required", "--dry-run")
 
 	// User:ANONYMOUS is not a super user.
 	r = b.anon(t, 1, "", "acl", "add", "--principal", "User:ANONYMOUS", "--operation", "all", "--topic", "*")

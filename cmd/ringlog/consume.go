@@ -80,7 +80,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	var group, format, offsetReset string
 	var maxMessages int
 	var idle time.Duration
-	fs := cli.NewFlagSet("consume", consumeUsage, consumeExamples, stderr)
+	fs := cli.NewFlagSet("consume", consumeUsage, consumeExamples, stdout)
 	cf.Register(fs, 0, "stop after this long in all (0: no limit); also how long to wait for the broker at start (30s when 0)")
 	addOutputFlag(fs, &out)
 	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group this is already where partitions without a commit start; see --offset-reset)")

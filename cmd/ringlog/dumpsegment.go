@@ -54,7 +54,7 @@ read (each problem is reported with its position), 2 usage.
 
 func runDumpSegment(args []string, stdout, stderr io.Writer) error {
 	var records bool
-	fs := cli.NewFlagSet("dump-segment", dumpSegmentUsage, dumpSegmentExamples, stderr)
+	fs := cli.NewFlagSet("dump-segment", dumpSegmentUsage, dumpSegmentExamples, stdout)
 	fs.BoolVar(&records, "records", false, "also print every record (offset, timestamp, key, value, headers)")
 	files, err := cli.ParseArgs(fs, args)
 	if err != nil {

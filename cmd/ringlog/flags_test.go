@@ -24,14 +24,14 @@ import (
 func TestServeFlags(t *testing.T) {
 	t.Run("help", func(t *testing.T) {
 		for _, h := range []string{"--help", "-h"} {
-			code, _, stderr := runBinary(t, 20*time.Second, "serve", h)
-			if code != 0 {
-				t.Errorf("serve %s: exit %d, want 0", h, code)
+			code, stdout, stderr := runBinary(t, 20*time.Second, "serve", h)
+			if code != 0 || stderr != "" {
+				t.Errorf("serve %s: exit %d, stderr %q; want 0 and the help on stdout", h, code, stderr)
 			}
 			for _, want := range []string{"Usage: ringlog serve", "-data-dir", "-kafka-addr", "-config", "Examples:",
 				"ringlog serve --config", "ringlog ready kafka=HOST:PORT", "http=HOST:PORT", "SIGTERM"} {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("serve %s: usage lacks %q:\n%s", h, want, stderr)
+				if !strings.Contains(stdout, want) {
+					t.Errorf("serve %s: usage lacks %q:\n%s", h, want, stdout)
 				}
 			}
 		}

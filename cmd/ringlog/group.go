@@ -55,7 +55,7 @@ type groupListJSON struct {
 func runGroupList(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
-	fs := cli.NewFlagSet("group list", groupListUsage, groupListExamples, stderr)
+	fs := cli.NewFlagSet("group list", groupListUsage, groupListExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	rest, err := cli.ParseArgs(fs, args)
@@ -158,7 +158,7 @@ type groupDescribeJSON struct {
 func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
-	fs := cli.NewFlagSet("group describe", groupDescribeUsage, groupDescribeExamples, stderr)
+	fs := cli.NewFlagSet("group describe", groupDescribeUsage, groupDescribeExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	names, err := cli.ParseArgs(fs, args)

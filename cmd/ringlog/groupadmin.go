@@ -113,7 +113,7 @@ func runGroupResetOffsets(args []string, stdout, stderr io.Writer) error {
 	var parts partitionList
 	var toEarliest, toLatest, dryRun bool
 	var toOffset optInt
-	fs := cli.NewFlagSet("group reset-offsets", groupResetUsage, groupResetExamples, stderr)
+	fs := cli.NewFlagSet("group reset-offsets", groupResetUsage, groupResetExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	fs.StringVar(&topic, "topic", "", "the topic `T` whose offsets to reset")
@@ -338,7 +338,7 @@ type groupDeleteJSON struct {
 func runGroupDelete(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
-	fs := cli.NewFlagSet("group delete", groupDeleteUsage, groupDeleteExamples, stderr)
+	fs := cli.NewFlagSet("group delete", groupDeleteUsage, groupDeleteExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	names, err := cli.ParseArgs(fs, args)
@@ -381,22 +381,23 @@ func runGroupDelete(args []string, stdout, stderr io.Writer) error {
 	for _, name := range slices.Compact(slices.Sorted(slices.Values(names))) {
 		r := groupDeleteJSON{Group: name}
 		gr, ok := resp[name]
+		// Each error names the group once.
+		var e error
 		switch {
 		case !ok:
-			r.Error = "the broker did not answer for it"
+			e = fmt.Errorf("group %q: the broker did not answer for it", name)
 		case gr.Err != nil:
-			if d := s.denied("group delete "+name, kmsg.DeleteGroups, gr.Err, groupResource(name)); d != nil {
-				r.Error = d.Error()
-				errs = append(errs, d)
-				res = append(res, r)
-				continue
+			if e = s.denied("group delete "+name, kmsg.DeleteGroups, gr.Err, groupResource(name)); e == nil {
+				if e = groupError(name, gr.Err); e == gr.Err {
+					e = fmt.Errorf("group %q: %w", name, gr.Err)
+				}
 			}
-			r.Error = groupError(name, gr.Err).Error()
 		default:
 			r.Deleted = true
 		}
-		if r.Error != "" {
-			errs = append(errs, fmt.Errorf("group %q: %s", name, r.Error))
+		if e != nil {
+			r.Error = e.Error()
+			errs = append(errs, e)
 		}
 		res = append(res, r)
 	}
@@ -445,7 +446,7 @@ func runGroupDeleteOffsets(args []string, stdout, stderr io.Writer) error {
 	var out outputFlag
 	var topic string
 	var parts partitionList
-	fs := cli.NewFlagSet("group delete-offsets", groupDeleteOffsetsUsage, groupDeleteOffsetsExamples, stderr)
+	fs := cli.NewFlagSet("group delete-offsets", groupDeleteOffsetsUsage, groupDeleteOffsetsExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	fs.StringVar(&topic, "topic", "", "the topic `T` whose committed offsets to delete")

@@ -41,11 +41,12 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) cli.ExitCode {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		topUsage(stderr)
-		if len(args) == 0 {
-			return cli.ExitUsage
-		}
+		return cli.ExitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		topUsage(stdout) // asked for: output, not an error
 		return cli.ExitOK
 	}
 	if args[0] == "--version" || args[0] == "-version" {

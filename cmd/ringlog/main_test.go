@@ -18,8 +18,15 @@ func TestPerfMoved(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
 		}
 	}
-	var errb bytes.Buffer
-	if code := run([]string{"--help"}, &bytes.Buffer{}, &errb); code != cli.ExitOK || !strings.Contains(errb.String(), "moved to the ringlog-perf binary") {
-		t.Errorf("--help: exit %d\n%s", code, errb.String())
+	// Help asked for is output (stdout, so it can be paged or grepped);
+	// no command at all is a usage error (stderr, exit 2).
+	var out, errb bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errb); code != cli.ExitOK || !strings.Contains(out.String(), "moved to the ringlog-perf binary") || errb.Len() != 0 {
+		t.Errorf("--help: exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(nil, &out, &errb); code != cli.ExitUsage || !strings.Contains(errb.String(), "Commands:") || out.Len() != 0 {
+		t.Errorf("no command: exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
 	}
 }

@@ -36,7 +36,11 @@ value). With --key-separator, the part of a line before the first separator
 is the key and the rest the value; a line without the separator has a null
 key. At the end it prints a summary to standard error.
 
-The topic must exist (create it with 'ringlog topic create TOPIC').
+The topic must exist (create it with 'ringlog topic create TOPIC'): unlike
+kcat or a Kafka producer, which ask the broker to create a missing topic
+when it allows auto-creation (--auto-create-topics), this command never
+creates one, so that a typo in TOPIC is an error and not a new topic with
+the broker's default partitions and configs.
 `
 
 const produceExamples = `
@@ -52,16 +56,16 @@ and waits for the records already read.
 `
 
 func runProduce(args []string, stdout, stderr io.Writer) error {
-	return produce(args, os.Stdin, stderr)
+	return produce(args, os.Stdin, stdout, stderr)
 }
 
-func produce(args []string, stdin io.Reader, stderr io.Writer) error {
+func produce(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var keySep, acks, compression string
 	var headers kvFlag
 	var partition optInt
 	var linger time.Duration
-	fs := cli.NewFlagSet("produce", produceUsage, produceExamples, stderr)
+	fs := cli.NewFlagSet("produce", produceUsage, produceExamples, stdout)
 	cf.Register(fs, 30*time.Second, "how long a record may wait to be acknowledged (and the broker to answer at start)")
 	fs.StringVar(&keySep, "key-separator", "", "split each line into key and value at the first `SEP` (default: no key)")
 	fs.Var(&headers, "header", "add header `key=value` to every record (repeatable)")
@@ -83,7 +87,10 @@ func produce(args []string, stdin io.Reader, stderr io.Writer) error {
 	if linger < 0 {
 		return cli.Usagef("--linger must not be negative")
 	}
-	opts := []kgo.Opt{kgo.ClientID("ringlog-produce"), kgo.ProducerLinger(linger), kgo.RecordDeliveryTimeout(cf.Timeout), kgo.DefaultProduceTopic(topic)}
+	opts := []kgo.Opt{kgo.ClientID("ringlog-produce"), kgo.ProducerLinger(linger), kgo.RecordDeliveryTimeout(cf.Timeout), kgo.DefaultProduceTopic(topic),
+		// The topic's max.message.bytes decides, not the client's 1 MB
+		// default: raising it is then the whole fix for a large line.
+		kgo.ProducerBatchMaxBytes(cliMaxBatchBytes)}
 	switch strings.ToLower(acks) {
 	case "all", "-1":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -277,6 +284,11 @@ func (st *produceStats) summary(topic string) string {
 	return msg
 }
 
+// cliMaxBatchBytes is the largest batch produce sends: the broker's
+// default --max-request-bytes is 100 MiB, and a line this large is a
+// mistake more often than not.
+const cliMaxBatchBytes = 16 << 20
+
 func (st *produceStats) err(s *session, topic string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -302,10 +314,27 @@ func (st *produceStats) err(s *session, topic string) error {
 	case errors.Is(st.firstErr, kgo.ErrRecordTimeout), errors.Is(st.firstErr, kgo.ErrRecordRetries):
 		hint = ": the broker did not acknowledge them within --timeout; is it running and reachable?"
 	case errors.Is(st.firstErr, kerr.MessageTooLarge), errors.Is(st.firstErr, kerr.RecordListTooLarge):
-		hint = ": a line is larger than the topic accepts (max.message.bytes)"
+		hint = tooLargeHint(s, topic)
 	}
 	if ex := s.explain(st.firstErr); ex != st.firstErr {
 		hint = ": " + ex.Error()
 	}
 	return fmt.Errorf("%s failed: %s%s", plural(int(st.failed), "record", "records"), strings.Join(lines, "; "), hint)
+}
+
+// tooLargeHint says how large a batch topic accepts (its
+// max.message.bytes, asked of the broker) and how to raise it.
+func tooLargeHint(s *session, topic string) string {
+	limit := "its max.message.bytes"
+	if rcs, err := s.adm.DescribeTopicConfigs(s.ctx, topic); err == nil {
+		for _, rc := range rcs {
+			for _, c := range rc.Configs {
+				if rc.Err == nil && c.Key == "max.message.bytes" && c.Value != nil {
+					limit = fmt.Sprintf("max.message.bytes = %s bytes, a record's batch overhead included", *c.Value)
+				}
+			}
+		}
+	}
+	return fmt.Sprintf(": a line is larger than topic %q accepts (%s); raise the limit with 'ringlog topic alter %s --set max.message.bytes=N' (at most %d bytes through this command)",
+		topic, limit, topic, cliMaxBatchBytes)
 }

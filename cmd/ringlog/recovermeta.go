@@ -37,7 +37,7 @@ still holds the directory, or a file cannot be written), 2 usage.
 `
 
 func runRecoverMetadata(args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("recover-metadata", recoverMetadataUsage, recoverMetadataExamples, stderr)
+	fs := cli.NewFlagSet("recover-metadata", recoverMetadataUsage, recoverMetadataExamples, stdout)
 	dir := fs.String("data-dir", "", "the broker's data directory (required)")
 	dryRun := fs.Bool("dry-run", false, "print what would be written, write nothing")
 	if err := cli.ParseFlags(fs, args); err != nil {

@@ -91,9 +91,9 @@ type serveFlags struct {
 // serveFlagSet defines the serve flags on f. Every default is
 // broker.DefaultConfig's, so the binary and the in-process test brokers
 // cannot drift apart.
-func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
+func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help
 	def := broker.DefaultConfig()
 	f.cfg = def
 	c, e := &f.cfg, &f.cfg.Engine
@@ -169,9 +169,9 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.Var(f.topicDefaults, "topic-default", "broker default of a topic config, `key=value` (repeatable), e.g. retention.ms=3600000")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: ringlog serve [flags]\n\nRuns the broker.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: ringlog serve [flags]\n\nRuns the broker.\n\nFlags:\n")
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, serveExamples)
+		fmt.Fprint(fs.Output(), serveExamples)
 	}
 	return fs
 }
@@ -320,7 +320,7 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
-	fs := serveFlagSet(&f, stderr)
+	fs := serveFlagSet(&f, stdout)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func runTLSInit(args []string, stdout, stderr io.Writer) error {
 	var hosts, clients stringList
 	var days int
 	var force bool
-	fs := cli.NewFlagSet("tls init", tlsInitUsage, tlsInitExamples, stderr)
+	fs := cli.NewFlagSet("tls init", tlsInitUsage, tlsInitExamples, stdout)
 	fs.StringVar(&out, "out", "", "directory to write the files to (made if missing, mode 0700)")
 	fs.Var(&hosts, "hosts", "more names and IP addresses of the brokers, for the broker certificate (comma list, repeatable; localhost, 127.0.0.1 and ::1 are always in)")
 	fs.Var(&clients, "client", "make a client certificate `NAME` (CN=NAME, principal User:CN=NAME; repeatable; default: admin)")

@@ -197,7 +197,7 @@ func TestTLSInit(t *testing.T) {
 	if r.code != 0 {
 		t.Errorf("tls init --help: exit %d", r.code)
 	}
-	wantContains(t, "tls init --help", r.stderr, "Usage: ringlog tls init", "Examples:", "ringlog tls init --out", "-hosts", "-client", "-days", "-force")
+	wantContains(t, "tls init --help", r.stdout, "Usage: ringlog tls init", "Examples:", "ringlog tls init --out", "-hosts", "-client", "-days", "-force")
 }
 
 // tlsBroker is a broker whose SSL listener uses a tls init set and

@@ -152,6 +152,21 @@ func TestToolsTopicRoundTrip(t *testing.T) {
 	wantContains(t, "create with a bad config: stderr", r.stderr, "--config rejected", "no.such.config")
 	r = b.run(t, 1, "", "topic", "create", "bad", "--replication-factor", "3")
 	wantContains(t, "create with replication factor 3: stderr", r.stderr, "--replication-factor rejected")
+	// A name that collides with an existing one says with which, not
+	// that the name is invalid.
+	b.run(t, 0, "", "topic", "create", "my.topic", "--partitions", "1")
+	r = b.run(t, 1, "", "topic", "create", "my_topic")
+	wantContains(t, "create a colliding name: stderr", r.stderr, `topic "my_topic"`, `collides with existing topic "my.topic"`)
+	b.run(t, 0, "", "topic", "delete", "my.topic")
+	// A line too large for the topic: the message says the limit and the
+	// fix, and the fix works.
+	b.run(t, 0, "", "topic", "create", "small", "--partitions", "1", "--config", "max.message.bytes=1000")
+	big := strings.Repeat("x", 2000) + "\n"
+	r = b.run(t, 1, big, "produce", "small")
+	wantContains(t, "produce a line too large: stderr", r.stderr, "max.message.bytes = 1000 bytes", "ringlog topic alter small --set max.message.bytes=")
+	b.run(t, 0, "", "topic", "alter", "small", "--set", "max.message.bytes=4000")
+	b.run(t, 0, big, "produce", "small")
+	b.run(t, 0, "", "topic", "delete", "small")
 
 	// list hides the internal topic unless asked.
 	r = b.run(t, 0, "", "topic", "list")
@@ -208,6 +223,12 @@ func TestToolsTopicRoundTrip(t *testing.T) {
 	b.run(t, 0, "", "topic", "alter", "orders", "--delete", "retention.ms")
 	if v, src := configOf(t, describeTopic(t, b, "orders"), "retention.ms"); src != "DEFAULT_CONFIG" {
 		t.Errorf("after --delete: retention.ms = %s from %s, want the default", v, src)
+	}
+	// --unset, the word other tools use, is --delete.
+	b.run(t, 0, "", "topic", "alter", "orders", "--set", "retention.ms=60000")
+	b.run(t, 0, "", "topic", "alter", "orders", "--unset", "retention.ms")
+	if v, src := configOf(t, describeTopic(t, b, "orders"), "retention.ms"); src != "DEFAULT_CONFIG" {
+		t.Errorf("after --unset: retention.ms = %s from %s, want the default", v, src)
 	}
 	r = b.run(t, 1, "", "topic", "alter", "nope", "--set", "retention.ms=1")
 	wantContains(t, "alter of a missing topic", r.stderr, `topic "nope" does not exist`)
@@ -563,14 +584,22 @@ func TestToolsUsage(t *testing.T) {
 		if r.code != 0 {
 			t.Errorf("ringlog %s --help: exit %d, want 0", strings.Join(cmd, " "), r.code)
 		}
-		wantContains(t, "ringlog "+strings.Join(cmd, " ")+" --help", r.stderr, "Usage: ringlog "+strings.Join(cmd, " "), "Examples:", "ringlog "+strings.Join(cmd, " ")+" ")
+		// Help goes to stdout ('ringlog topic create --help | grep x').
+		wantContains(t, "ringlog "+strings.Join(cmd, " ")+" --help", r.stdout, "Usage: ringlog "+strings.Join(cmd, " "), "Examples:", "ringlog "+strings.Join(cmd, " ")+" ")
 		if cmd[0] != "dump-segment" {
-			wantContains(t, "ringlog "+strings.Join(cmd, " ")+" --help", r.stderr, "-brokers", brokersEnv, "-timeout")
+			wantContains(t, "ringlog "+strings.Join(cmd, " ")+" --help", r.stdout, "-brokers", brokersEnv, "-timeout")
+		}
+		if r.stderr != "" {
+			t.Errorf("ringlog %s --help: stderr %q, want nothing", strings.Join(cmd, " "), r.stderr)
 		}
 	}
 	r := tool(t, "", nil, "topic", "--help")
-	if r.code != 0 || !strings.Contains(r.stderr, "describe") {
-		t.Errorf("topic --help: exit %d\n%s", r.code, r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, "describe") {
+		t.Errorf("topic --help: exit %d\n%s", r.code, r.stdout)
+	}
+	r = tool(t, "", nil, "--help")
+	if r.code != 0 || !strings.Contains(r.stdout, "Commands:") || r.stderr != "" {
+		t.Errorf("--help: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -67,7 +67,7 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) error {
 	var partitions, rf int
 	var configs kvFlag
 	var ifNotExists bool
-	fs := cli.NewFlagSet("topic create", topicCreateUsage, topicCreateExamples, stderr)
+	fs := cli.NewFlagSet("topic create", topicCreateUsage, topicCreateExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	fs.IntVar(&partitions, "partitions", -1, "number of partitions (-1: the broker's default)")
 	fs.IntVar(&rf, "replication-factor", -1, "copies of each partition (-1: the broker's default: 1 on a single broker, --default-replication-factor in a cluster)")
@@ -129,6 +129,10 @@ func createError(name string, err error, msg string) error {
 		return fmt.Errorf("topic %q: --replication-factor rejected: %s", name, detail(err, msg))
 	case errors.Is(err, kerr.InvalidPartitions):
 		return fmt.Errorf("topic %q: --partitions rejected: %s", name, detail(err, msg))
+	case errors.Is(err, kerr.InvalidTopicException) && cleanMessage(err, msg) != "":
+		// The broker says why (a collision with an existing topic, an
+		// internal topic's name): that beats the generic rules.
+		return fmt.Errorf("topic %q: %s", name, cleanMessage(err, msg))
 	case errors.Is(err, kerr.TopicAlreadyExists), errors.Is(err, kerr.InvalidTopicException):
 		return topicError(name, err)
 	}
@@ -162,7 +166,7 @@ func runTopicList(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
 	var internal bool
-	fs := cli.NewFlagSet("topic list", topicListUsage, topicListExamples, stderr)
+	fs := cli.NewFlagSet("topic list", topicListUsage, topicListExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	fs.BoolVar(&internal, "internal", false, "include internal topics such as __consumer_offsets")
@@ -255,7 +259,7 @@ type topicDescribeJSON struct {
 func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
-	fs := cli.NewFlagSet("topic describe", topicDescribeUsage, topicDescribeExamples, stderr)
+	fs := cli.NewFlagSet("topic describe", topicDescribeUsage, topicDescribeExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	names, err := cli.ParseArgs(fs, args)
@@ -471,7 +475,7 @@ Exit status: 0 deleted (or absent, with --if-exists), 1 failed, 2 usage.
 func runTopicDelete(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var ifExists bool
-	fs := cli.NewFlagSet("topic delete", topicDeleteUsage, topicDeleteExamples, stderr)
+	fs := cli.NewFlagSet("topic delete", topicDeleteUsage, topicDeleteExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	fs.BoolVar(&ifExists, "if-exists", false, "succeed when a topic does not exist")
 	names, err := cli.ParseArgs(fs, args)
@@ -517,7 +521,7 @@ const topicAlterUsage = `
 Usage: ringlog topic alter NAME [flags]
 
 Changes a topic: sets configs (--set), returns configs to their default
-(--delete), and grows the partition count (--partitions; partitions can
+(--delete, or --unset), and grows the partition count (--partitions; partitions can
 never be removed, and existing keys then map to other partitions).
 `
 
@@ -535,10 +539,11 @@ func runTopicAlter(args []string, stdout, stderr io.Writer) error {
 	var set kvFlag
 	var del stringList
 	var partitions int
-	fs := cli.NewFlagSet("topic alter", topicAlterUsage, topicAlterExamples, stderr)
+	fs := cli.NewFlagSet("topic alter", topicAlterUsage, topicAlterExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	fs.Var(&set, "set", "set a config, `key=value` (repeatable)")
 	fs.Var(&del, "delete", "return a config `key` to its default (repeatable)")
+	fs.Var(&del, "unset", "the same as --delete")
 	fs.IntVar(&partitions, "partitions", 0, "grow the topic to `N` partitions")
 	names, err := cli.ParseArgs(fs, args)
 	if err != nil {

@@ -51,7 +51,7 @@ func runTxnList(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	var out outputFlag
 	var state string
-	fs := cli.NewFlagSet("txn list", txnListUsage, txnListExamples, stderr)
+	fs := cli.NewFlagSet("txn list", txnListUsage, txnListExamples, stdout)
 	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
 	addOutputFlag(fs, &out)
 	fs.StringVar(&state, "state", "", "only ids in this state: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit or CompleteAbort")

@@ -47,7 +47,7 @@ Examples:
   ringlog user delete --name alice
   ringlog user add --brokers 127.0.0.1:9092 --name alice --password-file alice.pw
 
-Without --brokers they edit a stopped single broker's data directory
+Without --brokers (or RINGLOG_BROKERS) they edit a stopped single broker's data directory
 (they take its lock). With --brokers they go through the Kafka API
 (AlterUserScramCredentials) of a running broker or cluster, as
 kafka-configs.sh --alter --entity-type users --entity-name alice
@@ -72,7 +72,9 @@ func (u *userTarget) register(fs *flag.FlagSet) {
 	u.cf.Register(fs, 30*time.Second, "how long to wait for the broker (with --brokers)")
 }
 
-// online reports whether --brokers was given.
+// online reports whether the command acts on a running broker: --brokers
+// was given, or RINGLOG_BROKERS is set and --data-dir was not (a flag
+// beats the environment, as everywhere).
 func (u *userTarget) online() (bool, error) {
 	brokers, dir := false, false
 	u.fs.Visit(func(f *flag.Flag) {
@@ -81,6 +83,9 @@ func (u *userTarget) online() (bool, error) {
 	})
 	if brokers && dir {
 		return false, cli.Usagef("give --data-dir (a stopped broker) or --brokers (a running one), not both")
+	}
+	if !brokers && !dir && os.Getenv(cli.BrokersEnv) != "" {
+		return true, nil
 	}
 	return brokers, nil
 }
@@ -129,7 +134,7 @@ func runUserAdd(args []string, stdout, stderr io.Writer) error {
 	var t userTarget
 	var name, passFile, mech string
 	var iterations int
-	fs := cli.NewFlagSet("user add", "\nUsage: ringlog user add --name NAME --password-file FILE [flags]\n\nAdds a user's SCRAM credentials (salted; the password is not stored), or replaces them.\n", userExamples, stderr)
+	fs := cli.NewFlagSet("user add", "\nUsage: ringlog user add --name NAME --password-file FILE [flags]\n\nAdds a user's SCRAM credentials (salted; the password is not stored), or replaces them.\n", userExamples, stdout)
 	t.register(fs)
 	fs.StringVar(&name, "name", "", "user name (the principal is User:NAME)")
 	fs.StringVar(&passFile, "password-file", "", "file holding the password (its first line; - reads standard input)")
@@ -215,7 +220,7 @@ func readPassword(path string) (string, error) {
 
 func runUserList(args []string, stdout, stderr io.Writer) error {
 	var t userTarget
-	fs := cli.NewFlagSet("user list", "\nUsage: ringlog user list [--data-dir DIR | --brokers HOST:PORT]\n\nLists users with SCRAM credentials: mechanisms and iterations.\n", userExamples, stderr)
+	fs := cli.NewFlagSet("user list", "\nUsage: ringlog user list [--data-dir DIR | --brokers HOST:PORT]\n\nLists users with SCRAM credentials: mechanisms and iterations.\n", userExamples, stdout)
 	t.register(fs)
 	if _, err := cli.ParseArgs(fs, args); err != nil {
 		return err
@@ -268,7 +273,7 @@ func runUserList(args []string, stdout, stderr io.Writer) error {
 func runUserDelete(args []string, stdout, stderr io.Writer) error {
 	var t userTarget
 	var name, mech string
-	fs := cli.NewFlagSet("user delete", "\nUsage: ringlog user delete --name NAME [flags]\n\nDeletes a user's SCRAM credentials.\n", userExamples, stderr)
+	fs := cli.NewFlagSet("user delete", "\nUsage: ringlog user delete --name NAME [flags]\n\nDeletes a user's SCRAM credentials.\n", userExamples, stdout)
 	t.register(fs)
 	fs.StringVar(&name, "name", "", "user name")
 	fs.StringVar(&mech, "mechanism", "both", "SCRAM-SHA-256, SCRAM-SHA-512 or both")

@@ -69,6 +69,22 @@ func TestUserCommands(t *testing.T) {
 	if code := run([]string{"user", "list", "--data-dir", b.Dir}, &out, &errb); code != cli.ExitError || !strings.Contains(errb.String(), "--brokers") {
 		t.Fatalf("user list on a served directory: exit %d\n%s", code, errb.String())
 	}
+	// RINGLOG_BROKERS stands for --brokers here too, as for every command
+	// that takes it: list asks the broker it names (here none listens),
+	// and does not open ./data (run from an empty directory, so a ./data
+	// would show); --data-dir still wins over the environment.
+	t.Chdir(t.TempDir())
+	t.Setenv(cli.BrokersEnv, "127.0.0.1:1")
+	errb.Reset()
+	if code := run([]string{"user", "list", "--timeout", "2s"}, &out, &errb); code != cli.ExitError || !strings.Contains(errb.String(), "127.0.0.1:1") {
+		t.Errorf("user list with %s=127.0.0.1:1: exit %d, want 1 naming that broker\n%s", cli.BrokersEnv, code, errb.String())
+	}
+	if _, err := os.Stat("data"); err == nil {
+		t.Errorf("with %s set, user list opened ./data", cli.BrokersEnv)
+	}
+	if list := runOK("user", "list", "--data-dir", dir); !strings.Contains(list, "admin") {
+		t.Errorf("user list --data-dir with %s set lacks admin:\n%s", cli.BrokersEnv, list)
+	}
 }
 
 // TestToolsOverSASLSSL: the admin tools reach a SASL_SSL listener with

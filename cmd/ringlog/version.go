@@ -90,7 +90,7 @@ type versionJSON struct {
 
 func runVersion(args []string, stdout, stderr io.Writer) error {
 	var out outputFlag
-	fs := cli.NewFlagSet("version", versionUsage, versionExamples, stderr)
+	fs := cli.NewFlagSet("version", versionUsage, versionExamples, stdout)
 	addOutputFlag(fs, &out)
 	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {

@@ -59,26 +59,28 @@ func Report(prog string, err error, stderr io.Writer) ExitCode {
 }
 
 // NewFlagSet makes a flag set whose usage is the given synopsis, the flags
-// and the examples.
-func NewFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+// and the examples. The usage is printed to stdout, and only on request
+// (--help or -h): help is output a user may page or grep, not an error.
+func NewFlagSet(name, synopsis, examples string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s\nFlags:\n", strings.TrimLeft(synopsis, "\n"))
+		fmt.Fprintf(fs.Output(), "%s\nFlags:\n", strings.TrimLeft(synopsis, "\n"))
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, examples)
+		fmt.Fprint(fs.Output(), examples)
 	}
 	return fs
 }
 
 // ParseFlags parses args with fs the flag package's way (flags first).
-// --help prints the usage and returns ErrHelp; a bad flag prints the usage
-// once and returns a UsageError naming the flag and, when one is close
-// enough to be a typo, the flag that was probably meant.
+// --help prints the usage to fs's output and returns ErrHelp; a bad flag
+// returns a UsageError naming the flag and, when one is close enough to be
+// a typo, the flag that was probably meant, and pointing at --help (the
+// usage itself is not printed: the error stays readable on a terminal).
 func ParseFlags(fs *flag.FlagSet, args []string) error {
 	out, usage := fs.Output(), fs.Usage
 	// The flag package prints its own error line and the usage on every
-	// failure; silence both and print the usage once below.
+	// failure; silence both.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
@@ -87,12 +89,12 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if err == nil {
 		return nil
 	}
-	if usage != nil {
-		usage()
-	} else {
-		fs.PrintDefaults()
-	}
 	if errors.Is(err, flag.ErrHelp) {
+		if usage != nil {
+			usage()
+		} else {
+			fs.PrintDefaults()
+		}
 		return ErrHelp
 	}
 	msg := strings.Replace(err.Error(), " -", " --", 1)
@@ -102,7 +104,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 			msg += " (did you mean --" + s + "?)"
 		}
 	}
-	return UsageError{fmt.Sprintf("%s: %s", fs.Name(), msg)}
+	return UsageError{fmt.Sprintf("%s: %s; --help lists the flags", fs.Name(), msg)}
 }
 
 // closestFlag is the flag of fs nearest to name, if near enough to be a
@@ -190,20 +192,20 @@ func Dispatch(prog, group, about string, subs []Subcommand, args []string, stdou
 	if group != "" {
 		cmd, prefix = prog+" "+group, group+": "
 	}
-	usage := func() {
-		fmt.Fprintf(stderr, "Usage: %s <subcommand> [flags] [arguments]\n\n%s\n\nSubcommands:\n", cmd, about)
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: %s <subcommand> [flags] [arguments]\n\n%s\n\nSubcommands:\n", cmd, about)
 		for _, s := range subs {
-			fmt.Fprintf(stderr, "  %-14s %s\n", s.Name, s.Summary)
+			fmt.Fprintf(w, "  %-14s %s\n", s.Name, s.Summary)
 		}
-		fmt.Fprintf(stderr, "\nRun '%s <subcommand> --help' for its flags and examples.\n", cmd)
+		fmt.Fprintf(w, "\nRun '%s <subcommand> --help' for its flags and examples.\n", cmd)
 	}
 	if len(args) == 0 {
-		usage()
+		usage(stderr)
 		return Usagef("%smissing subcommand", prefix)
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		usage()
+		usage(stdout) // asked for: output, not an error
 		return ErrHelp
 	}
 	names := make([]string, len(subs))

@@ -32,14 +32,26 @@ func TestParseArgs(t *testing.T) {
 			t.Errorf("%q: args %q, n %d, err %v; want %q, %d", tc.args, pos, *n, err, tc.pos, tc.n)
 		}
 	}
-	fs := NewFlagSet("t", "", "", io.Discard)
+	var help bytes.Buffer
+	fs := NewFlagSet("t", "Usage: t [flags]", "Examples: t -n 2\n", &help)
+	fs.Int("n", 1, "how many")
 	if _, err := ParseArgs(fs, []string{"x", "-h"}); !errors.Is(err, ErrHelp) {
 		t.Errorf("-h: %v, want ErrHelp", err)
 	}
-	fs = NewFlagSet("t", "", "", io.Discard)
+	if got := help.String(); !strings.Contains(got, "Usage: t [flags]") || !strings.Contains(got, "how many") || !strings.Contains(got, "Examples: t -n 2") {
+		t.Errorf("-h printed %q, want the synopsis, the flags and the examples", got)
+	}
+	// A bad flag is one line, naming the likely flag and --help; the
+	// usage is not printed.
+	help.Reset()
+	fs = NewFlagSet("t", "Usage: t [flags]", "", &help)
+	fs.Int("count", 1, "")
 	var ue UsageError
-	if _, err := ParseArgs(fs, []string{"-nope"}); !errors.As(err, &ue) {
-		t.Errorf("unknown flag: %v, want a UsageError", err)
+	if _, err := ParseArgs(fs, []string{"-coutn"}); !errors.As(err, &ue) || err.Error() != "t: unknown flag --coutn (did you mean --count?); --help lists the flags" {
+		t.Errorf("unknown flag: %v, want a UsageError naming --count and --help", err)
+	}
+	if help.Len() != 0 {
+		t.Errorf("a bad flag printed %q", help.String())
 	}
 }
 
@@ -63,13 +75,19 @@ func TestDispatchAndReport(t *testing.T) {
 		{"topic", nil, ExitUsage, "prog: topic: missing subcommand"},
 		{"topic", []string{"frob"}, ExitUsage, `prog: topic: unknown subcommand "frob" (want one of: ok, fail; see 'prog topic --help')`},
 		{"", []string{"frob"}, ExitUsage, `prog: unknown subcommand "frob" (want one of: ok, fail; see 'prog --help')`},
-		{"", []string{"--help"}, ExitOK, "Usage: prog <subcommand>"},
+		{"topic", nil, ExitUsage, "Usage: prog topic <subcommand>"},
 	} {
 		var errb bytes.Buffer
 		code := Report("prog", Dispatch("prog", tc.group, "About.", subs, tc.args, io.Discard, &errb), &errb)
 		if code != tc.code || !strings.Contains(errb.String(), tc.stderr) {
 			t.Errorf("%q %q: exit %d, stderr %q; want %d, %q", tc.group, tc.args, code, errb.String(), tc.code, tc.stderr)
 		}
+	}
+	// Help asked for goes to stdout, and nothing to stderr.
+	var out, errb bytes.Buffer
+	if code := Report("prog", Dispatch("prog", "", "About.", subs, []string{"--help"}, &out, &errb), &errb); code != ExitOK ||
+		!strings.Contains(out.String(), "Usage: prog <subcommand>") || errb.Len() != 0 {
+		t.Errorf("--help: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 	if !slices.Equal(got, []string{"x", "y"}) {
 		t.Errorf("subcommand got %q", got)
