@@ -73,6 +73,17 @@ type replHarness struct {
 	collateral []string
 }
 
+// begin starts a fault on broker id: the view before it, the partitions
+// id leads (the producers' failover clock armed for them) and the start.
+func (h *replHarness) begin(id int32) (before topicView, led map[int32]bool, start time.Time) {
+	before = h.view
+	led = before.ledBy(id)
+	if len(led) > 0 {
+		h.prods.clock.arm(led)
+	}
+	return before, led, time.Now()
+}
+
 // checkNoCollateral records every partition not led by the faulted
 // broker id before the fault whose leader or leader epoch differs now:
 // a fault of one broker must move only its own leaderships (a controller
@@ -142,12 +153,7 @@ func (h *replHarness) waitAck(label string, armed bool) (time.Duration, bool) {
 // every ISR is full again.
 func (h *replHarness) killAndRestart(label string, id int32) faultResult {
 	h.t.Helper()
-	before := h.view
-	led := before.ledBy(id)
-	if len(led) > 0 {
-		h.prods.clock.arm(led)
-	}
-	start := time.Now()
+	before, led, start := h.begin(id)
 	h.c.procs[id-1].kill()
 	moved := h.c.waitLeadersMoved(h.ctx, h.topic, before, id, h.others(id), h.waitMax)
 	movedAfter := time.Since(start)
@@ -244,12 +250,7 @@ func (h *replHarness) zombieAndHeal(label string, id int32) faultResult {
 // leaders must not move, and the producers resume after the heal.
 func (h *replHarness) clientCutAndHeal(label string, id int32) faultResult {
 	h.t.Helper()
-	before := h.view
-	led := before.ledBy(id)
-	if len(led) > 0 {
-		h.prods.clock.arm(led)
-	}
-	start := time.Now()
+	before, led, start := h.begin(id)
 	h.clients.cut(sideMain, id, linkBlackhole)
 	time.Sleep(replSessionTimeout + 2*time.Second)
 	h.clients.heal()
@@ -277,12 +278,7 @@ func (h *replHarness) clientCutAndHeal(label string, id int32) faultResult {
 // agreeing; it logs what happened and returns what it measured.
 func (h *replHarness) holdFault(label string, id int32, did, undone string, failover bool, inject, undo func()) faultResult {
 	h.t.Helper()
-	before := h.view
-	led := before.ledBy(id)
-	if len(led) > 0 {
-		h.prods.clock.arm(led)
-	}
-	start := time.Now()
+	before, led, start := h.begin(id)
 	inject()
 	moved := h.c.waitLeadersMoved(h.ctx, h.topic, before, id, h.others(id), h.waitMax)
 	movedAfter := time.Since(start)
