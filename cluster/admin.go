@@ -526,8 +526,19 @@ func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeat
 			// one: the next controller counts sessions only from the
 			// start of its term. A quorum confirming this one is
 			// still the leader proves no next term has started.
+			// It also answers only in the term it committed
+			// TakeOffice in, checked before and after: the image
+			// then names the controller that granted this lease,
+			// and its successor fences no broker sooner than it
+			// may (controlLoop).
+			if term := c.officeTerm.Load(); term != c.node.Term() {
+				return fmt.Errorf("%w: this broker is still taking office as the controller", kerr.NotController)
+			}
 			if verr := c.node.VerifyLeader(ctx); verr != nil {
 				return fmt.Errorf("%w: this broker could not confirm it is still the controller: %v", kerr.NotController, verr)
+			}
+			if term := c.officeTerm.Load(); term != c.node.Term() {
+				return fmt.Errorf("%w: this broker's term as the controller ended", kerr.NotController)
 			}
 		}
 		return err

@@ -200,6 +200,14 @@ type Cluster struct {
 	// lease never appends after its leaderships may have moved (a pause,
 	// a one-way cut: see MayLead).
 	leaseUntil atomic.Int64
+	// officeAt is when this node last began to take office as the
+	// controller (same clock as leaseUntil); officeTerm the Raft term
+	// whose TakeOffice it committed, the only term in which it answers
+	// heartbeats. Taking office cuts this broker's own lease to a
+	// controller's (controllerLease), so a successor that finds this
+	// node named in the image may fence it that soon.
+	officeAt   atomic.Int64
+	officeTerm atomic.Uint64
 	clockBase  time.Time
 	kick       chan struct{} // asks the publisher to reconcile now
 
@@ -537,7 +545,15 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		if resp.ErrorCode == 0 {
 			lastOK = sent
 			if !resp.IsFenced {
-				c.leaseUntil.Store(int64(sent.Add(lease).Sub(c.clockBase)))
+				sentAt := int64(sent.Sub(c.clockBase))
+				c.leaseUntil.Store(sentAt + int64(lease))
+				// This node began to take office after it sent
+				// the heartbeat: a controller's lease, whoever
+				// answered (takeOffice cut the lease before,
+				// this store must not lengthen it again).
+				if c.officeAt.Load() >= sentAt {
+					c.capLease(sentAt + int64(controllerLease(c.cfg.SessionTimeout)))
+				}
 			}
 			// A broker that stepped down leads again only once the
 			// controller has it unfenced and its image holds
@@ -586,10 +602,21 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 }
 
 // controllerLease is the lease the controller's own broker takes: a third
-// of a session. Its successor, if it takes office in the very next term,
-// fences it that long after taking office (controlLoop) instead of a
-// whole session after: no lease it granted itself outlives that.
+// of a session. Its successor, which finds it named in the image's
+// TakeOffice, fences it that long after taking office (controlLoop)
+// instead of a whole session after: no lease it held outlives that.
 func controllerLease(session time.Duration) time.Duration { return session / 3 }
+
+// capLease shortens the lease to end by until (same clock as
+// leaseUntil); it never lengthens it.
+func (c *Cluster) capLease(until int64) {
+	for {
+		cur := c.leaseUntil.Load()
+		if cur <= until || c.leaseUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
 
 // stepDownIfSilent steps down from partition leadership when no
 // heartbeat the controller accepted was sent for a session timeout

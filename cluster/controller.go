@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -93,26 +94,54 @@ func (c *Cluster) controlLoop() {
 			// a quorum before it accepts one, so none is accepted
 			// after): every broker gets a full session from now, or
 			// it could be fenced while it still leads. The
-			// controller before this one, if it led the term just
-			// before, is the exception: as controller it granted
-			// itself shorter leases (controllerLease), so that much
-			// from now is enough (a controller's death then costs an
-			// election and a third of a session, not a whole one).
+			// controller before this one is the exception: the
+			// image names it (every controller commits TakeOffice
+			// before it answers a heartbeat), and its broker held
+			// only a controller's lease (controllerLease) since it
+			// took office, so that much from now is enough: a
+			// controller's death costs an election and a third of a
+			// session, not a whole one.
 			term := c.node.Term()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := c.node.Barrier(ctx)
-			cancel()
-			if err != nil {
+			var err error
+			if prev, err = c.takeOffice(term); err != nil {
+				if !errors.Is(err, context.Canceled) {
+					c.log.Info("controller: could not take office yet", "term", term, "err", err)
+				}
 				continue
 			}
-			since, sinceTerm, prev = time.Now(), term, -1
-			if id, t := c.node.PreviousLeader(); id >= 0 && t+1 == term && c.node.Term() == term {
-				prev = id
-			}
-			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout, "previous_controller", prev)
+			since, sinceTerm = time.Now(), term
+			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout, "term", term, "previous_controller", prev)
 		}
 		c.controlOnce(since, prev)
 	}
+}
+
+// takeOffice makes this node the controller of Raft term term: it applies
+// everything committed before (Barrier), cuts its own broker's lease to a
+// controller's, and commits TakeOffice, after which brokerHeartbeat
+// answers. It returns the controller the image named before, -1 if none
+// other than this node.
+func (c *Cluster) takeOffice(term uint64) (prev int32, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.node.Barrier(ctx); err != nil {
+		return -1, fmt.Errorf("applying the log before taking office: %w", err)
+	}
+	if c.node.Term() != term {
+		return -1, fmt.Errorf("term %d ended before the log was applied", term)
+	}
+	prev = -1
+	if o, ok := c.Image().Office(); ok && o.Term < term && o.Controller != c.cfg.NodeID {
+		prev = o.Controller
+	}
+	now := int64(time.Since(c.clockBase))
+	c.officeAt.Store(now)
+	c.capLease(now + int64(controllerLease(c.cfg.SessionTimeout)))
+	if _, err := c.propose(ctx, metadata.TakeOffice{Controller: c.cfg.NodeID, Term: term}); err != nil {
+		return -1, fmt.Errorf("committing TakeOffice: %w", err)
+	}
+	c.officeTerm.Store(term)
+	return prev, nil
 }
 
 // controlOnce fences silent brokers, then moves leadership and ISR

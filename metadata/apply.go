@@ -128,6 +128,8 @@ func (t *txn) apply(rec Record, res *Result, top bool) *RefusedError {
 		return t.alterConfigs(r)
 	case AllocateProducerIDs:
 		return t.allocateProducerIDs(r, res)
+	case TakeOffice:
+		return t.takeOffice(r)
 	case UpsertScramCredential:
 		return t.upsertScram(r)
 	case DeleteScramCredential:
@@ -528,6 +530,17 @@ func (t *txn) allocateProducerIDs(r AllocateProducerIDs, res *Result) *RefusedEr
 	}
 	t.img.nextProducerID = next + int64(r.Count)
 	res.ProducerIDs = ProducerIDBlock{First: next, Count: r.Count}
+	return nil
+}
+
+func (t *txn) takeOffice(r TakeOffice) *RefusedError {
+	if r.Controller < 0 || r.Term == 0 {
+		return refuse(kerr.InvalidRequest, "controller %d in term %d: ids are ≥ 0 and terms ≥ 1", r.Controller, r.Term)
+	}
+	if r.Term <= t.img.office.Term {
+		return refuse(kerr.StaleControllerEpoch, "controller %d in term %d: controller %d took office in term %d", r.Controller, r.Term, t.img.office.Controller, t.img.office.Term)
+	}
+	t.img.office = Office(r)
 	return nil
 }
 

@@ -312,6 +312,26 @@ func TestAllocateProducerIDs(t *testing.T) {
 	refused(t, img, AllocateProducerIDs{Broker: 1, BrokerEpoch: b1.Epoch, Count: MaxProducerIDBlock + 1}, kerr.InvalidRequest)
 }
 
+func TestTakeOffice(t *testing.T) {
+	img := cluster(t, 2, 0)
+	if _, ok := img.Office(); ok {
+		t.Fatal("a new cluster names a controller in office")
+	}
+	img, _ = step(t, img, TakeOffice{Controller: 1, Term: 3})
+	img, _ = step(t, img, TakeOffice{Controller: 2, Term: 5})
+	if o, ok := img.Office(); !ok || o != (Office{Controller: 2, Term: 5}) {
+		t.Fatalf("office %+v %v, want controller 2 in term 5", o, ok)
+	}
+	// A deposed controller's record, committed late, changes nothing.
+	refused(t, img, TakeOffice{Controller: 1, Term: 4}, kerr.StaleControllerEpoch)
+	refused(t, img, TakeOffice{Controller: 1, Term: 5}, kerr.StaleControllerEpoch)
+	refused(t, img, TakeOffice{Controller: -1, Term: 9}, kerr.InvalidRequest)
+	refused(t, img, TakeOffice{Controller: 1, Term: 0}, kerr.InvalidRequest)
+	if o, _ := img.Office(); o.Controller != 2 {
+		t.Fatalf("office moved to %d by a refused record", o.Controller)
+	}
+}
+
 func TestBatchIsAtomic(t *testing.T) {
 	img := cluster(t, 3, 0)
 	img, _ = step(t, img, CreateTopic{Name: "t", ID: UUID{7}, Replicas: [][]int32{{1, 2, 3}}})

@@ -137,6 +137,9 @@ func encodeBody(e *encoder, rec Record) {
 		e.varint(int64(r.Broker))
 		e.varint(r.BrokerEpoch)
 		e.varint(int64(r.Count))
+	case TakeOffice:
+		e.varint(int64(r.Controller))
+		e.uvarint(r.Term)
 	case Batch:
 		e.uvarint(uint64(len(r.Records)))
 		for _, sub := range r.Records {
@@ -218,6 +221,8 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 		return r
 	case KindAllocateProducerIDs:
 		return AllocateProducerIDs{Broker: d.int32(), BrokerEpoch: d.varint(), Count: d.int32()}
+	case KindTakeOffice:
+		return TakeOffice{Controller: d.int32(), Term: d.uvarint()}
 	case KindBatch:
 		if !top {
 			d.fail("a Batch inside a Batch")

@@ -17,6 +17,7 @@
 //     the replicas, ISR, leader, leader epoch and partition epoch;
 //   - cluster-wide broker config defaults;
 //   - the next producer id (blocks are handed out by AllocateProducerIDs);
+//   - the last controller to take office, and its Raft term (TakeOffice);
 //   - SCRAM credentials (salt, iterations, StoredKey, ServerKey per user
 //     and mechanism: never a password) and ACL bindings, which every
 //     broker authenticates and authorizes from (cluster.Security).
@@ -61,6 +62,8 @@
 //	DeleteScramCredential the user has that mechanism (RESOURCE_NOT_FOUND)
 //	CreateACLs           concrete enums and non-empty strings (INVALID_REQUEST); present ones are skipped
 //	DeleteACLs           none: absent bindings are skipped (the proposer resolves filters to bindings)
+//	TakeOffice           controller ≥ 0, term ≥ 1 (INVALID_REQUEST), term above the last one
+//	                     (STALE_CONTROLLER_EPOCH)
 //	Batch                every record, in order, atomically; batches do not nest
 //
 // Epochs: a leader change (including to NoLeader) bumps the leader epoch
@@ -102,6 +105,7 @@
 //	14 DeleteScramCredential str user, u8 mechanism
 //	15 CreateACLs           list of acl
 //	16 DeleteACLs           list of acl
+//	17 TakeOffice           sv controller, uv term
 //
 //	bytes uv length, bytes
 //	acl   u8 resourceType, str name, u8 patternType, str principal, str host, u8 operation, u8 permission

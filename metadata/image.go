@@ -146,6 +146,7 @@ type Image struct {
 	index          uint64
 	clusterID      string
 	nextProducerID int64
+	office         Office
 	brokers        map[int32]Broker
 	topics         map[string]*Topic
 	topicIDs       map[UUID]string   // id → name
@@ -179,6 +180,17 @@ func (img *Image) ClusterID() string { return img.clusterID }
 
 // NextProducerID is the first producer id of the next allocated block.
 func (img *Image) NextProducerID() int64 { return img.nextProducerID }
+
+// Office names a controller and the Raft term it took office in
+// (TakeOffice).
+type Office struct {
+	Controller int32  `json:"controller"`
+	Term       uint64 `json:"term"`
+}
+
+// Office returns the last controller that took office (TakeOffice); ok
+// is false until one has.
+func (img *Image) Office() (o Office, ok bool) { return img.office, img.office.Term > 0 }
 
 // Broker returns broker id's registration.
 func (img *Image) Broker(id int32) (Broker, bool) {

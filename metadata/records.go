@@ -24,6 +24,7 @@ const (
 	KindDeleteScramCredential   Kind = 14
 	KindCreateACLs              Kind = 15
 	KindDeleteACLs              Kind = 16
+	KindTakeOffice              Kind = 17
 )
 
 var kindNames = map[Kind]string{
@@ -44,6 +45,7 @@ var kindNames = map[Kind]string{
 	KindDeleteScramCredential:   "DeleteScramCredential",
 	KindCreateACLs:              "CreateACLs",
 	KindDeleteACLs:              "DeleteACLs",
+	KindTakeOffice:              "TakeOffice",
 }
 
 // String is the record type's name.
@@ -200,6 +202,18 @@ type AllocateProducerIDs struct {
 	Count       int32
 }
 
+// TakeOffice records that node Controller, the Raft leader of Term, took
+// office as the controller. A controller commits it before it answers any
+// broker heartbeat, so the image always names the last controller that
+// may have granted leadership leases: its successor fences that one's
+// broker after the short lease a controller grants itself, not after a
+// whole session. Terms only grow: an older or equal one is refused
+// (STALE_CONTROLLER_EPOCH).
+type TakeOffice struct {
+	Controller int32
+	Term       uint64
+}
+
 // Batch applies its records in order, atomically: if one is refused, the
 // whole batch is, and the image stays as it was. Batches do not nest.
 type Batch struct {
@@ -244,6 +258,9 @@ func (AllocateProducerIDs) Kind() Kind { return KindAllocateProducerIDs }
 // Kind implements Record.
 func (Batch) Kind() Kind { return KindBatch }
 
+// Kind implements Record.
+func (TakeOffice) Kind() Kind { return KindTakeOffice }
+
 func (InitCluster) sealed()         {}
 func (RegisterBroker) sealed()      {}
 func (FenceBroker) sealed()         {}
@@ -255,6 +272,7 @@ func (ChangePartition) sealed()     {}
 func (AlterConfigs) sealed()        {}
 func (AllocateProducerIDs) sealed() {}
 func (Batch) sealed()               {}
+func (TakeOffice) sealed()          {}
 
 // ProducerIDBlock is a range of producer ids [First, First+Count).
 type ProducerIDBlock struct {

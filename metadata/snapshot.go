@@ -23,6 +23,7 @@ type snapshot struct {
 	Index          uint64            `json:"index,omitempty"`
 	ClusterID      string            `json:"cluster_id,omitempty"`
 	NextProducerID int64             `json:"next_producer_id"`
+	Office         *Office           `json:"office,omitempty"`
 	Brokers        []Broker          `json:"brokers,omitempty"`
 	Topics         []*Topic          `json:"topics,omitempty"`
 	BrokerConfigs  map[string]string `json:"broker_configs,omitempty"`
@@ -43,6 +44,9 @@ func encodeImage(img *Image, withIndex bool) []byte {
 		BrokerConfigs:  img.brokerConfigs,
 		Scram:          img.scramList(),
 		ACLs:           img.acls,
+	}
+	if o, ok := img.Office(); ok {
+		s.Office = &o
 	}
 	if withIndex {
 		s.Index = img.index
@@ -93,6 +97,12 @@ func buildImage(s *snapshot) (*Image, error) {
 		return nil, fmt.Errorf("next producer id %d is negative", s.NextProducerID)
 	}
 	img.nextProducerID = s.NextProducerID
+	if o := s.Office; o != nil {
+		if o.Controller < 0 || o.Term == 0 {
+			return nil, fmt.Errorf("office: controller %d in term %d", o.Controller, o.Term)
+		}
+		img.office = *o
+	}
 	for _, b := range s.Brokers {
 		if b.ID < 0 {
 			return nil, fmt.Errorf("broker id %d is negative", b.ID)

@@ -178,11 +178,6 @@ type Node struct {
 
 	notify chan bool // raft's leadership changes
 
-	// prevLeader is the last leader other than this node that this node
-	// saw take office, and the Raft term it took it in (PreviousLeader).
-	prevMu       sync.Mutex
-	prevLeader   int32
-	prevTerm     uint64
 	stop         chan struct{}
 	stopped      chan struct{}
 	shutdownOnce sync.Once
@@ -331,17 +326,6 @@ func (n *Node) start(self Voter) (err error) {
 	}
 	cleanup = append(cleanup, func() { r.Shutdown().Error() })
 	n.raft = r
-	// Raft calls an observer's filter on its own goroutine as the leader
-	// changes, with the term already set: the term recorded is the one
-	// the leader took office in.
-	n.prevLeader = -1
-	r.RegisterObserver(raft.NewObserver(nil, false, func(o *raft.Observation) bool {
-		if lo, ok := o.Data.(raft.LeaderObservation); ok {
-			n.sawLeader(lo.LeaderID, r.CurrentTerm())
-		}
-		return false
-	}))
-
 	cf := r.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return fmt.Errorf("quorum: %w", err)
@@ -413,29 +397,6 @@ func (n *Node) Leader() (int32, string) {
 		return -1, ""
 	}
 	return int32(v), string(addr)
-}
-
-// sawLeader records leader id (a Raft server id) taking office in term,
-// unless it is this node or none.
-func (n *Node) sawLeader(id raft.ServerID, term uint64) {
-	v, err := strconv.ParseInt(string(id), 10, 32)
-	if err != nil || int32(v) == n.cfg.NodeID {
-		return
-	}
-	n.prevMu.Lock()
-	n.prevLeader, n.prevTerm = int32(v), term
-	n.prevMu.Unlock()
-}
-
-// PreviousLeader returns the last leader other than this node that this
-// node saw take office, and the Raft term it did in; -1 if it saw none.
-// A node that has just become leader in term t, and saw id take office in
-// t-1, knows id was the leader just before it: no other could take office
-// in between.
-func (n *Node) PreviousLeader() (id int32, term uint64) {
-	n.prevMu.Lock()
-	defer n.prevMu.Unlock()
-	return n.prevLeader, n.prevTerm
 }
 
 // Term returns the current Raft term.
