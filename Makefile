@@ -40,9 +40,14 @@ FUZZ_TARGETS := \
 
 .PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos steady crash-long perf-replication
 
-## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092)
+## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092, native on
+## PORT+1, HTTP on PORT+2); PORT=19092, DATA=dir and ARGS='--flag value ...' change them
+run: PORT ?= 9092
+run: DATA ?= ./data
+run: ARGS ?=
 run: build
-	./bin/ringlog serve --data-dir ./data --kafka-addr 127.0.0.1:9092 --http-addr 127.0.0.1:9094
+	./bin/ringlog serve --data-dir $(DATA) --kafka-addr 127.0.0.1:$(PORT) \
+		--native-addr 127.0.0.1:$$(($(PORT)+1)) --http-addr 127.0.0.1:$$(($(PORT)+2)) $(ARGS)
 
 # VERSION is what `ringlog version` and the ringlog_build_info metric say.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null)

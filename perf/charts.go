@@ -54,19 +54,14 @@ const (
 // Save draws the chart with gonum/plot to path; the extension (.svg,
 // .png, .pdf) picks the format.
 func (c Chart) Save(path string) error {
-	p, err := c.plot()
-	if err != nil {
-		return err
-	}
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	cw, err := draw.NewFormattedCanvas(chartWidth, chartHeight, format)
 	if err != nil {
 		return fmt.Errorf("chart %q: %w", c.Title, err)
 	}
-	// gonum lays text out to the canvas' very edge with its own font
-	// metrics; a viewer substituting a wider font (DejaVu for Liberation)
-	// would cut it off. A blank margin all round keeps it whole.
-	p.Draw(draw.Crop(draw.New(cw), chartMargin, -chartMargin, chartMargin, -chartMargin))
+	if err := c.draw(cw); err != nil {
+		return err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("chart %q: %w", c.Title, err)
@@ -81,18 +76,47 @@ func (c Chart) Save(path string) error {
 	return nil
 }
 
-// plot builds the gonum plot of the chart.
-func (c Chart) plot() (*plot.Plot, error) {
+// draw lays the chart out on a chartWidth × chartHeight canvas: the plot
+// on the left, the legend in a column of its own on the right, below the
+// title, so that no legend entry sits on the data, the grid or the tick
+// labels.
+func (c Chart) draw(canvas vg.CanvasSizer) error {
+	p, legend, err := c.plot()
+	if err != nil {
+		return err
+	}
+	// gonum lays text out to the canvas' very edge with its own font
+	// metrics; a viewer substituting a wider font (DejaVu for Liberation)
+	// would cut it off. A blank margin all round keeps it whole.
+	dc := draw.Crop(draw.New(canvas), chartMargin, -chartMargin, chartMargin, -chartMargin)
+	r := legend.Rectangle(dc)
+	// A fifth more than gonum measures: a viewer may substitute a wider
+	// font (DejaVu for Liberation), and the column must still hold it.
+	lw := (r.Max.X - r.Min.X) * 6 / 5
+	const gap = 10 * vg.Millimeter / 2
+	plotArea := draw.Crop(dc, 0, -(lw + gap), 0, 0)
+	// The title is centred over the plot and never wrapped by gonum: a
+	// long one is cut off at both edges, so wrap it here, to 3/4 of the
+	// plot's width by gonum's metrics (a substituted font is up to a
+	// third wider).
+	p.Title.Text = wrapText(c.Title, func(s string) vg.Length { return p.Title.TextStyle.Width(s) }, plotArea.Size().X*3/4)
+	p.Draw(plotArea)
+	titleH := p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding
+	legend.Draw(draw.Crop(dc, dc.Size().X-lw, 0, 0, -titleH))
+	return nil
+}
+
+// plot builds the gonum plot of the chart and its legend (drawn apart
+// from the plot: draw).
+func (c Chart) plot() (*plot.Plot, plot.Legend, error) {
 	p := plot.New()
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
-	// The title is centred over the canvas and never wrapped by gonum: a
-	// long one is cut off at both edges, so wrap it here, to 3/5 of the
-	// width by gonum's metrics (a substituted font is up to a third wider).
-	p.Title.Text = wrapText(c.Title, func(s string) vg.Length { return p.Title.TextStyle.Width(s) }, (chartWidth-2*chartMargin)*3/5)
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = true
+	legend := plot.NewLegend()
+	legend.Top = true
+	legend.Left = true
+	legend.Padding = legend.TextStyle.Font.Size / 3 // entries apart, not touching
 	cats := append([]float64(nil), c.Categories...)
 	sort.Float64s(cats)
 	index := map[float64]int{}
@@ -101,7 +125,7 @@ func (c Chart) plot() (*plot.Plot, error) {
 	}
 	if c.LogY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 	} else {
 		p.Y.Tick.Marker = plainTicks{}
 	}
@@ -129,27 +153,27 @@ func (c Chart) plot() (*plot.Plot, error) {
 		points += len(xys)
 		sc, err := plotter.NewScatter(xys)
 		if err != nil {
-			return nil, fmt.Errorf("chart %q: %w", c.Title, err)
+			return nil, legend, fmt.Errorf("chart %q: %w", c.Title, err)
 		}
 		sc.GlyphStyle.Color = plotutil.Color(si)
 		sc.GlyphStyle.Shape = plotutil.Shape(si)
 		sc.GlyphStyle.Radius = vg.Points(3)
 		if s.PointsOnly || len(xys) == 1 {
 			p.Add(sc)
-			p.Legend.Add(s.Name, sc)
+			legend.Add(s.Name, sc)
 			continue
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
-			return nil, fmt.Errorf("chart %q: %w", c.Title, err)
+			return nil, legend, fmt.Errorf("chart %q: %w", c.Title, err)
 		}
 		l.LineStyle.Color = plotutil.Color(si)
 		l.LineStyle.Dashes = plotutil.Dashes(si)
 		p.Add(l, sc)
-		p.Legend.Add(s.Name, l, sc)
+		legend.Add(s.Name, l, sc)
 	}
 	if points == 0 {
-		return nil, fmt.Errorf("chart %q: no data to draw", c.Title)
+		return nil, legend, fmt.Errorf("chart %q: no data to draw", c.Title)
 	}
 	if len(cats) > 0 {
 		ticks := make(plot.ConstantTicks, len(cats))
@@ -164,28 +188,25 @@ func (c Chart) plot() (*plot.Plot, error) {
 		p.X.Tick.Marker = plainTicks{}
 		// Room for the markers and the last tick label.
 		pad := (p.X.Max - p.X.Min) * 0.05
-		if pad == 0 {
-			pad = 1
+		if pad == 0 { // one point: a tenth of its value either side
+			pad = math.Max(math.Abs(p.X.Max)*0.1, 1)
 		}
 		p.X.Min, p.X.Max = p.X.Min-pad, p.X.Max+pad
 	}
-	// Headroom above the data for the legend (top left).
 	if c.LogY {
-		// Keep at least one decade visible so the log ticks show.
-		if p.Y.Max/p.Y.Min < 10 {
-			p.Y.Min = math.Pow(10, math.Floor(math.Log10(p.Y.Min)))
-			p.Y.Max = math.Pow(10, math.Floor(math.Log10(p.Y.Max))+1)
-		}
-		p.Y.Max *= 4
+		// Whole decades, so that every power of ten in range gets its
+		// label (0.01, 0.1, 1 ms...) and sub-millisecond values can be
+		// read, and at least one decade.
+		p.Y.Min = math.Pow(10, math.Floor(math.Log10(p.Y.Min)))
+		p.Y.Max = math.Pow(10, math.Max(math.Ceil(math.Log10(p.Y.Max)), math.Log10(p.Y.Min)+1))
 	} else {
 		p.Y.Min = 0
 		if p.Y.Max <= 0 {
 			p.Y.Max = 1
 		}
-		// About 6% of the height per legend entry.
-		p.Y.Max *= 1.15 + 0.07*float64(len(c.Series))
+		p.Y.Max *= 1.08 // the top marker clear of the frame
 	}
-	return p, nil
+	return p, legend, nil
 }
 
 // wrapText breaks s at spaces into lines no wider than max by width,
@@ -212,31 +233,78 @@ func wrapText(s string, width func(string) vg.Length, max vg.Length) string {
 	return strings.Join(append(lines, line), "\n")
 }
 
-// plainTicks are gonum's default ticks with labels a reader expects:
-// no trailing zeros ("500", not "500.00"), thousands as k and millions
-// as M.
+// plainTicks are ticks a reader expects: 5 to 10 labelled ones at a
+// round step (1, 2, 2.5 or 5 times a power of ten) with a minor tick
+// between each two, labelled without trailing zeros ("500", not
+// "500.00"), thousands as k and millions as M.
 type plainTicks struct{}
 
 // Ticks implements plot.Ticker.
 func (plainTicks) Ticks(min, max float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(min, max)
-	var major []float64
-	for _, t := range ts {
-		if t.Label != "" {
-			major = append(major, t.Value)
+	if !(max > min) {
+		return []plot.Tick{{Value: min, Label: tickLabel(min, 0, math.Abs(min))}}
+	}
+	step := niceStep(max - min)
+	top := math.Max(math.Abs(min), math.Abs(max))
+	var ts []plot.Tick
+	first := math.Ceil(min/step) * step
+	for i := 0; ; i++ {
+		v := first + float64(i)*step
+		if v > max+step*1e-9 {
+			break
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: tickLabel(v, step, top)})
+		if minor := v + step/2; minor <= max {
+			ts = append(ts, plot.Tick{Value: minor})
 		}
 	}
-	step := 0.0
-	if len(major) > 1 {
-		step = major[1] - major[0]
+	if minor := first - step/2; minor >= min {
+		ts = append(ts, plot.Tick{Value: minor})
 	}
-	top := math.Max(math.Abs(min), math.Abs(max))
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = tickLabel(ts[i].Value, step, top)
+	return ts
+}
+
+// logTicks label every power of ten in range (0.01, 0.1, 1, 10, 100,
+// 1000, 10k...) with minor ticks at 2..9 times each. gonum's LogTicks
+// truncates the first decade toward zero and so leaves every decade
+// below 1 unlabelled.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(lowest, highest float64) []plot.Tick {
+	lo := int(math.Floor(math.Log10(lowest) + 1e-9))
+	hi := int(math.Ceil(math.Log10(highest) - 1e-9))
+	var ts []plot.Tick
+	for e := lo; e <= hi; e++ {
+		v := math.Pow10(e)
+		label := strconv.FormatFloat(v, 'f', max(-e, 0), 64)
+		if e >= 4 {
+			label = tickLabel(v, v, v)
+		}
+		if v >= lowest*(1-1e-9) && v <= highest*(1+1e-9) {
+			ts = append(ts, plot.Tick{Value: v, Label: label})
+		}
+		for i := 2; i < 10 && e < hi; i++ {
+			if m := v * float64(i); m >= lowest && m <= highest {
+				ts = append(ts, plot.Tick{Value: m})
+			}
 		}
 	}
 	return ts
+}
+
+// niceStep is the round step (1, 2, 2.5 or 5 times a power of ten) that
+// cuts span into 5 to 10 parts.
+func niceStep(span float64) float64 {
+	raw := span / 5
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{2, 2.5, 5} {
+		if m*mag <= raw {
+			step = m * mag
+		}
+	}
+	return step
 }
 
 // tickLabel formats v for an axis whose major ticks are step apart and

@@ -267,9 +267,22 @@ func latNote(name string, l *Latency) string {
 	return fmt.Sprintf(", %s latency p50 %.2f ms p99 %.2f ms p99.9 %.2f ms", name, l.P50, l.P99, l.P999)
 }
 
-// scaleCharts draws a sweep's charts into dir.
+// scaleCharts draws a sweep's charts into dir and returns their paths.
 func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
 	var files []string
+	for _, nc := range scaleChartSet(base, tp, lat) {
+		p := filepath.Join(dir, nc.name)
+		if err := nc.chart.Save(p); err != nil {
+			return files, err
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}
+
+// scaleChartSet is a sweep's charts, by file name.
+func scaleChartSet(base Config, tp, lat []*Result) []namedChart {
+	var set []namedChart
 	byProducers := map[int][]*Result{}
 	var prods []int
 	var parts []float64
@@ -300,22 +313,11 @@ func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
 		}
 		mb, recs = append(mb, s1), append(recs, s2)
 	}
-	save := func(name string, c Chart) error {
-		p := filepath.Join(dir, name)
-		if err := c.Save(p); err != nil {
-			return err
-		}
-		files = append(files, p)
-		return nil
-	}
-	if err := save("throughput_vs_partitions.svg", Chart{Title: "Produce throughput vs partitions (" + desc + ")",
-		XLabel: "partitions", YLabel: "MB/s", Categories: parts, Series: mb}); err != nil {
-		return files, err
-	}
-	if err := save("records_vs_partitions.svg", Chart{Title: "Produce records/s vs partitions (" + desc + ")",
-		XLabel: "partitions", YLabel: "records/s", Categories: parts, Series: recs}); err != nil {
-		return files, err
-	}
+	save := func(name string, c Chart) { set = append(set, namedChart{name, c}) }
+	save("throughput_vs_partitions.svg", Chart{Title: "Produce throughput vs partitions (" + desc + ")",
+		XLabel: "partitions", YLabel: "MB/s", Categories: parts, Series: mb})
+	save("records_vs_partitions.svg", Chart{Title: "Produce records/s vs partitions (" + desc + ")",
+		XLabel: "partitions", YLabel: "records/s", Categories: parts, Series: recs})
 	if len(prods) > 1 {
 		var ss []Series
 		for _, n := range parts {
@@ -332,17 +334,13 @@ func scaleCharts(dir string, base Config, tp, lat []*Result) ([]string, error) {
 		for _, np := range prods {
 			ticks = append(ticks, float64(np))
 		}
-		if err := save("throughput_vs_producers.svg", Chart{Title: "Produce throughput vs producers (" + desc + ")",
-			XLabel: "producers", YLabel: "MB/s", Categories: ticks, Series: ss}); err != nil {
-			return files, err
-		}
+		save("throughput_vs_producers.svg", Chart{Title: "Produce throughput vs producers (" + desc + ")",
+			XLabel: "producers", YLabel: "MB/s", Categories: ticks, Series: ss})
 	}
 	if len(lat) > 0 {
-		if err := save("latency_vs_load.svg", latencyChart("End-to-end latency vs load ("+desc+")", lat)); err != nil {
-			return files, err
-		}
+		save("latency_vs_load.svg", latencyChart("End-to-end latency vs load ("+desc+")", lat))
 	}
-	return files, nil
+	return set
 }
 
 // latencyChart draws the e2e percentiles of fixed-rate runs against their

@@ -760,17 +760,29 @@ func (sr *SuiteResult) targets() []Target {
 	return ts
 }
 
-// charts draws the suite's charts into dir.
+// charts draws the suite's charts into dir and returns their file names.
 func (sr *SuiteResult) charts(dir string, fail func(string, error)) []string {
 	var files []string
-	save := func(name string, c Chart) {
-		p := filepath.Join(dir, name)
-		if err := c.Save(p); err != nil {
-			fail("chart "+name, err)
-			return
+	for _, nc := range sr.chartSet() {
+		if err := nc.chart.Save(filepath.Join(dir, nc.name)); err != nil {
+			fail("chart "+nc.name, err)
+			continue
 		}
-		files = append(files, name)
+		files = append(files, nc.name)
 	}
+	return files
+}
+
+// namedChart is a chart and the file name it is saved under.
+type namedChart struct {
+	name  string
+	chart Chart
+}
+
+// chartSet is the suite's charts, by file name.
+func (sr *SuiteResult) chartSet() []namedChart {
+	var set []namedChart
+	save := func(name string, c Chart) { set = append(set, namedChart{name, c}) }
 	var parts []float64
 	for _, n := range sr.Config.Partitions {
 		parts = append(parts, float64(n))
@@ -828,7 +840,7 @@ func (sr *SuiteResult) charts(dir string, fail func(string, error)) []string {
 		save("latency_vs_load_raw.svg", latencyChart(fmt.Sprintf("End-to-end latency vs load, raw clients (%s, acks=1, %d partitions)",
 			sizeName(sr.Config.RefSize), sr.Config.RefPartitions), sr.RawLatency))
 	}
-	return files
+	return set
 }
 
 // settle collects the load generator's garbage, flushes the page cache's

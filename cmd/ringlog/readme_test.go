@@ -213,3 +213,165 @@ func TestReadmeSecurity(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeSetup checks the README's two setup commands: `make run` runs
+// the broker on the defaults the README names (its serve line, taken from
+// `make -n run`, is run with the binary under test and free ports: the
+// test cannot take 9092), and `make test` is what .ci/run runs.
+func TestReadmeSetup(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := readmeBlocks(t, string(raw), "setup")
+	if len(setup) != 1 {
+		t.Fatalf("README: %d setup blocks, want 1", len(setup))
+	}
+	var cmds []string
+	for _, l := range strings.Split(setup[0], "\n") {
+		if c, _, _ := strings.Cut(l, "#"); strings.TrimSpace(c) != "" {
+			cmds = append(cmds, strings.TrimSpace(c))
+		}
+	}
+	if !slices.Equal(cmds, []string{"make run", "make test"}) {
+		t.Fatalf("the README's setup block runs %q, want exactly make run and make test", cmds)
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ci), "\nmake test") {
+		t.Errorf(".ci/run does not run `make test`:\n%s", ci)
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make not installed")
+	}
+	ports := freePorts(t, 1)
+	data := t.TempDir()
+	out, err := exec.Command("make", "-s", "-n", "-C", "../..", "run", fmt.Sprintf("PORT=%d", ports[0]), "DATA="+data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n run: %v\n%s", err, out)
+	}
+	var serve string
+	for _, l := range strings.Split(strings.ReplaceAll(string(out), "\\\n", " "), "\n") {
+		if strings.Contains(l, "bin/ringlog serve") {
+			serve = l
+		}
+	}
+	if serve == "" {
+		t.Fatalf("make -n run runs no bin/ringlog serve:\n%s", out)
+	}
+	// The defaults the README promises, with PORT and DATA left alone.
+	def, err := exec.Command("make", "-s", "-n", "-C", "../..", "run").CombinedOutput()
+	if err != nil || !strings.Contains(string(def), "--data-dir ./data --kafka-addr 127.0.0.1:9092") {
+		t.Errorf("make -n run: %v\n%s\nwant --data-dir ./data --kafka-addr 127.0.0.1:9092", err, def)
+	}
+	serve = strings.Replace(serve, "./bin/ringlog", ringlogBinary(t), 1)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	srv := exec.CommandContext(ctx, "sh", "-c", "exec "+serve)
+	ready := &readyWatcher{ready: make(chan string, 1)}
+	var srvErr testenv.SyncBuffer
+	srv.Stdout, srv.Stderr = ready, &srvErr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		srv.Wait()
+	}()
+	select {
+	case line := <-ready.ready:
+		if want := fmt.Sprintf("kafka=127.0.0.1:%d", ports[0]); !strings.Contains(line, want) {
+			t.Errorf("make run PORT=%d: ready line %q lacks %s", ports[0], line, want)
+		}
+	case <-ctx.Done():
+		t.Fatalf("make run's serve line printed no ready line:\n%s\n%s", serve, lastChars(srvErr.String(), 4000))
+	}
+}
+
+// TestReadmeCluster runs the README's three-broker quick start as written,
+// in one shell in a fresh directory with ./bin/ringlog the binary under
+// test; only its six ports are replaced by free ones. The brokers it
+// starts in the background are killed with the shell's process group.
+func TestReadmeCluster(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readmeBlocks(t, string(raw), "cluster")
+	if len(blocks) != 1 {
+		t.Fatalf("README: %d cluster blocks, want 1", len(blocks))
+	}
+	ports := freePorts(t, 6)
+	var pairs []string
+	for i, p := range []int{9092, 9093, 9094, 9192, 9193, 9194} {
+		pairs = append(pairs, fmt.Sprintf("127.0.0.1:%d", p), fmt.Sprintf("127.0.0.1:%d", ports[i]))
+	}
+	script := strings.NewReplacer(pairs...).Replace(blocks[0])
+	work := t.TempDir()
+	if err := os.Mkdir(filepath.Join(work, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ringlogBinary(t), filepath.Join(work, "bin", "ringlog")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euxo pipefail\n"+script)
+	cmd.Dir = work
+	cmd.Env = []string{"HOME=" + work, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Files, not buffers: the background brokers keep the shell's
+	// output open after it exits, and Wait would wait for them.
+	stdout, err := os.Create(filepath.Join(work, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(work, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	start := time.Now()
+	runErr := cmd.Start()
+	if runErr == nil {
+		pgid := cmd.Process.Pid
+		t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+		runErr = cmd.Wait()
+	}
+	outB, _ := os.ReadFile(stdout.Name())
+	errB, _ := os.ReadFile(stderr.Name())
+	out := string(outB)
+	if runErr != nil {
+		t.Fatalf("the README cluster quick start failed (%v) after %v\nstdout:\n%s\nstderr (each command traced with +, the brokers' logs between):\n%s",
+			runErr, time.Since(start).Round(time.Millisecond), out, lastChars(string(errB), 20000))
+	}
+	for _, want := range []string{"Healthy: yes", "3 brokers", `created topic "orders" with 6 partitions, replication factor 3`, "Topic: orders", "6 partitions, replication factor 3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the cluster quick start's output lacks %q:\n%s", want, out)
+		}
+	}
+	// The describe shows six partitions led by all three brokers, each
+	// with three in-sync replicas.
+	leaders := map[string]bool{}
+	rows := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 5 && f[0] >= "0" && f[0] <= "5" && len(f[0]) == 1 && strings.Count(f[3], ",") == 2 {
+			rows++
+			leaders[f[1]] = true
+			if strings.Count(f[4], ",") != 2 {
+				t.Errorf("partition %s: ISR %s, want three in sync", f[0], f[4])
+			}
+		}
+	}
+	if rows != 6 || len(leaders) != 3 {
+		t.Errorf("the describe shows %d partition rows led by %v, want 6 led by brokers 1, 2 and 3:\n%s", rows, leaders, out)
+	}
+	t.Logf("the cluster quick start ran in %v", time.Since(start).Round(time.Millisecond))
+}

@@ -2,8 +2,9 @@ package main
 
 // What the client tools (topic, group, produce, consume) share beyond
 // internal/cli (flags, dispatch, usage errors): the --output flag, a
-// franz-go client whose connection failures end the command quickly, and
-// errors that say what to do next.
+// franz-go client that first waits within --timeout for a broker that is
+// not up yet (saying so on a terminal), and errors that say what to do
+// next.
 
 import (
 	"cmp"
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -212,15 +214,7 @@ func (e *unreachableError) Error() string {
 	if e.all {
 		what = "any of the brokers (last tried " + e.addr + ")"
 	}
-	why := e.err.Error()
-	var dnsErr *net.DNSError
-	switch {
-	case errors.Is(e.err, syscall.ECONNREFUSED):
-		why = "connection refused"
-	case errors.As(e.err, &dnsErr) && dnsErr.IsNotFound:
-		why = "no such host"
-	}
-	msg := fmt.Sprintf("cannot connect to %s (%s)", what, why)
+	msg := fmt.Sprintf("cannot connect to %s (%s)", what, dialReason(e.err))
 	if e.timeout > 0 {
 		msg = fmt.Sprintf("no broker answered within %v; %s", e.timeout, msg)
 	}
@@ -228,6 +222,64 @@ func (e *unreachableError) Error() string {
 }
 
 func (e *unreachableError) Unwrap() error { return e.err }
+
+// dialReason is a dial error in a few words.
+func dialReason(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return "no such host"
+	}
+	return err.Error()
+}
+
+// awaitBroker waits up to limit until one of seeds accepts a TCP
+// connection (then closed: the client makes its own). A broker that is
+// starting refuses connections for a moment, and scripts start brokers and
+// run commands right after; this turns that moment into a wait instead of
+// an error. With announce, one line on stderr says what it waits for.
+func awaitBroker(seeds []string, limit time.Duration, announce bool) error {
+	deadline := time.Now().Add(limit)
+	announced := false
+	var lastAddr string
+	var lastErr error
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		unknown := 0 // seeds whose host does not exist: waiting will not help
+		for _, addr := range seeds {
+			conn, err := net.DialTimeout("tcp", addr, max(min(time.Until(deadline), 2*time.Second), 10*time.Millisecond))
+			if err == nil {
+				conn.Close()
+				return nil
+			}
+			lastAddr, lastErr = addr, err
+			var dnsErr *net.DNSError
+			if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+				unknown++
+			}
+		}
+		if unknown == len(seeds) {
+			return &unreachableError{addr: lastAddr, err: lastErr, all: len(seeds) > 1}
+		}
+		if !time.Now().Before(deadline) {
+			return &unreachableError{addr: lastAddr, err: lastErr, all: len(seeds) > 1, timeout: limit}
+		}
+		if announce && !announced {
+			announced = true
+			fmt.Fprintf(os.Stderr, "waiting up to %v (--timeout) for the broker at %s (%s); start it with 'ringlog serve', or press Ctrl-C\n",
+				limit, strings.Join(seeds, ","), dialReason(lastErr))
+		}
+		time.Sleep(min(pause, time.Until(deadline)))
+	}
+}
+
+// stderrIsTerminal reports whether stderr is a terminal (a character
+// device), where a progress line helps and nothing parses it.
+func stderrIsTerminal() bool {
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
 
 // errInterrupted is the cause of a command's context when SIGINT or
 // SIGTERM arrives.
@@ -247,9 +299,11 @@ type session struct {
 	sec         clientSecurity // the flags it connected with (principal, TLS hints)
 }
 
-// connect makes a client for the command. The session's context ends after
-// limit (none when 0), or as soon as every seed refuses the connection.
-// Close it when done.
+// connect makes a client for the command, once a seed broker accepts
+// connections: it waits for one up to limit (else --timeout, else 30 s),
+// since a broker may be starting (on a terminal, one line on stderr says
+// so). The session's context ends after limit (none when 0), or as soon
+// as every seed refuses the connection again. Close it when done.
 func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, error) {
 	seeds, err := c.Seeds()
 	if err != nil {
@@ -260,6 +314,9 @@ func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, err
 	}
 	secOpts, err := c.sec.options()
 	if err != nil {
+		return nil, err
+	}
+	if err := awaitBroker(seeds, cmp.Or(limit, c.Timeout, 30*time.Second), stderrIsTerminal()); err != nil {
 		return nil, err
 	}
 	opts = append(secOpts, opts...)

@@ -603,8 +603,11 @@ func TestToolsUsage(t *testing.T) {
 	}
 }
 
-// TestToolsUnreachableBroker checks that every client command fails fast
-// with exit 1 and says to start the broker when nothing listens.
+// TestToolsUnreachableBroker checks that every client command waits for a
+// broker that refuses connections until its --timeout, then fails with
+// exit 1 and says to start the broker; and that one started meanwhile is
+// used (the cluster quick start starts brokers and creates a topic at
+// once).
 func TestToolsUnreachableBroker(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -615,19 +618,38 @@ func TestToolsUnreachableBroker(t *testing.T) {
 	ln.Close()
 	for _, args := range [][]string{{"topic", "list"}, {"topic", "create", "x"}, {"topic", "describe", "x"},
 		{"group", "list"}, {"group", "describe", "g"}, {"produce", "x"}, {"consume", "x"}} {
-		r := tool(t, "line\n", nil, append(args, "--brokers", dead, "--timeout", "5s")...)
+		r := tool(t, "line\n", nil, append(args, "--brokers", dead, "--timeout", "1s")...)
 		if r.code != 1 {
 			t.Errorf("ringlog %s: exit %d, want 1\n%s", strings.Join(args, " "), r.code, r.stderr)
 		}
-		if r.took > 3*time.Second {
-			t.Errorf("ringlog %s: took %v to find the broker unreachable", strings.Join(args, " "), r.took)
+		if r.took < 900*time.Millisecond || r.took > 6*time.Second {
+			t.Errorf("ringlog %s: gave up after %v, want about --timeout 1s", strings.Join(args, " "), r.took)
 		}
-		wantContains(t, "ringlog "+strings.Join(args, " "), r.stderr, dead, "connection refused", "is the broker running?", "ringlog serve")
+		wantContains(t, "ringlog "+strings.Join(args, " "), r.stderr, dead, "within 1s", "connection refused", "is the broker running?", "ringlog serve")
 	}
 	// RINGLOG_BROKERS is the default of --brokers.
-	r := tool(t, "", []string{brokersEnv + "=" + dead}, "topic", "list", "--timeout", "5s")
+	r := tool(t, "", []string{brokersEnv + "=" + dead}, "topic", "list", "--timeout", "1s")
 	if r.code != 1 || !strings.Contains(r.stderr, dead) {
 		t.Errorf("with %s=%s: exit %d, stderr %q", brokersEnv, dead, r.code, r.stderr)
+	}
+	// A broker that comes up while the command waits is used.
+	late := make(chan toolResult, 1)
+	go func() {
+		cmd := exec.Command(ringlogBinary(t), "topic", "create", "late", "--brokers", dead, "--timeout", "20s")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		r := toolResult{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+		if err != nil && r.code == 0 {
+			r.code = -1
+		}
+		late <- r
+	}()
+	time.Sleep(time.Second)
+	b := startServe(t, t.TempDir(), "--kafka-addr", dead)
+	defer b.kill()
+	if r := <-late; r.code != 0 || !strings.Contains(r.stdout, "late") {
+		t.Errorf("topic create while the broker starts: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	// A listener that never answers: the --timeout ends it.
 	ln, err = net.Listen("tcp", "127.0.0.1:0")

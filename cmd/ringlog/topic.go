@@ -6,6 +6,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -101,6 +102,7 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) error {
 		return s.explain(err)
 	}
 	var errs []error
+	var created []string
 	for _, name := range names {
 		r, ok := resps[name]
 		switch {
@@ -116,9 +118,73 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) error {
 				what = fmt.Sprintf(" with %s, replication factor %d", plural(int(r.NumPartitions), "partition", "partitions"), r.ReplicationFactor)
 			}
 			fmt.Fprintf(stdout, "created topic %q%s\n", name, what)
+			created = append(created, name)
+		}
+	}
+	if len(created) > 0 {
+		if lag := s.awaitTopics(created); lag != "" {
+			fmt.Fprintf(stderr, "note: %s yet; commands sent there may not find it for a moment\n", lag)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// awaitTopics waits, within the command's --timeout, until every broker
+// the cluster lists serves names with a leader for each partition: in a
+// cluster a topic is created once the controller has committed it, and the
+// other brokers learn of it a moment later, so a command run next (topic
+// describe, produce) could otherwise be told it does not exist. It returns
+// what still lags when the time is up ("" when nothing does).
+func (s *session) awaitTopics(names []string) string {
+	lag := ""
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+		lag = s.topicsLag(names)
+		if lag == "" {
+			return ""
+		}
+		select {
+		case <-s.ctx.Done():
+			return lag
+		case <-time.After(pause):
+		}
+	}
+}
+
+// topicsLag asks every broker for names' metadata and names the first
+// broker that does not serve one of them with leaders yet ("" when all
+// do).
+func (s *session) topicsLag(names []string) string {
+	brokers, err := s.adm.BrokerMetadata(s.ctx)
+	if err != nil {
+		return "the brokers could not be listed to check that they serve the topic"
+	}
+	for _, b := range brokers.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = false
+		for _, n := range names {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(s.ctx, s.cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return fmt.Sprintf("broker %d did not answer whether it serves the topic", b.NodeID)
+		}
+		for _, t := range resp.Topics {
+			lagging := t.ErrorCode != 0 || len(t.Partitions) == 0
+			for _, p := range t.Partitions {
+				lagging = lagging || p.ErrorCode != 0 || p.Leader < 0
+			}
+			if lagging {
+				name := ""
+				if t.Topic != nil {
+					name = *t.Topic
+				}
+				return fmt.Sprintf("broker %d does not serve topic %q with its leaders", b.NodeID, name)
+			}
+		}
+	}
+	return ""
 }
 
 func createError(name string, err error, msg string) error {
@@ -235,6 +301,7 @@ type partitionJSON struct {
 	LeaderEpoch int32   `json:"leader_epoch"`
 	Replicas    []int32 `json:"replicas"`
 	ISR         []int32 `json:"isr"`
+	Offline     []int32 `json:"offline_replicas"`
 	StartOffset int64   `json:"start_offset"`
 	EndOffset   int64   `json:"end_offset"`
 	Error       string  `json:"error,omitempty"`
@@ -309,12 +376,19 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 	}
 	var result []topicDescribeJSON
 	if len(found) > 0 {
-		starts, err := s.adm.ListStartOffsets(s.ctx, found...)
-		if err != nil {
+		// The offsets come from each partition's leader. During a
+		// failover a leader may be unreachable: describe shows what it
+		// has ('-' for the offsets that did not come, and why) rather
+		// than nothing, within a few seconds.
+		octx, cancel := context.WithTimeout(s.ctx, min(cmp.Or(s.timeout, offsetsWait), offsetsWait))
+		starts, err := s.adm.ListStartOffsets(octx, found...)
+		if err = partialOK(err); err != nil {
+			cancel()
 			return s.explain(err)
 		}
-		ends, err := s.adm.ListEndOffsets(s.ctx, found...)
-		if err != nil {
+		ends, err := s.adm.ListEndOffsets(octx, found...)
+		cancel()
+		if err = partialOK(err); err != nil {
 			return s.explain(err)
 		}
 		rcs, err := s.adm.DescribeTopicConfigs(s.ctx, found...)
@@ -342,15 +416,18 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 				ReplicationFactor: td.Partitions.NumReplicas(), Partitions: []partitionJSON{}, Configs: []configJSON{}}
 			for _, p := range td.Partitions.Sorted() {
 				pj := partitionJSON{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-					Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), StartOffset: -1, EndOffset: -1}
+					Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), Offline: nonNil(p.OfflineReplicas), StartOffset: -1, EndOffset: -1}
 				var perrs []string
 				if p.Err != nil {
 					perrs = append(perrs, p.Err.Error())
 				}
-				if lo, ok := starts.Lookup(n, p.Partition); ok && lo.Err == nil {
+				switch lo, ok := starts.Lookup(n, p.Partition); {
+				case ok && lo.Err == nil:
 					pj.StartOffset = lo.Offset
-				} else if ok {
+				case ok:
 					perrs = append(perrs, "start offset: "+lo.Err.Error())
+				case p.Err == nil:
+					perrs = append(perrs, "offsets: the leader did not answer")
 				}
 				if lo, ok := ends.Lookup(n, p.Partition); ok && lo.Err == nil {
 					pj.EndOffset = lo.Offset
@@ -394,6 +471,21 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 	return errors.Join(errs...)
 }
 
+// offsetsWait bounds how long topic describe waits for partition leaders'
+// offsets (a leader being replaced answers only after the failover).
+const offsetsWait = 5 * time.Second
+
+// partialOK drops the error of a sharded request (kadm's ShardErrors)
+// whose failed shards only leave some partitions without an answer: the
+// caller shows what came. Other errors come back as they are.
+func partialOK(err error) error {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) && !isDenied(err) {
+		return nil
+	}
+	return err
+}
+
 func nonNil(s []int32) []int32 {
 	if s == nil {
 		return []int32{}
@@ -412,14 +504,18 @@ func printTopic(w io.Writer, d topicDescribeJSON) {
 	}
 	fmt.Fprintf(w, "%s, replication factor %d%s\n\n", plural(len(d.Partitions), "partition", "partitions"), d.ReplicationFactor, internal)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tSTART\tEND\tRECORDS\t")
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOFFLINE\tSTART\tEND\tRECORDS\t")
 	for _, p := range d.Partitions {
 		records := "-"
 		if p.StartOffset >= 0 && p.EndOffset >= 0 {
 			records = strconv.FormatInt(p.EndOffset-p.StartOffset, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
-			offsetString(p.StartOffset), offsetString(p.EndOffset), records)
+		leader := "none"
+		if p.Leader >= 0 {
+			leader = strconv.Itoa(int(p.Leader))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t", p.Partition, leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
+			cmp.Or(ints(p.Offline), "-"), offsetString(p.StartOffset), offsetString(p.EndOffset), records)
 		if p.Error != "" {
 			fmt.Fprintf(tw, "error: %s", p.Error)
 		}
