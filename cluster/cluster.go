@@ -235,7 +235,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		cfg.DefaultPartitions = 1
 	}
 	if cfg.DefaultReplicationFactor <= 0 {
-		cfg.DefaultReplicationFactor = int16(min(3, len(cfg.Voters)))
+		cfg.DefaultReplicationFactor = int16(standardReplicationFactor(len(cfg.Voters)))
 	}
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
@@ -600,6 +600,11 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 	}
 }
+
+// standardReplicationFactor is the copies a partition gets unless told
+// otherwise (the default replication factor, the internal topics):
+// three, as in Kafka, or every voter on a smaller cluster.
+func standardReplicationFactor(voters int) int { return min(3, voters) }
 
 // controllerLease is the lease the controller's own broker takes: a third
 // of a session. Its successor, which finds it named in the image's

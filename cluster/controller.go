@@ -297,14 +297,14 @@ func (c *Cluster) alterPartition(ctx context.Context, req *kmsg.AlterPartitionRe
 
 // ensureInternalTopic creates one of the cluster's internal topics,
 // __consumer_offsets or __transaction_state (internal, compacted, parts
-// partitions, replication factor min(3, voters), min.insync.replicas
+// partitions, replication factor standardReplicationFactor, min.insync.replicas
 // min(2, that)) once that many brokers are live, so that it never starts
 // with fewer copies than it will have.
 func (c *Cluster) ensureInternalTopic(ctx context.Context, img *metadata.Image, name string, parts int32) {
 	if img.Topic(name) != nil {
 		return
 	}
-	rf := min(3, len(c.voters))
+	rf := standardReplicationFactor(len(c.voters))
 	if len(img.LiveBrokers()) < rf {
 		return
 	}

@@ -36,7 +36,12 @@
 //     every produce behind it on that connection follows it there until
 //     the queue is empty, so appends keep request order. Off the loop a
 //     produce waits for its shard's room instead of pausing the
-//     connection. Nothing on a loop creates a topic or waits for the disk.
+//     connection. Nothing on a loop creates a topic or waits for an
+//     fsync. One disk wait is left there: a Kafka fetch answered inline
+//     sends its ranges with sendfile on the loop (up to inlineMaxBytes a
+//     round, see Writing), and a range that is not in the page cache (a
+//     consumer far behind) is read from disk right then; the index
+//     lookups before it are mmap reads, which can fault in the same way.
 //
 // An inline handler may still finish later, elsewhere: a produce is
 // answered from its writer shard's goroutine (engine.AppendRequest.Done),

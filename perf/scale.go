@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -83,10 +84,12 @@ func ResultsDir(root string, now time.Time) (string, error) {
 	}
 }
 
-// jsonl appends JSON lines to a file.
+// jsonl appends JSON lines to a file. The first failed write is kept:
+// close reports it, so a run whose results.jsonl lost a line says so.
 type jsonl struct {
-	mu sync.Mutex
-	f  *os.File
+	mu  sync.Mutex
+	f   *os.File
+	err error
 }
 
 func openJSONL(path string) (*jsonl, error) {
@@ -104,18 +107,27 @@ func (j *jsonl) write(v any) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_, err = j.f.Write(append(b, '\n'))
+	if _, err = j.f.Write(append(b, '\n')); err != nil && j.err == nil {
+		j.err = fmt.Errorf("writing %s: %w", j.f.Name(), err)
+	}
 	return err
 }
 
-func (j *jsonl) close() error { return j.f.Close() }
+// close closes the file and reports the first failed write, if any.
+func (j *jsonl) close() error {
+	err := j.f.Close()
+	if err != nil {
+		err = fmt.Errorf("closing %s: %w", j.f.Name(), err)
+	}
+	return errors.Join(j.err, err)
+}
 
 // RunScale runs the sweep, writing results.jsonl and the charts
 // (throughput_vs_partitions.svg, records_vs_partitions.svg,
 // throughput_vs_producers.svg when more than one producer count,
 // latency_vs_load.svg when there are latency runs) into the results
 // folder. Each point prints one line to progress.
-func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (*ScaleResult, error) {
+func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (_ *ScaleResult, err error) {
 	if len(sc.Partitions) == 0 || len(sc.Producers) == 0 {
 		return nil, fmt.Errorf("scale: give at least one partition count and one producer count")
 	}
@@ -142,7 +154,7 @@ func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (*ScaleRe
 	if err != nil {
 		return nil, err
 	}
-	defer out.close()
+	defer func() { err = errors.Join(err, out.close()) }()
 	res := &ScaleResult{Config: sc, Dir: dir, Started: time.Now().UTC()}
 	clock := newStepClock(len(sc.Partitions)*len(sc.Producers)+len(sc.LoadFractions), time.Now)
 	clock.startPhase("throughput", len(sc.Partitions)*len(sc.Producers))

@@ -189,7 +189,7 @@ type refLine struct {
 // RunSuite runs the standard matrix against the brokers and writes
 // results.jsonl, the charts, targets.json and summary.md into a fresh
 // results folder. One progress line per step goes to progress.
-func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteResult, error) {
+func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *SuiteResult, err error) {
 	if len(sc.Brokers) == 0 {
 		return nil, fmt.Errorf("suite: no brokers")
 	}
@@ -206,7 +206,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (*SuiteRe
 	if err != nil {
 		return nil, err
 	}
-	defer out.close()
+	defer func() { err = errors.Join(err, out.close()) }()
 	sr := &SuiteResult{Config: sc, Dir: dir, Started: time.Now().UTC(), refPoint: map[string]*Result{}}
 	env := HostEnv()
 	env.Note = sc.Note

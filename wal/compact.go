@@ -272,10 +272,12 @@ func (p *CompactionPlan) writeGroup(g *cleanedGroup, latest map[string]int64, la
 	var out, scratch, recs []byte
 	// The group's last batch is kept (maybe empty) to keep its end offset.
 	var lastBase int64 = -1
-	forEachBatch(g.srcs[len(g.srcs)-1:], func(_ *segment, _ []byte, h *batch.Header) error {
+	if err := forEachBatch(g.srcs[len(g.srcs)-1:], func(_ *segment, _ []byte, h *batch.Header) error {
 		lastBase = h.BaseOffset
 		return nil
-	})
+	}); err != nil {
+		return fmt.Errorf("reading the last batch of segment %d: %w", g.srcs[len(g.srcs)-1].base, err)
+	}
 	err = forEachBatch(g.srcs, func(_ *segment, b []byte, h *batch.Header) error {
 		if h.Control() {
 			// Markers stay: read_committed consumers need them to

@@ -334,9 +334,15 @@ func (l *Log) sealPending() {
 				l.logger.Warn("flush sealed segment", "base", s.base, "err", err)
 				return
 			}
+			// The indexes too: a segment below the recovery point is
+			// not re-scanned, so its indexes must be on disk as well.
+			// Unflushed, it stays above the recovery point, and a
+			// restart rebuilds them from the log.
+			if err := errors.Join(s.idx.sync(), s.tidx.sync()); err != nil {
+				l.logger.Warn("flush sealed segment's indexes; recovery point not advanced", "base", s.base, "err", err)
+				return
+			}
 			s.flushed.Store(true)
-			s.idx.sync()
-			s.tidx.sync()
 			if err := l.persistEpochs(epochs, ver); err != nil {
 				l.logger.Warn("write leader epoch checkpoint; recovery point not advanced", "err", err)
 				return

@@ -93,7 +93,11 @@ func (s *segment) loadTxnIndex() {
 	s.aborted = entries
 	if len(b)%txnEntrySize != 0 {
 		s.txnDirty = true
-		s.rewriteTxnIndex()
+		// A failed rewrite leaves the torn file: the next load drops
+		// its torn tail again, and the entries are in memory.
+		if err := s.rewriteTxnIndex(); err != nil {
+			s.logger.Warn("rewriting a torn aborted-transaction index", "file", s.path(txnIndexSuffix), "err", err)
+		}
 	}
 }
 

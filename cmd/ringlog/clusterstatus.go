@@ -5,6 +5,7 @@ package main
 // --wait for scripts that start brokers and then need them all serving.
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -197,7 +198,7 @@ func printClusterStatus(w io.Writer, st clusterStatusJSON) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "BROKER\tADDRESS\tRACK\tLEADERS\tREPLICAS\t")
 	for _, b := range st.Brokers {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t\n", b.ID, b.Address, cmpOrDash(b.Rack), b.Leaders, b.Replicas)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t\n", b.ID, b.Address, cmp.Or(b.Rack, "-"), b.Leaders, b.Replicas)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nUnder-replicated: %s\nOffline: %s\nOffline replicas: %d\n", listOrNone(st.UnderReplicated), listOrNone(st.Offline), st.OfflineReplicas)
@@ -206,13 +207,6 @@ func printClusterStatus(w io.Writer, st clusterStatusJSON) {
 	} else {
 		fmt.Fprintf(w, "Healthy: no (%s)\n", strings.Join(st.Problems, "; "))
 	}
-}
-
-func cmpOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // listOrNone is names joined, at most 10 and a count of the rest, or
