@@ -62,7 +62,7 @@ build:
 build-perf:
 	$(GO) build -o bin/ringlog-perf ./cmd/ringlog-perf
 
-## test: formatting, vet, staticcheck, the whole suite with -race, then a short fuzz run of every target
+## test: formatting, vet, staticcheck, durcheck, the whole suite with -race, then a short fuzz run of every target
 test: vet unit fuzz-short
 
 vet:
@@ -71,6 +71,8 @@ vet:
 	$(GO) vet ./...
 	@# staticcheck is pinned as a tool in go.mod
 	$(GO) tool staticcheck ./...
+	@# durcheck: no dropped error of an fsync, a directory sync or the Close of a written file
+	$(GO) run ./internal/durcheck/cmd/durcheck ./...
 	@# macOS must keep building (the _other.go files); 'GOOS=darwin go vet ./...'
 	@# checks the tests too, at twice the cost on a cold cache
 	GOOS=darwin $(GO) build ./...

@@ -41,7 +41,7 @@ func lockDataDir(dir string, perm fsutil.Perm) (*os.File, error) {
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(path)
-		f.Close()
+		_ = f.Close() // nothing written: the lock was not ours
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("data directory %s is in use by another ringlog process (%s): stop it, or give this one another data directory (--data-dir)",
 				dir, strings.TrimSpace(string(holder)))

@@ -67,7 +67,7 @@ func (c Chart) Save(path string) error {
 		return fmt.Errorf("chart %q: %w", c.Title, err)
 	}
 	if _, err := cw.WriteTo(f); err != nil {
-		f.Close()
+		_ = f.Close() // failing already: the error returned says more
 		return fmt.Errorf("chart %q: writing %s: %w", c.Title, path, err)
 	}
 	if err := f.Close(); err != nil {

@@ -160,8 +160,8 @@ func (sr *SuiteResult) WriteReport(dir string, fail func(string, error)) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	if err := WriteSummary(f, sr); err != nil {
+		_ = f.Close() // failing already: the error returned says more
 		return fmt.Errorf("writing %s: %w", f.Name(), err)
 	}
 	return f.Close()

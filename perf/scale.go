@@ -218,8 +218,8 @@ func RunScale(ctx context.Context, sc ScaleConfig, progress io.Writer) (_ *Scale
 	if err != nil {
 		return res, err
 	}
-	defer f.Close()
 	if err := WriteScaleSummary(f, res); err != nil {
+		_ = f.Close() // failing already: the error returned says more
 		return res, fmt.Errorf("writing %s: %w", f.Name(), err)
 	}
 	return res, f.Close()

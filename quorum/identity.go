@@ -74,11 +74,11 @@ func writeSync(path string, data []byte) error {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // failing already: the error returned says more
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // failing already: the error returned says more
 		return err
 	}
 	return f.Close()

@@ -51,7 +51,7 @@ func (m *mmapFile) open(path string, mode os.FileMode, entrySize, capacity int) 
 	}
 	st, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // failing already: the error returned says more
 		return 0, err
 	}
 	onDisk := st.Size()
@@ -63,12 +63,12 @@ func (m *mmapFile) open(path string, mode os.FileMode, entrySize, capacity int) 
 		capacity = int(onDisk - onDisk%int64(entrySize))
 	}
 	if err := f.Truncate(int64(capacity)); err != nil {
-		f.Close()
+		_ = f.Close() // failing already: the error returned says more
 		return 0, fmt.Errorf("preallocate %s: %w", path, err)
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, capacity, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		f.Close()
+		_ = f.Close() // failing already: the error returned says more
 		return 0, fmt.Errorf("mmap %s: %w", path, err)
 	}
 	// Entries are written and read a few at a time. Without this the
@@ -76,8 +76,8 @@ func (m *mmapFile) open(path string, mode os.FileMode, entrySize, capacity int) 
 	// ahead and zero-fill megabytes of page cache around it: with a
 	// thousand partitions, gigabytes, and seconds of stalled appends.
 	if err := unix.Madvise(data, unix.MADV_RANDOM); err != nil {
-		unix.Munmap(data)
-		f.Close()
+		_ = unix.Munmap(data)
+		_ = f.Close() // failing already: the error returned says more
 		return 0, fmt.Errorf("madvise %s: %w", path, err)
 	}
 	m.f, m.data, m.entrySize = f, data, entrySize

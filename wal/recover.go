@@ -377,12 +377,12 @@ func (l *Log) repairSegment(s *segment, minOffset int64) error {
 		return err
 	}
 	if err := copyRanges(sf, good); err != nil {
-		sf.Close()
-		os.Remove(swap)
+		_ = sf.Close() // failing already: the error returned says more
+		_ = os.Remove(swap)
 		return fmt.Errorf("write repaired segment: %w", err)
 	}
 	if err := os.Rename(swap, s.path(logSuffix)); err != nil {
-		sf.Close()
+		_ = sf.Close() // failing already: the error returned says more
 		return err
 	}
 	old := s.f

@@ -698,12 +698,16 @@ func segmentFiles(dir string) ([]int64, error) {
 // holding an offset at or after off, or before the first header that does
 // not hold up, and makes the new size durable. It returns the cut position
 // and the file's size before.
-func cutFile(path string, off int64) (int64, int64, error) {
+func cutFile(path string, off int64) (_, _ int64, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", path, cerr)
+		}
+	}()
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, 0, err

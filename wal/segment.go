@@ -132,15 +132,15 @@ func openSegment(dir string, base int64, opts *Options, create bool) (*segment, 
 	}
 	idxOnDisk, err := s.idx.open(s.path(indexSuffix), opts.Perm.File(), offsetEntrySize, opts.MaxIndexBytes)
 	if err != nil {
-		f.Close()
+		_ = f.Close() // failing already: the error returned says more
 		unmake()
 		return nil, fmt.Errorf("segment %d index: %w", base, err)
 	}
 	tcap := opts.MaxIndexBytes / offsetEntrySize * timeEntrySize
 	tidxOnDisk, err := s.tidx.open(s.path(timeIndexSuffix), opts.Perm.File(), timeEntrySize, tcap)
 	if err != nil {
-		s.idx.close()
-		f.Close()
+		_ = s.idx.close()
+		_ = f.Close() // failing already: the error returned says more
 		unmake()
 		return nil, fmt.Errorf("segment %d time index: %w", base, err)
 	}

@@ -181,7 +181,7 @@ func perfRun(mode, synopsis, examples string, run func(context.Context, perf.Con
 }
 
 func perfRunNamed(name, mode, synopsis, examples string, run func(context.Context, perf.Config, io.Writer) (*perf.Result, error)) func([]string, io.Writer, io.Writer) error {
-	return func(args []string, stdout, stderr io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) (err error) {
 		c := perf.DefaultConfig(mode)
 		var cf cli.ConnFlags
 		var cpuProfile string
@@ -203,7 +203,11 @@ func perfRunNamed(name, mode, synopsis, examples string, run func(context.Contex
 			if err != nil {
 				return err
 			}
-			defer f.Close()
+			defer func() {
+				if cerr := f.Close(); cerr != nil && err == nil {
+					err = fmt.Errorf("--cpuprofile %s: %w", cpuProfile, cerr)
+				}
+			}()
 			if err := pprof.StartCPUProfile(f); err != nil {
 				return err
 			}
@@ -650,8 +654,8 @@ func runPerfFlamegraph(args []string, stdout, stderr io.Writer) error {
 		format = "png"
 	}
 	if err := flame.Write(f, p, flame.Options{Title: title, SampleType: sample, Format: format}); err != nil {
-		f.Close()
-		os.Remove(out)
+		_ = f.Close() // failing already: the error returned says more
+		_ = os.Remove(out)
 		if errors.Is(err, flame.ErrNoSamples) {
 			return fmt.Errorf("%s: %w: the process was idle while profiled; profile it under load (e.g. run ringlog-perf produce meanwhile); no %s written", src, err, out)
 		}

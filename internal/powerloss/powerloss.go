@@ -297,7 +297,7 @@ func read(path string) (map[string]int64, []string, error) {
 // pageSize is the unit of the Holes mode.
 const pageSize = 4096
 
-func cut(file string, durable int64, rng *rand.Rand) (*Damage, error) {
+func cut(file string, durable int64, rng *rand.Rand) (_ *Damage, err error) {
 	fi, err := os.Stat(file)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -323,7 +323,11 @@ func cut(file string, durable int64, rng *rand.Rand) (*Damage, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", file, cerr)
+		}
+	}()
 	zeros := make([]byte, pageSize)
 	for page := durable / pageSize * pageSize; page < size; page += pageSize {
 		if rng.IntN(2) == 0 {
