@@ -309,8 +309,9 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	}
 	// Not authenticated within --auth-timeout: closed by the reaper.
 	rc = dialWire(t, sb.saslTxt)
-	time.Sleep(2 * time.Second)
-	rc.expectClosed("an unauthenticated connection past the auth timeout")
+	if d := waitClosed(t, rc.c, 6*time.Second); d < 1900*time.Millisecond {
+		t.Fatalf("an unauthenticated connection closed after %v, before the 2s auth timeout", d)
+	}
 	// Over the limit of unauthenticated connections: refused at accept;
 	// a connection that authenticated no longer counts.
 	plainAuth := func(rc *wireConn) {
@@ -330,7 +331,9 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	dialWire(t, sb.saslTxt).expectClosed("a fourth unauthenticated connection")
 	versionsOK(t, authed, 8)
 	held[0].c.Close()
-	time.Sleep(100 * time.Millisecond)
+	waitUntil(t, 5*time.Second, "the closed unauthenticated connection to stop counting", func() bool {
+		return sb.B.Listeners()[2].UnauthenticatedConns() < 3
+	})
 	plainAuth(dialWire(t, sb.saslTxt))
 }
 
@@ -828,15 +831,13 @@ func TestTLSHandshakesCountAgainstMaxConnections(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		dialWire(t, sb.ssl)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitUntil(t, 5*time.Second, "three connections handshaking", func() bool { return sb.B.Listeners()[1].HandshakingConns() == 3 })
 	dialWire(t, sb.ssl)
 	if d := waitClosed(t, oldest.c, 300*time.Millisecond); d > 250*time.Millisecond {
 		t.Fatalf("the oldest handshake closed %v after a fourth connection came, want at once", d)
 	}
-	time.Sleep(time.Second) // the others time out
-	if n := sb.B.Listeners()[1].HandshakingConns(); n != 0 {
-		t.Fatalf("%d connections still handshaking after the read timeout", n)
-	}
+	// The others time out (the read timeout is 500 ms).
+	waitUntil(t, 3*time.Second, "the handshakes to time out", func() bool { return sb.B.Listeners()[1].HandshakingConns() == 0 })
 	c, err := tls.Dial("tcp", sb.ssl, sb.tlsConfig())
 	if err != nil {
 		t.Fatalf("a handshake after the silent ones timed out: %v", err)
