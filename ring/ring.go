@@ -173,8 +173,9 @@ const (
 	KindPortable Kind = "pwritev"
 )
 
-// EnvBackend names the environment variable that overrides the kind asked
-// for by Options (tests use it to run a whole suite on the portable path).
+// EnvBackend names the environment variable that picks the kind when
+// Options ask for KindAuto (tests use it to run a whole suite on the
+// portable path).
 const EnvBackend = "RINGLOG_BACKEND"
 
 // ParseKind turns a flag value into a Kind.
@@ -194,8 +195,9 @@ func ParseKind(s string) (Kind, error) {
 
 // Options configure New.
 type Options struct {
-	// Kind chooses the implementation; the RINGLOG_BACKEND environment
-	// variable, when set, takes precedence.
+	// Kind chooses the implementation. KindAuto (or empty) lets the
+	// RINGLOG_BACKEND environment variable choose, when set; an explicit
+	// kind is never overridden.
 	Kind Kind
 	// Entries is the io_uring submission queue size (rounded up to a power
 	// of two and clamped to the kernel's maximum, 32768); batches larger
@@ -214,7 +216,7 @@ type Options struct {
 // says why that backend runs without io_uring.
 func New(opts Options) (b Backend, fallback string, err error) {
 	kind := opts.Kind
-	if env := os.Getenv(EnvBackend); env != "" {
+	if env := os.Getenv(EnvBackend); env != "" && (kind == "" || kind == KindAuto) {
 		if kind, err = ParseKind(env); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", EnvBackend, err)
 		}

@@ -47,15 +47,16 @@ func TestNewEnvOverride(t *testing.T) {
 			t.Fatalf("got %s (fallback %q), want pwritev", b.Name(), fallback)
 		}
 	})
-	t.Run("io_uring+env=portable", func(t *testing.T) {
-		t.Setenv(EnvBackend, "portable")
-		b, _, err := New(Options{Kind: KindIOUring})
+	t.Run("portable+env=io_uring", func(t *testing.T) {
+		// An explicit kind is never overridden by the environment.
+		t.Setenv(EnvBackend, "io_uring")
+		b, _, err := New(Options{Kind: KindPortable})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer b.Close()
 		if b.Name() != "pwritev" {
-			t.Fatalf("got %s, want pwritev", b.Name())
+			t.Fatalf("got %s, want pwritev (the explicit kind)", b.Name())
 		}
 	})
 	t.Run("bad-env", func(t *testing.T) {
@@ -85,7 +86,7 @@ func TestNewEnvOverride(t *testing.T) {
 	})
 	t.Run("env=io_uring", func(t *testing.T) {
 		t.Setenv(EnvBackend, "io_uring")
-		b, _, err := New(Options{Kind: KindPortable})
+		b, _, err := New(Options{Kind: KindAuto})
 		if _, perr := Probe(); perr != nil {
 			if err == nil {
 				t.Fatal("KindIOUring succeeded without io_uring")
