@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,40 +155,15 @@ type groupDescribeJSON struct {
 }
 
 func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
-	var cf connFlags
-	var out outputFlag
-	fs := cli.NewFlagSet("group describe", groupDescribeUsage, groupDescribeExamples, stdout)
-	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
-	addOutputFlag(fs, &out)
-	names, err := cli.ParseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return cli.Usagef("group describe: give one or more group names (list them with 'ringlog group list')")
-	}
-	s, err := cf.connect(cf.Timeout)
+	s, names, out, err := namesCommand{name: "group describe", usage: groupDescribeUsage, examples: groupDescribeExamples,
+		none: "give one or more group names (list them with 'ringlog group list')"}.start(args, stdout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	lags, err := s.adm.Lag(s.ctx, names...)
-	if isDenied(err) {
-		// kadm fails a coordinator's whole answer when it refuses one
-		// group: ask group by group to tell which.
-		lags, err = kadm.DescribedGroupLags{}, nil
-		for _, n := range names {
-			l, lerr := s.adm.Lag(s.ctx, n)
-			switch {
-			case isDenied(lerr):
-				lags[n] = kadm.DescribedGroupLag{Group: n, DescribeErr: lerr}
-			case lerr != nil:
-				return s.explain(lerr)
-			default:
-				maps.Copy(lags, l)
-			}
-		}
-	}
+	lags, err := askEach(s, names, s.adm.Lag, func(n string, err error) kadm.DescribedGroupLag {
+		return kadm.DescribedGroupLag{Group: n, DescribeErr: err}
+	})
 	if err != nil {
 		return s.explain(err)
 	}

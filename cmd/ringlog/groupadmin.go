@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,40 +335,15 @@ type groupDeleteJSON struct {
 }
 
 func runGroupDelete(args []string, stdout, stderr io.Writer) error {
-	var cf connFlags
-	var out outputFlag
-	fs := cli.NewFlagSet("group delete", groupDeleteUsage, groupDeleteExamples, stdout)
-	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
-	addOutputFlag(fs, &out)
-	names, err := cli.ParseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return cli.Usagef("group delete: give one or more group names (list them with 'ringlog group list')")
-	}
-	s, err := cf.connect(cf.Timeout)
+	s, names, out, err := namesCommand{name: "group delete", usage: groupDeleteUsage, examples: groupDeleteExamples,
+		none: "give one or more group names (list them with 'ringlog group list')"}.start(args, stdout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	resp, err := s.adm.DeleteGroups(s.ctx, names...)
-	if isDenied(err) {
-		// kadm fails a coordinator's whole answer when it refuses one
-		// group: delete group by group to tell which.
-		resp, err = kadm.DeleteGroupResponses{}, nil
-		for _, n := range names {
-			r, derr := s.adm.DeleteGroups(s.ctx, n)
-			switch {
-			case isDenied(derr):
-				resp[n] = kadm.DeleteGroupResponse{Group: n, Err: derr}
-			case derr != nil:
-				return s.explain(derr)
-			default:
-				maps.Copy(resp, r)
-			}
-		}
-	}
+	resp, err := askEach(s, names, s.adm.DeleteGroups, func(n string, err error) kadm.DeleteGroupResponse {
+		return kadm.DeleteGroupResponse{Group: n, Err: err}
+	})
 	if err != nil {
 		var se *kadm.ShardErrors
 		if !errors.As(err, &se) || se.AllFailed {

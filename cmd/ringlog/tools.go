@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"strconv"
@@ -387,6 +388,62 @@ func (s *session) explain(err error) error {
 		return fmt.Errorf("the broker (%s) did not answer within %v: try again with a longer --timeout", s.brokers, s.timeout)
 	}
 	return err
+}
+
+// namesCommand is an admin command that acts on the names it is given
+// (topics, groups), with --brokers, --timeout, the security flags and
+// --output.
+type namesCommand struct {
+	name, usage, examples string
+	// none is the usage error when no name is given: what to give and
+	// how to list them.
+	none string
+}
+
+// start parses args and connects: the session (Close it), the names and
+// --output.
+func (c namesCommand) start(args []string, stdout io.Writer) (*session, []string, outputFlag, error) {
+	var cf connFlags
+	var out outputFlag
+	fs := cli.NewFlagSet(c.name, c.usage, c.examples, stdout)
+	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
+	addOutputFlag(fs, &out)
+	names, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if len(names) == 0 {
+		return nil, nil, "", cli.Usagef("%s: %s", c.name, c.none)
+	}
+	s, err := cf.connect(cf.Timeout)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return s, names, out, nil
+}
+
+// askEach asks for all names at once. kadm fails a whole answer when the
+// broker (or a group's coordinator) refuses one name, so then it asks name
+// by name, recording each refused one as refused(name, err). Other errors
+// come back as they are.
+func askEach[M ~map[string]V, V any](s *session, names []string, ask func(context.Context, ...string) (M, error), refused func(string, error) V) (M, error) {
+	all, err := ask(s.ctx, names...)
+	if !isDenied(err) {
+		return all, err
+	}
+	all = M{}
+	for _, n := range names {
+		one, err := ask(s.ctx, n)
+		switch {
+		case isDenied(err):
+			all[n] = refused(n, err)
+		case err != nil:
+			return nil, err
+		default:
+			maps.Copy(all, one)
+		}
+	}
+	return all, nil
 }
 
 // topicError says what to do about a per-topic error.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,40 +323,13 @@ type topicDescribeJSON struct {
 }
 
 func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
-	var cf connFlags
-	var out outputFlag
-	fs := cli.NewFlagSet("topic describe", topicDescribeUsage, topicDescribeExamples, stdout)
-	cf.Register(fs, 30*time.Second, adminTimeoutHelp)
-	addOutputFlag(fs, &out)
-	names, err := cli.ParseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return cli.Usagef("topic describe: give one or more topic names (list them with 'ringlog topic list')")
-	}
-	s, err := cf.connect(cf.Timeout)
+	s, names, out, err := namesCommand{name: "topic describe", usage: topicDescribeUsage, examples: topicDescribeExamples,
+		none: "give one or more topic names (list them with 'ringlog topic list')"}.start(args, stdout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	tds, err := s.adm.ListTopicsWithInternal(s.ctx, names...)
-	if isDenied(err) {
-		// kadm fails the whole answer when the broker refuses one topic:
-		// ask topic by topic to tell which.
-		tds, err = kadm.TopicDetails{}, nil
-		for _, n := range names {
-			td, terr := s.adm.ListTopicsWithInternal(s.ctx, n)
-			switch {
-			case isDenied(terr):
-				tds[n] = kadm.TopicDetail{Topic: n, Err: terr}
-			case terr != nil:
-				return s.explain(terr)
-			default:
-				maps.Copy(tds, td)
-			}
-		}
-	}
+	tds, err := askEach(s, names, s.adm.ListTopicsWithInternal, func(n string, err error) kadm.TopicDetail { return kadm.TopicDetail{Topic: n, Err: err} })
 	if err != nil {
 		return s.explain(err)
 	}
