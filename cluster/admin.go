@@ -506,6 +506,11 @@ func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeat
 			return fmt.Errorf("%w: broker %d's registration changed", kerr.StaleBrokerEpoch, req.BrokerID)
 		}
 		resp.IsFenced = b.Fenced
+		// Nothing is decided, and no lease granted, before this
+		// controller has taken office in its current term (below).
+		if term := c.officeTerm.Load(); term != c.node.Term() {
+			return fmt.Errorf("%w: this broker is still taking office as the controller", kerr.NotController)
+		}
 		var err error
 		switch {
 		case req.WantFence && !b.Fenced:
@@ -527,13 +532,10 @@ func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeat
 			// start of its term. A quorum confirming this one is
 			// still the leader proves no next term has started.
 			// It also answers only in the term it committed
-			// TakeOffice in, checked before and after: the image
-			// then names the controller that granted this lease,
-			// and its successor fences no broker sooner than it
-			// may (controlLoop).
-			if term := c.officeTerm.Load(); term != c.node.Term() {
-				return fmt.Errorf("%w: this broker is still taking office as the controller", kerr.NotController)
-			}
+			// TakeOffice in, checked before (above) and after: the
+			// image then names the controller that granted this
+			// lease, and its successor fences no broker sooner than
+			// it may (controlLoop).
 			if verr := c.node.VerifyLeader(ctx); verr != nil {
 				return fmt.Errorf("%w: this broker could not confirm it is still the controller: %v", kerr.NotController, verr)
 			}

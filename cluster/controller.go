@@ -112,7 +112,7 @@ func (c *Cluster) controlLoop() {
 			since, sinceTerm = time.Now(), term
 			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout, "term", term, "previous_controller", prev)
 		}
-		c.controlOnce(since, prev)
+		c.controlOnce(since, sinceTerm, prev)
 	}
 }
 
@@ -122,22 +122,34 @@ func (c *Cluster) controlLoop() {
 // answers. It returns the controller the image named before, -1 if none
 // other than this node.
 func (c *Cluster) takeOffice(term uint64) (prev int32, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.node.Barrier(ctx); err != nil {
+	bctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err = c.node.Barrier(bctx)
+	cancel()
+	if err != nil {
 		return -1, fmt.Errorf("applying the log before taking office: %w", err)
 	}
 	if c.node.Term() != term {
 		return -1, fmt.Errorf("term %d ended before the log was applied", term)
 	}
+	o, ok := c.Image().Office()
+	if ok && o.Term == term && o.Controller == c.cfg.NodeID {
+		// An earlier try in this term timed out, yet its TakeOffice
+		// committed (the barrier applied it): the office is taken. The
+		// image no longer names the controller before, so none is
+		// fenced early.
+		c.officeTerm.Store(term)
+		return -1, nil
+	}
 	prev = -1
-	if o, ok := c.Image().Office(); ok && o.Term < term && o.Controller != c.cfg.NodeID {
+	if ok && o.Term < term && o.Controller != c.cfg.NodeID {
 		prev = o.Controller
 	}
 	now := int64(time.Since(c.clockBase))
 	c.officeAt.Store(now)
 	c.capLease(now + int64(controllerLease(c.cfg.SessionTimeout)))
-	if _, err := c.propose(ctx, metadata.TakeOffice{Controller: c.cfg.NodeID, Term: term}); err != nil {
+	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.propose(pctx, metadata.TakeOffice{Controller: c.cfg.NodeID, Term: term}); err != nil {
 		return -1, fmt.Errorf("committing TakeOffice: %w", err)
 	}
 	c.officeTerm.Store(term)
@@ -146,11 +158,18 @@ func (c *Cluster) takeOffice(term uint64) (prev int32, err error) {
 
 // controlOnce fences silent brokers, then moves leadership and ISR
 // membership off fenced brokers. since is when this controller took
-// office; prev the controller before it (-1: not known for sure), fenced
-// once silent for controllerLease from since.
-func (c *Cluster) controlOnce(since time.Time, prev int32) {
+// office, in Raft term term; prev the controller before it (-1: not known
+// for sure), fenced once silent for controllerLease from since.
+func (c *Cluster) controlOnce(since time.Time, term uint64, prev int32) {
 	c.ctrl.mu.Lock()
 	defer c.ctrl.mu.Unlock()
+	// Still in the office it took, checked under the lock: an office
+	// lost and won back while this waited for it started another
+	// controller's sessions meanwhile, which this one's silence counts
+	// know nothing of (the next tick takes office afresh).
+	if c.node.Term() != term || c.officeTerm.Load() != term {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	now := time.Now()

@@ -242,6 +242,21 @@ func TestChartLayout(t *testing.T) {
 	if n < 5 || n > 11 {
 		t.Errorf("plainTicks(0, 650) has %d labels, want 5 to 11", n)
 	}
+	// Degenerate ranges end, with something to show.
+	for _, r := range [][2]float64{{0, 5e-324}, {-1.7e308, 1.7e308}, {3, 3}, {1, 1 + 1e-15}} {
+		if ts := (plainTicks{}).Ticks(r[0], r[1]); len(ts) == 0 || len(ts) > 50 {
+			t.Errorf("plainTicks(%g, %g): %d ticks", r[0], r[1], len(ts))
+		}
+	}
+	var labels []string
+	for _, tk := range (logTicks{}).Ticks(0.01, 1000) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if strings.Join(labels, " ") != "0.01 0.1 1 10 100 1000" {
+		t.Errorf("logTicks(0.01, 1000) labels %q", labels)
+	}
 }
 
 // minY is the smallest Y value of c's series.

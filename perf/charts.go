@@ -245,6 +245,10 @@ func (plainTicks) Ticks(min, max float64) []plot.Tick {
 		return []plot.Tick{{Value: min, Label: tickLabel(min, 0, math.Abs(min))}}
 	}
 	step := niceStep(max - min)
+	if !(step > 0) || math.IsInf(step, 0) || (max-min)/step > 20 {
+		// A span that under- or overflows: two plain ends.
+		return []plot.Tick{{Value: min, Label: strconv.FormatFloat(min, 'g', 4, 64)}, {Value: max, Label: strconv.FormatFloat(max, 'g', 4, 64)}}
+	}
 	top := math.Max(math.Abs(min), math.Abs(max))
 	var ts []plot.Tick
 	first := math.Ceil(min/step) * step
@@ -272,6 +276,9 @@ type logTicks struct{}
 
 // Ticks implements plot.Ticker.
 func (logTicks) Ticks(lowest, highest float64) []plot.Tick {
+	if !(lowest > 0) || !(highest >= lowest) || math.IsInf(highest, 0) {
+		return nil
+	}
 	lo := int(math.Floor(math.Log10(lowest) + 1e-9))
 	hi := int(math.Ceil(math.Log10(highest) - 1e-9))
 	var ts []plot.Tick

@@ -6,14 +6,18 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ringlog/ringlog/internal/cli"
 )
@@ -97,21 +101,24 @@ func runClusterStatus(args []string, stdout, stderr io.Writer) error {
 	var st clusterStatusJSON
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
 		md, err := s.adm.Metadata(s.ctx)
-		if err != nil {
-			if wait && s.ctx.Err() == nil {
-				time.Sleep(pause)
+		if err == nil {
+			st = clusterStatus(md, minBrokers)
+		}
+		switch {
+		case err != nil && !(wait && retriable(err)):
+			return s.explain(err)
+		case err == nil && (st.Healthy || !wait):
+		default:
+			select {
+			case <-s.ctx.Done():
+				if err != nil {
+					return s.explain(err)
+				}
+			case <-time.After(pause):
 				continue
 			}
-			return s.explain(err)
 		}
-		st = clusterStatus(md, minBrokers)
-		if st.Healthy || !wait || s.ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(pause):
-		}
+		break
 	}
 	if out == "json" {
 		if err := writeJSON(stdout, st); err != nil {
@@ -128,6 +135,14 @@ func runClusterStatus(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("cluster %s", why)
 	}
 	return nil
+}
+
+// retriable reports whether err may go away by asking again (a broker
+// starting, a network error, a Kafka error marked retriable), as opposed
+// to a refused login or permission.
+func retriable(err error) bool {
+	var ne net.Error
+	return !isDenied(err) && (kerr.IsRetriable(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED))
 }
 
 // clusterStatus sums md up; minBrokers is the fewest live brokers a

@@ -246,8 +246,9 @@ func awaitBroker(seeds []string, limit time.Duration, announce bool) error {
 	announced := false
 	var lastAddr string
 	var lastErr error
+	// A host that does not resolve is waited for too: in a compose file
+	// or a cluster manager, a broker's name resolves once it starts.
 	for pause := 20 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
-		unknown := 0 // seeds whose host does not exist: waiting will not help
 		for _, addr := range seeds {
 			conn, err := net.DialTimeout("tcp", addr, max(min(time.Until(deadline), 2*time.Second), 10*time.Millisecond))
 			if err == nil {
@@ -255,13 +256,6 @@ func awaitBroker(seeds []string, limit time.Duration, announce bool) error {
 				return nil
 			}
 			lastAddr, lastErr = addr, err
-			var dnsErr *net.DNSError
-			if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-				unknown++
-			}
-		}
-		if unknown == len(seeds) {
-			return &unreachableError{addr: lastAddr, err: lastErr, all: len(seeds) > 1}
 		}
 		if !time.Now().Before(deadline) {
 			return &unreachableError{addr: lastAddr, err: lastErr, all: len(seeds) > 1, timeout: limit}
@@ -317,8 +311,13 @@ func (c *connFlags) connect(limit time.Duration, opts ...kgo.Opt) (*session, err
 	if err != nil {
 		return nil, err
 	}
+	started := time.Now()
 	if err := awaitBroker(seeds, cmp.Or(limit, c.Timeout, 30*time.Second), stderrIsTerminal()); err != nil {
 		return nil, err
+	}
+	if limit > 0 {
+		// The wait counts against the command's --timeout.
+		limit = max(limit-time.Since(started), time.Second)
 	}
 	opts = append(secOpts, opts...)
 	base, stop := context.WithCancelCause(context.Background())

@@ -135,19 +135,29 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) error {
 // describe, produce) could otherwise be told it does not exist. It returns
 // what still lags when the time is up ("" when nothing does).
 func (s *session) awaitTopics(names []string) string {
+	// Brokers learn of a topic within moments; a wait this long means
+	// something else (a replica that died at once), which the note says.
+	ctx, cancel := context.WithTimeout(s.ctx, topicPropagationWait)
+	defer cancel()
+	sub := *s
+	sub.ctx = ctx
 	lag := ""
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
-		lag = s.topicsLag(names)
+		lag = sub.topicsLag(names)
 		if lag == "" {
 			return ""
 		}
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return lag
 		case <-time.After(pause):
 		}
 	}
 }
+
+// topicPropagationWait bounds how long topic create waits for every
+// broker to serve a new topic.
+const topicPropagationWait = 10 * time.Second
 
 // topicsLag asks every broker for names' metadata and names the first
 // broker that does not serve one of them with leaders yet ("" when all
@@ -170,6 +180,9 @@ func (s *session) topicsLag(names []string) string {
 			return fmt.Sprintf("broker %d did not answer whether it serves the topic", b.NodeID)
 		}
 		for _, t := range resp.Topics {
+			if t.ErrorCode == kerr.TopicAuthorizationFailed.Code {
+				continue // created, but not ours to describe: nothing to wait for
+			}
 			lagging := t.ErrorCode != 0 || len(t.Partitions) == 0
 			for _, p := range t.Partitions {
 				lagging = lagging || p.ErrorCode != 0 || p.Leader < 0
@@ -360,6 +373,10 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 		}
 		ends, err := s.adm.ListEndOffsets(octx, found...)
 		cancel()
+		var se *kadm.ShardErrors
+		if errors.As(err, &se) && se.AllFailed && octx.Err() != nil {
+			fmt.Fprintf(stderr, "note: no partition leader gave its offsets within %v (a failover, or a slow cluster): they show as '-'\n", offsetsWait)
+		}
 		if err = partialOK(err); err != nil {
 			return s.explain(err)
 		}

@@ -17,6 +17,9 @@
 //     statement. An explicit `_ = f.Close()` is accepted there: on an error
 //     path, after the write already failed, the Close error adds nothing.
 //
+// A deferred closure that closes a file its enclosing function opened is
+// checked too; `var f, err = os.Create(...)` counts as an opening.
+//
 // errcheck reports every dropped error (several hundred in this tree,
 // most of them Fprintf to a terminal and the Close of a read-only file or
 // a socket); this check reports only these, and make vet requires none.
@@ -28,6 +31,7 @@ import (
 	"go/ast"
 	"go/constant"
 	"go/types"
+	"maps"
 	"os"
 	"strings"
 
@@ -49,44 +53,47 @@ const writeFlags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREATE | os.O_TR
 
 func run(pass *analysis.Pass) (any, error) {
 	ins := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
-	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
-		if strings.HasSuffix(pass.Fset.Position(n.Pos()).Filename, "_test.go") {
+	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil)}, func(n ast.Node) {
+		fd := n.(*ast.FuncDecl)
+		if fd.Body == nil || strings.HasSuffix(pass.Fset.Position(fd.Pos()).Filename, "_test.go") {
 			return
 		}
-		var body *ast.BlockStmt
-		switch f := n.(type) {
-		case *ast.FuncDecl:
-			body = f.Body
-		case *ast.FuncLit:
-			body = f.Body
-		}
-		if body != nil {
-			checkBody(pass, body)
-		}
+		checkBody(pass, fd.Body, nil)
 	})
 	return nil, nil
 }
 
-// checkBody checks one function body (function literals inside it are
-// checked on their own, but see the variables it opened).
-func checkBody(pass *analysis.Pass, body *ast.BlockStmt) {
-	written := map[types.Object]bool{}
+// checkBody checks one function body. outer are the written files of the
+// functions it is nested in: a function literal (a deferred closure)
+// closing one of them is checked as its opener would be.
+func checkBody(pass *analysis.Pass, body *ast.BlockStmt, outer map[types.Object]bool) {
+	written := maps.Clone(outer)
+	if written == nil {
+		written = map[types.Object]bool{}
+	}
+	opened := func(lhs []*ast.Ident, rhs []ast.Expr) {
+		for i, r := range rhs {
+			call, ok := ast.Unparen(r).(*ast.CallExpr)
+			if !ok || i >= len(lhs) || lhs[i] == nil || !opensForWrite(pass, call) {
+				continue
+			}
+			if obj := pass.TypesInfo.ObjectOf(lhs[i]); obj != nil {
+				written[obj] = true
+			}
+		}
+	}
 	ast.Inspect(body, func(n ast.Node) bool {
 		switch s := n.(type) {
 		case *ast.AssignStmt:
-			for i, rhs := range s.Rhs {
-				call, ok := ast.Unparen(rhs).(*ast.CallExpr)
-				if !ok || !opensForWrite(pass, call) || i >= len(s.Lhs) {
-					continue
-				}
-				if id, ok := s.Lhs[i].(*ast.Ident); ok {
-					if obj := pass.TypesInfo.ObjectOf(id); obj != nil {
-						written[obj] = true
-					}
-				}
+			ids := make([]*ast.Ident, len(s.Lhs))
+			for i, l := range s.Lhs {
+				ids[i], _ = l.(*ast.Ident)
 			}
+			opened(ids, s.Rhs)
+		case *ast.ValueSpec:
+			opened(s.Names, s.Values)
 		case *ast.FuncLit:
-			return false // its own body, checked by run
+			return false // checked below, with what is known by then
 		}
 		return true
 	})
@@ -102,6 +109,7 @@ func checkBody(pass *analysis.Pass, body *ast.BlockStmt) {
 	ast.Inspect(body, func(n ast.Node) bool {
 		switch s := n.(type) {
 		case *ast.FuncLit:
+			checkBody(pass, s.Body, written)
 			return false
 		case *ast.ExprStmt:
 			if call, ok := ast.Unparen(s.X).(*ast.CallExpr); ok {

@@ -66,3 +66,23 @@ func literal(path string) {
 	}()
 	_ = f.Close()
 }
+
+func closures(path string) (err error) {
+	var f, ferr = os.Create(path)
+	if ferr != nil {
+		return ferr
+	}
+	defer func() {
+		f.Close() // want `the error of f.Close is dropped: Close of a written file`
+	}()
+	g, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := g.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return nil
+}
