@@ -200,7 +200,10 @@ func (c *Cluster) controlOnce(since time.Time, term uint64, prev int32) {
 // that move leadership and ISR membership off the fenced brokers, so that
 // nothing can be proposed between them (controller.mu held).
 func (c *Cluster) fenceAndElect(ctx context.Context, fence []metadata.Record) error {
-	if _, err := c.propose(ctx, metadata.Batch{Records: fence}); err != nil {
+	// Guarded: the fencing applies only if no other controller has
+	// taken office since this one did (its silence counts are its own).
+	guard := metadata.InOffice{Controller: c.cfg.NodeID, Term: c.officeTerm.Load()}
+	if _, err := c.propose(ctx, metadata.Batch{Records: append([]metadata.Record{guard}, fence...)}); err != nil {
 		c.log.Warn("controller: fencing failed", "err", err)
 		return err
 	}

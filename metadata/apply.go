@@ -130,6 +130,11 @@ func (t *txn) apply(rec Record, res *Result, top bool) *RefusedError {
 		return t.allocateProducerIDs(r, res)
 	case TakeOffice:
 		return t.takeOffice(r)
+	case InOffice:
+		if o := t.img.office; o.Controller != r.Controller || o.Term != r.Term || o.Term == 0 {
+			return refuse(kerr.NotController, "controller %d in term %d is not in office (controller %d took office in term %d)", r.Controller, r.Term, o.Controller, o.Term)
+		}
+		return nil
 	case UpsertScramCredential:
 		return t.upsertScram(r)
 	case DeleteScramCredential:

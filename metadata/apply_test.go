@@ -330,6 +330,21 @@ func TestTakeOffice(t *testing.T) {
 	if o, _ := img.Office(); o.Controller != 2 {
 		t.Fatalf("office moved to %d by a refused record", o.Controller)
 	}
+	// InOffice guards a batch: it applies only while its controller is
+	// the one in office.
+	b1 := mustBroker(t, img, 1)
+	fence := func(c int32, term uint64) Record {
+		return Batch{Records: []Record{InOffice{Controller: c, Term: term}, FenceBroker{ID: 1, Epoch: b1.Epoch}}}
+	}
+	refused(t, img, fence(1, 3), kerr.NotController)
+	refused(t, img, fence(2, 4), kerr.NotController)
+	if b, _ := img.Broker(1); b.Fenced {
+		t.Fatal("a refused guarded batch fenced broker 1")
+	}
+	img, _ = step(t, img, fence(2, 5))
+	if b, _ := img.Broker(1); !b.Fenced {
+		t.Fatal("the guarded batch of the controller in office did not fence broker 1")
+	}
 }
 
 func TestBatchIsAtomic(t *testing.T) {

@@ -140,6 +140,9 @@ func encodeBody(e *encoder, rec Record) {
 	case TakeOffice:
 		e.varint(int64(r.Controller))
 		e.uvarint(r.Term)
+	case InOffice:
+		e.varint(int64(r.Controller))
+		e.uvarint(r.Term)
 	case Batch:
 		e.uvarint(uint64(len(r.Records)))
 		for _, sub := range r.Records {
@@ -223,6 +226,8 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 		return AllocateProducerIDs{Broker: d.int32(), BrokerEpoch: d.varint(), Count: d.int32()}
 	case KindTakeOffice:
 		return TakeOffice{Controller: d.int32(), Term: d.uvarint()}
+	case KindInOffice:
+		return InOffice{Controller: d.int32(), Term: d.uvarint()}
 	case KindBatch:
 		if !top {
 			d.fail("a Batch inside a Batch")

@@ -64,6 +64,7 @@
 //	DeleteACLs           none: absent bindings are skipped (the proposer resolves filters to bindings)
 //	TakeOffice           controller ≥ 0, term ≥ 1 (INVALID_REQUEST), term above the last one
 //	                     (STALE_CONTROLLER_EPOCH)
+//	InOffice             the last TakeOffice is this controller's in this term (NOT_CONTROLLER); changes nothing
 //	Batch                every record, in order, atomically; batches do not nest
 //
 // Epochs: a leader change (including to NoLeader) bumps the leader epoch
@@ -106,6 +107,7 @@
 //	15 CreateACLs           list of acl
 //	16 DeleteACLs           list of acl
 //	17 TakeOffice           sv controller, uv term
+//	18 InOffice             sv controller, uv term
 //
 //	bytes uv length, bytes
 //	acl   u8 resourceType, str name, u8 patternType, str principal, str host, u8 operation, u8 permission

@@ -25,6 +25,7 @@ const (
 	KindCreateACLs              Kind = 15
 	KindDeleteACLs              Kind = 16
 	KindTakeOffice              Kind = 17
+	KindInOffice                Kind = 18
 )
 
 var kindNames = map[Kind]string{
@@ -46,6 +47,7 @@ var kindNames = map[Kind]string{
 	KindCreateACLs:              "CreateACLs",
 	KindDeleteACLs:              "DeleteACLs",
 	KindTakeOffice:              "TakeOffice",
+	KindInOffice:                "InOffice",
 }
 
 // String is the record type's name.
@@ -214,6 +216,17 @@ type TakeOffice struct {
 	Term       uint64
 }
 
+// InOffice changes nothing: it is refused (NOT_CONTROLLER) unless the last
+// TakeOffice is Controller's in Term. A controller puts it first in a Batch
+// whose records it decided from its own observations (the fencing of
+// brokers it has not heard from), so that the Batch applies only while
+// no other controller has taken office since: a proposal that reaches the
+// log after a successor's TakeOffice changes nothing.
+type InOffice struct {
+	Controller int32
+	Term       uint64
+}
+
 // Batch applies its records in order, atomically: if one is refused, the
 // whole batch is, and the image stays as it was. Batches do not nest.
 type Batch struct {
@@ -261,6 +274,9 @@ func (Batch) Kind() Kind { return KindBatch }
 // Kind implements Record.
 func (TakeOffice) Kind() Kind { return KindTakeOffice }
 
+// Kind implements Record.
+func (InOffice) Kind() Kind { return KindInOffice }
+
 func (InitCluster) sealed()         {}
 func (RegisterBroker) sealed()      {}
 func (FenceBroker) sealed()         {}
@@ -273,6 +289,7 @@ func (AlterConfigs) sealed()        {}
 func (AllocateProducerIDs) sealed() {}
 func (Batch) sealed()               {}
 func (TakeOffice) sealed()          {}
+func (InOffice) sealed()            {}
 
 // ProducerIDBlock is a range of producer ids [First, First+Count).
 type ProducerIDBlock struct {
