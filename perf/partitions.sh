@@ -20,6 +20,10 @@ trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.2f", b-a}'; }
 rss_kib() { awk '/^VmRSS/{print $2}' /proc/"$1"/status; }
+# gone: the process has exited. It is not this shell's child (started in a
+# command substitution), so it may linger as a zombie until PID 1 reaps it;
+# a zombie counts as gone.
+gone() { [ ! -e /proc/"$1"/stat ] || awk '{exit !($3 == "Z")}' /proc/"$1"/stat 2>/dev/null; }
 
 start() { # data dir; prints the pid once the ready line is out
 	"$BIN" serve --data-dir "$1" --kafka-addr 127.0.0.1:$PORT --native-addr '' --http-addr '' \
@@ -27,7 +31,7 @@ start() { # data dir; prints the pid once the ready line is out
 	local pid=$!
 	for _ in $(seq 1 1200); do
 		grep -q "ringlog ready" "$work/out" 2>/dev/null && { echo $pid; return; }
-		kill -0 $pid 2>/dev/null || { cat "$work/err" >&2; exit 1; }
+		gone $pid && { cat "$work/err" >&2; exit 1; }
 		sleep 0.05
 	done
 	echo "no ready line in 60 s" >&2; exit 1
@@ -44,11 +48,11 @@ for n in $COUNTS; do
 	rss=$(rss_kib $pid); fds=$(ls /proc/$pid/fd | wc -l)
 	t=$(now); "$BIN" topic describe p --brokers 127.0.0.1:$PORT --timeout 300s --output json >/dev/null; describe=$(since $t)
 	disk=$(du -sm "$dir" | cut -f1)
-	t=$(now); kill -TERM $pid; while kill -0 $pid 2>/dev/null; do sleep 0.02; done; stop=$(since $t)
+	t=$(now); kill -TERM $pid; until gone $pid; do sleep 0.02; done; stop=$(since $t)
 	t=$(now); pid=$(start "$dir"); restart=$(since $t)
-	kill -9 $pid; while kill -0 $pid 2>/dev/null; do sleep 0.02; done
+	kill -9 $pid; until gone $pid; do sleep 0.02; done
 	t=$(now); pid=$(start "$dir"); crash=$(since $t)
-	kill -TERM $pid; while kill -0 $pid 2>/dev/null; do sleep 0.02; done
+	kill -TERM $pid; until gone $pid; do sleep 0.02; done
 	per=$(awk -v r="$rss" -v b="$base" -v n="$n" 'BEGIN{printf "%.1f", (r-b)/n}')
 	echo "| $n | $create | $((rss/1024)) | $per | $fds | $disk | $describe | $stop | $restart | $crash |"
 	rm -rf "$dir"
