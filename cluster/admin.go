@@ -508,7 +508,7 @@ func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeat
 		resp.IsFenced = b.Fenced
 		// Nothing is decided, and no lease granted, before this
 		// controller has taken office in its current term (below).
-		if term := c.officeTerm.Load(); term != c.node.Term() {
+		if !c.inOffice() {
 			return fmt.Errorf("%w: this broker is still taking office as the controller", kerr.NotController)
 		}
 		var err error
@@ -539,7 +539,7 @@ func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeat
 			if verr := c.node.VerifyLeader(ctx); verr != nil {
 				return fmt.Errorf("%w: this broker could not confirm it is still the controller: %v", kerr.NotController, verr)
 			}
-			if term := c.officeTerm.Load(); term != c.node.Term() {
+			if !c.inOffice() {
 				return fmt.Errorf("%w: this broker's term as the controller ended", kerr.NotController)
 			}
 		}

@@ -64,9 +64,8 @@ func (c *Cluster) controlLoop() {
 	defer c.wg.Done()
 	tick := time.NewTicker(controlTick)
 	defer tick.Stop()
-	var since time.Time  // when this node became the controller
-	var sinceTerm uint64 // the Raft term it became the controller in
-	prev := int32(-1)    // the controller before it, when known for sure
+	var since time.Time // when this node took office (in term officeTerm)
+	prev := int32(-1)   // the controller before it, when known for sure
 	for {
 		select {
 		case <-c.stop:
@@ -79,7 +78,7 @@ func (c *Cluster) controlLoop() {
 			since = time.Time{}
 			continue
 		}
-		if !since.IsZero() && c.node.Term() != sinceTerm {
+		if !since.IsZero() && !c.inOffice() {
 			// Office lost and won back between two ticks: another
 			// controller served meanwhile and heard the heartbeats this
 			// one did not. Take office afresh, or every broker looks
@@ -109,10 +108,10 @@ func (c *Cluster) controlLoop() {
 				}
 				continue
 			}
-			since, sinceTerm = time.Now(), term
+			since = time.Now()
 			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout, "term", term, "previous_controller", prev)
 		}
-		c.controlOnce(since, sinceTerm, prev)
+		c.controlOnce(since, prev)
 	}
 }
 
@@ -156,18 +155,23 @@ func (c *Cluster) takeOffice(term uint64) (prev int32, err error) {
 	return prev, nil
 }
 
+// inOffice reports whether this node took office (committed TakeOffice)
+// in the Raft term it is in now: the only term in which it decides or
+// grants anything as the controller.
+func (c *Cluster) inOffice() bool { return c.officeTerm.Load() == c.node.Term() }
+
 // controlOnce fences silent brokers, then moves leadership and ISR
 // membership off fenced brokers. since is when this controller took
-// office, in Raft term term; prev the controller before it (-1: not known
-// for sure), fenced once silent for controllerLease from since.
-func (c *Cluster) controlOnce(since time.Time, term uint64, prev int32) {
+// office; prev the controller before it (-1: not known for sure), fenced
+// once silent for controllerLease from since.
+func (c *Cluster) controlOnce(since time.Time, prev int32) {
 	c.ctrl.mu.Lock()
 	defer c.ctrl.mu.Unlock()
 	// Still in the office it took, checked under the lock: an office
 	// lost and won back while this waited for it started another
 	// controller's sessions meanwhile, which this one's silence counts
 	// know nothing of (the next tick takes office afresh).
-	if c.node.Term() != term || c.officeTerm.Load() != term {
+	if !c.inOffice() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -98,27 +98,9 @@ func runClusterStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	var st clusterStatusJSON
-	for pause := 50 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
-		md, err := s.adm.Metadata(s.ctx)
-		if err == nil {
-			st = clusterStatus(md, minBrokers)
-		}
-		switch {
-		case err != nil && !(wait && retriable(err)):
-			return s.explain(err)
-		case err == nil && (st.Healthy || !wait):
-		default:
-			select {
-			case <-s.ctx.Done():
-				if err != nil {
-					return s.explain(err)
-				}
-			case <-time.After(pause):
-				continue
-			}
-		}
-		break
+	st, err := pollStatus(s, minBrokers, wait)
+	if err != nil {
+		return s.explain(err)
 	}
 	if out == "json" {
 		if err := writeJSON(stdout, st); err != nil {
@@ -135,6 +117,28 @@ func runClusterStatus(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("cluster %s", why)
 	}
 	return nil
+}
+
+// pollStatus asks for the cluster's status; with wait, again until it is
+// healthy or the session's context ends (then the last status, or the
+// last error). Only errors that asking again may cure are waited out.
+func pollStatus(s *session, minBrokers int, wait bool) (clusterStatusJSON, error) {
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		var st clusterStatusJSON
+		md, err := s.adm.Metadata(s.ctx)
+		if err == nil {
+			if st = clusterStatus(md, minBrokers); st.Healthy || !wait {
+				return st, nil
+			}
+		} else if !wait || !retriable(err) {
+			return st, err
+		}
+		select {
+		case <-s.ctx.Done():
+			return st, err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // retriable reports whether err may go away by asking again (a broker
