@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,34 +14,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/quorum"
 )
 
-// Admin answers an admin request (CreateTopics, DeleteTopics,
-// CreatePartitions, AlterConfigs, IncrementalAlterConfigs) or an internal
-// one (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds). The
-// controller proposes the change; any other broker forwards the request
-// to the controller and returns its answer, unless forwarded is set (the
+// Admin answers an internal request of cluster mode (BrokerRegistration,
+// BrokerHeartbeat, AllocateProducerIds, AlterPartition). The controller
+// proposes the change; any other broker forwards the request to the
+// controller and returns its answer, unless forwarded is set (the
 // request was itself forwarded): then, and when no controller is known or
-// reachable, the answer is NOT_CONTROLLER, which clients retry.
+// reachable, the answer is NOT_CONTROLLER, which brokers retry.
 func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response {
-	if resp, ok := c.Forward(ctx, req, forwarded); ok {
+	resp, ok, err := c.Forward(ctx, req, forwarded)
+	if err != nil {
+		return internalError(req, err)
+	}
+	if ok {
 		return resp
 	}
 	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest:
-		return c.createTopics(ctx, r)
-	case *kmsg.DeleteTopicsRequest:
-		return c.deleteTopics(ctx, r)
-	case *kmsg.CreatePartitionsRequest:
-		return c.createPartitions(ctx, r)
-	case *kmsg.AlterConfigsRequest:
-		return c.alterConfigs(ctx, r)
-	case *kmsg.IncrementalAlterConfigsRequest:
-		return c.incrementalAlterConfigs(ctx, r)
 	case *kmsg.BrokerRegistrationRequest:
 		return c.brokerRegistration(ctx, r)
 	case *kmsg.BrokerHeartbeatRequest:
@@ -49,33 +45,34 @@ func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) k
 	case *kmsg.AlterPartitionRequest:
 		return c.alterPartition(ctx, r)
 	}
-	return errorResponse(req, kerr.InvalidRequest, fmt.Sprintf("%s is not an admin request", kmsg.NameForKey(req.Key())))
+	return internalError(req, fmt.Errorf("%w: %s is not an internal request", kerr.InvalidRequest, kmsg.NameForKey(req.Key())))
 }
 
 // Forward sends req to the controller and returns its answer, true; on
 // the controller it returns false: the caller handles req there. A
 // request that was itself forwarded (forwarded set), or one no controller
-// can take now, is answered NOT_CONTROLLER, which clients retry.
-func (c *Cluster) Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool) {
+// can take now, gets an error wrapping NOT_CONTROLLER, which clients
+// retry.
+func (c *Cluster) Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool, error) {
 	if c.node.IsLeader() {
-		return nil, false
+		return nil, false, nil
 	}
 	if forwarded {
-		return errorResponse(req, kerr.NotController, "this broker is not the controller"), true
+		return nil, false, fmt.Errorf("%w: this broker is not the controller", kerr.NotController)
 	}
 	leader := c.ControllerID()
 	if leader < 0 {
-		return errorResponse(req, kerr.NotController, "no controller is known (election under way)"), true
+		return nil, false, fmt.Errorf("%w: no controller is known (election under way)", kerr.NotController)
 	}
 	b, ok := c.Image().Broker(leader)
 	if !ok {
-		return errorResponse(req, kerr.NotController, fmt.Sprintf("the controller, broker %d, has not registered its address yet", leader)), true
+		return nil, false, fmt.Errorf("%w: the controller, broker %d, has not registered its address yet", kerr.NotController, leader)
 	}
 	resp, err := kwire.CallWith(ctx, c.kafkaDial, b.KafkaAddr, req)
 	if err != nil {
-		return errorResponse(req, kerr.NotController, fmt.Sprintf("forwarding to the controller, broker %d: %v", leader, err)), true
+		return nil, false, fmt.Errorf("%w: forwarding to the controller, broker %d: %v", kerr.NotController, leader, err)
 	}
-	return resp, true
+	return resp, true, nil
 }
 
 // propose commits rec and returns the refusal or failure as an error.
@@ -87,7 +84,7 @@ func (c *Cluster) propose(ctx context.Context, rec metadata.Record) (metadata.Re
 	if errors.Is(err, quorum.ErrUncertain) {
 		err = fmt.Errorf("%w: %w", kerr.RequestTimedOut, err)
 	}
-	return res, err
+	return res, controllerError(err)
 }
 
 // check applies rec to img without committing it (ValidateOnly).
@@ -113,14 +110,6 @@ func codeOf(err error) (int16, *string) {
 	return code, &m
 }
 
-// isInternalName reports whether name is, or collides with, the cluster's
-// __consumer_offsets or __transaction_state (created by the controller,
-// never by a client).
-func isInternalName(name string) bool {
-	n := strings.ToLower(strings.ReplaceAll(name, ".", "_"))
-	return n == engine.OffsetsTopic || n == engine.TransactionStateTopic
-}
-
 // checkReplicationFactor refuses a replication factor the live brokers
 // cannot hold.
 func checkReplicationFactor(rf int, live int) error {
@@ -133,183 +122,163 @@ func checkReplicationFactor(rf int, live int) error {
 	return nil
 }
 
-func (c *Cluster) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	seen := map[string]int{}
-	for _, rt := range req.Topics {
-		seen[rt.Topic]++
+// Topic describes the topic named name in this broker's image.
+func (c *Cluster) Topic(name string) (admin.Topic, bool) {
+	if t := c.Image().Topic(name); t != nil {
+		return describeTopic(t), true
 	}
-	for _, rt := range req.Topics {
-		tr := kmsg.NewCreateTopicsResponseTopic()
-		tr.Topic = rt.Topic
-		tr.NumPartitions, tr.ReplicationFactor = -1, -1
-		err := c.createTopic(ctx, &rt, req.ValidateOnly, seen[rt.Topic] > 1, &tr)
-		tr.ErrorCode, tr.ErrorMessage = codeOf(err)
-		resp.Topics = append(resp.Topics, tr)
-	}
-	return resp
+	return admin.Topic{}, false
 }
 
-func (c *Cluster) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly, duplicate bool, tr *kmsg.CreateTopicsResponseTopic) error {
-	if duplicate {
-		return fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
+// TopicByID describes the topic with id in this broker's image.
+func (c *Cluster) TopicByID(id [16]byte) (admin.Topic, bool) {
+	if t := c.Image().TopicByID(metadata.UUID(id)); t != nil {
+		return describeTopic(t), true
 	}
-	if err := engine.ValidateTopicName(rt.Topic); err != nil {
-		return err
+	return admin.Topic{}, false
+}
+
+func describeTopic(t *metadata.Topic) admin.Topic {
+	out := admin.Topic{Name: t.Name, ID: t.ID, Internal: t.Internal, Partitions: int32(len(t.Partitions)), Configs: maps.Clone(t.Configs)}
+	if len(t.Partitions) > 0 {
+		out.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
 	}
-	if isInternalName(rt.Topic) {
-		return fmt.Errorf("%w: %s is the brokers' internal topic", kerr.InvalidTopicException, rt.Topic)
-	}
-	configs := map[string]string{}
-	for _, cf := range rt.Configs {
-		if cf.Value == nil {
-			continue
-		}
-		if err := engine.ValidateTopicConfig(cf.Name, *cf.Value); err != nil {
-			return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
-		}
-		configs[cf.Name] = *cf.Value
-	}
+	return out
+}
+
+// controllerImage is an image holding everything committed, on the
+// controller; elsewhere NOT_CONTROLLER (netio forwards admin requests
+// to the controller, so this is a controller that just lost office).
+func (c *Cluster) controllerImage(ctx context.Context) (*metadata.Image, error) {
 	img, err := c.node.ConsistentImage(ctx)
 	if err != nil {
-		return err
+		return nil, controllerError(err)
 	}
-	live := len(img.LiveBrokers())
-	var replicas [][]int32
-	if len(rt.ReplicaAssignment) > 0 {
-		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
-			return fmt.Errorf("%w: give either a replica assignment or partition count and replication factor", kerr.InvalidRequest)
-		}
-		replicas = make([][]int32, len(rt.ReplicaAssignment))
-		for _, a := range rt.ReplicaAssignment {
-			if a.Partition < 0 || int(a.Partition) >= len(replicas) || replicas[a.Partition] != nil {
-				return fmt.Errorf("%w: the assignment must name partitions 0 to %d once each", kerr.InvalidReplicaAssignment, len(replicas)-1)
-			}
-			if err := checkReplicationFactor(len(a.Replicas), live); err != nil {
-				return err
-			}
-			if len(replicas) > 0 && replicas[0] != nil && len(replicas[0]) != len(a.Replicas) {
-				return fmt.Errorf("%w: every partition needs the same number of replicas", kerr.InvalidReplicaAssignment)
-			}
-			replicas[a.Partition] = a.Replicas
+	return img, nil
+}
+
+// controllerError gives a quorum error a Kafka code clients retry.
+func controllerError(err error) error {
+	var nl *quorum.NotLeaderError
+	if errors.As(err, &nl) || errors.Is(err, quorum.ErrStopped) {
+		return fmt.Errorf("%w: %w", kerr.NotController, err)
+	}
+	return err
+}
+
+// CreateTopic creates t: replicas placed on the live brokers (or as
+// t.Assignment says, every replica a live broker), proposed to the
+// quorum. Only the controller creates.
+func (c *Cluster) CreateTopic(ctx context.Context, t admin.NewTopic, validateOnly bool) (admin.Topic, error) {
+	img, err := c.controllerImage(ctx)
+	if err != nil {
+		return admin.Topic{}, err
+	}
+	replicas := t.Assignment
+	if replicas != nil {
+		if err := checkReplicas(img, replicas, 0); err != nil {
+			return admin.Topic{}, err
 		}
 	} else {
-		n, rf := int(rt.NumPartitions), int(rt.ReplicationFactor)
+		n, rf := int(t.Partitions), int(t.ReplicationFactor)
 		if n == -1 {
 			n = int(c.cfg.DefaultPartitions)
 		}
 		if rf == -1 {
 			rf = int(c.cfg.DefaultReplicationFactor)
 		}
-		if err := checkReplicationFactor(rf, live); err != nil {
-			return err
+		if err := checkReplicationFactor(rf, len(img.LiveBrokers())); err != nil {
+			return admin.Topic{}, err
 		}
 		if replicas, err = metadata.PlaceReplicas(img, 0, n, rf); err != nil {
-			return err
+			return admin.Topic{}, err
 		}
 	}
-	rec := metadata.CreateTopic{Name: rt.Topic, ID: metadata.NewUUID(), Replicas: replicas, Configs: configs}
-	tr.NumPartitions, tr.ReplicationFactor = int32(len(replicas)), int16(len(replicas[0]))
+	configs := t.Configs
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	rec := metadata.CreateTopic{Name: t.Name, ID: metadata.NewUUID(), Replicas: replicas, Configs: configs}
+	out := admin.Topic{Name: t.Name, Partitions: int32(len(replicas)), ReplicationFactor: int16(len(replicas[0])), Configs: configs}
 	if validateOnly {
-		return check(img, rec)
+		return out, check(img, rec)
 	}
 	if _, err := c.propose(ctx, rec); err != nil {
-		return err
+		return admin.Topic{}, err
 	}
-	tr.TopicID = rec.ID
+	out.ID = rec.ID
+	return out, nil
+}
+
+// checkReplicas refuses an assignment naming brokers that are not
+// registered and unfenced, or more replicas than there are such brokers.
+// first is the first partition's number (error messages).
+func checkReplicas(img *metadata.Image, replicas [][]int32, first int) error {
+	live := img.LiveBrokers()
+	for i, reps := range replicas {
+		if err := checkReplicationFactor(len(reps), len(live)); err != nil {
+			return err
+		}
+		for _, id := range reps {
+			if !slices.ContainsFunc(live, func(b metadata.Broker) bool { return b.ID == id }) {
+				return fmt.Errorf("%w: partition %d: broker %d is not a live broker", kerr.InvalidReplicaAssignment, first+i, id)
+			}
+		}
+	}
 	return nil
 }
 
-func (c *Cluster) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	type target struct {
-		name *string
-		id   [16]byte
+// DeleteTopic deletes the topic named name; each broker removes its
+// replicas' data when it applies the record.
+func (c *Cluster) DeleteTopic(ctx context.Context, name string, id [16]byte) ([16]byte, error) {
+	img, err := c.controllerImage(ctx)
+	if err != nil {
+		return [16]byte{}, err
 	}
-	var targets []target
-	if req.Version >= 6 {
-		for _, t := range req.Topics {
-			targets = append(targets, target{t.Topic, t.TopicID})
-		}
-	} else {
-		for _, n := range req.TopicNames {
-			targets = append(targets, target{name: &n})
-		}
+	t := img.Topic(name)
+	if t == nil {
+		return [16]byte{}, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
 	}
-	for _, tg := range targets {
-		tr := kmsg.NewDeleteTopicsResponseTopic()
-		tr.Topic, tr.TopicID = tg.name, tg.id
-		rec := metadata.DeleteTopic{ID: metadata.UUID(tg.id)}
-		var err error
-		img := c.Image()
-		switch {
-		case tg.name != nil && *tg.name != "":
-			rec.Name = *tg.name
-			if t := img.Topic(rec.Name); t != nil && tg.id == [16]byte{} {
-				tr.TopicID = t.ID
-			}
-		case tg.id != [16]byte{}:
-			if t := img.TopicByID(rec.ID); t != nil {
-				n := t.Name
-				tr.Topic = &n
-			}
-		default:
-			err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
-		}
-		if t := img.Topic(rec.Name); err == nil && ((t != nil && t.Internal) || (rec.Name == "" && img.TopicByID(rec.ID) != nil && img.TopicByID(rec.ID).Internal)) {
-			err = fmt.Errorf("%w: that is one of the brokers' internal topics", kerr.InvalidTopicException)
-		}
-		if err == nil {
-			_, err = c.propose(ctx, rec)
-		}
-		tr.ErrorCode, tr.ErrorMessage = codeOf(err)
-		resp.Topics = append(resp.Topics, tr)
+	if err := describeTopic(t).CheckID(id); err != nil {
+		return [16]byte{}, err
 	}
-	return resp
+	if t.Internal {
+		return [16]byte{}, fmt.Errorf("%w: %s is one of the brokers' internal topics", kerr.InvalidTopicException, name)
+	}
+	_, err = c.propose(ctx, metadata.DeleteTopic{Name: name, ID: t.ID})
+	return t.ID, err
 }
 
-func (c *Cluster) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	for _, rt := range req.Topics {
-		tr := kmsg.NewCreatePartitionsResponseTopic()
-		tr.Topic = rt.Topic
-		err := c.createPartitionsOf(ctx, &rt, req.ValidateOnly)
-		tr.ErrorCode, tr.ErrorMessage = codeOf(err)
-		resp.Topics = append(resp.Topics, tr)
-	}
-	return resp
-}
-
-func (c *Cluster) createPartitionsOf(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
-	img, err := c.node.ConsistentImage(ctx)
+// CreatePartitions grows a topic; new partitions get the replication
+// factor of the first.
+func (c *Cluster) CreatePartitions(ctx context.Context, p admin.NewPartitions, validateOnly bool) error {
+	img, err := c.controllerImage(ctx)
 	if err != nil {
 		return err
 	}
-	t := img.Topic(rt.Topic)
+	t := img.Topic(p.Topic)
 	if t == nil {
-		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rt.Topic)
+		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, p.Topic)
 	}
 	if t.Internal {
 		// Their keys map to partitions by count: more partitions would
 		// move groups and transactional ids away from their state.
-		return fmt.Errorf("%w: %s is one of the brokers' internal topics; its partition count is fixed", kerr.InvalidPartitions, rt.Topic)
+		return fmt.Errorf("%w: %s is one of the brokers' internal topics; its partition count is fixed", kerr.InvalidPartitions, p.Topic)
 	}
 	cur := len(t.Partitions)
-	if int(rt.Count) <= cur {
-		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, rt.Topic, cur)
+	if int(p.Count) <= cur {
+		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, p.Topic, cur)
 	}
-	var replicas [][]int32
-	if len(rt.Assignment) > 0 {
-		if len(rt.Assignment) != int(rt.Count)-cur {
-			return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(rt.Assignment), int(rt.Count)-cur)
+	rf := len(t.Partitions[0].Replicas)
+	replicas := p.Assignment
+	if replicas != nil {
+		if err := p.CheckAssignment(int32(cur), rf); err != nil {
+			return err
 		}
-		for _, a := range rt.Assignment {
-			if err := checkReplicationFactor(len(a.Replicas), len(img.LiveBrokers())); err != nil {
-				return err
-			}
-			replicas = append(replicas, a.Replicas)
+		if err := checkReplicas(img, replicas, cur); err != nil {
+			return err
 		}
-	} else if replicas, err = metadata.PlaceReplicas(img, cur, int(rt.Count)-cur, len(t.Partitions[0].Replicas)); err != nil {
+	} else if replicas, err = metadata.PlaceReplicas(img, cur, int(p.Count)-cur, rf); err != nil {
 		return err
 	}
 	rec := metadata.CreatePartitions{Name: t.Name, ID: t.ID, Replicas: replicas}
@@ -320,127 +289,56 @@ func (c *Cluster) createPartitionsOf(ctx context.Context, rt *kmsg.CreatePartiti
 	return err
 }
 
-// configTarget turns a config resource into the record's type and name:
-// topics, and the cluster-wide broker default (broker resource with an
-// empty name). Per-broker settings are not replicated.
-func configTarget(typ kmsg.ConfigResourceType, name string) (metadata.ConfigResourceType, error) {
-	switch typ {
-	case kmsg.ConfigResourceTypeTopic:
-		return metadata.ConfigTopic, nil
-	case kmsg.ConfigResourceTypeBroker:
-		if name != "" {
-			return 0, fmt.Errorf("%w: per-broker configs are not available in cluster mode; alter the cluster-wide default (an empty broker name)", kerr.InvalidRequest)
-		}
-		return metadata.ConfigBroker, nil
-	}
-	return 0, fmt.Errorf("%w: config resource type %d is not supported", kerr.InvalidRequest, typ)
-}
-
-func validConfigOp(op metadata.ConfigOp) error {
-	if op.Delete {
-		if _, ok := engine.LookupTopicConfig(op.Key); !ok {
-			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Key)
-		}
-		return nil
-	}
-	if err := engine.ValidateTopicConfig(op.Key, op.Value); err != nil {
-		return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
-	}
-	return nil
-}
-
-func (c *Cluster) alterConfigsOf(ctx context.Context, typ kmsg.ConfigResourceType, name string, ops func(img *metadata.Image, t metadata.ConfigResourceType) ([]metadata.ConfigOp, error), validateOnly bool) error {
-	rt, err := configTarget(typ, name)
+// AlterConfigs changes a topic's overrides or the cluster-wide broker
+// defaults of topic configs (per-broker settings are not replicated).
+func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, validateOnly bool) error {
+	img, err := c.controllerImage(ctx)
 	if err != nil {
 		return err
 	}
-	img, err := c.node.ConsistentImage(ctx)
-	if err != nil {
-		return err
+	typ, current := metadata.ConfigBroker, img.BrokerConfigs()
+	effective := func(k string) string {
+		if v, ok := current[k]; ok {
+			return v
+		}
+		d, _ := engine.LookupTopicConfig(k)
+		return d.Default
 	}
-	list, err := ops(img, rt)
-	if err != nil {
-		return err
-	}
-	for _, op := range list {
-		if err := validConfigOp(op); err != nil {
-			return err
+	if ch.Type == admin.TopicConfigs {
+		t := img.Topic(ch.Name)
+		if t == nil {
+			return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, ch.Name)
+		}
+		defaults := current
+		typ, current = metadata.ConfigTopic, t.Configs
+		effective = func(k string) string {
+			if v, ok := current[k]; ok {
+				return v
+			}
+			if v, ok := defaults[k]; ok {
+				return v
+			}
+			d, _ := engine.LookupTopicConfig(k)
+			return d.Default
 		}
 	}
-	rec := metadata.AlterConfigs{Type: rt, Name: name, Ops: list}
+	set, err := ch.Resolve(current, effective)
+	if err != nil {
+		return err
+	}
+	rec := metadata.AlterConfigs{Type: typ, Name: ch.Name}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if v := set[k]; v != nil {
+			rec.Ops = append(rec.Ops, metadata.ConfigOp{Key: k, Value: *v})
+		} else {
+			rec.Ops = append(rec.Ops, metadata.ConfigOp{Key: k, Delete: true})
+		}
+	}
 	if validateOnly {
 		return check(img, rec)
 	}
 	_, err = c.propose(ctx, rec)
 	return err
-}
-
-func (c *Cluster) alterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	for _, rr := range req.Resources {
-		out := kmsg.NewAlterConfigsResponseResource()
-		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
-		// The legacy AlterConfigs replaces every override.
-		err := c.alterConfigsOf(ctx, rr.ResourceType, rr.ResourceName, func(img *metadata.Image, t metadata.ConfigResourceType) ([]metadata.ConfigOp, error) {
-			have := img.BrokerConfigs()
-			if t == metadata.ConfigTopic {
-				tp := img.Topic(rr.ResourceName)
-				if tp == nil {
-					return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rr.ResourceName)
-				}
-				have = tp.Configs
-			}
-			var ops []metadata.ConfigOp
-			given := map[string]bool{}
-			for _, cf := range rr.Configs {
-				if cf.Value == nil {
-					continue
-				}
-				given[cf.Name] = true
-				ops = append(ops, metadata.ConfigOp{Key: cf.Name, Value: *cf.Value})
-			}
-			for k := range have {
-				if !given[k] {
-					ops = append(ops, metadata.ConfigOp{Key: k, Delete: true})
-				}
-			}
-			return ops, nil
-		}, req.ValidateOnly)
-		out.ErrorCode, out.ErrorMessage = codeOf(err)
-		resp.Resources = append(resp.Resources, out)
-	}
-	return resp
-}
-
-func (c *Cluster) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	for _, rr := range req.Resources {
-		out := kmsg.NewIncrementalAlterConfigsResponseResource()
-		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
-		err := c.alterConfigsOf(ctx, rr.ResourceType, rr.ResourceName, func(img *metadata.Image, t metadata.ConfigResourceType) ([]metadata.ConfigOp, error) {
-			if t == metadata.ConfigTopic && img.Topic(rr.ResourceName) == nil {
-				return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, rr.ResourceName)
-			}
-			var ops []metadata.ConfigOp
-			for _, cf := range rr.Configs {
-				switch cf.Op {
-				case kmsg.IncrementalAlterConfigOpSet:
-					if cf.Value == nil {
-						return nil, fmt.Errorf("%w: SET %q without a value", kerr.InvalidConfig, cf.Name)
-					}
-					ops = append(ops, metadata.ConfigOp{Key: cf.Name, Value: *cf.Value})
-				case kmsg.IncrementalAlterConfigOpDelete:
-					ops = append(ops, metadata.ConfigOp{Key: cf.Name, Delete: true})
-				default:
-					return nil, fmt.Errorf("%w: %q: only SET and DELETE apply to single-valued configs", kerr.InvalidConfig, cf.Name)
-				}
-			}
-			return ops, nil
-		}, req.ValidateOnly)
-		out.ErrorCode, out.ErrorMessage = codeOf(err)
-		resp.Resources = append(resp.Resources, out)
-	}
-	return resp
 }
 
 func (c *Cluster) brokerRegistration(ctx context.Context, req *kmsg.BrokerRegistrationRequest) kmsg.Response {
@@ -559,111 +457,19 @@ func (c *Cluster) allocateProducerIDsAnswer(ctx context.Context, req *kmsg.Alloc
 	return resp
 }
 
-// errorResponse answers req with code (and msg, where the response has a
-// message) for every item it names.
-func errorResponse(req kmsg.Request, code *kerr.Error, msg string) kmsg.Response {
-	m := &msg
-	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest:
-		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-		for _, t := range r.Topics {
-			tr := kmsg.NewCreateTopicsResponseTopic()
-			tr.Topic, tr.ErrorCode, tr.ErrorMessage = t.Topic, code.Code, m
-			tr.NumPartitions, tr.ReplicationFactor = -1, -1
-			resp.Topics = append(resp.Topics, tr)
-		}
-		return resp
-	case *kmsg.DeleteTopicsRequest:
-		resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
-		if r.Version >= 6 {
-			for _, t := range r.Topics {
-				tr := kmsg.NewDeleteTopicsResponseTopic()
-				tr.Topic, tr.TopicID, tr.ErrorCode, tr.ErrorMessage = t.Topic, t.TopicID, code.Code, m
-				resp.Topics = append(resp.Topics, tr)
-			}
-		} else {
-			for _, n := range r.TopicNames {
-				tr := kmsg.NewDeleteTopicsResponseTopic()
-				tr.Topic, tr.ErrorCode, tr.ErrorMessage = &n, code.Code, m
-				resp.Topics = append(resp.Topics, tr)
-			}
-		}
-		return resp
-	case *kmsg.CreatePartitionsRequest:
-		resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-		for _, t := range r.Topics {
-			tr := kmsg.NewCreatePartitionsResponseTopic()
-			tr.Topic, tr.ErrorCode, tr.ErrorMessage = t.Topic, code.Code, m
-			resp.Topics = append(resp.Topics, tr)
-		}
-		return resp
-	case *kmsg.AlterConfigsRequest:
-		resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
-		for _, rr := range r.Resources {
-			out := kmsg.NewAlterConfigsResponseResource()
-			out.ResourceType, out.ResourceName, out.ErrorCode, out.ErrorMessage = rr.ResourceType, rr.ResourceName, code.Code, m
-			resp.Resources = append(resp.Resources, out)
-		}
-		return resp
-	case *kmsg.IncrementalAlterConfigsRequest:
-		resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-		for _, rr := range r.Resources {
-			out := kmsg.NewIncrementalAlterConfigsResponseResource()
-			out.ResourceType, out.ResourceName, out.ErrorCode, out.ErrorMessage = rr.ResourceType, rr.ResourceName, code.Code, m
-			resp.Resources = append(resp.Resources, out)
-		}
-		return resp
-	case *kmsg.BrokerRegistrationRequest:
-		resp := r.ResponseKind().(*kmsg.BrokerRegistrationResponse)
-		resp.ErrorCode, resp.BrokerEpoch = code.Code, -1
-		return resp
-	case *kmsg.BrokerHeartbeatRequest:
-		resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
-		resp.ErrorCode, resp.IsFenced = code.Code, true
-		return resp
-	case *kmsg.AllocateProducerIDsRequest:
-		resp := r.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
-		resp.ErrorCode = code.Code
-		return resp
-	case *kmsg.AlterPartitionRequest:
-		resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
-		resp.ErrorCode = code.Code
-		return resp
-	case *kmsg.CreateACLsRequest:
-		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
-		for range r.Creations {
-			res := kmsg.NewCreateACLsResponseResult()
-			res.ErrorCode, res.ErrorMessage = code.Code, m
-			resp.Results = append(resp.Results, res)
-		}
-		return resp
-	case *kmsg.DeleteACLsRequest:
-		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
-		for range r.Filters {
-			res := kmsg.NewDeleteACLsResponseResult()
-			res.ErrorCode, res.ErrorMessage = code.Code, m
-			resp.Results = append(resp.Results, res)
-		}
-		return resp
-	case *kmsg.AlterUserSCRAMCredentialsRequest:
-		resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-		seen := map[string]bool{}
-		add := func(user string) {
-			if !seen[user] {
-				seen[user] = true
-				res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-				res.User, res.ErrorCode, res.ErrorMessage = user, code.Code, m
-				resp.Results = append(resp.Results, res)
-			}
-		}
-		for _, d := range r.Deletions {
-			add(d.Name)
-		}
-		for _, u := range r.Upsertions {
-			add(u.Name)
-		}
-		return resp
-	}
+// internalError answers an internal request with err's code.
+func internalError(req kmsg.Request, err error) kmsg.Response {
+	code, _ := codeOf(err)
 	resp := req.ResponseKind()
+	switch rr := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		rr.ErrorCode, rr.BrokerEpoch = code, -1
+	case *kmsg.BrokerHeartbeatResponse:
+		rr.ErrorCode, rr.IsFenced = code, true
+	case *kmsg.AllocateProducerIDsResponse:
+		rr.ErrorCode = code
+	case *kmsg.AlterPartitionResponse:
+		rr.ErrorCode = code
+	}
 	return resp
 }

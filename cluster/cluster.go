@@ -71,6 +71,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/metadata"
@@ -940,20 +941,8 @@ func (c *Cluster) followCoordinator(co partitionLoader, topic string, i int32, c
 func (c *Cluster) autoCreateTopic(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), autoCreateWait)
 	defer cancel()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.Version = 4
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
-	req.Topics = append(req.Topics, rt)
-	resp := c.Admin(ctx, req, false).(*kmsg.CreateTopicsResponse)
-	if len(resp.Topics) == 1 {
-		if code := resp.Topics[0].ErrorCode; code != 0 && code != kerr.TopicAlreadyExists.Code {
-			err := kerr.ErrorForCode(code)
-			if m := resp.Topics[0].ErrorMessage; m != nil {
-				return fmt.Errorf("%w: %s", err, *m)
-			}
-			return err
-		}
+	if err := c.createTopicAnywhere(ctx, name); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return err
 	}
 	for {
 		c.mu.Lock()
@@ -968,6 +957,40 @@ func (c *Cluster) autoCreateTopic(name string) error {
 			return fmt.Errorf("%w: topic %q was created but this broker has not caught up yet", kerr.LeaderNotAvailable, name)
 		}
 	}
+}
+
+// createTopicAnywhere creates name with the defaults: here on the
+// controller, through the controller elsewhere.
+func (c *Cluster) createTopicAnywhere(ctx context.Context, name string) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 4
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	req.Topics = append(req.Topics, rt)
+	raw, forwarded, err := c.Forward(ctx, req, false)
+	switch {
+	case err != nil:
+		return err
+	case !forwarded:
+		nt := admin.NewTopic{Name: name, Partitions: -1, ReplicationFactor: -1}
+		if err := nt.Check(); err != nil {
+			return err
+		}
+		_, err := c.CreateTopic(ctx, nt, false)
+		return err
+	}
+	resp := raw.(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("%w: the controller answered %d topics for one", kerr.UnknownServerError, len(resp.Topics))
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		err := kerr.ErrorForCode(code)
+		if m := resp.Topics[0].ErrorMessage; m != nil {
+			return fmt.Errorf("%w: %s", err, *m)
+		}
+		return err
+	}
+	return nil
 }
 
 // allocateProducerIDs takes a block of producer ids from the controller

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -68,58 +69,21 @@ func TestElectionChanges(t *testing.T) {
 	}
 }
 
-// errorResponse answers every item of every admin and internal request.
-func TestErrorResponseCoversEveryItem(t *testing.T) {
-	code := kerr.NotController
-	ct := kmsg.NewPtrCreateTopicsRequest()
-	ct.Topics = make([]kmsg.CreateTopicsRequestTopic, 2)
-	if r := errorResponse(ct, code, "x").(*kmsg.CreateTopicsResponse); len(r.Topics) != 2 || r.Topics[1].ErrorCode != code.Code {
-		t.Errorf("CreateTopics: %+v", r.Topics)
-	}
-	dt := kmsg.NewPtrDeleteTopicsRequest()
-	dt.TopicNames = []string{"a", "b"}
-	if r := errorResponse(dt, code, "x").(*kmsg.DeleteTopicsResponse); len(r.Topics) != 2 || *r.Topics[1].Topic != "b" || r.Topics[1].ErrorCode != code.Code {
-		t.Errorf("DeleteTopics v0: %+v", r.Topics)
-	}
-	dt6 := kmsg.NewPtrDeleteTopicsRequest()
-	dt6.Version = 6
-	dt6.Topics = make([]kmsg.DeleteTopicsRequestTopic, 3)
-	if r := errorResponse(dt6, code, "x").(*kmsg.DeleteTopicsResponse); len(r.Topics) != 3 {
-		t.Errorf("DeleteTopics v6: %+v", r.Topics)
-	}
-	cp := kmsg.NewPtrCreatePartitionsRequest()
-	cp.Topics = make([]kmsg.CreatePartitionsRequestTopic, 1)
-	if r := errorResponse(cp, code, "x").(*kmsg.CreatePartitionsResponse); len(r.Topics) != 1 || r.Topics[0].ErrorCode != code.Code {
-		t.Errorf("CreatePartitions: %+v", r.Topics)
-	}
-	ac := kmsg.NewPtrAlterConfigsRequest()
-	ac.Resources = make([]kmsg.AlterConfigsRequestResource, 2)
-	if r := errorResponse(ac, code, "x").(*kmsg.AlterConfigsResponse); len(r.Resources) != 2 || r.Resources[0].ErrorCode != code.Code {
-		t.Errorf("AlterConfigs: %+v", r.Resources)
-	}
-	ic := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	ic.Resources = make([]kmsg.IncrementalAlterConfigsRequestResource, 2)
-	if r := errorResponse(ic, code, "x").(*kmsg.IncrementalAlterConfigsResponse); len(r.Resources) != 2 || r.Resources[1].ErrorCode != code.Code {
-		t.Errorf("IncrementalAlterConfigs: %+v", r.Resources)
-	}
-	if r := errorResponse(kmsg.NewPtrBrokerRegistrationRequest(), code, "x").(*kmsg.BrokerRegistrationResponse); r.ErrorCode != code.Code || r.BrokerEpoch != -1 {
+// internalError answers every internal request with the error's code,
+// no epoch and fenced.
+func TestInternalErrorAnswers(t *testing.T) {
+	err := fmt.Errorf("%w: x", kerr.NotController)
+	code := kerr.NotController.Code
+	if r := internalError(kmsg.NewPtrBrokerRegistrationRequest(), err).(*kmsg.BrokerRegistrationResponse); r.ErrorCode != code || r.BrokerEpoch != -1 {
 		t.Errorf("BrokerRegistration: %+v", r)
 	}
-	if r := errorResponse(kmsg.NewPtrBrokerHeartbeatRequest(), code, "x").(*kmsg.BrokerHeartbeatResponse); r.ErrorCode != code.Code || !r.IsFenced {
+	if r := internalError(kmsg.NewPtrBrokerHeartbeatRequest(), err).(*kmsg.BrokerHeartbeatResponse); r.ErrorCode != code || !r.IsFenced {
 		t.Errorf("BrokerHeartbeat: %+v", r)
 	}
-	if r := errorResponse(kmsg.NewPtrAllocateProducerIDsRequest(), code, "x").(*kmsg.AllocateProducerIDsResponse); r.ErrorCode != code.Code {
+	if r := internalError(kmsg.NewPtrAllocateProducerIDsRequest(), err).(*kmsg.AllocateProducerIDsResponse); r.ErrorCode != code {
 		t.Errorf("AllocateProducerIds: %+v", r)
 	}
-}
-
-// Names that are, or collide with, the cluster's internal topics are
-// refused.
-func TestInternalNameCollision(t *testing.T) {
-	for name, want := range map[string]bool{"__consumer_offsets": true, "__consumer.offsets": true, "__Consumer_Offsets": true, "consumer_offsets": false, "orders": false,
-		"__transaction_state": true, "__transaction.state": true, "transaction_state": false} {
-		if got := isInternalName(name); got != want {
-			t.Errorf("isInternalName(%q) = %v, want %v", name, got, want)
-		}
+	if r := internalError(kmsg.NewPtrAlterPartitionRequest(), err).(*kmsg.AlterPartitionResponse); r.ErrorCode != code {
+		t.Errorf("AlterPartition: %+v", r)
 	}
 }

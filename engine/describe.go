@@ -43,7 +43,12 @@ type ConfigEntry struct {
 // DescribeTopicConfig lists every config of t with its effective value and
 // where it comes from.
 func (e *Engine) DescribeTopicConfig(t *Topic) []ConfigEntry {
-	cfg := t.Config()
+	return e.DescribeConfigs(t.Config().overrides)
+}
+
+// DescribeConfigs describes the configs of a topic with overrides, as
+// DescribeTopicConfig does.
+func (e *Engine) DescribeConfigs(overrides map[string]string) []ConfigEntry {
 	e.mu.RLock()
 	dynamic := map[string]string{}
 	for k, v := range e.meta.BrokerConfigs {
@@ -53,7 +58,7 @@ func (e *Engine) DescribeTopicConfig(t *Topic) []ConfigEntry {
 	var out []ConfigEntry
 	for _, d := range TopicConfigDefs() {
 		ent := ConfigEntry{Name: d.Name, Type: d.Type, Doc: d.Doc, ReadOnly: d.ReadOnly}
-		if v, ok := cfg.overrides[d.Name]; ok {
+		if v, ok := overrides[d.Name]; ok {
 			ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.Name, v, SourceTopic})
 		}
 		if v, ok := dynamic[d.Name]; ok {

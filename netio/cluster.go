@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/metadata"
@@ -22,12 +22,15 @@ import (
 //     replicated image (every unfenced broker at its advertised address,
 //     leaders, replicas and ISR, the Raft leader as controller).
 //   - Admin requests (CreateTopics, DeleteTopics, CreatePartitions,
-//     AlterConfigs, IncrementalAlterConfigs) and the internal ones
-//     (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds) go to
-//     Cluster.Admin: the controller proposes the change to the quorum,
-//     another broker forwards the request to the controller (KIP-590
-//     style), except a request that was itself forwarded (client id
+//     AlterConfigs, IncrementalAlterConfigs) take the path of a single
+//     broker (admin.go), with the cluster as their admin.Service: the
+//     controller proposes the change to the quorum, another broker
+//     forwards the request to the controller (KIP-590 style), except a
+//     request that was itself forwarded (client id
 //     kwire.ForwardClientID), which gets NOT_CONTROLLER.
+//   - The internal requests (BrokerRegistration, BrokerHeartbeat,
+//     AllocateProducerIds, AlterPartition) go to Cluster.Admin, which
+//     forwards them the same way.
 //   - Produce and Fetch need nothing here: the engine knows every topic,
 //     has logs only for the partitions this broker replicates, and serves
 //     clients only where the publisher made it leader (others answer
@@ -43,9 +46,12 @@ type Cluster interface {
 	// ControllerID is the controller's (Raft leader's) node id, -1 when
 	// none is known.
 	ControllerID() int32
-	// Admin answers an admin or internal request: proposed on the
-	// controller, forwarded to it elsewhere (unless forwarded is set:
-	// then NOT_CONTROLLER).
+	// Service is the admin requests' side in cluster mode (admin.go):
+	// the controller proposes their changes.
+	admin.Service
+	// Admin answers an internal request: proposed on the controller,
+	// forwarded to it elsewhere (unless forwarded is set: then
+	// NOT_CONTROLLER).
 	Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response
 	// CoordinatorFor is the broker that coordinates group, -1 when none
 	// does (yet).
@@ -55,8 +61,9 @@ type Cluster interface {
 	TxnCoordinatorFor(id string) int32
 	// Forward sends req to the controller and returns its answer and
 	// true; false on the controller, which handles req itself.
-	// forwarded: req was itself forwarded here (then NOT_CONTROLLER).
-	Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool)
+	// forwarded: req was itself forwarded here (then an error wrapping
+	// NOT_CONTROLLER, as when no controller can be reached).
+	Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool, error)
 	// CaughtUp reports whether this broker's image holds everything
 	// committed before it registered (false right after a start: Raft
 	// may still be replaying, and a topic missing from the image may
@@ -70,24 +77,6 @@ type Cluster interface {
 	MayLead() bool
 }
 
-// clusterAdminTimeout bounds one admin request in cluster mode (a
-// forward, a proposal and its commit).
-const clusterAdminTimeout = 30 * time.Second
-
-// clusterAdmin answers an admin request through Cluster.Admin; it reports
-// whether it did (false: single node, the caller handles it).
-func (s *Server) clusterAdmin(r *request, req kmsg.Request) bool {
-	cl := s.cfg.Cluster
-	if cl == nil {
-		return false
-	}
-	if s.authorizedAdmin(r, req) {
-		return true
-	}
-	r.respond(s.adminCall(r, req))
-	return true
-}
-
 // forwardToController answers req with the controller's answer when in
 // cluster mode on a broker that is not the controller; it reports
 // whether it did (false: handle req here). The caller has checked its
@@ -99,7 +88,12 @@ func (s *Server) forwardToController(r *request, req kmsg.Request) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
-	resp, ok := cl.Forward(ctx, req, clientName(r) == kwire.ForwardClientID)
+	resp, ok, err := cl.Forward(ctx, req, clientName(r) == kwire.ForwardClientID)
+	if err != nil {
+		r.failed = true
+		r.respond(adminError(req, err))
+		return true
+	}
 	if ok {
 		r.respond(resp)
 	}
@@ -152,7 +146,9 @@ func handleClusterInternal(s *Server, r *request) frameOutcome {
 		r.respond(internalDenied(req))
 		return frameDone
 	}
-	s.clusterAdmin(r, req)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	r.respond(s.cfg.Cluster.Admin(ctx, req, clientName(r) == kwire.ForwardClientID))
 	return frameDone
 }
 

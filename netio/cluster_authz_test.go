@@ -12,13 +12,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/metrics"
 	"github.com/ringlog/ringlog/security"
 )
 
-// adminCluster is a Cluster whose controller answers DeleteTopics from
-// its image, recording what it was asked.
+// adminCluster is a Cluster on a broker that is not the controller:
+// the controller it forwards to answers DeleteTopics from its image,
+// recording what it was asked.
 type adminCluster struct {
 	catchUpCluster
 	img *metadata.Image
@@ -28,7 +30,14 @@ type adminCluster struct {
 
 func (f *adminCluster) Image() *metadata.Image { return f.img }
 
-func (f *adminCluster) Admin(_ context.Context, req kmsg.Request, _ bool) kmsg.Response {
+func (f *adminCluster) TopicByID(id [16]byte) (admin.Topic, bool) {
+	if t := f.img.TopicByID(metadata.UUID(id)); t != nil {
+		return admin.Topic{Name: t.Name, ID: t.ID}, true
+	}
+	return admin.Topic{}, false
+}
+
+func (f *adminCluster) Forward(_ context.Context, req kmsg.Request, _ bool) (kmsg.Response, bool, error) {
 	dt := req.(*kmsg.DeleteTopicsRequest)
 	f.mu.Lock()
 	f.got = append(f.got, dt)
@@ -61,7 +70,7 @@ func (f *adminCluster) Admin(_ context.Context, req kmsg.Request, _ bool) kmsg.R
 			answer(t.Topic, t.TopicID)
 		}
 	}
-	return resp
+	return resp, true, nil
 }
 
 // TestClusterDeleteTopicsIsNoExistenceOracle: in cluster mode with the
@@ -91,7 +100,7 @@ func TestClusterDeleteTopicsIsNoExistenceOracle(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	cl := &adminCluster{img: img}
-	s := &Server{cfg: Config{Protocol: SSL, Cluster: cl, Security: Security{Authorizer: security.NewAuthorizer(store, nil)}},
+	s := &Server{cfg: Config{Protocol: SSL, Cluster: cl, Security: Security{Authorizer: security.NewAuthorizer(store, nil)}}, admin: cl,
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(APIs()...)}
 
 	// deleteTopics runs DeleteTopics at version v as principal and

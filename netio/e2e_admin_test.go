@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/admintest"
 )
 
 func e2eStr(s string) *string { return &s }
@@ -118,6 +119,14 @@ const (
 
 // TestE2ETopicAdmin runs topic creation, description, configuration,
 // partition growth and deletion through kadm, with the errors Kafka gives.
+// TestAdminCases runs the admin cases a cluster answers alike
+// (cmd/ringlog's TestClusterThreeBrokers runs them there) on a single
+// broker.
+func TestAdminCases(t *testing.T) {
+	b := startBroker(t)
+	admintest.Run(t, testCtx(t, time.Minute), b.client(), "single")
+}
+
 func TestE2ETopicAdmin(t *testing.T) {
 	b := startBroker(t, withEngine(func(c *engine.Config) { c.AutoCreateTopics = false; c.DefaultPartitions = 2 }))
 	ctx := testCtx(t, 30*time.Second)

@@ -1,21 +1,24 @@
 package netio
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/admin"
 )
 
 // CreateTopics, key 19, versions 0-7.
 //
+//   - The same path in cluster mode (admin.go): the controller creates,
+//     another broker forwards.
 //   - NumPartitions and ReplicationFactor -1 (v4+) take the broker
-//     defaults; a replication factor other than 1 gets
-//     INVALID_REPLICATION_FACTOR (one broker).
-//   - A manual assignment is accepted when every partition's replicas are
-//     exactly this broker.
+//     defaults; a replication factor larger than the live brokers gets
+//     INVALID_REPLICATION_FACTOR.
+//   - A manual assignment names partitions 0 to n-1 once each, every one
+//     with the same number of live, distinct brokers.
 //   - Names follow Kafka's rules; a name that differs from an existing one
 //     only in '.' versus '_' or in letter case is refused with
 //     INVALID_TOPIC_EXCEPTION (they would collide).
@@ -31,74 +34,81 @@ func handleCreateTopics(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
-	if s.clusterAdmin(r, req) {
-		return frameDone
-	}
-	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
-	for _, rt := range req.Topics {
+	answer := func(rt kmsg.CreateTopicsRequestTopic, t admin.Topic, err error) kmsg.CreateTopicsResponseTopic {
 		tr := kmsg.NewCreateTopicsResponseTopic()
 		tr.Topic = rt.Topic
 		tr.NumPartitions, tr.ReplicationFactor = -1, -1
-		var err error = kerr.TopicAuthorizationFailed
-		if r.mayCreateTopic(rt.Topic) {
-			err = s.createTopic(&rt, req.ValidateOnly, seen[rt.Topic] > 1, &tr)
-		}
 		if err != nil {
-			tr.ErrorCode = errCode(err)
-			tr.ErrorMessage = errMessage(err)
+			tr.ErrorCode, tr.ErrorMessage = errCode(err), errMessage(err)
 			r.failed = true
+			return tr
 		}
-		resp.Topics = append(resp.Topics, tr)
+		tr.TopicID, tr.NumPartitions, tr.ReplicationFactor = t.ID, t.Partitions, t.ReplicationFactor
+		if r.version >= 5 {
+			for _, ent := range s.eng.DescribeConfigs(t.Configs) {
+				v := ent.Value
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.Value, c.ReadOnly, c.Source, c.IsSensitive = ent.Name, &v, ent.ReadOnly, int8(ent.Source), ent.Sensitive
+				tr.Configs = append(tr.Configs, c)
+			}
+		}
+		return tr
 	}
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	resp.Topics = adminEntries(r, req.Topics,
+		func(rt kmsg.CreateTopicsRequestTopic) (func(context.Context) kmsg.CreateTopicsResponseTopic, kmsg.CreateTopicsResponseTopic) {
+			var nt admin.NewTopic
+			err := error(kerr.TopicAuthorizationFailed)
+			if r.mayCreateTopic(rt.Topic) {
+				nt, err = newTopicOf(&rt, seen[rt.Topic] > 1)
+			}
+			if err != nil {
+				return nil, answer(rt, admin.Topic{}, err)
+			}
+			return func(ctx context.Context) kmsg.CreateTopicsResponseTopic {
+				t, err := s.admin.CreateTopic(ctx, nt, req.ValidateOnly)
+				return answer(rt, t, err)
+			}, kmsg.CreateTopicsResponseTopic{}
+		},
+		func(ctx context.Context, sub []kmsg.CreateTopicsRequestTopic) ([]kmsg.CreateTopicsResponseTopic, bool, error) {
+			c := *req
+			c.Topics = sub
+			resp, ok, err := forwardAdmin[*kmsg.CreateTopicsResponse](s, r, ctx, &c)
+			if !ok {
+				return nil, false, err
+			}
+			return resp.Topics, true, nil
+		},
+		func(rt kmsg.CreateTopicsRequestTopic, err error) kmsg.CreateTopicsResponseTopic {
+			return answer(rt, admin.Topic{}, err)
+		})
 	r.respond(resp)
 	return frameDone
 }
 
-func (s *Server) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly, duplicate bool, tr *kmsg.CreateTopicsResponseTopic) error {
+// newTopicOf is one topic of a CreateTopics request, checked.
+func newTopicOf(rt *kmsg.CreateTopicsRequestTopic, duplicate bool) (admin.NewTopic, error) {
 	if duplicate {
-		return fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
+		return admin.NewTopic{}, fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
 	}
-	partitions, rf := rt.NumPartitions, rt.ReplicationFactor
+	nt := admin.NewTopic{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor, Configs: map[string]string{}}
 	if len(rt.ReplicaAssignment) > 0 {
-		if partitions != -1 || rf != -1 {
-			return fmt.Errorf("%w: give either a replica assignment or partition count and replication factor", kerr.InvalidRequest)
-		}
+		nt.Assignment = make([][]int32, len(rt.ReplicaAssignment))
 		for _, a := range rt.ReplicaAssignment {
-			if len(a.Replicas) != 1 || a.Replicas[0] != s.eng.NodeID() {
-				return fmt.Errorf("%w: partition %d assigned to %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Partition, a.Replicas, s.eng.NodeID())
+			if a.Partition < 0 || int(a.Partition) >= len(nt.Assignment) || nt.Assignment[a.Partition] != nil {
+				return admin.NewTopic{}, fmt.Errorf("%w: the assignment must name partitions 0 to %d once each", kerr.InvalidReplicaAssignment, len(nt.Assignment)-1)
 			}
+			nt.Assignment[a.Partition] = append([]int32{}, a.Replicas...)
 		}
-		partitions, rf = int32(len(rt.ReplicaAssignment)), 1
 	}
-	configs := map[string]string{}
 	for _, c := range rt.Configs {
-		if c.Value == nil {
-			continue
-		}
-		configs[c.Name] = *c.Value
-	}
-	t, err := s.eng.CreateTopic(engine.CreateTopicRequest{
-		Name: rt.Topic, Partitions: partitions, ReplicationFactor: rf, Configs: configs, ValidateOnly: validateOnly,
-	})
-	if err != nil {
-		return err
-	}
-	if partitions == -1 {
-		partitions = s.eng.DefaultPartitions()
-	}
-	tr.NumPartitions, tr.ReplicationFactor = partitions, 1
-	if t != nil {
-		tr.TopicID = t.ID
-		for _, ent := range s.eng.DescribeTopicConfig(t) {
-			v := ent.Value
-			c := kmsg.NewCreateTopicsResponseTopicConfig()
-			c.Name, c.Value, c.ReadOnly, c.Source, c.IsSensitive = ent.Name, &v, ent.ReadOnly, int8(ent.Source), ent.Sensitive
-			tr.Configs = append(tr.Configs, c)
+		if c.Value != nil {
+			nt.Configs[c.Name] = *c.Value
 		}
 	}
-	return nil
+	return nt, nt.Check()
 }

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,6 +12,8 @@ import (
 
 // DeleteTopics, key 20, versions 0-6.
 //
+//   - The same path in cluster mode (admin.go): the controller deletes,
+//     another broker forwards.
 //   - By name (v0-5) or by name or id (v6). The topic disappears from
 //     metadata at once; its partitions' logs are closed by their shards and
 //     their directories removed in the background.
@@ -32,68 +35,92 @@ func handleDeleteTopics(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
-	if s.clusterAdmin(r, req) {
-		return frameDone
-	}
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	type target struct {
-		name *string
-		id   [16]byte
-	}
-	var targets []target
-	if r.version >= 6 {
-		for _, t := range req.Topics {
-			targets = append(targets, target{t.Topic, t.TopicID})
-		}
-	} else {
-		for _, n := range req.TopicNames {
-			n := n
-			targets = append(targets, target{name: &n})
-		}
-	}
-	for _, tg := range targets {
+	answer := func(name *string, id [16]byte, err error) kmsg.DeleteTopicsResponseTopic {
 		tr := kmsg.NewDeleteTopicsResponseTopic()
-		tr.Topic, tr.TopicID = tg.name, tg.id
-		var err error
-		switch {
-		case tg.name != nil && *tg.name != "":
-			name := *tg.name
-			t := s.eng.Topic(name)
-			switch {
-			case !r.topicAllowed(kmsg.ACLOperationDescribe, name):
-				// Whether it exists or not: nothing about it.
-				err = kerr.TopicAuthorizationFailed
-			case t == nil:
-				err = fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
-			case !r.topicAllowed(kmsg.ACLOperationDelete, name):
-				err = kerr.TopicAuthorizationFailed
-			default:
-				tr.TopicID = t.ID
-				err = s.eng.DeleteTopic(name)
-			}
-		case tg.id != [16]byte{}:
-			t := s.eng.TopicByID(engine.TopicID(tg.id))
-			switch {
-			case t == nil:
-				err = fmt.Errorf("%w: no topic has id %s", kerr.UnknownTopicID, engine.TopicID(tg.id))
-			case !r.topicAllowed(kmsg.ACLOperationDelete, t.Name):
-				err = kerr.TopicAuthorizationFailed
-				if r.topicAllowed(kmsg.ACLOperationDescribe, t.Name) {
-					tr.Topic = kmsg.StringPtr(t.Name)
-				}
-			default:
-				tr.Topic = kmsg.StringPtr(t.Name)
-				err = s.eng.DeleteTopic(t.Name)
-			}
-		default:
-			err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
-		}
+		tr.Topic, tr.TopicID = name, id
 		if err != nil {
-			tr.ErrorCode = errCode(err)
-			tr.ErrorMessage = errMessage(err)
+			tr.ErrorCode, tr.ErrorMessage = errCode(err), errMessage(err)
 			r.failed = true
 		}
-		resp.Topics = append(resp.Topics, tr)
+		return tr
+	}
+	prepare := func(t kmsg.DeleteTopicsRequestTopic) (func(context.Context) kmsg.DeleteTopicsResponseTopic, kmsg.DeleteTopicsResponseTopic) {
+		var name string
+		switch {
+		case t.Topic != nil && *t.Topic != "":
+			name = *t.Topic
+			if !r.topicAllowed(kmsg.ACLOperationDescribe, name) {
+				// Whether it exists or not: nothing about it.
+				return nil, answer(t.Topic, t.TopicID, kerr.TopicAuthorizationFailed)
+			}
+			if !r.topicAllowed(kmsg.ACLOperationDelete, name) {
+				// It may learn whether it exists.
+				if _, ok := s.admin.Topic(name); !ok {
+					return nil, answer(t.Topic, t.TopicID, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name))
+				}
+				return nil, answer(t.Topic, t.TopicID, kerr.TopicAuthorizationFailed)
+			}
+		case t.TopicID != [16]byte{}:
+			mt, ok := s.admin.TopicByID(t.TopicID)
+			switch {
+			case !ok:
+				return nil, answer(nil, t.TopicID, fmt.Errorf("%w: no topic has id %s", kerr.UnknownTopicID, engine.TopicID(t.TopicID)))
+			case !r.topicAllowed(kmsg.ACLOperationDelete, mt.Name):
+				// Its name only to whom may see it.
+				var shown *string
+				if r.topicAllowed(kmsg.ACLOperationDescribe, mt.Name) {
+					shown = kmsg.StringPtr(mt.Name)
+				}
+				return nil, answer(shown, t.TopicID, kerr.TopicAuthorizationFailed)
+			}
+			name = mt.Name
+		default:
+			return nil, answer(t.Topic, t.TopicID, fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest))
+		}
+		return func(ctx context.Context) kmsg.DeleteTopicsResponseTopic {
+			id, err := s.admin.DeleteTopic(ctx, name, t.TopicID)
+			if err != nil {
+				id = t.TopicID
+			}
+			return answer(kmsg.StringPtr(name), id, err)
+		}, kmsg.DeleteTopicsResponseTopic{}
+	}
+	failed := func(t kmsg.DeleteTopicsRequestTopic, err error) kmsg.DeleteTopicsResponseTopic {
+		return answer(t.Topic, t.TopicID, err)
+	}
+	if r.version >= 6 {
+		resp.Topics = adminEntries(r, req.Topics, prepare,
+			func(ctx context.Context, sub []kmsg.DeleteTopicsRequestTopic) ([]kmsg.DeleteTopicsResponseTopic, bool, error) {
+				c := *req
+				c.Topics = sub
+				resp, ok, err := forwardAdmin[*kmsg.DeleteTopicsResponse](s, r, ctx, &c)
+				if !ok {
+					return nil, false, err
+				}
+				return resp.Topics, true, nil
+			}, failed)
+	} else {
+		// v0-5 name topics only; as v6 topics, for prepare.
+		byName := func(n string) kmsg.DeleteTopicsRequestTopic {
+			t := kmsg.NewDeleteTopicsRequestTopic()
+			t.Topic = kmsg.StringPtr(n)
+			return t
+		}
+		resp.Topics = adminEntries(r, req.TopicNames,
+			func(n string) (func(context.Context) kmsg.DeleteTopicsResponseTopic, kmsg.DeleteTopicsResponseTopic) {
+				return prepare(byName(n))
+			},
+			func(ctx context.Context, sub []string) ([]kmsg.DeleteTopicsResponseTopic, bool, error) {
+				c := *req
+				c.TopicNames = sub
+				resp, ok, err := forwardAdmin[*kmsg.DeleteTopicsResponse](s, r, ctx, &c)
+				if !ok {
+					return nil, false, err
+				}
+				return resp.Topics, true, nil
+			},
+			func(n string, err error) kmsg.DeleteTopicsResponseTopic { return failed(byName(n), err) })
 	}
 	r.respond(resp)
 	return frameDone

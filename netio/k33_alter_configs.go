@@ -1,11 +1,13 @@
 package netio
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
 )
 
@@ -16,6 +18,8 @@ import (
 //     overrides; every config not named goes back to its default.
 //   - Broker resources: the given broker defaults are set (the others are
 //     kept: the broker has settings this request cannot express).
+//   - The same path in cluster mode (admin.go), where the broker defaults
+//     are the cluster-wide ones (an empty broker name).
 //   - ValidateOnly checks and changes nothing.
 
 func handleAlterConfigs(s *Server, r *request) frameOutcome {
@@ -24,46 +28,77 @@ func handleAlterConfigs(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
-	if s.clusterAdmin(r, req) {
-		return frameDone
-	}
-	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	for _, rr := range req.Resources {
-		res := kmsg.NewAlterConfigsResponseResource()
-		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		set := map[string]*string{}
-		var err error
-		for _, c := range rr.Configs {
-			key := c.Name
-			if rr.ResourceType == kmsg.ConfigResourceTypeBroker {
-				if key, err = engine.TopicKeyForBrokerKey(c.Name); err != nil {
-					break
-				}
-			}
-			set[key] = c.Value
-		}
-		if err == nil && !r.configAllowed(kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName) {
-			err = configAuthError(rr.ResourceType)
-		}
-		if err == nil {
-			switch rr.ResourceType {
-			case kmsg.ConfigResourceTypeTopic:
-				err = s.eng.AlterTopicConfig(rr.ResourceName, set, true, req.ValidateOnly)
-			case kmsg.ConfigResourceTypeBroker:
-				if err = s.checkBrokerName(rr.ResourceName); err == nil {
-					err = s.eng.AlterBrokerDefaults(set, req.ValidateOnly)
-				}
-			default:
-				err = fmt.Errorf("%w: resource type %d cannot be altered", kerr.InvalidRequest, rr.ResourceType)
-			}
-		}
+	answer := func(rr kmsg.AlterConfigsRequestResource, err error) kmsg.AlterConfigsResponseResource {
+		out := kmsg.NewAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
 		if err != nil {
-			res.ErrorCode = errCode(err)
-			res.ErrorMessage = errMessage(err)
+			out.ErrorCode, out.ErrorMessage = errCode(err), errMessage(err)
 			r.failed = true
 		}
-		resp.Resources = append(resp.Resources, res)
+		return out
 	}
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	resp.Resources = adminEntries(r, req.Resources,
+		func(rr kmsg.AlterConfigsRequestResource) (func(context.Context) kmsg.AlterConfigsResponseResource, kmsg.AlterConfigsResponseResource) {
+			if !r.configAllowed(kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName) {
+				return nil, answer(rr, configAuthError(rr.ResourceType))
+			}
+			ch, keyOf, err := s.configChangeOf(rr.ResourceType, rr.ResourceName)
+			// The legacy AlterConfigs replaces a topic's overrides; the
+			// broker keeps the defaults not named (it has settings this
+			// request cannot express).
+			ch.Replace = ch.Type == admin.TopicConfigs
+			for _, c := range rr.Configs {
+				if err != nil {
+					break
+				}
+				op := admin.ConfigOp{Kind: admin.Delete}
+				if op.Key, err = keyOf(c.Name); c.Value != nil {
+					op.Kind, op.Value = admin.Set, *c.Value
+				}
+				ch.Ops = append(ch.Ops, op)
+			}
+			if err == nil {
+				err = ch.Check()
+			}
+			if err != nil {
+				return nil, answer(rr, err)
+			}
+			return func(ctx context.Context) kmsg.AlterConfigsResponseResource {
+				return answer(rr, s.admin.AlterConfigs(ctx, ch, req.ValidateOnly))
+			}, kmsg.AlterConfigsResponseResource{}
+		},
+		func(ctx context.Context, sub []kmsg.AlterConfigsRequestResource) ([]kmsg.AlterConfigsResponseResource, bool, error) {
+			c := *req
+			c.Resources = sub
+			resp, ok, err := forwardAdmin[*kmsg.AlterConfigsResponse](s, r, ctx, &c)
+			if !ok {
+				return nil, false, err
+			}
+			return resp.Resources, true, nil
+		}, answer)
 	r.respond(resp)
 	return frameDone
+}
+
+// configChangeOf starts the change of a config resource: topics, and the
+// brokers' defaults (a broker resource named "" or, on a single broker,
+// its own id; cluster mode replicates no per-broker settings). keyOf
+// turns a config name of the request into a topic config key: broker
+// defaults are named by their broker keys (log.retention.ms).
+func (s *Server) configChangeOf(typ kmsg.ConfigResourceType, name string) (ch admin.ConfigChange, keyOf func(string) (string, error), err error) {
+	keyOf = func(k string) (string, error) { return k, nil }
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		return admin.ConfigChange{Type: admin.TopicConfigs, Name: name}, keyOf, nil
+	case kmsg.ConfigResourceTypeBroker:
+		if name != "" && s.cfg.Cluster != nil {
+			return ch, keyOf, fmt.Errorf("%w: per-broker configs are not available in cluster mode; alter the cluster-wide default (an empty broker name)", kerr.InvalidRequest)
+		}
+		if err := s.checkBrokerName(name); err != nil {
+			return ch, keyOf, err
+		}
+		return admin.ConfigChange{Type: admin.BrokerDefaults}, engine.TopicKeyForBrokerKey, nil
+	}
+	return ch, keyOf, fmt.Errorf("%w: resource type %d cannot be altered (use 2 for topics, 4 for the broker)", kerr.InvalidRequest, typ)
 }

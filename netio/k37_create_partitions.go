@@ -1,10 +1,12 @@
 package netio
 
 import (
-	"fmt"
+	"context"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/admin"
 )
 
 // CreatePartitions, key 37, versions 0-3.
@@ -12,8 +14,10 @@ import (
 //   - Grows a topic to Count partitions; a count that is not larger is
 //     INVALID_PARTITIONS. Existing keys then hash to other partitions, as
 //     in Kafka.
-//   - An assignment is accepted when every new partition's replicas are
-//     exactly this broker.
+//   - The same path in cluster mode (admin.go): the controller creates,
+//     another broker forwards.
+//   - An assignment names the replicas of every new partition: live,
+//     distinct brokers, as many as the topic's partitions have.
 //   - ValidateOnly checks and creates nothing.
 //   - Without ALTER on the topic: TOPIC_AUTHORIZATION_FAILED, whether it
 //     exists or not (ALTER implies DESCRIBE, so the principal who may
@@ -25,34 +29,47 @@ func handleCreatePartitions(s *Server, r *request) frameOutcome {
 		r.closeMalformed(err)
 		return frameDone
 	}
-	if s.clusterAdmin(r, req) {
-		return frameDone
-	}
-	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	for _, rt := range req.Topics {
+	answer := func(rt kmsg.CreatePartitionsRequestTopic, err error) kmsg.CreatePartitionsResponseTopic {
 		tr := kmsg.NewCreatePartitionsResponseTopic()
 		tr.Topic = rt.Topic
-		var err error
-		if !r.topicAllowed(kmsg.ACLOperationAlter, rt.Topic) {
-			// Before anything else is checked, as in Kafka: the answer to
-			// a topic the principal may not alter says nothing more.
-			err = kerr.TopicAuthorizationFailed
-		}
-		for _, a := range rt.Assignment {
-			if err == nil && (len(a.Replicas) != 1 || a.Replicas[0] != s.eng.NodeID()) {
-				err = fmt.Errorf("%w: replicas %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Replicas, s.eng.NodeID())
-			}
-		}
-		if err == nil {
-			err = s.eng.CreatePartitions(rt.Topic, rt.Count, req.ValidateOnly)
-		}
 		if err != nil {
-			tr.ErrorCode = errCode(err)
-			tr.ErrorMessage = errMessage(err)
+			tr.ErrorCode, tr.ErrorMessage = errCode(err), errMessage(err)
 			r.failed = true
 		}
-		resp.Topics = append(resp.Topics, tr)
+		return tr
 	}
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	resp.Topics = adminEntries(r, req.Topics,
+		func(rt kmsg.CreatePartitionsRequestTopic) (func(context.Context) kmsg.CreatePartitionsResponseTopic, kmsg.CreatePartitionsResponseTopic) {
+			if !r.topicAllowed(kmsg.ACLOperationAlter, rt.Topic) {
+				// Before anything else is checked, as in Kafka: the
+				// answer to a topic the principal may not alter says
+				// nothing more.
+				return nil, answer(rt, kerr.TopicAuthorizationFailed)
+			}
+			np := admin.NewPartitions{Topic: rt.Topic, Count: rt.Count}
+			if rt.Assignment != nil {
+				np.Assignment = make([][]int32, 0, len(rt.Assignment))
+				for _, a := range rt.Assignment {
+					np.Assignment = append(np.Assignment, append([]int32{}, a.Replicas...))
+				}
+			}
+			if err := np.Check(); err != nil {
+				return nil, answer(rt, err)
+			}
+			return func(ctx context.Context) kmsg.CreatePartitionsResponseTopic {
+				return answer(rt, s.admin.CreatePartitions(ctx, np, req.ValidateOnly))
+			}, kmsg.CreatePartitionsResponseTopic{}
+		},
+		func(ctx context.Context, sub []kmsg.CreatePartitionsRequestTopic) ([]kmsg.CreatePartitionsResponseTopic, bool, error) {
+			c := *req
+			c.Topics = sub
+			resp, ok, err := forwardAdmin[*kmsg.CreatePartitionsResponse](s, r, ctx, &c)
+			if !ok {
+				return nil, false, err
+			}
+			return resp.Topics, true, nil
+		}, answer)
 	r.respond(resp)
 	return frameDone
 }

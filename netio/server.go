@@ -17,6 +17,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/fetchsession"
 	"github.com/ringlog/ringlog/internal/ratelog"
@@ -154,6 +155,7 @@ type Server struct {
 
 	cfg     Config
 	eng     *engine.Engine
+	admin   admin.Service // cfg.Cluster, or the engine's (admin.go)
 	logger  *slog.Logger
 	metrics *metrics.Metrics
 	pool    bufPool
@@ -246,6 +248,10 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, eng: eng, logger: cfg.Logger, metrics: cfg.Metrics,
 		booted: make(chan error, 1), stopped: make(chan struct{}), drained: make(chan struct{})}
+	s.admin = admin.ForEngine(eng)
+	if cfg.Cluster != nil {
+		s.admin = cfg.Cluster
+	}
 	s.fetchSessions = fetchsession.NewCache(cfg.FetchSessions, 0, fetchsession.Observer{
 		Sessions: cfg.Metrics.FetchSessions, Evictions: cfg.Metrics.FetchSessionEvictions,
 	})

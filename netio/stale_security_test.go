@@ -6,12 +6,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/security"
 )
 
-// catchUpCluster is a Cluster that only answers CaughtUp.
-type catchUpCluster struct{ caughtUp bool }
+// catchUpCluster is a Cluster that only answers CaughtUp (and has no
+// admin side).
+type catchUpCluster struct {
+	admin.Service
+	caughtUp bool
+}
 
 func (f *catchUpCluster) Image() *metadata.Image { return metadata.NewImage() }
 func (f *catchUpCluster) ControllerID() int32    { return -1 }
@@ -20,8 +25,8 @@ func (f *catchUpCluster) Admin(context.Context, kmsg.Request, bool) kmsg.Respons
 }
 func (f *catchUpCluster) CoordinatorFor(string) int32    { return -1 }
 func (f *catchUpCluster) TxnCoordinatorFor(string) int32 { return -1 }
-func (f *catchUpCluster) Forward(context.Context, kmsg.Request, bool) (kmsg.Response, bool) {
-	return nil, false
+func (f *catchUpCluster) Forward(context.Context, kmsg.Request, bool) (kmsg.Response, bool, error) {
+	return nil, false, nil
 }
 func (f *catchUpCluster) CaughtUp() bool { return f.caughtUp }
 func (f *catchUpCluster) MayLead() bool  { return true }

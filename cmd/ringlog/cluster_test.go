@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/cluster"
+	"github.com/ringlog/ringlog/internal/admintest"
 	"github.com/ringlog/ringlog/quorum"
 )
 
@@ -282,6 +283,9 @@ func TestClusterThreeBrokers(t *testing.T) {
 		!strings.Contains(*resp.Topics[0].ErrorMessage, "larger than the 3 available brokers") {
 		t.Fatalf("RF=4 with 3 brokers: want INVALID_REPLICATION_FACTOR naming the 3 brokers, got %v %+v", err, resp.Topics[0])
 	}
+	// The admin cases a single broker answers (netio's TestAdminCases),
+	// answered alike through a broker that forwards every one of them.
+	admintest.Run(t, ctx, direct, "forwarded")
 
 	v = c.converge(ctx, 3)
 	leaders := map[int32]bool{}

@@ -1,0 +1,124 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/engine"
+)
+
+// ForEngine is the Service of a single broker: every change is made by
+// e, which keeps it in its own metadata file. Replicas can only be e's
+// own node.
+func ForEngine(e *engine.Engine) Service { return engineService{e} }
+
+type engineService struct{ e *engine.Engine }
+
+func describeEngineTopic(t *engine.Topic) Topic {
+	return Topic{Name: t.Name, ID: t.ID, Internal: t.Internal, Partitions: int32(len(t.Partitions())),
+		ReplicationFactor: 1, Configs: t.Config().Overrides()}
+}
+
+func (s engineService) Topic(name string) (Topic, bool) {
+	if t := s.e.Topic(name); t != nil {
+		return describeEngineTopic(t), true
+	}
+	return Topic{}, false
+}
+
+func (s engineService) TopicByID(id [16]byte) (Topic, bool) {
+	if t := s.e.TopicByID(engine.TopicID(id)); t != nil {
+		return describeEngineTopic(t), true
+	}
+	return Topic{}, false
+}
+
+// onlyHere refuses replicas on any broker but this one.
+func (s engineService) onlyHere(as [][]int32, first int) error {
+	self := s.e.NodeID()
+	for i, reps := range as {
+		if len(reps) != 1 || reps[0] != self {
+			return fmt.Errorf("%w: partition %d assigned to %v; the only broker is %d", kerr.InvalidReplicaAssignment, first+i, reps, self)
+		}
+	}
+	return nil
+}
+
+func (s engineService) CreateTopic(_ context.Context, nt NewTopic, validateOnly bool) (Topic, error) {
+	req := engine.CreateTopicRequest{Name: nt.Name, Partitions: nt.Partitions, ReplicationFactor: nt.ReplicationFactor,
+		Configs: nt.Configs, ValidateOnly: validateOnly}
+	if nt.Assignment != nil {
+		if err := s.onlyHere(nt.Assignment, 0); err != nil {
+			return Topic{}, err
+		}
+		req.Partitions, req.ReplicationFactor = int32(len(nt.Assignment)), 1
+	}
+	t, err := s.e.CreateTopic(req)
+	if err != nil {
+		return Topic{}, err
+	}
+	if t != nil {
+		return describeEngineTopic(t), nil
+	}
+	if req.Partitions == -1 {
+		req.Partitions = s.e.DefaultPartitions()
+	}
+	return Topic{Name: nt.Name, Partitions: req.Partitions, ReplicationFactor: 1, Configs: nt.Configs}, nil
+}
+
+func (s engineService) DeleteTopic(_ context.Context, name string, id [16]byte) ([16]byte, error) {
+	t, ok := s.Topic(name)
+	if !ok {
+		return [16]byte{}, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, name)
+	}
+	if err := t.CheckID(id); err != nil {
+		return [16]byte{}, err
+	}
+	return t.ID, s.e.DeleteTopic(name)
+}
+
+func (s engineService) CreatePartitions(_ context.Context, p NewPartitions, validateOnly bool) error {
+	if p.Assignment != nil {
+		t := s.e.Topic(p.Topic)
+		if t == nil {
+			return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, p.Topic)
+		}
+		cur := int32(len(t.Partitions()))
+		if err := p.CheckAssignment(cur, 1); err != nil {
+			return err
+		}
+		if err := s.onlyHere(p.Assignment, int(cur)); err != nil {
+			return err
+		}
+	}
+	return s.e.CreatePartitions(p.Topic, p.Count, validateOnly)
+}
+
+func (s engineService) AlterConfigs(_ context.Context, c ConfigChange, validateOnly bool) error {
+	if c.Type == BrokerDefaults {
+		current := s.e.BrokerConfigs()
+		set, err := c.Resolve(current, func(k string) string {
+			if v, ok := current[k]; ok {
+				return v
+			}
+			d, _ := engine.LookupTopicConfig(k)
+			return d.Default
+		})
+		if err != nil {
+			return err
+		}
+		return s.e.AlterBrokerDefaults(set, validateOnly)
+	}
+	t := s.e.Topic(c.Name)
+	if t == nil {
+		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, c.Name)
+	}
+	cfg := t.Config()
+	set, err := c.Resolve(cfg.Overrides(), func(k string) string { v, _ := cfg.Get(k); return v })
+	if err != nil {
+		return err
+	}
+	return s.e.AlterTopicConfig(c.Name, set, false, validateOnly)
+}
