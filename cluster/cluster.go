@@ -123,6 +123,10 @@ type Config struct {
 	// ControllerAddr is where the Raft listener binds (--controller-addr);
 	// empty: this node's address in Voters.
 	ControllerAddr string
+	// RaftListener, if set, is the Raft listener, bound by the caller
+	// (tests: bound before the voters are known, so no port is raced
+	// for); the node owns it from Open on. It replaces ControllerAddr.
+	RaftListener net.Listener
 	// DataDir is the broker's data directory; the quorum node lives in
 	// its MetadataDir.
 	DataDir string
@@ -258,7 +262,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	}
 	node, err := quorum.Open(quorum.Config{
 		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, MetadataDir), Voters: cfg.Voters,
-		BindAddr: cfg.ControllerAddr, Logger: cfg.Logger, Dial: quorum.DialFunc(cfg.Dial), TLS: cfg.RaftTLS,
+		BindAddr: cfg.ControllerAddr, Listener: cfg.RaftListener, Logger: cfg.Logger, Dial: quorum.DialFunc(cfg.Dial), TLS: cfg.RaftTLS,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 	})
 	if err != nil {

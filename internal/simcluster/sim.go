@@ -1,0 +1,391 @@
+package simcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/metadata"
+)
+
+// Simulation drives a Cluster through random steps drawn from a seed:
+// acks=all produces, link faults (both directions, one direction, a
+// broker cut off from everyone, a client cut off from a broker, slow
+// links), heals, crashes and restarts; after every step it checks the
+// invariants (Check). The same seed draws the same steps.
+type Simulation struct {
+	C     *Cluster
+	Seed  uint64
+	Topic string
+	// Partitions and RF shape the topic the simulation writes.
+	Partitions int
+	RF         int16
+
+	rng *rand.Rand
+	// acked is every record acknowledged: its value → where.
+	acked map[string]position
+	// leaders is the leader seen for each partition and leader epoch.
+	leaders map[epochKey]int32
+	down    int32 // the node crashed or stopped, 0 when none
+	next    int   // the next record's number
+	// Log is one line per step taken, for the failure report.
+	Log []string
+}
+
+type position struct {
+	partition int32
+	offset    int64
+}
+
+type epochKey struct {
+	topic     string
+	partition int
+	epoch     int32
+}
+
+// NewSimulation creates the simulation's topic on c.
+func NewSimulation(ctx context.Context, c *Cluster, seed uint64) (*Simulation, error) {
+	s := &Simulation{C: c, Seed: seed, Topic: "sim", Partitions: 3, RF: 3,
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), acked: map[string]position{}, leaders: map[epochKey]int32{}}
+	if err := c.WaitController(ctx); err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(c.Client())
+	for {
+		res, err := adm.CreateTopic(ctx, int32(s.Partitions), s.RF, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, s.Topic)
+		if err == nil && res.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("simcluster: create %s: %v %v", s.Topic, err, res.Err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return s, nil
+}
+
+// Step takes step number i: one action drawn from the seed, then Check.
+func (s *Simulation) Step(ctx context.Context, i int) error {
+	desc := s.act(ctx)
+	s.Log = append(s.Log, fmt.Sprintf("%d: %s", i, desc))
+	if err := s.Check(); err != nil {
+		return fmt.Errorf("after step %d (%s): %w", i, desc, err)
+	}
+	return nil
+}
+
+// brokers are the broker ids.
+func (s *Simulation) brokers() []int32 {
+	var out []int32
+	for _, n := range s.C.Nodes() {
+		out = append(out, n.ID)
+	}
+	return out
+}
+
+// two distinct brokers.
+func (s *Simulation) two() (int32, int32) {
+	b := s.brokers()
+	i := s.rng.IntN(len(b))
+	j := (i + 1 + s.rng.IntN(len(b)-1)) % len(b)
+	return b[i], b[j]
+}
+
+// act draws and takes one action, and says what it did.
+func (s *Simulation) act(ctx context.Context) string {
+	n := s.C.Net
+	switch w := s.rng.IntN(20); {
+	case w < 7:
+		return s.produce(ctx, 1+s.rng.IntN(20))
+	case w < 8:
+		a, b := s.two()
+		n.Partition(a, b)
+		return fmt.Sprintf("partition %d and %d", a, b)
+	case w < 9:
+		a, b := s.two()
+		n.Cut(a, b)
+		return fmt.Sprintf("cut %d→%d", a, b)
+	case w < 10:
+		a, _ := s.two()
+		for _, b := range append(s.brokers(), Client) {
+			if b != a {
+				n.Partition(a, b)
+			}
+		}
+		return fmt.Sprintf("isolate %d", a)
+	case w < 11:
+		a, _ := s.two()
+		n.Partition(Client, a)
+		return fmt.Sprintf("cut the clients from %d", a)
+	case w < 12:
+		a, b := s.two()
+		d := time.Duration(10+s.rng.IntN(90)) * time.Millisecond
+		n.Delay(a, b, d)
+		return fmt.Sprintf("delay %d→%d by %v", a, b, d)
+	case w < 15:
+		n.Heal()
+		return "heal"
+	case w < 17:
+		if s.down != 0 {
+			id := s.down
+			if err := s.C.Restart(id); err != nil {
+				return fmt.Sprintf("restart %d: %v", id, err)
+			}
+			s.down = 0
+			return fmt.Sprintf("restart %d", id)
+		}
+		id, _ := s.two()
+		crash := s.rng.IntN(3) > 0
+		var err error
+		if crash {
+			err = s.C.Crash(id)
+		} else {
+			err = s.C.Stop(id)
+		}
+		s.down = id
+		what := map[bool]string{true: "crash", false: "stop"}[crash]
+		if err != nil {
+			return fmt.Sprintf("%s %d: %v", what, id, err)
+		}
+		return fmt.Sprintf("%s %d", what, id)
+	default:
+		d := time.Duration(100+s.rng.IntN(1900)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+		return fmt.Sprintf("wait %v", d)
+	}
+}
+
+// produce sends count records acks=all and remembers those acknowledged.
+func (s *Simulation) produce(ctx context.Context, count int) string {
+	recs := make([]*kgo.Record, count)
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: fmt.Appendf(nil, "s%d-%d", s.Seed, s.next)}
+		s.next++
+	}
+	// A client of its own, closed after 5 s: franz-go keeps records
+	// whose partition it cannot reach buffered past their context and
+	// delivery timeout; closing the client fails them.
+	cl, err := s.C.NewClient(kgo.DefaultProduceTopic(s.Topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(4*time.Second), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		return fmt.Sprintf("produce %d: no client: %v", count, err)
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stop := context.AfterFunc(pctx, cl.Close)
+	defer stop()
+	ok := 0
+	var firstErr error
+	for _, r := range cl.ProduceSync(pctx, recs...) {
+		if r.Err != nil {
+			if firstErr == nil {
+				firstErr = r.Err
+			}
+			continue
+		}
+		s.acked[string(r.Record.Value)] = position{r.Record.Partition, r.Record.Offset}
+		ok++
+	}
+	if firstErr != nil {
+		return fmt.Sprintf("produce %d: %d acknowledged (%v)", count, ok, firstErr)
+	}
+	return fmt.Sprintf("produce %d: all acknowledged", count)
+}
+
+// Check verifies, on every running broker: each partition's ISR is a
+// subset of its replicas and holds its leader; no two brokers ever named
+// different leaders for one leader epoch; a leader's high watermark is no
+// higher than the log end of any running in-sync replica.
+func (s *Simulation) Check() error {
+	var errs []error
+	for _, n := range s.C.Nodes() {
+		b := n.Broker()
+		if b == nil {
+			continue
+		}
+		img := b.Cluster().Image()
+		for _, t := range img.Topics() {
+			for i, p := range t.Partitions {
+				if !subset(p.ISR, p.Replicas) || len(p.ISR) == 0 {
+					errs = append(errs, fmt.Errorf("broker %d: %s-%d has ISR %v outside its replicas %v", n.ID, t.Name, i, p.ISR, p.Replicas))
+				}
+				if p.Leader != metadata.NoLeader && !slices.Contains(p.ISR, p.Leader) {
+					errs = append(errs, fmt.Errorf("broker %d: %s-%d is led by %d, not in its ISR %v", n.ID, t.Name, i, p.Leader, p.ISR))
+				}
+				if p.Leader == metadata.NoLeader {
+					continue
+				}
+				k := epochKey{t.Name, i, p.LeaderEpoch}
+				if prev, seen := s.leaders[k]; seen && prev != p.Leader {
+					errs = append(errs, fmt.Errorf("%s-%d leader epoch %d: broker %d's image names leader %d, an earlier image named %d", t.Name, i, p.LeaderEpoch, n.ID, p.Leader, prev))
+				}
+				s.leaders[k] = p.Leader
+			}
+		}
+		errs = append(errs, s.checkHighWatermarks(n.ID, b.Engine())...)
+	}
+	return errors.Join(errs...)
+}
+
+// checkHighWatermarks compares the high watermark of each partition eng
+// leads with the log ends of its running in-sync replicas (the high
+// watermark read first: log ends only grow past it).
+func (s *Simulation) checkHighWatermarks(id int32, eng *engine.Engine) []error {
+	var errs []error
+	for _, t := range eng.Topics() {
+		for _, p := range t.Partitions() {
+			if !p.Hosted() || p.Role() != engine.RoleLeader {
+				continue
+			}
+			hw, st := p.HighWatermark(), p.ReplicaState()
+			for _, m := range st.ISR {
+				end, ok := s.logEnd(m, t.Name, p.Index)
+				if ok && end < hw {
+					errs = append(errs, fmt.Errorf("%s: leader %d (epoch %d) has high watermark %d, in-sync replica %d's log ends at %d", p, id, st.LeaderEpoch, hw, m, end))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// logEnd is the log end of topic-partition on broker id, false when it
+// is down or has no log of it.
+func (s *Simulation) logEnd(id int32, topic string, partition int32) (int64, bool) {
+	b := s.C.Node(id).Broker()
+	if b == nil {
+		return 0, false
+	}
+	t := b.Engine().Topic(topic)
+	if t == nil {
+		return 0, false
+	}
+	p := t.Partition(partition)
+	if p == nil || !p.Hosted() {
+		return 0, false
+	}
+	l, err := p.Log()
+	if err != nil {
+		return 0, false
+	}
+	return l.EndOffset(), true
+}
+
+// Finish heals every link, restarts the node that is down, waits until
+// every replica is back in sync, and reads every partition from its start:
+// every record acknowledged must be there, at the offset it was
+// acknowledged at.
+func (s *Simulation) Finish(ctx context.Context) error {
+	s.C.Net.Heal()
+	if s.down != 0 {
+		if err := s.C.Restart(s.down); err != nil {
+			return err
+		}
+		s.down = 0
+	}
+	if err := s.C.WaitController(ctx); err != nil {
+		return err
+	}
+	if err := s.waitInSync(ctx); err != nil {
+		return err
+	}
+	if err := s.Check(); err != nil {
+		return err
+	}
+	ends, err := kadm.NewClient(s.C.Client()).ListEndOffsets(ctx, s.Topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("simcluster: end offsets of %s: %w", s.Topic, err)
+	}
+	left := map[int32]int64{} // partition → its end offset, until read
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl := s.C.Client(kgo.ConsumeTopics(s.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]position{}
+	for len(left) > 0 {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("simcluster: reading %s back: partitions %v not read to their ends: %w", s.Topic, left, ctx.Err())
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			if _, dup := got[string(r.Value)]; !dup {
+				got[string(r.Value)] = position{r.Partition, r.Offset}
+			}
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	var missing []string
+	for v, want := range s.acked {
+		if have, ok := got[v]; !ok || have != want {
+			missing = append(missing, fmt.Sprintf("%s (acknowledged at %d/%d, read at %v)", v, want.partition, want.offset, have))
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%d of %d acknowledged records lost or moved: %s", len(missing), len(s.acked), strings.Join(missing[:min(10, len(missing))], "; "))
+	}
+	return nil
+}
+
+// waitInSync waits until every partition of the topic has a leader and
+// every replica in its ISR, on every broker's image.
+func (s *Simulation) waitInSync(ctx context.Context) error {
+	for {
+		ok := true
+		for _, n := range s.C.Nodes() {
+			b := n.Broker()
+			if b == nil {
+				continue
+			}
+			t := b.Cluster().Image().Topic(s.Topic)
+			if t == nil {
+				ok = false
+				continue
+			}
+			for _, p := range t.Partitions {
+				if p.Leader == metadata.NoLeader || len(p.ISR) != len(p.Replicas) {
+					ok = false
+				}
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("simcluster: the replicas of %s did not all come back in sync: %w", s.Topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Acknowledged is how many records were acknowledged so far.
+func (s *Simulation) Acknowledged() int { return len(s.acked) }
+
+func subset(a, b []int32) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
