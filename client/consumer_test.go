@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/client"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 func newConsumer(t testing.TB, addr, group string, tps []client.TopicPartition, opts ...client.ConsumerOption) *client.Consumer {
@@ -192,13 +193,7 @@ func TestConsumerRunCommitInterval(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		<-handled
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for committed(t, b.Addr, "ticker", "tick", 0) != 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle consumer never committed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 5*time.Second, "the idle consumer to commit", func() bool { return committed(t, b.Addr, "ticker", "tick", 0) == 3 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)

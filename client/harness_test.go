@@ -15,6 +15,7 @@ import (
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/client"
 	"github.com/ringlog/ringlog/internal/brokertest"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // testBroker is a real broker in the test process (brokertest: the
@@ -255,18 +256,10 @@ const (
 // checkNoLeak waits until the process has no more goroutines than before.
 func checkNoLeak(t testing.TB, before int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= before {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines, %d before:\n%s", n, before, buf)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testenv.Eventually(3*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf)
 	}
 }
 

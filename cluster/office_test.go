@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/quorum"
 )
@@ -55,12 +56,7 @@ func openSingle(t *testing.T) *Cluster {
 	if _, _, err := c.node.WaitForLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for !c.node.IsLeader() {
-		if ctx.Err() != nil {
-			t.Fatal("the single voter did not lead")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 20*time.Second, "the single voter to lead", c.node.IsLeader)
 	return c
 }
 

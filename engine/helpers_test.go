@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -201,13 +202,7 @@ func holdShard(t testing.TB, s *Shard) (release func()) {
 // waitUntil polls cond until it holds, failing the test after 10 s.
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 10s waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, what, cond)
 }
 
 // testClock is a clock the test moves by hand (Config.Now).

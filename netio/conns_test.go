@@ -51,13 +51,7 @@ func waitClosed(t *testing.T, c net.Conn, d time.Duration) time.Duration {
 // after d: a wait for a state, not for a time.
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, d, what, cond)
 }
 
 // dialAPIVersions does one ApiVersions round trip on a fresh raw connection.

@@ -133,7 +133,7 @@ func TestE2EFetchSessionWire(t *testing.T) {
 			// on partition 1, still at its first position, wakes it.
 			parked := sessionFetch{id: sid, epoch: 3, offsets: map[int32]int64{2: 1}, maxWait: 10000}.request(name, id)
 			corr := rc.send(parked, v)
-			time.Sleep(100 * time.Millisecond)
+			e2eWaitFor(t, 5*time.Second, "the session's fetch to park", func() bool { return b.Kafka.ParkedFetches() > 0 })
 			start := time.Now()
 			other := b.e2eRaw()
 			other.t = t

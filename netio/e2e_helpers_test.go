@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -373,13 +374,7 @@ func e2eMetric(t testing.TB, b *testBroker, name, label string) float64 {
 // e2eWaitFor polls cond every 10 ms until it holds or d passes.
 func e2eWaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, d, what, cond)
 }
 
 // e2eDropProxy forwards Kafka connections to a broker, and for chosen

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // TestFetchLongPollEndsWithConnection: a fetch parked for MaxWaitMs (here
@@ -47,12 +48,8 @@ func TestFetchLongPollEndsWithConnection(t *testing.T) {
 		rcs = append(rcs, rc)
 	}
 	p := b.Eng.Topic("lp").Partition(0)
-	deadline := time.Now().Add(3 * time.Second)
-	for b.Kafka.ParkedFetches() < conns || p.Watchers() < conns {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d fetches parked, %d watching the partition, want %d", b.Kafka.ParkedFetches(), p.Watchers(), conns)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testenv.Eventually(3*time.Second, func() bool { return b.Kafka.ParkedFetches() >= conns && p.Watchers() >= conns }) {
+		t.Fatalf("%d fetches parked, %d watching the partition, want %d", b.Kafka.ParkedFetches(), p.Watchers(), conns)
 	}
 	// No goroutine per parked fetch (a few may come and go meanwhile).
 	if n := settle(); n > g0+conns/5 {
@@ -61,12 +58,8 @@ func TestFetchLongPollEndsWithConnection(t *testing.T) {
 	for _, rc := range rcs {
 		rc.c.Close()
 	}
-	deadline = time.Now().Add(3 * time.Second)
-	for b.Kafka.ParkedFetches() != 0 || p.Watchers() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("3s after closing %d connections with parked fetches, %d are still parked and %d watch the partition: the fetches outlive their connections", conns, b.Kafka.ParkedFetches(), p.Watchers())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testenv.Eventually(3*time.Second, func() bool { return b.Kafka.ParkedFetches() == 0 && p.Watchers() == 0 }) {
+		t.Fatalf("3s after closing %d connections with parked fetches, %d are still parked and %d watch the partition: the fetches outlive their connections", conns, b.Kafka.ParkedFetches(), p.Watchers())
 	}
 	h.check(t, "orphaned fetches")
 }

@@ -374,13 +374,7 @@ func TestScrubberFindsAFlippedByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for b.Eng.EngineStats().ScrubDamaged.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the scrubber did not find the flipped byte within 20 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e2eWaitFor(t, 20*time.Second, "the scrubber to find the flipped byte", func() bool { return b.Eng.EngineStats().ScrubDamaged.Load() > 0 })
 	rc := b.e2eRaw()
 	if fp := rc.rawFetch(12, "scrubbed", [16]byte{}, 0, sealed[0]); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
 		t.Fatalf("fetch before the damage: %v, %d bytes", kerr.ErrorForCode(fp.ErrorCode), len(fp.RecordBatches))

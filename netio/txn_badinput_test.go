@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -148,11 +149,7 @@ func TestTxnBadInput(t *testing.T) {
 	res = x.add("slow", pid3, epoch3, map[string][]int32{"bad-txn": {1}})
 	wantCode(t, "AddPartitions slow", res["bad-txn"][1], noError)
 	txns := b.Eng.Transactions()
-	deadline := time.Now().Add(10 * time.Second)
-	for txns.Timeouts.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if txns.Timeouts.Load() == 0 {
+	if !testenv.Eventually(10*time.Second, func() bool { return txns.Timeouts.Load() > 0 }) {
 		t.Fatal("the transaction past its timeout was not aborted")
 	}
 	wantCode(t, "EndTxn after the timeout", x.end("slow", pid3, epoch3, true), kerr.ProducerFenced)

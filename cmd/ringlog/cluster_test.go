@@ -27,6 +27,7 @@ import (
 
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/internal/admintest"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/quorum"
 )
 
@@ -159,7 +160,8 @@ func (c *testCluster) converge(ctx context.Context, want int) view {
 	c.t.Helper()
 	var last []view
 	var lastErr error
-	for ctx.Err() == nil {
+	var got view
+	if eventually(ctx, func() bool {
 		last, lastErr = nil, nil
 		for i, p := range c.procs {
 			if p == nil || p.exited() {
@@ -178,10 +180,13 @@ func (c *testCluster) converge(ctx context.Context, want int) view {
 				same = same && reflect.DeepEqual(v, last[0])
 			}
 			if same {
-				return last[0]
+				got = last[0]
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		return got
 	}
 	c.t.Fatalf("brokers did not converge on one metadata view with %d brokers: %+v (last error %v)", want, last, lastErr)
 	return view{}
@@ -439,12 +444,18 @@ func globDirs(dirs []string, pattern string) []string {
 // waitFor polls cond until it holds or ctx ends.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		if ctx.Err() != nil {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually(ctx, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
+}
+
+// eventually asks cond until it holds (true) or ctx ends (false).
+func eventually(ctx context.Context, cond func() bool) bool {
+	d := time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	return testenv.Eventually(d, func() bool { return ctx.Err() != nil || cond() }) && ctx.Err() == nil
 }
 
 // Nodes started with different --voters never talk: the odd one stops with

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // TestClusterToolsDuringFailover drives the command-line tools against a
@@ -64,38 +66,30 @@ func TestClusterToolsDuringFailover(t *testing.T) {
 
 	// Once the controller has fenced it: under-replicated, offline
 	// replica named, cluster status exits 1 and says why.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !testenv.Eventually(30*time.Second, func() bool {
 		r = tool(t, "", nil, "cluster", "status", "--brokers", strings.Join(live, ","), "--min-brokers", "3")
 		// The fencing and the elections it calls for are two
 		// proposals: wait for both.
-		if r.code == 1 && strings.Contains(r.stdout, "2 brokers") && strings.Contains(r.stdout, "under-replicated") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster status with broker %d dead: exit %d\n%s\n%s", victim, r.code, r.stdout, r.stderr)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return r.code == 1 && strings.Contains(r.stdout, "2 brokers") && strings.Contains(r.stdout, "under-replicated")
+	}) {
+		t.Fatalf("cluster status with broker %d dead: exit %d\n%s\n%s", victim, r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "cluster status, a broker dead", r.stdout, "Healthy: no", "under-replicated", "2 brokers live, want at least 3")
 	wantContains(t, "cluster status, a broker dead", r.stderr, "cluster not healthy")
 	// The broker asked may publish the elections a moment after the
 	// one cluster status asked.
-	for {
+	var wrong []string
+	if !testenv.Eventually(10*time.Second, func() bool {
 		d = describeTopicJSON(t, strings.Join(live, ","), "ops-0")
-		var wrong []string
+		wrong = nil
 		for _, p := range d.Partitions {
 			if p.Leader == victim || len(p.Offline) != 1 || p.Offline[0] != victim {
 				wrong = append(wrong, fmt.Sprintf("partition %d: leader %d, offline %v", p.Partition, p.Leader, p.Offline))
 			}
 		}
-		if len(wrong) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ops-0 after the failover: %s; want a live leader and offline [%d]", strings.Join(wrong, "; "), victim)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(wrong) == 0
+	}) {
+		t.Fatalf("ops-0 after the failover: %s; want a live leader and offline [%d]", strings.Join(wrong, "; "), victim)
 	}
 }
 

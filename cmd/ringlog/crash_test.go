@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // restartOn starts serve on dataDir listening on exactly kafkaAddr, so
@@ -28,17 +30,17 @@ import (
 func restartOn(t *testing.T, dataDir, kafkaAddr string, flags ...string) *serveProc {
 	t.Helper()
 	flags = append([]string{"--kafka-addr", kafkaAddr}, flags...)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := tryStartServe(t, dataDir, flags...)
-		if err == nil {
-			return b
-		}
-		if b == nil || !b.exited() || !strings.Contains(b.stderr.String(), "address already in use") || time.Now().After(deadline) {
-			t.Fatalf("restart on %s: %v", kafkaAddr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var b *serveProc
+	var err error
+	// The port may be held a moment longer: retry while it is.
+	testenv.Eventually(10*time.Second, func() bool {
+		b, err = tryStartServe(t, dataDir, flags...)
+		return err == nil || b == nil || !b.exited() || !strings.Contains(b.stderr.String(), "address already in use")
+	})
+	if err != nil {
+		t.Fatalf("restart on %s: %v", kafkaAddr, err)
 	}
+	return b
 }
 
 // ackTracker records the outcome of every produced record.

@@ -435,15 +435,12 @@ func TestGroupAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Process.Kill()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		gs := decodeJSON[[]groupDescribeJSON](t, b.run(t, 0, "", "group", "describe", "acct", "--output", "json").stdout)
-		if len(gs[0].Members) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the live consumer never joined: %+v", gs)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var gs []groupDescribeJSON
+	if !testenv.Eventually(20*time.Second, func() bool {
+		gs = decodeJSON[[]groupDescribeJSON](t, b.run(t, 0, "", "group", "describe", "acct", "--output", "json").stdout)
+		return len(gs[0].Members) == 1
+	}) {
+		t.Fatalf("the live consumer never joined: %+v", gs)
 	}
 	r = b.run(t, 1, "", "group", "reset-offsets", "acct", "--topic", "ledger", "--to-earliest")
 	wantContains(t, "reset with a live member", r.stderr, "1 active member", "stop its consumers first")

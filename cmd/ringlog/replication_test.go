@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/cluster"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -67,17 +68,18 @@ func (c *testCluster) replicatedArgs(id int) []string {
 func (c *testCluster) startReplicated(id int) *serveProc {
 	c.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p, err := tryStartServe(c.t, c.dirs[id-1], c.replicatedArgs(id)...)
-		if err == nil {
-			c.procs[id-1] = p
-			return p
-		}
-		if p == nil || !p.exited() || !strings.Contains(p.stderr.String(), "address already in use") || time.Now().After(deadline) {
-			c.t.Fatalf("start broker %d: %v", id, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var p *serveProc
+	var err error
+	// The port may be held a moment longer: retry while it is.
+	testenv.Eventually(time.Until(deadline), func() bool {
+		p, err = tryStartServe(c.t, c.dirs[id-1], c.replicatedArgs(id)...)
+		return err == nil || p == nil || !p.exited() || !strings.Contains(p.stderr.String(), "address already in use")
+	})
+	if err != nil {
+		c.t.Fatalf("start broker %d: %v", id, err)
 	}
+	c.procs[id-1] = p
+	return p
 }
 
 // running lists the ids of the brokers whose process has not exited (a

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/brokertest"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -378,16 +379,11 @@ func TestToolsConsumerGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Process.Kill()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testenv.Eventually(15*time.Second, func() bool {
 		g = describe()
-		if g.State == "Stable" && len(g.Members) == 1 && len(g.Members[0].Assigned) == 1 && g.TotalLag == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no stable group with one member that consumed everything within 15s: %+v", g)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return g.State == "Stable" && len(g.Members) == 1 && len(g.Members[0].Assigned) == 1 && g.TotalLag == 0
+	}) {
+		t.Fatalf("no stable group with one member that consumed everything within 15s: %+v", g)
 	}
 	m := g.Members[0]
 	if m.ClientID != "ringlog-consume" || m.Host == "" || m.Assigned[0].Topic != "jobs" || !slices.Equal(m.Assigned[0].Partitions, []int32{0, 1}) {

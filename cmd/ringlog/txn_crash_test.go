@@ -54,12 +54,7 @@ func TestExactlyOnceAcrossKillNine(t *testing.T) {
 		b.kill()
 		b = startServe(t, dir, flags...)
 	}
-	for ctx.Err() == nil {
-		if seen := countOut(); len(seen) >= n {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventually(ctx, func() bool { return len(countOut()) >= n })
 	loop.halt()
 	// A read cut short by a slow poll counts fewer; a full one decides.
 	seen := countOut()

@@ -102,7 +102,7 @@ func (s *Simulation) two() (int32, int32) {
 // act draws and takes one action, and says what it did.
 func (s *Simulation) act(ctx context.Context) string {
 	n := s.C.Net
-	switch w := s.rng.IntN(20); {
+	switch w := s.rng.IntN(21); {
 	case w < 7:
 		return s.produce(ctx, 1+s.rng.IntN(20))
 	case w < 8:
@@ -130,10 +130,10 @@ func (s *Simulation) act(ctx context.Context) string {
 		d := time.Duration(10+s.rng.IntN(90)) * time.Millisecond
 		n.Delay(a, b, d)
 		return fmt.Sprintf("delay %d→%d by %v", a, b, d)
-	case w < 15:
+	case w < 16:
 		n.Heal()
 		return "heal"
-	case w < 17:
+	case w < 18:
 		if s.down != 0 {
 			id := s.down
 			if err := s.C.Restart(id); err != nil {

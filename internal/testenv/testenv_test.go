@@ -1,6 +1,9 @@
 package testenv
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // recorder stands in for a test, remembering how it was ended.
 type recorder struct {
@@ -31,5 +34,20 @@ func TestMissing(t *testing.T) {
 		if Required(flag) != tc.fails {
 			t.Fatalf("Required with %s=%q = %v", flag, tc.val, !tc.fails)
 		}
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	n := 0
+	WaitFor(t, time.Second, "the third call", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("cond called %d times", n)
+	}
+	start := time.Now()
+	if Eventually(30*time.Millisecond, func() bool { return false }) {
+		t.Fatal("a condition that never holds held")
+	}
+	if took := time.Since(start); took < 30*time.Millisecond || took > time.Second {
+		t.Fatalf("Eventually gave up after %v, want about 30ms", took)
 	}
 }
