@@ -26,7 +26,7 @@ const Client = 0
 // would.
 type Network struct {
 	mu    sync.Mutex
-	addrs map[string]int32  // a listener's address → its node
+	addrs map[string]int32       // a listener's address → its node
 	cut   map[link]bool          // directions that carry nothing
 	delay map[link]time.Duration // directions that are slow
 }
