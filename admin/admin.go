@@ -207,9 +207,13 @@ func (p NewPartitions) CheckAssignment(current int32, rf int) error {
 	return nil
 }
 
-// checkAssignment refuses partitions without replicas, with a broker
-// twice, or with a negative broker id.
+// checkAssignment refuses an assignment of no partitions or too many,
+// partitions without replicas, with a broker twice, or with a negative
+// broker id.
 func checkAssignment(as [][]int32) error {
+	if len(as) == 0 || len(as) > engine.MaxPartitions {
+		return fmt.Errorf("%w: an assignment of %d partitions: use 1 to %d", kerr.InvalidReplicaAssignment, len(as), engine.MaxPartitions)
+	}
 	for i, reps := range as {
 		if len(reps) == 0 {
 			return fmt.Errorf("%w: partition %d has no replicas", kerr.InvalidReplicaAssignment, i)
@@ -226,13 +230,19 @@ func checkAssignment(as [][]int32) error {
 	return nil
 }
 
-// Check refuses a config change with an unknown key, a bad value, or a
-// list operation on a key that is not a list.
+// Check refuses a config change with an unknown key, a key named twice
+// (as Kafka does), a bad value, or a list operation on a key that is not
+// a list.
 func (c ConfigChange) Check() error {
 	if c.Type != TopicConfigs && c.Type != BrokerDefaults {
 		return fmt.Errorf("%w: config resource type %d cannot be altered", kerr.InvalidRequest, c.Type)
 	}
+	seen := map[string]bool{}
 	for _, op := range c.Ops {
+		if seen[op.Key] {
+			return fmt.Errorf("%w: config %q is named more than once", kerr.InvalidRequest, op.Key)
+		}
+		seen[op.Key] = true
 		d, ok := engine.LookupTopicConfig(op.Key)
 		if !ok {
 			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Key)
@@ -275,14 +285,9 @@ func (c ConfigChange) Resolve(current map[string]string, effective func(key stri
 		case Delete:
 			out[op.Key] = nil
 		case Append, Subtract:
-			base := effective(op.Key)
-			if p, ok := out[op.Key]; ok && p != nil {
-				base = *p
-			} else if ok {
-				d, _ := engine.LookupTopicConfig(op.Key)
-				base = d.Default
-			}
-			items := splitList(base)
+			// Check allows each key once: the value now is where
+			// the list starts.
+			items := splitList(effective(op.Key))
 			for _, it := range splitList(op.Value) {
 				i := slices.Index(items, it)
 				if op.Kind == Append && i < 0 {

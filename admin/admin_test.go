@@ -34,6 +34,7 @@ func TestNewTopicCheck(t *testing.T) {
 		{"assignment and count", NewTopic{Name: "a", Partitions: 1, ReplicationFactor: -1, Assignment: [][]int32{{1}}}, kerr.InvalidRequest},
 		{"empty replicas", NewTopic{Name: "a", Partitions: -1, ReplicationFactor: -1, Assignment: [][]int32{{}}}, kerr.InvalidReplicaAssignment},
 		{"broker twice", NewTopic{Name: "a", Partitions: -1, ReplicationFactor: -1, Assignment: [][]int32{{1, 1}}}, kerr.InvalidReplicaAssignment},
+		{"empty assignment", NewTopic{Name: "a", Partitions: -1, ReplicationFactor: -1, Assignment: [][]int32{}}, kerr.InvalidReplicaAssignment},
 		{"uneven", NewTopic{Name: "a", Partitions: -1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2}, {1}}}, kerr.InvalidReplicaAssignment},
 		{"unknown config", NewTopic{Name: "a", Partitions: -1, ReplicationFactor: -1, Configs: map[string]string{"no.such": "1"}}, kerr.InvalidConfig},
 		{"bad value", NewTopic{Name: "a", Partitions: -1, ReplicationFactor: -1, Configs: map[string]string{"retention.ms": "soon"}}, kerr.InvalidConfig},
@@ -86,5 +87,9 @@ func TestResolve(t *testing.T) {
 	bad := ConfigChange{Type: TopicConfigs, Ops: []ConfigOp{{Key: "retention.ms", Kind: Append, Value: "1"}}}
 	if err := bad.Check(); !errors.Is(err, kerr.InvalidConfig) {
 		t.Errorf("APPEND to a long: %v", err)
+	}
+	twice := ConfigChange{Type: TopicConfigs, Ops: []ConfigOp{{Key: "retention.ms", Kind: Set, Value: "1"}, {Key: "retention.ms", Kind: Set, Value: "2"}}}
+	if err := twice.Check(); !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("a key named twice: %v", err)
 	}
 }

@@ -80,12 +80,20 @@ func (s engineService) DeleteTopic(_ context.Context, name string, id [16]byte) 
 }
 
 func (s engineService) CreatePartitions(_ context.Context, p NewPartitions, validateOnly bool) error {
+	t := s.e.Topic(p.Topic)
+	if t == nil {
+		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, p.Topic)
+	}
+	if t.Internal {
+		// Groups and transactional ids map to partitions by count:
+		// more partitions would move them away from their state.
+		return fmt.Errorf("%w: %s is one of the broker's internal topics; its partition count is fixed", kerr.InvalidPartitions, p.Topic)
+	}
+	cur := int32(len(t.Partitions()))
+	if p.Count <= cur {
+		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, p.Topic, cur)
+	}
 	if p.Assignment != nil {
-		t := s.e.Topic(p.Topic)
-		if t == nil {
-			return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, p.Topic)
-		}
-		cur := int32(len(t.Partitions()))
 		if err := p.CheckAssignment(cur, 1); err != nil {
 			return err
 		}
@@ -111,14 +119,7 @@ func (s engineService) AlterConfigs(_ context.Context, c ConfigChange, validateO
 		}
 		return s.e.AlterBrokerDefaults(set, validateOnly)
 	}
-	t := s.e.Topic(c.Name)
-	if t == nil {
-		return fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, c.Name)
-	}
-	cfg := t.Config()
-	set, err := c.Resolve(cfg.Overrides(), func(k string) string { v, _ := cfg.Get(k); return v })
-	if err != nil {
-		return err
-	}
-	return s.e.AlterTopicConfig(c.Name, set, false, validateOnly)
+	return s.e.AlterTopicConfigWith(c.Name, func(cfg *engine.TopicConfig) (map[string]*string, error) {
+		return c.Resolve(cfg.Overrides(), func(k string) string { v, _ := cfg.Get(k); return v })
+	}, validateOnly)
 }

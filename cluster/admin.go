@@ -170,6 +170,8 @@ func controllerError(err error) error {
 // t.Assignment says, every replica a live broker), proposed to the
 // quorum. Only the controller creates.
 func (c *Cluster) CreateTopic(ctx context.Context, t admin.NewTopic, validateOnly bool) (admin.Topic, error) {
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
 	img, err := c.controllerImage(ctx)
 	if err != nil {
 		return admin.Topic{}, err
@@ -231,6 +233,8 @@ func checkReplicas(img *metadata.Image, replicas [][]int32, first int) error {
 // DeleteTopic deletes the topic named name; each broker removes its
 // replicas' data when it applies the record.
 func (c *Cluster) DeleteTopic(ctx context.Context, name string, id [16]byte) ([16]byte, error) {
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
 	img, err := c.controllerImage(ctx)
 	if err != nil {
 		return [16]byte{}, err
@@ -252,6 +256,8 @@ func (c *Cluster) DeleteTopic(ctx context.Context, name string, id [16]byte) ([1
 // CreatePartitions grows a topic; new partitions get the replication
 // factor of the first.
 func (c *Cluster) CreatePartitions(ctx context.Context, p admin.NewPartitions, validateOnly bool) error {
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
 	img, err := c.controllerImage(ctx)
 	if err != nil {
 		return err
@@ -292,6 +298,8 @@ func (c *Cluster) CreatePartitions(ctx context.Context, p admin.NewPartitions, v
 // AlterConfigs changes a topic's overrides or the cluster-wide broker
 // defaults of topic configs (per-broker settings are not replicated).
 func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, validateOnly bool) error {
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
 	img, err := c.controllerImage(ctx)
 	if err != nil {
 		return err

@@ -216,6 +216,11 @@ type Cluster struct {
 	clockBase  time.Time
 	kick       chan struct{} // asks the publisher to reconcile now
 
+	// adminMu serialises the admin changes this node proposes as the
+	// controller (admin.go): each decides from the image it changes, so
+	// two APPENDs, or two growths of one topic, cannot lose one.
+	adminMu sync.Mutex
+
 	mu        sync.Mutex
 	epoch     int64         // broker epoch; 0 until registered
 	published chan struct{} // closed and replaced after every reconcile

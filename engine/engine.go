@@ -1341,6 +1341,37 @@ func (e *Engine) addPartitions(name string, total int32, validateOnly bool, notH
 // removes the override (back to the default). With replace, every
 // override not in set is removed too (the legacy AlterConfigs).
 func (e *Engine) AlterTopicConfig(name string, set map[string]*string, replace, validateOnly bool) error {
+	return e.AlterTopicConfigWith(name, func(cfg *TopicConfig) (map[string]*string, error) {
+		out := maps.Clone(set)
+		if out == nil {
+			out = map[string]*string{}
+		}
+		if replace {
+			for k := range cfg.overrides {
+				if _, named := out[k]; !named {
+					out[k] = nil
+				}
+			}
+		}
+		return out, nil
+	}, validateOnly)
+}
+
+// AlterTopicConfigWith changes a topic's overrides as change says, given
+// the topic's configuration now: a nil value removes an override. change
+// runs under the topic's admin lock, so a change computed from the
+// current values (APPEND, the legacy replace) is not lost to another
+// made meanwhile.
+func (e *Engine) AlterTopicConfigWith(name string, change func(*TopicConfig) (map[string]*string, error), validateOnly bool) error {
+	t, done, err := e.topicAdmin(name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	set, err := change(t.Config())
+	if err != nil {
+		return err
+	}
 	for k, v := range set {
 		if v != nil {
 			if err := ValidateTopicConfig(k, *v); err != nil {
@@ -1350,15 +1381,7 @@ func (e *Engine) AlterTopicConfig(name string, set map[string]*string, replace, 
 			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, k)
 		}
 	}
-	t, done, err := e.topicAdmin(name)
-	if err != nil {
-		return err
-	}
-	defer done()
 	overrides := t.Config().Overrides()
-	if replace {
-		overrides = map[string]string{}
-	}
 	for k, v := range set {
 		if v == nil {
 			delete(overrides, k)

@@ -24,11 +24,11 @@ import (
 //     applies it;
 //   - on any other broker in cluster mode, the accepted resources go on
 //     to the controller in one request of the same kind (KIP-590 style),
-//     whose answers take their places. The controller checks nothing
-//     more for a forwarded request than the forwarding broker's own
-//     principal, which must be allowed CLUSTER_ACTION (a super user):
-//     brokers trust each other's checks, as Kafka's controller trusts
-//     the principal a forwarding broker puts in an Envelope. A request
+//     whose answers take their places. The controller checks the
+//     forwarded request against the forwarding broker's own principal, a
+//     super user (broker.Config.Validate makes sure of it): brokers
+//     trust each other's checks, as Kafka's controller trusts the
+//     principal a forwarding broker puts in an Envelope. A request
 //     that was itself forwarded (client id kwire.ForwardClientID) and
 //     meets a broker that is not the controller gets NOT_CONTROLLER.
 //
@@ -37,8 +37,14 @@ import (
 // adminError.
 
 // clusterAdminTimeout bounds one admin request in cluster mode (a
-// forward, a proposal and its commit).
-const clusterAdminTimeout = 30 * time.Second
+// forward, a proposal and its commit); forwardedAdminTimeout bounds one
+// that was forwarded here, so that the controller answers before the
+// forwarding broker gives up (a change it gave up on may still commit:
+// clients see REQUEST_TIMED_OUT and check).
+const (
+	clusterAdminTimeout   = 30 * time.Second
+	forwardedAdminTimeout = 20 * time.Second
+)
 
 // adminEntries answers entries, in order. prepare authorizes and checks
 // one entry: it returns the call that applies it, or its answer when it
@@ -63,7 +69,11 @@ func adminEntries[E, R any](r *request, entries []E,
 	if len(sub) == 0 {
 		return out
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	budget := clusterAdminTimeout
+	if clientName(r) == kwire.ForwardClientID {
+		budget = forwardedAdminTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	answers, forwarded, err := forward(ctx, sub)
 	if err == nil && forwarded && len(answers) != len(sub) {

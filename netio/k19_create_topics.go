@@ -26,7 +26,9 @@ import (
 //     implements; an unknown key or bad value is INVALID_CONFIG.
 //   - ValidateOnly (v1+) checks everything and creates nothing.
 //   - v5+ answers with the partition count, replication factor and the
-//     topic's configs; v7 with the topic id.
+//     topic's configs (those only with DESCRIBE_CONFIGS on the topic,
+//     else ConfigErrorCode TOPIC_AUTHORIZATION_FAILED); v7 with the
+//     topic id.
 
 func handleCreateTopics(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -48,7 +50,11 @@ func handleCreateTopics(s *Server, r *request) frameOutcome {
 			return tr
 		}
 		tr.TopicID, tr.NumPartitions, tr.ReplicationFactor = t.ID, t.Partitions, t.ReplicationFactor
-		if r.version >= 5 {
+		if r.version >= 5 && !r.topicAllowed(kmsg.ACLOperationDescribeConfigs, rt.Topic) {
+			// As Kafka: the configs (broker defaults among them) only
+			// to whom may describe them.
+			tr.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+		} else if r.version >= 5 {
 			for _, ent := range s.eng.DescribeConfigs(t.Configs) {
 				v := ent.Value
 				c := kmsg.NewCreateTopicsResponseTopicConfig()

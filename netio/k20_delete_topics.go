@@ -64,6 +64,22 @@ func handleDeleteTopics(s *Server, r *request) frameOutcome {
 		case t.TopicID != [16]byte{}:
 			mt, ok := s.admin.TopicByID(t.TopicID)
 			switch {
+			case !ok && s.cfg.Cluster != nil && s.cfg.Security.Authorizer == nil:
+				// This broker's image may lag the controller's (a
+				// topic created a moment ago): the controller, which
+				// has everything committed, decides. With the
+				// authorizer the name is needed here to check ACLs.
+				return func(ctx context.Context) kmsg.DeleteTopicsResponseTopic {
+					mt, ok := s.admin.TopicByID(t.TopicID)
+					if !ok {
+						return answer(nil, t.TopicID, fmt.Errorf("%w: no topic has id %s", kerr.UnknownTopicID, engine.TopicID(t.TopicID)))
+					}
+					id, err := s.admin.DeleteTopic(ctx, mt.Name, t.TopicID)
+					if err != nil {
+						id = t.TopicID
+					}
+					return answer(kmsg.StringPtr(mt.Name), id, err)
+				}, kmsg.DeleteTopicsResponseTopic{}
 			case !ok:
 				return nil, answer(nil, t.TopicID, fmt.Errorf("%w: no topic has id %s", kerr.UnknownTopicID, engine.TopicID(t.TopicID)))
 			case !r.topicAllowed(kmsg.ACLOperationDelete, mt.Name):

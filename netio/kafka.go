@@ -2,6 +2,7 @@ package netio
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"reflect"
@@ -365,6 +366,11 @@ func errCode(err error) int16 {
 	}
 	if errors.Is(err, wal.ErrOffsetOutOfRange) {
 		return kerr.OffsetOutOfRange.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A request that ran out of its time (an admin change the
+		// quorum did not commit in time): clients retry and check.
+		return kerr.RequestTimedOut.Code
 	}
 	if errors.Is(err, wal.ErrClosed) {
 		return kerr.NotLeaderForPartition.Code

@@ -65,6 +65,13 @@ func Run(t *testing.T, ctx context.Context, cl *kgo.Client, prefix string) {
 	codes(r, "CreatePartitions validate-only", r.createPartitions(true, partitions(a, 8)).Topics,
 		func(t kmsg.CreatePartitionsResponseTopic) int16 { return t.ErrorCode }, 0)
 	r.await("topic "+a+" with 5 partitions", func() bool { return r.partitions()[a] == 5 })
+	// A count not larger is that, whatever the assignment says; the
+	// internal topics keep their partition count (groups and
+	// transactional ids map to partitions by it).
+	r.await("__consumer_offsets", func() bool { return r.partitions()["__consumer_offsets"] > 0 })
+	codes(r, "CreatePartitions not larger, internal", r.createPartitions(false, partitions(a, 2, []int32{1}),
+		partitions("__consumer_offsets", 100)).Topics,
+		func(t kmsg.CreatePartitionsResponseTopic) int16 { return t.ErrorCode }, kerr.InvalidPartitions.Code, kerr.InvalidPartitions.Code)
 
 	// IncrementalAlterConfigs on a topic, then the legacy AlterConfigs,
 	// which replaces every override.
@@ -73,9 +80,10 @@ func Run(t *testing.T, ctx context.Context, cl *kgo.Client, prefix string) {
 		topicRes(r.name("missing"), op(kmsg.IncrementalAlterConfigOpSet, "retention.ms", "1000")),
 		topicRes(a, op(kmsg.IncrementalAlterConfigOpSet, "retention.ms", "soon")),
 		topicRes(a, op(kmsg.IncrementalAlterConfigOpAppend, "retention.ms", "5")),
-		topicRes(a, op(kmsg.IncrementalAlterConfigOpSet, "no.such.config", "1")))
+		topicRes(a, op(kmsg.IncrementalAlterConfigOpSet, "no.such.config", "1")),
+		topicRes(a, op(kmsg.IncrementalAlterConfigOpDelete, "cleanup.policy", ""), op(kmsg.IncrementalAlterConfigOpAppend, "cleanup.policy", "compact")))
 	codes(r, "IncrementalAlterConfigs", ia.Resources, func(t kmsg.IncrementalAlterConfigsResponseResource) int16 { return t.ErrorCode },
-		0, kerr.UnknownTopicOrPartition.Code, kerr.InvalidConfig.Code, kerr.InvalidConfig.Code, kerr.InvalidConfig.Code)
+		0, kerr.UnknownTopicOrPartition.Code, kerr.InvalidConfig.Code, kerr.InvalidConfig.Code, kerr.InvalidConfig.Code, kerr.InvalidRequest.Code)
 	r.await(a+"'s retention.ms=1000 and cleanup.policy=delete,compact", func() bool {
 		c := r.describe(kmsg.ConfigResourceTypeTopic, a)
 		return c["retention.ms"] == "1000" && c["cleanup.policy"] == "delete,compact"
