@@ -524,7 +524,7 @@ func New(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 		b.cluster = cl
-		scfg.Cluster = cl
+		scfg.Cluster, scfg.Peers = cl, cl.Peers()
 		b.metrics.RegisterController(cl.Node().IsLeader)
 		// Credentials and ACLs are in the metadata image: their APIs are
 		// served on every broker, the changes committed by the

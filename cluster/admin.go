@@ -5,74 +5,65 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/quorum"
 )
 
-// Admin answers an internal request of cluster mode (BrokerRegistration,
-// BrokerHeartbeat, AllocateProducerIds, AlterPartition). The controller
-// proposes the change; any other broker forwards the request to the
-// controller and returns its answer, unless forwarded is set (the
-// request was itself forwarded): then, and when no controller is known or
-// reachable, the answer is NOT_CONTROLLER, which brokers retry.
-func (c *Cluster) Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response {
-	resp, ok, err := c.Forward(ctx, req, forwarded)
-	if err != nil {
-		return internalError(req, err)
-	}
-	if ok {
-		return resp
-	}
-	switch r := req.(type) {
-	case *kmsg.BrokerRegistrationRequest:
-		return c.brokerRegistration(ctx, r)
-	case *kmsg.BrokerHeartbeatRequest:
-		return c.brokerHeartbeat(ctx, r)
-	case *kmsg.AllocateProducerIDsRequest:
-		return c.allocateProducerIDsAnswer(ctx, r)
-	case *kmsg.AlterPartitionRequest:
-		return c.alterPartition(ctx, r)
-	}
-	return internalError(req, fmt.Errorf("%w: %s is not an internal request", kerr.InvalidRequest, kmsg.NameForKey(req.Key())))
-}
-
-// Forward sends req to the controller and returns its answer, true; on
-// the controller it returns false: the caller handles req there. A
-// request that was itself forwarded (forwarded set), or one no controller
-// can take now, gets an error wrapping NOT_CONTROLLER, which clients
-// retry.
-func (c *Cluster) Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool, error) {
+// Controller says where requests for the controller go: self on the
+// controller (the Raft leader); elsewhere the controller's inter-broker
+// address, or an error wrapping NOT_CONTROLLER (which clients and
+// brokers retry) when none can be named now.
+func (c *Cluster) Controller() (addr string, self bool, err error) {
 	if c.node.IsLeader() {
-		return nil, false, nil
-	}
-	if forwarded {
-		return nil, false, fmt.Errorf("%w: this broker is not the controller", kerr.NotController)
+		return "", true, nil
 	}
 	leader := c.ControllerID()
 	if leader < 0 {
-		return nil, false, fmt.Errorf("%w: no controller is known (election under way)", kerr.NotController)
+		return "", false, fmt.Errorf("%w: no controller is known (election under way)", kerr.NotController)
 	}
 	b, ok := c.Image().Broker(leader)
-	if !ok {
-		return nil, false, fmt.Errorf("%w: the controller, broker %d, has not registered its address yet", kerr.NotController, leader)
+	if !ok || b.KafkaAddr == "" {
+		return "", false, fmt.Errorf("%w: the controller, broker %d, has not registered its address yet", kerr.NotController, leader)
 	}
-	resp, err := kwire.CallWith(ctx, c.kafkaDial, b.KafkaAddr, req)
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: forwarding to the controller, broker %d: %v", kerr.NotController, leader, err)
+	return b.KafkaAddr, false, nil
+}
+
+// toController runs local on the controller, remote with the
+// controller's address elsewhere. A failure to reach the controller, or
+// an answer without a Kafka error, becomes NOT_CONTROLLER: retried.
+func (c *Cluster) toController(local func() error, remote func(addr string) error) error {
+	addr, self, err := c.Controller()
+	switch {
+	case self:
+		return local()
+	case err != nil:
+		return err
 	}
-	return resp, true, nil
+	if err := remote(addr); err != nil {
+		var ke *kerr.Error
+		if !errors.As(err, &ke) {
+			return fmt.Errorf("%w: the controller at %s: %v", kerr.NotController, addr, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// notController refuses a request meant for the controller on any other
+// broker (a broker that sent it here took this one for the controller).
+func (c *Cluster) notController() error {
+	if c.node.IsLeader() {
+		return nil
+	}
+	return fmt.Errorf("%w: this broker is not the controller", kerr.NotController)
 }
 
 // propose commits rec and returns the refusal or failure as an error.
@@ -93,22 +84,6 @@ func check(img *metadata.Image, rec metadata.Record) error {
 	return res.Err
 }
 
-// codeOf is err's Kafka code and message.
-func codeOf(err error) (int16, *string) {
-	if err == nil {
-		return 0, nil
-	}
-	var ke *kerr.Error
-	code := kerr.UnknownServerError.Code
-	if errors.As(err, &ke) {
-		code = ke.Code
-	}
-	m := err.Error()
-	if ke != nil {
-		m = strings.TrimPrefix(strings.TrimPrefix(m, ke.Error()), ": ")
-	}
-	return code, &m
-}
 
 // checkReplicationFactor refuses a replication factor the live brokers
 // cannot hold.
@@ -349,135 +324,111 @@ func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, valid
 	return err
 }
 
-func (c *Cluster) brokerRegistration(ctx context.Context, req *kmsg.BrokerRegistrationRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.BrokerRegistrationResponse)
-	resp.BrokerEpoch = -1
-	err := func() error {
-		if cid := c.Image().ClusterID(); req.ClusterID != "" && cid != "" && req.ClusterID != cid {
-			return fmt.Errorf("%w: broker %d belongs to cluster %s, this is %s", kerr.InconsistentClusterID, req.BrokerID, req.ClusterID, cid)
-		}
-		if len(req.Listeners) == 0 {
-			return fmt.Errorf("%w: no listener (the first is the inter-broker one)", kerr.InvalidRegistration)
-		}
-		rec := metadata.RegisterBroker{ID: req.BrokerID, Incarnation: req.IncarnationID}
-		for _, l := range req.Listeners {
-			rec.Listeners = append(rec.Listeners, metadata.Listener{Name: l.Name, Addr: net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))})
-		}
-		rec.KafkaAddr = rec.Listeners[0].Addr
-		if len(rec.Listeners) == 1 && rec.Listeners[0].Name == "PLAINTEXT" {
-			rec.Listeners = nil // one PLAINTEXT listener: the registration brokers without listeners made
-		}
-		if v, ok := c.cfg.Voters.Lookup(req.BrokerID); ok {
-			rec.ControllerAddr = v.Addr
-		}
-		if req.Rack != nil {
-			rec.Rack = *req.Rack
-		}
-		res, err := c.propose(ctx, rec)
-		if err == nil {
-			resp.BrokerEpoch = res.BrokerEpoch
-		}
-		return err
-	}()
-	resp.ErrorCode, _ = codeOf(err)
-	return resp
-}
-
-// brokerHeartbeat keeps a broker's session alive (the controller fences
-// it after SessionTimeout without one) and changes its fencing when it
-// asks: WantFence false unfences a fenced broker whose metadata has caught
-// up with its registration; WantFence true fences it. A heartbeat that
-// changes nothing proposes nothing.
-func (c *Cluster) brokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
-	resp.IsFenced = true
-	err := func() error {
-		b, ok := c.Image().Broker(req.BrokerID)
-		if !ok {
-			return fmt.Errorf("%w: broker %d is not registered", kerr.BrokerIDNotRegistered, req.BrokerID)
-		}
-		if b.Epoch != req.BrokerEpoch {
-			return fmt.Errorf("%w: broker %d is registered with epoch %d, not %d", kerr.StaleBrokerEpoch, req.BrokerID, b.Epoch, req.BrokerEpoch)
-		}
-		c.ctrl.heard(req.BrokerID, time.Now())
-		// Changes of fencing are serialised with the controller's own
-		// fencing and elections (controller.mu), and a fencing carries
-		// its elections with it: the unfencing of a broker always comes
-		// after the moves of the leaderships it had. IsCaughtUp is
-		// judged under the same lock: a broker told it has caught up
-		// holds every fencing and election decided before.
-		c.ctrl.mu.Lock()
-		defer c.ctrl.mu.Unlock()
-		if b, ok = c.Image().Broker(req.BrokerID); !ok || b.Epoch != req.BrokerEpoch {
-			return fmt.Errorf("%w: broker %d's registration changed", kerr.StaleBrokerEpoch, req.BrokerID)
-		}
-		resp.IsFenced = b.Fenced
-		// Nothing is decided, and no lease granted, before this
-		// controller has taken office in its current term (below).
-		if !c.inOffice() {
-			return fmt.Errorf("%w: this broker is still taking office as the controller", kerr.NotController)
-		}
-		var err error
-		switch {
-		case req.WantFence && !b.Fenced:
-			if err = c.fenceAndElect(ctx, []metadata.Record{metadata.FenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}}); err == nil {
-				resp.IsFenced = true
-			}
-		case !req.WantFence && b.Fenced && req.CurrentMetadataOffset >= req.BrokerEpoch:
-			if _, err = c.propose(ctx, metadata.UnfenceBroker{ID: req.BrokerID, Epoch: req.BrokerEpoch}); err == nil {
-				resp.IsFenced = false
-			}
-		}
-		resp.IsCaughtUp = req.CurrentMetadataOffset >= int64(c.Image().Index())
-		if err == nil {
-			// The answer grants the broker a leadership lease of a
-			// session from when it sent the heartbeat. A controller
-			// that lost its office without noticing yet (resumed
-			// from a pause, cut off from the quorum) must not grant
-			// one: the next controller counts sessions only from the
-			// start of its term. A quorum confirming this one is
-			// still the leader proves no next term has started.
-			// It also answers only in the term it committed
-			// TakeOffice in, checked before (above) and after: the
-			// image then names the controller that granted this
-			// lease, and its successor fences no broker sooner than
-			// it may (controlLoop).
-			if verr := c.node.VerifyLeader(ctx); verr != nil {
-				return fmt.Errorf("%w: this broker could not confirm it is still the controller: %v", kerr.NotController, verr)
-			}
-			if !c.inOffice() {
-				return fmt.Errorf("%w: this broker's term as the controller ended", kerr.NotController)
-			}
-		}
-		return err
-	}()
-	resp.ErrorCode, _ = codeOf(err)
-	return resp
-}
-
-func (c *Cluster) allocateProducerIDsAnswer(ctx context.Context, req *kmsg.AllocateProducerIDsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
-	res, err := c.propose(ctx, metadata.AllocateProducerIDs{Broker: req.BrokerID, BrokerEpoch: req.BrokerEpoch, Count: producerIDBlock})
-	if err == nil {
-		resp.ProducerIDStart, resp.ProducerIDLen = res.ProducerIDs.First, res.ProducerIDs.Count
+// AnswerRegistration registers a broker, on the controller: the
+// broker's epoch is the index of its RegisterBroker record.
+func (c *Cluster) AnswerRegistration(ctx context.Context, r peer.Registration) (int64, error) {
+	if err := c.notController(); err != nil {
+		return -1, err
 	}
-	resp.ErrorCode, _ = codeOf(err)
-	return resp
+	if cid := c.Image().ClusterID(); r.ClusterID != "" && cid != "" && r.ClusterID != cid {
+		return -1, fmt.Errorf("%w: broker %d belongs to cluster %s, this is %s", kerr.InconsistentClusterID, r.BrokerID, r.ClusterID, cid)
+	}
+	if len(r.Listeners) == 0 {
+		return -1, fmt.Errorf("%w: no listener (the first is the inter-broker one)", kerr.InvalidRegistration)
+	}
+	rec := metadata.RegisterBroker{ID: r.BrokerID, Incarnation: r.Incarnation, Listeners: slices.Clone(r.Listeners), Rack: r.Rack}
+	rec.KafkaAddr = rec.Listeners[0].Addr
+	if len(rec.Listeners) == 1 && rec.Listeners[0].Name == "PLAINTEXT" {
+		rec.Listeners = nil // one PLAINTEXT listener: the registration brokers without listeners made
+	}
+	if v, ok := c.cfg.Voters.Lookup(r.BrokerID); ok {
+		rec.ControllerAddr = v.Addr
+	}
+	res, err := c.propose(ctx, rec)
+	if err != nil {
+		return -1, err
+	}
+	return res.BrokerEpoch, nil
 }
 
-// internalError answers an internal request with err's code.
-func internalError(req kmsg.Request, err error) kmsg.Response {
-	code, _ := codeOf(err)
-	resp := req.ResponseKind()
-	switch rr := resp.(type) {
-	case *kmsg.BrokerRegistrationResponse:
-		rr.ErrorCode, rr.BrokerEpoch = code, -1
-	case *kmsg.BrokerHeartbeatResponse:
-		rr.ErrorCode, rr.IsFenced = code, true
-	case *kmsg.AllocateProducerIDsResponse:
-		rr.ErrorCode = code
-	case *kmsg.AlterPartitionResponse:
-		rr.ErrorCode = code
+// AnswerHeartbeat keeps a broker's session alive, on the controller
+// (which fences it after SessionTimeout without one), and changes its
+// fencing when it asks: WantFence false unfences a fenced broker whose
+// metadata has caught up with its registration; WantFence true fences
+// it. A heartbeat that changes nothing proposes nothing.
+func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.HeartbeatAnswer, error) {
+	ans := peer.HeartbeatAnswer{Fenced: true}
+	if err := c.notController(); err != nil {
+		return ans, err
 	}
-	return resp
+	b, ok := c.Image().Broker(h.BrokerID)
+	if !ok {
+		return ans, fmt.Errorf("%w: broker %d is not registered", kerr.BrokerIDNotRegistered, h.BrokerID)
+	}
+	if b.Epoch != h.BrokerEpoch {
+		return ans, fmt.Errorf("%w: broker %d is registered with epoch %d, not %d", kerr.StaleBrokerEpoch, h.BrokerID, b.Epoch, h.BrokerEpoch)
+	}
+	c.ctrl.heard(h.BrokerID, time.Now())
+	// Changes of fencing are serialised with the controller's own
+	// fencing and elections (controller.mu), and a fencing carries its
+	// elections with it: the unfencing of a broker always comes after
+	// the moves of the leaderships it had. CaughtUp is judged under the
+	// same lock: a broker told it has caught up holds every fencing and
+	// election decided before.
+	c.ctrl.mu.Lock()
+	defer c.ctrl.mu.Unlock()
+	if b, ok = c.Image().Broker(h.BrokerID); !ok || b.Epoch != h.BrokerEpoch {
+		return ans, fmt.Errorf("%w: broker %d's registration changed", kerr.StaleBrokerEpoch, h.BrokerID)
+	}
+	ans.Fenced = b.Fenced
+	// Nothing is decided, and no lease granted, before this controller
+	// has taken office in its current term (below).
+	if !c.inOffice() {
+		return ans, fmt.Errorf("%w: this broker is still taking office as the controller", kerr.NotController)
+	}
+	var err error
+	switch {
+	case h.WantFence && !b.Fenced:
+		if err = c.fenceAndElect(ctx, []metadata.Record{metadata.FenceBroker{ID: h.BrokerID, Epoch: h.BrokerEpoch}}); err == nil {
+			ans.Fenced = true
+		}
+	case !h.WantFence && b.Fenced && h.MetadataOffset >= h.BrokerEpoch:
+		if _, err = c.propose(ctx, metadata.UnfenceBroker{ID: h.BrokerID, Epoch: h.BrokerEpoch}); err == nil {
+			ans.Fenced = false
+		}
+	}
+	ans.CaughtUp = h.MetadataOffset >= int64(c.Image().Index())
+	if err != nil {
+		return ans, err
+	}
+	// The answer grants the broker a leadership lease of a session from
+	// when it sent the heartbeat. A controller that lost its office
+	// without noticing yet (resumed from a pause, cut off from the
+	// quorum) must not grant one: the next controller counts sessions
+	// only from the start of its term. A quorum confirming this one is
+	// still the leader proves no next term has started. It also answers
+	// only in the term it committed TakeOffice in, checked before
+	// (above) and after: the image then names the controller that
+	// granted this lease, and its successor fences no broker sooner than
+	// it may (controlLoop).
+	if verr := c.node.VerifyLeader(ctx); verr != nil {
+		return ans, fmt.Errorf("%w: this broker could not confirm it is still the controller: %v", kerr.NotController, verr)
+	}
+	if !c.inOffice() {
+		return ans, fmt.Errorf("%w: this broker's term as the controller ended", kerr.NotController)
+	}
+	return ans, nil
+}
+
+// AnswerAllocateProducerIDs hands broker the next block of producer ids,
+// on the controller.
+func (c *Cluster) AnswerAllocateProducerIDs(ctx context.Context, broker int32, epoch int64) (peer.ProducerIDs, error) {
+	if err := c.notController(); err != nil {
+		return peer.ProducerIDs{}, err
+	}
+	res, err := c.propose(ctx, metadata.AllocateProducerIDs{Broker: broker, BrokerEpoch: epoch, Count: producerIDBlock})
+	if err != nil {
+		return peer.ProducerIDs{}, err
+	}
+	return peer.ProducerIDs{First: res.ProducerIDs.First, Count: res.ProducerIDs.Count}, nil
 }

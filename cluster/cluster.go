@@ -69,11 +69,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/internal/peer"
+	"github.com/ringlog/ringlog/internal/peerwire"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/quorum"
 )
@@ -161,6 +162,9 @@ type Config struct {
 	// (a certificate reload applies to the next one); an empty ServerName
 	// is set to the peer's host. Raft's own connections stay as they are.
 	KafkaTLS func() *tls.Config
+	// Transport, when set, carries the requests to the controller in
+	// place of the Kafka-protocol client (tests).
+	Transport peer.Transport
 	// RaftTLS, when set, runs the metadata quorum's connections over
 	// mutual TLS (quorum.Config.TLS).
 	RaftTLS *quorum.TLS
@@ -188,7 +192,12 @@ type Cluster struct {
 
 	ctrl  controller // the controller's state (while this node leads Raft)
 	fetch fetchers   // replica fetchers of the partitions this broker follows
-	peers peerConns  // idle connections of the transaction calls (txn.go)
+	// peers is this broker's one client of the other brokers' Kafka
+	// listeners (internal/peerwire): the controller requests through
+	// transport, the replica fetchers' connections, the transaction
+	// calls, and netio's forwards (Peers).
+	peers     *peerwire.Client
+	transport peer.Transport
 
 	caughtUp atomic.Bool // the image holds everything committed before the registration
 	// selfFenced: no heartbeat got through for a session timeout, so the
@@ -277,6 +286,11 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		clockBase: time.Now()}
 	c.fetch.c = c
+	c.peers = peerwire.New(cfg.Dial, cfg.KafkaTLS)
+	c.transport = c.peers
+	if cfg.Transport != nil {
+		c.transport = cfg.Transport
+	}
 	if c.sec, err = newSecurity(c); err != nil {
 		node.Shutdown()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -337,7 +351,7 @@ func (c *Cluster) Close() error {
 	}
 	c.wg.Wait()
 	c.fetch.close()
-	c.peers.close()
+	c.peers.Close()
 	err := c.node.Shutdown()
 	c.doneOnce.Do(func() { close(c.done) })
 	return err
@@ -452,18 +466,12 @@ func (c *Cluster) stopContext() (context.Context, context.CancelFunc) {
 // controller accepts it; false when stopping. A node whose handshakes keep
 // being refused (PeerMismatch) for MismatchGrace stops with that error.
 func (c *Cluster) register() (int64, bool) {
-	inc := metadata.NewUUID()
-	var reqListeners []kmsg.BrokerRegistrationRequestListener
+	reg := peer.Registration{BrokerID: c.cfg.NodeID, Incarnation: metadata.NewUUID(), Listeners: c.listeners}
 	for _, ln := range c.listeners {
-		host, port, err := splitHostPort(ln.Addr)
-		if err != nil {
+		if _, _, err := splitHostPort(ln.Addr); err != nil {
 			c.fail(fmt.Errorf("cluster: advertised address %q of listener %s: %w", ln.Addr, ln.Name, err))
 			return 0, false
 		}
-		l := kmsg.NewBrokerRegistrationRequestListener()
-		l.Name, l.Host, l.Port = ln.Name, host, uint16(port)
-		l.SecurityProtocol = securityProtocolCode(ln.Name)
-		reqListeners = append(reqListeners, l)
 	}
 	var mismatchSince time.Time
 	var lastErr error
@@ -478,21 +486,22 @@ func (c *Cluster) register() (int64, bool) {
 		} else {
 			mismatchSince = time.Time{}
 		}
-		req := kmsg.NewPtrBrokerRegistrationRequest()
-		req.Version = 0
-		req.BrokerID = c.cfg.NodeID
-		req.ClusterID = c.node.ClusterID()
-		req.IncarnationID = inc
-		req.Listeners = reqListeners
+		reg.ClusterID = c.node.ClusterID()
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
-		resp := c.Admin(ctx, req, false).(*kmsg.BrokerRegistrationResponse)
+		var epoch int64
+		err := c.toController(func() (err error) {
+			epoch, err = c.AnswerRegistration(ctx, reg)
+			return err
+		}, func(addr string) (err error) {
+			epoch, err = c.transport.Register(ctx, addr, reg)
+			return err
+		})
 		cancel()
 		stop()
-		if resp.ErrorCode == 0 {
-			return resp.BrokerEpoch, true
+		if err == nil {
+			return epoch, true
 		}
-		err := kerr.ErrorForCode(resp.ErrorCode)
 		if errors.Is(err, kerr.InvalidRegistration) || errors.Is(err, kerr.InconsistentClusterID) {
 			c.fail(fmt.Errorf("cluster: the controller refused this broker's registration: %w", err))
 			return 0, false
@@ -530,13 +539,10 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 	wait := time.NewTimer(c.cfg.HeartbeatInterval)
 	defer wait.Stop()
 	for {
-		req := kmsg.NewPtrBrokerHeartbeatRequest()
-		req.Version = 0
 		// Silent for a session (a pause ends here too): step down before
 		// the answer to this heartbeat can renew anything.
 		c.stepDownIfSilent(lastOK)
-		req.BrokerID, req.BrokerEpoch, req.WantFence = c.cfg.NodeID, epoch, false
-		req.CurrentMetadataOffset = int64(c.Image().Index())
+		hb := peer.Heartbeat{BrokerID: c.cfg.NodeID, BrokerEpoch: epoch, MetadataOffset: int64(c.Image().Index())}
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
 		sent := time.Now()
@@ -546,15 +552,22 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		// (controlLoop).
 		lease := c.cfg.SessionTimeout
 		controller := c.node.IsLeader()
-		resp := c.Admin(ctx, req, false).(*kmsg.BrokerHeartbeatResponse)
+		var resp peer.HeartbeatAnswer
+		err := c.toController(func() (err error) {
+			resp, err = c.AnswerHeartbeat(ctx, hb)
+			return err
+		}, func(addr string) (err error) {
+			resp, err = c.transport.Heartbeat(ctx, addr, hb)
+			return err
+		})
 		cancel()
 		stop()
 		if controller = controller || c.node.IsLeader(); controller {
 			lease = controllerLease(c.cfg.SessionTimeout)
 		}
-		if resp.ErrorCode == 0 {
+		if err == nil {
 			lastOK = sent
-			if !resp.IsFenced {
+			if !resp.Fenced {
 				sentAt := int64(sent.Sub(c.clockBase))
 				c.leaseUntil.Store(sentAt + int64(lease))
 				// This node began to take office after it sent
@@ -571,7 +584,7 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 			// leadership the controller moved while this broker was
 			// gone is then in the image, so it never takes back, from
 			// a stale image, a leadership that moved to a newer epoch.
-			if c.selfFenced.Load() && !resp.IsFenced && resp.IsCaughtUp {
+			if c.selfFenced.Load() && !resp.Fenced && resp.CaughtUp {
 				c.selfFenced.Store(false)
 				c.log.Info("heartbeats get through again and the metadata has caught up with the controller's: leading what it says", "broker_epoch", epoch)
 				c.kickReconcile()
@@ -580,13 +593,13 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 			c.stepDownIfSilent(lastOK)
 		}
 		switch {
-		case resp.ErrorCode != 0:
-			if err := kerr.ErrorForCode(resp.ErrorCode).Error(); err != lastErr {
+		case err != nil:
+			if msg := err.Error(); msg != lastErr {
 				c.log.Info("heartbeat not accepted", "err", err, "controller", c.ControllerID())
-				lastErr = err
+				lastErr = msg
 			}
-		case resp.IsFenced != fenced:
-			fenced = resp.IsFenced
+		case resp.Fenced != fenced:
+			fenced = resp.Fenced
 			lastErr = ""
 			if fenced {
 				c.log.Warn("fenced by the controller", "broker_epoch", epoch)
@@ -696,11 +709,8 @@ func (c *Cluster) askISRChanges() {
 		chg *engine.ISRChangeRequest
 	}
 	var all []asked
-	req := kmsg.NewPtrAlterPartitionRequest()
-	req.Version = 2
-	req.BrokerID, req.BrokerEpoch = c.cfg.NodeID, epoch
+	req := peer.AlterPartition{BrokerID: c.cfg.NodeID, BrokerEpoch: epoch}
 	for _, t := range c.eng.Topics() {
-		var rt *kmsg.AlterPartitionRequestTopic
 		for _, p := range t.Partitions() {
 			if !p.Replicated() || !p.Hosted() || p.Role() != engine.RoleLeader {
 				continue
@@ -709,14 +719,8 @@ func (c *Cluster) askISRChanges() {
 			if chg == nil {
 				continue
 			}
-			if rt == nil {
-				req.Topics = append(req.Topics, kmsg.NewAlterPartitionRequestTopic())
-				rt = &req.Topics[len(req.Topics)-1]
-				rt.TopicID = t.ID
-			}
-			rp := kmsg.NewAlterPartitionRequestTopicPartition()
-			rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR = p.Index, chg.LeaderEpoch, chg.PartitionEpoch, chg.ISR
-			rt.Partitions = append(rt.Partitions, rp)
+			req.Changes = append(req.Changes, peer.ISRChange{TopicID: t.ID, Partition: p.Index,
+				LeaderEpoch: chg.LeaderEpoch, PartitionEpoch: chg.PartitionEpoch, ISR: chg.ISR})
 			all = append(all, asked{p, chg})
 			c.log.Info("asking the controller to change an ISR", "partition", p.String(), "isr", chg.ISR, "shrink", chg.Shrink, "expand", chg.Expand)
 		}
@@ -728,26 +732,22 @@ func (c *Cluster) askISRChanges() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(sctx, 5*time.Second)
 	defer cancel()
-	resp := c.Admin(ctx, req, false).(*kmsg.AlterPartitionResponse)
-	codes := map[[16]byte]map[int32]int16{}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if codes[rt.TopidID] == nil {
-				codes[rt.TopidID] = map[int32]int16{}
-			}
-			codes[rt.TopidID][rp.Partition] = rp.ErrorCode
-		}
-	}
+	var answers []peer.ISRChangeAnswer
+	err := c.toController(func() (err error) {
+		answers, err = c.AnswerAlterPartition(ctx, req)
+		return err
+	}, func(addr string) (err error) {
+		answers, err = c.transport.AlterPartition(ctx, addr, req)
+		return err
+	})
 	stats := c.eng.EngineStats()
-	for _, a := range all {
-		code, ok := codes[a.p.Topic().ID][a.p.Index]
-		if resp.ErrorCode != 0 {
-			code, ok = resp.ErrorCode, true
+	for i, a := range all {
+		aerr := err
+		if aerr == nil && i < len(answers) {
+			aerr = answers[i].Err
 		}
-		if !ok || code != 0 {
-			if ok {
-				c.log.Info("ISR change refused", "partition", a.p.String(), "err", kerr.ErrorForCode(code))
-			}
+		if aerr != nil {
+			c.log.Info("ISR change refused", "partition", a.p.String(), "err", aerr)
 			a.p.ISRChangeDone()
 			continue
 		}
@@ -971,35 +971,16 @@ func (c *Cluster) autoCreateTopic(name string) error {
 // createTopicAnywhere creates name with the defaults: here on the
 // controller, through the controller elsewhere.
 func (c *Cluster) createTopicAnywhere(ctx context.Context, name string) error {
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.Version = 4
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
-	req.Topics = append(req.Topics, rt)
-	raw, forwarded, err := c.Forward(ctx, req, false)
-	switch {
-	case err != nil:
+	nt := admin.NewTopic{Name: name, Partitions: -1, ReplicationFactor: -1}
+	if err := nt.Check(); err != nil {
 		return err
-	case !forwarded:
-		nt := admin.NewTopic{Name: name, Partitions: -1, ReplicationFactor: -1}
-		if err := nt.Check(); err != nil {
-			return err
-		}
+	}
+	return c.toController(func() error {
 		_, err := c.CreateTopic(ctx, nt, false)
 		return err
-	}
-	resp := raw.(*kmsg.CreateTopicsResponse)
-	if len(resp.Topics) != 1 {
-		return fmt.Errorf("%w: the controller answered %d topics for one", kerr.UnknownServerError, len(resp.Topics))
-	}
-	if code := resp.Topics[0].ErrorCode; code != 0 {
-		err := kerr.ErrorForCode(code)
-		if m := resp.Topics[0].ErrorMessage; m != nil {
-			return fmt.Errorf("%w: %s", err, *m)
-		}
-		return err
-	}
-	return nil
+	}, func(addr string) error {
+		return c.transport.CreateTopic(ctx, addr, name)
+	})
 }
 
 // allocateProducerIDs takes a block of producer ids from the controller
@@ -1009,20 +990,24 @@ func (c *Cluster) allocateProducerIDs() (int64, int32, error) {
 	if epoch == 0 {
 		return 0, 0, fmt.Errorf("%w: this broker has not registered with the controller yet", kerr.CoordinatorNotAvailable)
 	}
-	req := kmsg.NewPtrAllocateProducerIDsRequest()
-	req.BrokerID, req.BrokerEpoch = c.cfg.NodeID, epoch
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp := c.Admin(ctx, req, false).(*kmsg.AllocateProducerIDsResponse)
-	if resp.ErrorCode != 0 {
-		err := kerr.ErrorForCode(resp.ErrorCode)
+	var ids peer.ProducerIDs
+	err := c.toController(func() (err error) {
+		ids, err = c.AnswerAllocateProducerIDs(ctx, c.cfg.NodeID, epoch)
+		return err
+	}, func(addr string) (err error) {
+		ids, err = c.transport.AllocateProducerIDs(ctx, addr, c.cfg.NodeID, epoch)
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, kerr.NotController) {
 			// Retriable for an InitProducerId client.
 			err = fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
 		}
 		return 0, 0, fmt.Errorf("allocate producer ids: %w", err)
 	}
-	return resp.ProducerIDStart, resp.ProducerIDLen, nil
+	return ids.First, ids.Count, nil
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -1037,17 +1022,6 @@ func splitHostPort(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// kafkaDial connects to another broker's inter-broker listener: through
-// Config.Dial, then TLS when Config.KafkaTLS is set.
-func (c *Cluster) kafkaDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	dial := c.cfg.Dial
-	if dial == nil {
-		var d net.Dialer
-		dial = d.DialContext
-	}
-	conn, err := dial(ctx, network, addr)
-	if err != nil || c.cfg.KafkaTLS == nil {
-		return conn, err
-	}
-	return (&quorum.TLS{Client: c.cfg.KafkaTLS}).Dialed(ctx, conn, addr)
-}
+// Peers is this broker's client of the other brokers' Kafka listeners
+// (netio forwards admin requests to the controller with it).
+func (c *Cluster) Peers() *peerwire.Client { return c.peers }

@@ -1,12 +1,8 @@
 package cluster
 
 import (
-	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/metadata"
 )
@@ -66,24 +62,5 @@ func TestElectionChanges(t *testing.T) {
 	}
 	if ch := electionChanges(img); len(ch) != 0 {
 		t.Errorf("changes %v once every partition has a live leader and no fenced ISR member", ch)
-	}
-}
-
-// internalError answers every internal request with the error's code,
-// no epoch and fenced.
-func TestInternalErrorAnswers(t *testing.T) {
-	err := fmt.Errorf("%w: x", kerr.NotController)
-	code := kerr.NotController.Code
-	if r := internalError(kmsg.NewPtrBrokerRegistrationRequest(), err).(*kmsg.BrokerRegistrationResponse); r.ErrorCode != code || r.BrokerEpoch != -1 {
-		t.Errorf("BrokerRegistration: %+v", r)
-	}
-	if r := internalError(kmsg.NewPtrBrokerHeartbeatRequest(), err).(*kmsg.BrokerHeartbeatResponse); r.ErrorCode != code || !r.IsFenced {
-		t.Errorf("BrokerHeartbeat: %+v", r)
-	}
-	if r := internalError(kmsg.NewPtrAllocateProducerIDsRequest(), err).(*kmsg.AllocateProducerIDsResponse); r.ErrorCode != code {
-		t.Errorf("AllocateProducerIds: %+v", r)
-	}
-	if r := internalError(kmsg.NewPtrAlterPartitionRequest(), err).(*kmsg.AlterPartitionResponse); r.ErrorCode != code {
-		t.Errorf("AlterPartition: %+v", r)
 	}
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -275,50 +275,36 @@ func electionChanges(img *metadata.Image) []metadata.Record {
 	return out
 }
 
-// alterPartition answers a leader's AlterPartition (ISR shrink or
-// expansion, KIP-497) on the controller: each partition's change is one
+// AnswerAlterPartition answers a leader's ISR changes (shrink or
+// expansion, KIP-497), on the controller: each change is one
 // ChangePartition checked against the partition epoch, the leader epoch
-// and the requesting broker's epoch; members joining must be live.
-func (c *Cluster) alterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
+// and the requesting broker's epoch; members joining must be live. The
+// answers are in the order of a.Changes.
+func (c *Cluster) AnswerAlterPartition(ctx context.Context, a peer.AlterPartition) ([]peer.ISRChangeAnswer, error) {
+	if err := c.notController(); err != nil {
+		return nil, err
+	}
 	c.ctrl.mu.Lock()
 	defer c.ctrl.mu.Unlock()
-	for _, rt := range req.Topics {
-		tr := kmsg.NewAlterPartitionResponseTopic()
-		tr.Topic, tr.TopidID = rt.Topic, rt.TopicID // kmsg spells it TopidID
-		for _, rp := range rt.Partitions {
-			pr := kmsg.NewAlterPartitionResponseTopicPartition()
-			pr.Partition = rp.Partition
-			pr.LeaderID = -1
-			isr := rp.NewISR
-			var epochs []int64
-			if req.Version >= 3 {
-				isr = nil
-				for _, m := range rp.NewEpochISR {
-					isr = append(isr, m.BrokerID)
-					epochs = append(epochs, int64(m.BrokerEpoch))
-				}
-			}
-			le := rp.LeaderEpoch
-			rec := metadata.ChangePartition{TopicID: metadata.UUID(rt.TopicID), Partition: rp.Partition,
-				ExpectedPartitionEpoch: rp.PartitionEpoch, LeaderEpoch: &le,
-				Requester: &metadata.BrokerEpoch{ID: req.BrokerID, Epoch: req.BrokerEpoch}, ISR: isr, ISREpochs: epochs}
-			var err error
-			if len(isr) == 0 {
-				err = fmt.Errorf("%w: an empty ISR", kerr.InvalidRequest)
-			} else {
-				_, err = c.propose(ctx, rec)
-			}
-			pr.ErrorCode, _ = codeOf(err)
-			if t := c.Image().TopicByID(metadata.UUID(rt.TopicID)); t != nil && int(rp.Partition) < len(t.Partitions) && rp.Partition >= 0 {
-				p := t.Partitions[rp.Partition]
-				pr.LeaderID, pr.LeaderEpoch, pr.ISR, pr.PartitionEpoch = p.Leader, p.LeaderEpoch, slices.Clone(p.ISR), p.PartitionEpoch
-			}
-			tr.Partitions = append(tr.Partitions, pr)
+	out := make([]peer.ISRChangeAnswer, 0, len(a.Changes))
+	for _, ch := range a.Changes {
+		ans := peer.ISRChangeAnswer{TopicID: ch.TopicID, Partition: ch.Partition, Leader: -1}
+		le := ch.LeaderEpoch
+		rec := metadata.ChangePartition{TopicID: metadata.UUID(ch.TopicID), Partition: ch.Partition,
+			ExpectedPartitionEpoch: ch.PartitionEpoch, LeaderEpoch: &le,
+			Requester: &metadata.BrokerEpoch{ID: a.BrokerID, Epoch: a.BrokerEpoch}, ISR: ch.ISR, ISREpochs: ch.ISREpochs}
+		if len(ch.ISR) == 0 {
+			ans.Err = fmt.Errorf("%w: an empty ISR", kerr.InvalidRequest)
+		} else {
+			_, ans.Err = c.propose(ctx, rec)
 		}
-		resp.Topics = append(resp.Topics, tr)
+		if t := c.Image().TopicByID(metadata.UUID(ch.TopicID)); t != nil && int(ch.Partition) < len(t.Partitions) && ch.Partition >= 0 {
+			p := t.Partitions[ch.Partition]
+			ans.Leader, ans.LeaderEpoch, ans.ISR, ans.PartitionEpoch = p.Leader, p.LeaderEpoch, slices.Clone(p.ISR), p.PartitionEpoch
+		}
+		out = append(out, ans)
 	}
-	return resp
+	return out, nil
 }
 
 // ensureInternalTopic creates one of the cluster's internal topics,

@@ -202,7 +202,7 @@ func (f *fetcher) round(ctx context.Context) error {
 			return errors.New("leader not registered")
 		}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		conn, err := kwire.DialWith(dctx, f.fs.c.kafkaDial, b.KafkaAddr)
+		conn, err := f.fs.c.peers.Dial(dctx, b.KafkaAddr)
 		cancel()
 		if err != nil {
 			return err

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -24,84 +23,17 @@ import (
 const (
 	txnCallTimeout = 30 * time.Second
 	verifyTimeout  = 10 * time.Second
-	// maxIdlePeerConns is how many idle connections to one broker the
-	// transaction calls keep.
-	maxIdlePeerConns = 4
 )
 
-// peerConns keeps idle connections to other brokers' inter-broker
-// listeners for the transaction calls, so a verification or a marker
-// does not cost a TCP (and TLS) handshake and a socket in TIME_WAIT.
-// A connection carries one call at a time.
-type peerConns struct {
-	mu     sync.Mutex
-	idle   map[string][]*kwire.Conn
-	closed bool
-}
-
-func (pc *peerConns) take(addr string) *kwire.Conn {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	cs := pc.idle[addr]
-	if len(cs) == 0 {
-		return nil
-	}
-	conn := cs[len(cs)-1]
-	pc.idle[addr] = cs[:len(cs)-1]
-	return conn
-}
-
-func (pc *peerConns) put(addr string, conn *kwire.Conn) {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if pc.closed || len(pc.idle[addr]) >= maxIdlePeerConns {
-		conn.Close()
-		return
-	}
-	if pc.idle == nil {
-		pc.idle = map[string][]*kwire.Conn{}
-	}
-	pc.idle[addr] = append(pc.idle[addr], conn)
-}
-
-// close closes the idle connections; later ones are closed when put back.
-func (pc *peerConns) close() {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	pc.closed = true
-	for _, cs := range pc.idle {
-		for _, conn := range cs {
-			conn.Close()
-		}
-	}
-	pc.idle = nil
-}
-
-// peerCall sends req to the broker at addr on a kept connection (a new
-// one when none is idle, or when a kept one turns out dead) and hands
-// the response to read before the connection is reused.
+// peerCall sends req to the broker at addr (on a kept connection of
+// the peers' client) and hands the response to read.
 func (c *Cluster) peerCall(ctx context.Context, addr string, req kmsg.Request, read func(kmsg.Response)) error {
-	for attempt := 0; ; attempt++ {
-		conn := c.peers.take(addr)
-		kept := conn != nil
-		if !kept {
-			var err error
-			if conn, err = kwire.DialWith(ctx, c.kafkaDial, addr); err != nil {
-				return err
-			}
-		}
-		resp, err := conn.Call(ctx, req)
-		if err != nil {
-			conn.Close()
-			if kept && attempt == 0 && ctx.Err() == nil {
-				continue // the broker closed it while idle (a restart)
-			}
-			return err
-		}
-		read(resp)
-		c.peers.put(addr, conn)
-		return nil
+	resp, err := c.peers.Call(ctx, addr, req)
+	if err != nil {
+		return err
 	}
+	read(resp)
+	return nil
 }
 
 // brokerKafkaAddr is broker id's inter-broker address, or a retriable

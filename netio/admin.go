@@ -103,7 +103,7 @@ func forwardAdmin[Resp kmsg.Response](s *Server, r *request, ctx context.Context
 	if cl == nil {
 		return zero, false, nil
 	}
-	resp, ok, err := cl.Forward(ctx, req, clientName(r) == kwire.ForwardClientID)
+	resp, ok, err := s.forward(ctx, r, req)
 	if err != nil || !ok {
 		return zero, false, err
 	}
@@ -112,6 +112,42 @@ func forwardAdmin[Resp kmsg.Response](s *Server, r *request, ctx context.Context
 		return zero, false, fmt.Errorf("%w: the controller answered a %T", kerr.UnknownServerError, resp)
 	}
 	return out, true, nil
+}
+
+// Peers is the client of the other brokers' Kafka listeners that
+// forwards requests to the controller (cluster mode; internal/peerwire).
+type Peers interface {
+	// Call sends req to the broker at addr and returns its response.
+	Call(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error)
+}
+
+// forward sends req to the controller and returns its answer and true;
+// false on the controller (and on a single broker), which answers req
+// itself. A request that was itself forwarded here, on a broker that is
+// not the controller, and one no controller can take now, get an error
+// wrapping NOT_CONTROLLER, which clients retry: nothing travels in
+// circles while the controller changes.
+func (s *Server) forward(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, bool, error) {
+	cl := s.cfg.Cluster
+	if cl == nil {
+		return nil, false, nil
+	}
+	addr, self, err := cl.Controller()
+	switch {
+	case self:
+		return nil, false, nil
+	case clientName(r) == kwire.ForwardClientID:
+		return nil, false, fmt.Errorf("%w: this broker is not the controller", kerr.NotController)
+	case err != nil:
+		return nil, false, err
+	case s.cfg.Peers == nil:
+		return nil, false, fmt.Errorf("%w: this broker cannot reach the other brokers (no Peers)", kerr.NotController)
+	}
+	resp, err := s.cfg.Peers.Call(ctx, addr, req)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: forwarding to the controller at %s: %v", kerr.NotController, addr, err)
+	}
+	return resp, true, nil
 }
 
 // adminError answers every resource of an ACL or credential request

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -29,14 +29,15 @@ import (
 //     request that was itself forwarded (client id
 //     kwire.ForwardClientID), which gets NOT_CONTROLLER.
 //   - The internal requests (BrokerRegistration, BrokerHeartbeat,
-//     AllocateProducerIds, AlterPartition) go to Cluster.Admin, which
-//     forwards them the same way.
+//     AllocateProducerIds, AlterPartition) are answered by the cluster
+//     on the controller (cluster_internal.go), NOT_CONTROLLER elsewhere:
+//     the brokers that send them address the controller themselves.
 //   - Produce and Fetch need nothing here: the engine knows every topic,
 //     has logs only for the partitions this broker replicates, and serves
 //     clients only where the publisher made it leader (others answer
 //     NOT_LEADER_OR_FOLLOWER); followers' fetches carry their replica id
-//     (k01_fetch.go). AlterPartition, from leaders, goes to Cluster.Admin
-//     like the other internal APIs.
+//     (k01_fetch.go). AlterPartition, from leaders, is one of the
+//     internal requests.
 
 // Cluster is cluster mode's side of the Kafka listener (package cluster
 // implements it); Config.Cluster nil is a single broker.
@@ -49,21 +50,23 @@ type Cluster interface {
 	// Service is the admin requests' side in cluster mode (admin.go):
 	// the controller proposes their changes.
 	admin.Service
-	// Admin answers an internal request: proposed on the controller,
-	// forwarded to it elsewhere (unless forwarded is set: then
-	// NOT_CONTROLLER).
-	Admin(ctx context.Context, req kmsg.Request, forwarded bool) kmsg.Response
+	// Controller says where requests for the controller go: self on
+	// the controller, else its inter-broker address, or an error
+	// wrapping NOT_CONTROLLER when none can be named now.
+	Controller() (addr string, self bool, err error)
+	// AnswerRegistration, AnswerHeartbeat, AnswerAllocateProducerIDs and
+	// AnswerAlterPartition answer the internal requests on the
+	// controller (NOT_CONTROLLER elsewhere).
+	AnswerRegistration(ctx context.Context, r peer.Registration) (int64, error)
+	AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.HeartbeatAnswer, error)
+	AnswerAllocateProducerIDs(ctx context.Context, broker int32, epoch int64) (peer.ProducerIDs, error)
+	AnswerAlterPartition(ctx context.Context, a peer.AlterPartition) ([]peer.ISRChangeAnswer, error)
 	// CoordinatorFor is the broker that coordinates group, -1 when none
 	// does (yet).
 	CoordinatorFor(group string) int32
 	// TxnCoordinatorFor is the broker that coordinates transactional
 	// id, -1 when none does (yet).
 	TxnCoordinatorFor(id string) int32
-	// Forward sends req to the controller and returns its answer and
-	// true; false on the controller, which handles req itself.
-	// forwarded: req was itself forwarded here (then an error wrapping
-	// NOT_CONTROLLER, as when no controller can be reached).
-	Forward(ctx context.Context, req kmsg.Request, forwarded bool) (kmsg.Response, bool, error)
 	// CaughtUp reports whether this broker's image holds everything
 	// committed before it registered (false right after a start: Raft
 	// may still be replaying, and a topic missing from the image may
@@ -88,7 +91,7 @@ func (s *Server) forwardToController(r *request, req kmsg.Request) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
-	resp, ok, err := cl.Forward(ctx, req, clientName(r) == kwire.ForwardClientID)
+	resp, ok, err := s.forward(ctx, r, req)
 	if err != nil {
 		r.failed = true
 		r.respond(adminError(req, err))
@@ -143,12 +146,12 @@ func handleClusterInternal(s *Server, r *request) frameOutcome {
 	}
 	if s.cfg.Cluster != nil && !r.clusterAllowed(kmsg.ACLOperationClusterAction) {
 		r.failed = true
-		r.respond(internalDenied(req))
+		r.respond(internalError(req, kerr.ClusterAuthorizationFailed))
 		return frameDone
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
-	r.respond(s.cfg.Cluster.Admin(ctx, req, clientName(r) == kwire.ForwardClientID))
+	r.respond(s.answerInternal(ctx, req))
 	return frameDone
 }
 
@@ -362,10 +365,10 @@ func (s *Server) clusterCoordinator(key string, txn bool) (int32, string, int32,
 	return id, host, port, nil
 }
 
-// internalDenied answers an internal request whose sender lacks
-// CLUSTER_ACTION.
-func internalDenied(req kmsg.Request) kmsg.Response {
-	code := kerr.ClusterAuthorizationFailed.Code
+// internalError answers an internal request with err's code (a sender
+// without CLUSTER_ACTION, a request that is not one): no epoch, fenced.
+func internalError(req kmsg.Request, err error) kmsg.Response {
+	code := errCode(err)
 	resp := req.ResponseKind()
 	switch rr := resp.(type) {
 	case *kmsg.BrokerRegistrationResponse:

@@ -37,7 +37,10 @@ func (f *adminCluster) TopicByID(id [16]byte) (admin.Topic, bool) {
 	return admin.Topic{}, false
 }
 
-func (f *adminCluster) Forward(_ context.Context, req kmsg.Request, _ bool) (kmsg.Response, bool, error) {
+// Controller is another broker: every admin request is forwarded (Call).
+func (f *adminCluster) Controller() (string, bool, error) { return "controller:9092", false, nil }
+
+func (f *adminCluster) Call(_ context.Context, _ string, req kmsg.Request) (kmsg.Response, error) {
 	dt := req.(*kmsg.DeleteTopicsRequest)
 	f.mu.Lock()
 	f.got = append(f.got, dt)
@@ -70,7 +73,7 @@ func (f *adminCluster) Forward(_ context.Context, req kmsg.Request, _ bool) (kms
 			answer(t.Topic, t.TopicID)
 		}
 	}
-	return resp, true, nil
+	return resp, nil
 }
 
 // TestClusterDeleteTopicsIsNoExistenceOracle: in cluster mode with the
@@ -100,7 +103,7 @@ func TestClusterDeleteTopicsIsNoExistenceOracle(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	cl := &adminCluster{img: img}
-	s := &Server{cfg: Config{Protocol: SSL, Cluster: cl, Security: Security{Authorizer: security.NewAuthorizer(store, nil)}}, admin: cl,
+	s := &Server{cfg: Config{Protocol: SSL, Cluster: cl, Peers: cl, Security: Security{Authorizer: security.NewAuthorizer(store, nil)}}, admin: cl,
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: metrics.New(APIs()...)}
 
 	// deleteTopics runs DeleteTopics at version v as principal and

@@ -109,6 +109,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Cluster is cluster mode (cluster.go); nil: a single broker.
 	Cluster Cluster
+	// Peers forwards requests to the controller in cluster mode
+	// (admin.go).
+	Peers Peers
 	// Metrics are the instruments the server counts in; build them with
 	// metrics.New(APIs()...) so every API's are there before a request
 	// arrives. Default: a fresh set nobody reads.

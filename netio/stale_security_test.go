@@ -4,9 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ringlog/ringlog/admin"
+	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/security"
 )
@@ -20,14 +21,21 @@ type catchUpCluster struct {
 
 func (f *catchUpCluster) Image() *metadata.Image { return metadata.NewImage() }
 func (f *catchUpCluster) ControllerID() int32    { return -1 }
-func (f *catchUpCluster) Admin(context.Context, kmsg.Request, bool) kmsg.Response {
-	return nil
+func (f *catchUpCluster) Controller() (string, bool, error) { return "", true, nil }
+func (f *catchUpCluster) AnswerRegistration(context.Context, peer.Registration) (int64, error) {
+	return -1, kerr.NotController
+}
+func (f *catchUpCluster) AnswerHeartbeat(context.Context, peer.Heartbeat) (peer.HeartbeatAnswer, error) {
+	return peer.HeartbeatAnswer{Fenced: true}, kerr.NotController
+}
+func (f *catchUpCluster) AnswerAllocateProducerIDs(context.Context, int32, int64) (peer.ProducerIDs, error) {
+	return peer.ProducerIDs{}, kerr.NotController
+}
+func (f *catchUpCluster) AnswerAlterPartition(context.Context, peer.AlterPartition) ([]peer.ISRChangeAnswer, error) {
+	return nil, kerr.NotController
 }
 func (f *catchUpCluster) CoordinatorFor(string) int32    { return -1 }
 func (f *catchUpCluster) TxnCoordinatorFor(string) int32 { return -1 }
-func (f *catchUpCluster) Forward(context.Context, kmsg.Request, bool) (kmsg.Response, bool, error) {
-	return nil, false, nil
-}
 func (f *catchUpCluster) CaughtUp() bool { return f.caughtUp }
 func (f *catchUpCluster) MayLead() bool  { return true }
 

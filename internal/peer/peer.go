@@ -1,0 +1,105 @@
+// Package peer is what one broker asks another in cluster mode, typed:
+// the requests to the controller (registration, heartbeats, producer-id
+// blocks, ISR changes, topic creation), their answers, and Transport,
+// the interface that carries them. Package cluster asks and answers in
+// these types; internal/peerwire carries them as Kafka's
+// BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
+// AlterPartition and CreateTopics requests, and netio turns those back
+// into these types on the controller. Errors wrap a Kafka error (kerr)
+// first.
+package peer
+
+import (
+	"context"
+
+	"github.com/ringlog/ringlog/metadata"
+)
+
+// Registration is a broker's BrokerRegistration.
+type Registration struct {
+	BrokerID    int32
+	ClusterID   string
+	Incarnation [16]byte
+	// Listeners are the broker's advertised listeners; the first is the
+	// inter-broker one.
+	Listeners []metadata.Listener
+	Rack      string
+}
+
+// Heartbeat is a broker's BrokerHeartbeat.
+type Heartbeat struct {
+	BrokerID    int32
+	BrokerEpoch int64
+	// MetadataOffset is the last metadata log index the broker applied.
+	MetadataOffset int64
+	// WantFence asks to be fenced (a controlled shutdown).
+	WantFence bool
+}
+
+// HeartbeatAnswer is the controller's answer to a Heartbeat.
+type HeartbeatAnswer struct {
+	// Fenced: the broker is fenced (serves nothing as a leader).
+	Fenced bool
+	// CaughtUp: the broker's metadata holds everything the controller
+	// had when it answered.
+	CaughtUp bool
+}
+
+// ProducerIDs is a block of producer ids: First to First+Count-1.
+type ProducerIDs struct {
+	First int64
+	Count int32
+}
+
+// ISRChange is one partition's ISR change a leader asks for (KIP-497).
+type ISRChange struct {
+	TopicID        [16]byte
+	Partition      int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+	// ISREpochs, when set, are the broker epochs of ISR's members, in
+	// order (AlterPartition v3).
+	ISREpochs []int64
+}
+
+// AlterPartition is a leader's request for ISR changes.
+type AlterPartition struct {
+	BrokerID    int32
+	BrokerEpoch int64
+	Changes     []ISRChange
+}
+
+// ISRChangeAnswer is the controller's answer to one ISRChange: Err, and
+// the partition as the controller's image has it afterwards (Leader -1
+// when unknown).
+type ISRChangeAnswer struct {
+	TopicID        [16]byte
+	Partition      int32
+	Err            error
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+}
+
+// Transport carries requests to another broker's inter-broker listener at
+// addr. An error of the request as a whole (the broker is unreachable,
+// not the controller, refused it) is the error result; per-partition
+// refusals are in the answers.
+type Transport interface {
+	// Register registers a broker with the controller and returns its
+	// broker epoch.
+	Register(ctx context.Context, addr string, r Registration) (int64, error)
+	// Heartbeat keeps a broker's session with the controller.
+	Heartbeat(ctx context.Context, addr string, h Heartbeat) (HeartbeatAnswer, error)
+	// AllocateProducerIDs takes a block of producer ids from the
+	// controller for broker (registered with epoch).
+	AllocateProducerIDs(ctx context.Context, addr string, broker int32, epoch int64) (ProducerIDs, error)
+	// AlterPartition asks the controller for ISR changes; the answers
+	// are in the order of a.Changes.
+	AlterPartition(ctx context.Context, addr string, a AlterPartition) ([]ISRChangeAnswer, error)
+	// CreateTopic asks the controller to create a topic with the
+	// defaults (auto-creation).
+	CreateTopic(ctx context.Context, addr string, name string) error
+}

@@ -1,0 +1,289 @@
+// Package peerwire is the one client of a broker's Kafka-protocol calls to
+// the other brokers in cluster mode: the typed requests of package peer
+// (to the controller) as Kafka's BrokerRegistration, BrokerHeartbeat,
+// AllocateProducerIds, AlterPartition and CreateTopics; admin requests
+// forwarded to the controller; the transaction calls; and the dedicated
+// connections of the replica fetchers. Every connection goes through one
+// dial function (cluster.Config.Dial, the seam of the tests' link
+// faults), then TLS when the inter-broker listener is SSL, and names
+// itself kwire.ForwardClientID. Idle connections are kept per address
+// (a few each), so a call costs no TCP or TLS handshake.
+package peerwire
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/internal/peer"
+	"github.com/ringlog/ringlog/quorum"
+)
+
+// maxIdle is how many idle connections to one broker a Client keeps.
+const maxIdle = 4
+
+// Client makes a broker's calls to the other brokers. It is safe for
+// concurrent use; a connection carries one call at a time.
+type Client struct {
+	dial      kwire.DialFunc
+	tlsConfig func() *tls.Config
+
+	mu     sync.Mutex
+	idle   map[string][]*kwire.Conn
+	closed bool
+}
+
+var _ peer.Transport = (*Client)(nil)
+
+// New is a client dialing through dial (nil: a net.Dialer), then TLS
+// with tlsConfig when it is set (called for each connection, so a
+// reloaded certificate applies to the next; an empty ServerName is set to
+// the peer's host).
+func New(dial kwire.DialFunc, tlsConfig func() *tls.Config) *Client {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	return &Client{dial: dial, tlsConfig: tlsConfig}
+}
+
+// DialFunc is the client's dial: Config.Dial, then TLS.
+func (c *Client) DialFunc(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.dial(ctx, network, addr)
+	if err != nil || c.tlsConfig == nil {
+		return conn, err
+	}
+	return (&quorum.TLS{Client: c.tlsConfig}).Dialed(ctx, conn, addr)
+}
+
+// Dial opens a connection of the caller's own to the broker at addr (a
+// replica fetcher's); the caller closes it.
+func (c *Client) Dial(ctx context.Context, addr string) (*kwire.Conn, error) {
+	return kwire.DialWith(ctx, c.DialFunc, addr)
+}
+
+// Call sends req to the broker at addr on a kept connection (a new one
+// when none is idle, or when a kept one turns out dead) and returns the
+// response.
+func (c *Client) Call(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
+	for attempt := 0; ; attempt++ {
+		conn := c.take(addr)
+		kept := conn != nil
+		if !kept {
+			var err error
+			if conn, err = c.Dial(ctx, addr); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := conn.Call(ctx, req)
+		if err != nil {
+			conn.Close()
+			if kept && attempt == 0 && ctx.Err() == nil {
+				continue // the broker closed it while idle (a restart)
+			}
+			return nil, err
+		}
+		c.put(addr, conn)
+		return resp, nil
+	}
+}
+
+func (c *Client) take(addr string) *kwire.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.idle[addr]
+	if len(cs) == 0 {
+		return nil
+	}
+	conn := cs[len(cs)-1]
+	c.idle[addr] = cs[:len(cs)-1]
+	return conn
+}
+
+func (c *Client) put(addr string, conn *kwire.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(c.idle[addr]) >= maxIdle {
+		conn.Close()
+		return
+	}
+	if c.idle == nil {
+		c.idle = map[string][]*kwire.Conn{}
+	}
+	c.idle[addr] = append(c.idle[addr], conn)
+}
+
+// Close closes the idle connections; those in use are closed when their
+// call ends.
+func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, cs := range c.idle {
+		for _, conn := range cs {
+			conn.Close()
+		}
+	}
+	c.idle = nil
+}
+
+// codeErr is the error of a Kafka error code, nil for 0.
+func codeErr(code int16, msg *string) error {
+	if code == 0 {
+		return nil
+	}
+	err := kerr.ErrorForCode(code)
+	if msg != nil && *msg != "" {
+		return fmt.Errorf("%w: %s", err, *msg)
+	}
+	return err
+}
+
+// Register sends a BrokerRegistration (v0).
+func (c *Client) Register(ctx context.Context, addr string, r peer.Registration) (int64, error) {
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.Version = 0
+	req.BrokerID, req.ClusterID, req.IncarnationID = r.BrokerID, r.ClusterID, r.Incarnation
+	for _, ln := range r.Listeners {
+		host, p, err := net.SplitHostPort(ln.Addr)
+		if err != nil {
+			return -1, fmt.Errorf("listener %s address %q: %w", ln.Name, ln.Addr, err)
+		}
+		port, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return -1, fmt.Errorf("listener %s address %q: bad port", ln.Name, ln.Addr)
+		}
+		l := kmsg.NewBrokerRegistrationRequestListener()
+		l.Name, l.Host, l.Port, l.SecurityProtocol = ln.Name, host, uint16(port), SecurityProtocolCode(ln.Name)
+		req.Listeners = append(req.Listeners, l)
+	}
+	if r.Rack != "" {
+		req.Rack = kmsg.StringPtr(r.Rack)
+	}
+	raw, err := c.Call(ctx, addr, req)
+	if err != nil {
+		return -1, err
+	}
+	resp := raw.(*kmsg.BrokerRegistrationResponse)
+	if err := codeErr(resp.ErrorCode, nil); err != nil {
+		return -1, err
+	}
+	return resp.BrokerEpoch, nil
+}
+
+// Heartbeat sends a BrokerHeartbeat (v0).
+func (c *Client) Heartbeat(ctx context.Context, addr string, h peer.Heartbeat) (peer.HeartbeatAnswer, error) {
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.Version = 0
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset, req.WantFence = h.BrokerID, h.BrokerEpoch, h.MetadataOffset, h.WantFence
+	raw, err := c.Call(ctx, addr, req)
+	if err != nil {
+		return peer.HeartbeatAnswer{Fenced: true}, err
+	}
+	resp := raw.(*kmsg.BrokerHeartbeatResponse)
+	return peer.HeartbeatAnswer{Fenced: resp.IsFenced, CaughtUp: resp.IsCaughtUp}, codeErr(resp.ErrorCode, nil)
+}
+
+// AllocateProducerIDs sends an AllocateProducerIds.
+func (c *Client) AllocateProducerIDs(ctx context.Context, addr string, broker int32, epoch int64) (peer.ProducerIDs, error) {
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = broker, epoch
+	raw, err := c.Call(ctx, addr, req)
+	if err != nil {
+		return peer.ProducerIDs{}, err
+	}
+	resp := raw.(*kmsg.AllocateProducerIDsResponse)
+	if err := codeErr(resp.ErrorCode, nil); err != nil {
+		return peer.ProducerIDs{}, err
+	}
+	return peer.ProducerIDs{First: resp.ProducerIDStart, Count: resp.ProducerIDLen}, nil
+}
+
+// AlterPartition sends an AlterPartition (v2: the ISR by broker id).
+func (c *Client) AlterPartition(ctx context.Context, addr string, a peer.AlterPartition) ([]peer.ISRChangeAnswer, error) {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 2
+	req.BrokerID, req.BrokerEpoch = a.BrokerID, a.BrokerEpoch
+	byTopic := map[[16]byte]int{}
+	for _, ch := range a.Changes {
+		i, ok := byTopic[ch.TopicID]
+		if !ok {
+			t := kmsg.NewAlterPartitionRequestTopic()
+			t.TopicID = ch.TopicID
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[ch.TopicID] = i
+		}
+		p := kmsg.NewAlterPartitionRequestTopicPartition()
+		p.Partition, p.LeaderEpoch, p.PartitionEpoch, p.NewISR = ch.Partition, ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	raw, err := c.Call(ctx, addr, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := raw.(*kmsg.AlterPartitionResponse)
+	if err := codeErr(resp.ErrorCode, nil); err != nil {
+		return nil, err
+	}
+	type key struct {
+		topic     [16]byte
+		partition int32
+	}
+	got := map[key]peer.ISRChangeAnswer{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			got[key{t.TopidID, p.Partition}] = peer.ISRChangeAnswer{TopicID: t.TopidID, Partition: p.Partition, Err: codeErr(p.ErrorCode, nil),
+				Leader: p.LeaderID, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR}
+		}
+	}
+	out := make([]peer.ISRChangeAnswer, len(a.Changes))
+	for i, ch := range a.Changes {
+		ans, ok := got[key{ch.TopicID, ch.Partition}]
+		if !ok {
+			ans = peer.ISRChangeAnswer{TopicID: ch.TopicID, Partition: ch.Partition, Leader: -1,
+				Err: fmt.Errorf("%w: the controller did not answer this partition", kerr.UnknownServerError)}
+		}
+		out[i] = ans
+	}
+	return out, nil
+}
+
+// CreateTopic sends a CreateTopics (v4) of one topic with the defaults.
+func (c *Client) CreateTopic(ctx context.Context, addr string, name string) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 4
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	req.Topics = append(req.Topics, rt)
+	raw, err := c.Call(ctx, addr, req)
+	if err != nil {
+		return err
+	}
+	resp := raw.(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("%w: the controller answered %d topics for one", kerr.UnknownServerError, len(resp.Topics))
+	}
+	return codeErr(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+}
+
+// SecurityProtocolCode is Kafka's number of the security protocol a
+// listener is named after (BrokerRegistration's listeners carry it).
+func SecurityProtocolCode(name string) int16 {
+	switch name {
+	case "SSL":
+		return 1
+	case "SASL_PLAINTEXT":
+		return 2
+	case "SASL_SSL":
+		return 3
+	}
+	return 0
+}
