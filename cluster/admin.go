@@ -84,7 +84,6 @@ func check(img *metadata.Image, rec metadata.Record) error {
 	return res.Err
 }
 
-
 // checkReplicationFactor refuses a replication factor the live brokers
 // cannot hold.
 func checkReplicationFactor(rf int, live int) error {

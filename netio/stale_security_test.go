@@ -19,8 +19,8 @@ type catchUpCluster struct {
 	caughtUp bool
 }
 
-func (f *catchUpCluster) Image() *metadata.Image { return metadata.NewImage() }
-func (f *catchUpCluster) ControllerID() int32    { return -1 }
+func (f *catchUpCluster) Image() *metadata.Image            { return metadata.NewImage() }
+func (f *catchUpCluster) ControllerID() int32               { return -1 }
 func (f *catchUpCluster) Controller() (string, bool, error) { return "", true, nil }
 func (f *catchUpCluster) AnswerRegistration(context.Context, peer.Registration) (int64, error) {
 	return -1, kerr.NotController
@@ -36,8 +36,8 @@ func (f *catchUpCluster) AnswerAlterPartition(context.Context, peer.AlterPartiti
 }
 func (f *catchUpCluster) CoordinatorFor(string) int32    { return -1 }
 func (f *catchUpCluster) TxnCoordinatorFor(string) int32 { return -1 }
-func (f *catchUpCluster) CaughtUp() bool { return f.caughtUp }
-func (f *catchUpCluster) MayLead() bool  { return true }
+func (f *catchUpCluster) CaughtUp() bool                 { return f.caughtUp }
+func (f *catchUpCluster) MayLead() bool                  { return true }
 
 // TestStaleSecurityTurnsAwayUntilCaughtUp: until the image has caught
 // up, a cluster broker with the authorizer (or a SASL listener) serves
