@@ -227,17 +227,3 @@ var (
 	_ security.Source = (*Security)(nil)
 	_ security.Writer = (*Security)(nil)
 )
-
-// securityProtocolCode is Kafka's number of the security protocol a
-// listener is named after (BrokerRegistration's listeners carry it).
-func securityProtocolCode(name string) int16 {
-	switch name {
-	case "SSL":
-		return 1
-	case "SASL_PLAINTEXT":
-		return 2
-	case "SASL_SSL":
-		return 3
-	}
-	return 0
-}
