@@ -35,13 +35,18 @@
 //
 // The controller (the Raft leader) validates an admin request against its
 // image (after a Raft barrier), places replicas (metadata.PlaceReplicas)
-// and proposes the record; the answer is the record's Result. Any other
-// broker forwards the request unchanged to the controller's Kafka address
-// (internal/kwire) and relays the answer; a request that arrives already
-// forwarded is answered NOT_CONTROLLER, so nothing travels in circles
-// while the controller changes. Registration, unfencing and producer-id
-// blocks travel the same way, as Kafka's BrokerRegistration,
-// BrokerHeartbeat and AllocateProducerIds requests.
+// and proposes the record: Cluster is the admin.Service of cluster mode,
+// which netio calls on the controller and forwards to it from any other
+// broker (package admin, netio/admin.go). Registration, heartbeats,
+// producer-id blocks and ISR changes are typed requests (internal/peer):
+// the controller answers them (the Answer* methods); any other broker
+// sends them to the controller through one client of the other brokers
+// (internal/peerwire, Kafka's BrokerRegistration, BrokerHeartbeat,
+// AllocateProducerIds and AlterPartition on the wire), and a broker that
+// is not the controller answers NOT_CONTROLLER, so nothing travels in
+// circles while the controller changes. This package speaks no Kafka
+// protocol itself: replica fetches and transaction calls go through the
+// same client.
 //
 // # Groups
 //
@@ -198,6 +203,8 @@ type Cluster struct {
 	// calls, and netio's forwards (Peers).
 	peers     *peerwire.Client
 	transport peer.Transport
+	replicas  peer.Replicas
+	txns      peer.Txns
 
 	caughtUp atomic.Bool // the image holds everything committed before the registration
 	// selfFenced: no heartbeat got through for a session timeout, so the
@@ -287,7 +294,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		clockBase: time.Now()}
 	c.fetch.c = c
 	c.peers = peerwire.New(cfg.Dial, cfg.KafkaTLS)
-	c.transport = c.peers
+	c.transport, c.replicas, c.txns = c.peers, c.peers, c.peers
 	if cfg.Transport != nil {
 		c.transport = cfg.Transport
 	}

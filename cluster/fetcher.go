@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -29,7 +28,6 @@ const (
 	replicaFetchMaxWait   = 500 * time.Millisecond
 	replicaFetchMaxBytes  = 16 << 20
 	replicaPartitionBytes = 1 << 20
-	replicaFetchVersion   = 12
 	replicaBackoff        = 100 * time.Millisecond
 )
 
@@ -62,7 +60,7 @@ type fetcher struct {
 	stop    chan struct{}
 
 	// Owned by the goroutine.
-	conn      *kwire.Conn
+	conn      peer.ReplicaConn
 	truncated map[*engine.Partition]int32  // leader epoch each partition truncated at
 	refused   map[*engine.Partition]string // last refusal logged per partition
 }
@@ -202,7 +200,7 @@ func (f *fetcher) round(ctx context.Context) error {
 			return errors.New("leader not registered")
 		}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		conn, err := f.fs.c.peers.Dial(dctx, b.KafkaAddr)
+		conn, err := f.fs.c.replicas.DialReplica(dctx, b.KafkaAddr)
 		cancel()
 		if err != nil {
 			return err
@@ -212,15 +210,9 @@ func (f *fetcher) round(ctx context.Context) error {
 	if err := f.truncate(ctx, parts); err != nil {
 		return err
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.Version = replicaFetchVersion
-	req.ReplicaID = f.fs.c.cfg.NodeID
-	req.MaxWaitMillis = int32(replicaFetchMaxWait / time.Millisecond)
-	req.MinBytes = 1
-	req.MaxBytes = replicaFetchMaxBytes
-	req.SessionEpoch = -1
+	req := peer.ReplicaFetch{ReplicaID: f.fs.c.cfg.NodeID, MaxWait: replicaFetchMaxWait,
+		MaxBytes: replicaFetchMaxBytes, PartitionMaxBytes: replicaPartitionBytes}
 	var asked []followed
-	byTopic := map[string]int{}
 	for p, fl := range parts {
 		if ep, ok := f.truncated[p]; !ok || ep != fl.leaderEpoch {
 			continue // its truncation failed: retried next round
@@ -229,92 +221,75 @@ func (f *fetcher) round(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		i := topicSlot(byTopic, &req.Topics, fl.topic, func(name string) kmsg.FetchRequestTopic {
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = name
-			return t
-		})
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.Index
-		rp.CurrentLeaderEpoch = fl.leaderEpoch
-		rp.FetchOffset = l.EndOffset()
-		rp.LastFetchedEpoch = -1
-		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = replicaPartitionBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		req.Partitions = append(req.Partitions, peer.FetchPartition{Topic: fl.topic, Partition: p.Index,
+			LeaderEpoch: fl.leaderEpoch, Offset: l.EndOffset()})
 		asked = append(asked, fl)
 	}
 	if len(asked) == 0 {
 		return errNothingToFetch
 	}
 	cctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+10*time.Second)
-	raw, err := f.conn.Call(cctx, req)
+	answers, err := f.conn.Fetch(cctx, req)
 	cancel()
 	if err != nil {
 		return err
-	}
-	resp := raw.(*kmsg.FetchResponse)
-	if resp.ErrorCode != 0 {
-		return kerr.ErrorForCode(resp.ErrorCode)
 	}
 	find := lookupOf(asked)
 	var wg sync.WaitGroup
 	var pending []func()
 	retry := false
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			fl, ok := find[rt.Topic][rp.Partition]
-			if !ok {
-				continue
-			}
-			p := fl.p
-			switch err := kerr.ErrorForCode(rp.ErrorCode); {
-			case err == nil:
-			case errors.Is(err, kerr.OffsetOutOfRange):
-				l, lerr := p.ReplicaLog()
-				switch {
-				case lerr != nil:
-				case rp.LogStartOffset >= 0 && l.EndOffset() < rp.LogStartOffset:
-					if err := p.ResetTo(rp.LogStartOffset); err != nil {
-						f.log.Warn("cannot reset a replica to the leader's log start", "partition", p.String(), "err", err)
-					}
-				case rp.HighWatermark >= 0 && rp.HighWatermark < l.EndOffset():
-					// Past the leader's end, with no epoch to compare:
-					// keep what the leader has committed.
-					if _, err := p.TruncateTo(max(rp.HighWatermark, l.StartOffset())); err != nil {
-						f.log.Warn("cannot truncate a replica past the leader's end", "partition", p.String(), "err", err)
-					}
-				}
-				retry = true
-				continue
-			default:
-				// Not the leader (yet, or any more), or an epoch this leader
-				// does not share: wait for the metadata to say who leads.
-				f.noteRefusal(p, "Fetch", err)
-				retry = true
-				continue
-			}
-			f.noteRefusal(p, "Fetch", nil)
-			if len(rp.RecordBatches) > 0 {
-				batches, err := batch.Split(rp.RecordBatches, nil)
-				if err != nil && len(batches) == 0 {
-					f.log.Warn("leader sent batches that do not parse", "partition", p.String(), "err", err)
-					retry = true
-					continue
-				}
-				wg.Add(1)
-				hw := rp.HighWatermark
-				p.AppendReplica(batches, func(err error) {
-					if err != nil {
-						f.log.Warn("replica append failed", "partition", p.String(), "err", err)
-					}
-					wg.Done()
-				})
-				pending = append(pending, func() { p.SetFollowerHighWatermark(hw) })
-				continue
-			}
-			p.SetFollowerHighWatermark(rp.HighWatermark)
+	for _, rp := range answers {
+		fl, ok := find[rp.Topic][rp.Partition]
+		if !ok {
+			continue
 		}
+		p := fl.p
+		switch err := rp.Err; {
+		case err == nil:
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			l, lerr := p.ReplicaLog()
+			switch {
+			case lerr != nil:
+			case rp.LogStart >= 0 && l.EndOffset() < rp.LogStart:
+				if err := p.ResetTo(rp.LogStart); err != nil {
+					f.log.Warn("cannot reset a replica to the leader's log start", "partition", p.String(), "err", err)
+				}
+			case rp.HighWatermark >= 0 && rp.HighWatermark < l.EndOffset():
+				// Past the leader's end, with no epoch to compare:
+				// keep what the leader has committed.
+				if _, err := p.TruncateTo(max(rp.HighWatermark, l.StartOffset())); err != nil {
+					f.log.Warn("cannot truncate a replica past the leader's end", "partition", p.String(), "err", err)
+				}
+			}
+			retry = true
+			continue
+		default:
+			// Not the leader (yet, or any more), or an epoch this leader
+			// does not share: wait for the metadata to say who leads.
+			f.noteRefusal(p, "Fetch", err)
+			retry = true
+			continue
+		}
+		f.noteRefusal(p, "Fetch", nil)
+		if len(rp.Records) > 0 {
+			batches, err := batch.Split(rp.Records, nil)
+			if err != nil && len(batches) == 0 {
+				f.log.Warn("leader sent batches that do not parse", "partition", p.String(), "err", err)
+				retry = true
+				continue
+			}
+			wg.Add(1)
+			hw := rp.HighWatermark
+			p.AppendReplica(batches, func(err error) {
+				if err != nil {
+					f.log.Warn("replica append failed", "partition", p.String(), "err", err)
+				}
+				wg.Done()
+			})
+			pending = append(pending, func() { p.SetFollowerHighWatermark(hw) })
+			continue
+		}
+		p.SetFollowerHighWatermark(rp.HighWatermark)
 	}
 	// The next fetch names the new log ends, which must be durable: wait
 	// for the appends (one group commit per shard) before sending it.
@@ -336,11 +311,8 @@ func (f *fetcher) round(ctx context.Context) error {
 // (once per leader epoch) and cuts what diverges (KIP-279: to the smaller
 // of the leader's end of that epoch and this replica's).
 func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]followed) error {
-	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.Version = 3
-	req.ReplicaID = f.fs.c.cfg.NodeID
+	var qs []peer.EpochQuery
 	var asked []followed
-	byTopic := map[string]int{}
 	for p, fl := range parts {
 		if ep, ok := f.truncated[p]; ok && ep == fl.leaderEpoch {
 			continue
@@ -354,74 +326,53 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*engine.Partition]foll
 			f.truncated[p] = fl.leaderEpoch // empty: nothing can diverge
 			continue
 		}
-		i := topicSlot(byTopic, &req.Topics, fl.topic, func(name string) kmsg.OffsetForLeaderEpochRequestTopic {
-			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			t.Topic = name
-			return t
-		})
-		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p.Index, fl.leaderEpoch, latest
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		qs = append(qs, peer.EpochQuery{Topic: fl.topic, Partition: p.Index, CurrentLeaderEpoch: fl.leaderEpoch, LeaderEpoch: latest})
 		asked = append(asked, fl)
 	}
 	if len(asked) == 0 {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	raw, err := f.conn.Call(cctx, req)
+	ends, err := f.conn.EpochEnds(cctx, f.fs.c.cfg.NodeID, qs)
 	cancel()
 	if err != nil {
 		return err
 	}
-	resp := raw.(*kmsg.OffsetForLeaderEpochResponse)
 	find := lookupOf(asked)
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			fl, ok := find[rt.Topic][rp.Partition]
-			if !ok {
-				continue
-			}
-			p := fl.p
-			if rp.ErrorCode != 0 {
-				f.noteRefusal(p, "OffsetForLeaderEpoch", kerr.ErrorForCode(rp.ErrorCode))
-				continue
-			}
-			l, err := p.ReplicaLog()
-			if err != nil {
-				continue
-			}
-			to := rp.EndOffset
-			if rp.LeaderEpoch < 0 || rp.EndOffset < 0 {
-				// The leader knows no epoch at or below ours (its log
-				// starts later, or is empty): the fetch tells, with
-				// OFFSET_OUT_OF_RANGE and the leader's bounds.
-				f.truncated[p] = fl.leaderEpoch
-				continue
-			}
-			if _, own := l.EndOffsetForEpoch(rp.LeaderEpoch); own >= 0 {
-				to = min(to, own)
-			}
-			if to < l.EndOffset() {
-				if _, err := p.TruncateTo(max(to, l.StartOffset())); err != nil {
-					f.log.Warn("cannot truncate a divergent replica", "partition", p.String(), "to", to, "err", err)
-					continue
-				}
-			}
-			f.truncated[p] = fl.leaderEpoch
+	for _, rp := range ends {
+		fl, ok := find[rp.Topic][rp.Partition]
+		if !ok {
+			continue
 		}
+		p := fl.p
+		if rp.Err != nil {
+			f.noteRefusal(p, "OffsetForLeaderEpoch", rp.Err)
+			continue
+		}
+		l, err := p.ReplicaLog()
+		if err != nil {
+			continue
+		}
+		to := rp.EndOffset
+		if rp.LeaderEpoch < 0 || rp.EndOffset < 0 {
+			// The leader knows no epoch at or below ours (its log
+			// starts later, or is empty): the fetch tells, with
+			// OFFSET_OUT_OF_RANGE and the leader's bounds.
+			f.truncated[p] = fl.leaderEpoch
+			continue
+		}
+		if _, own := l.EndOffsetForEpoch(rp.LeaderEpoch); own >= 0 {
+			to = min(to, own)
+		}
+		if to < l.EndOffset() {
+			if _, err := p.TruncateTo(max(to, l.StartOffset())); err != nil {
+				f.log.Warn("cannot truncate a divergent replica", "partition", p.String(), "to", to, "err", err)
+				continue
+			}
+		}
+		f.truncated[p] = fl.leaderEpoch
 	}
 	return nil
-}
-
-// topicSlot is the index of topic name in *topics (a request's topic
-// list), appending mk(name) the first time; index remembers them.
-func topicSlot[T any](index map[string]int, topics *[]T, name string, mk func(string) T) int {
-	if i, ok := index[name]; ok {
-		return i
-	}
-	*topics = append(*topics, mk(name))
-	index[name] = len(*topics) - 1
-	return index[name]
 }
 
 // lookupOf indexes the partitions a request asked for by topic and

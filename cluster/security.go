@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/security"
@@ -113,9 +112,7 @@ func sameSlice(a, b []metadata.ACLBinding) bool {
 func aclsOf(from []metadata.ACLBinding) []security.ACL {
 	acls := make([]security.ACL, len(from))
 	for i, b := range from {
-		acls[i] = security.ACL{ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
-			PatternType: kmsg.ACLResourcePatternType(b.PatternType), Principal: b.Principal, Host: b.Host,
-			Operation: kmsg.ACLOperation(b.Operation), Permission: kmsg.ACLPermissionType(b.Permission)}
+		acls[i] = security.ACLOfCodes(b.ResourceType, b.ResourceName, b.PatternType, b.Principal, b.Host, b.Operation, b.Permission)
 	}
 	return acls
 }

@@ -2,14 +2,15 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -24,17 +25,6 @@ const (
 	txnCallTimeout = 30 * time.Second
 	verifyTimeout  = 10 * time.Second
 )
-
-// peerCall sends req to the broker at addr (on a kept connection of
-// the peers' client) and hands the response to read.
-func (c *Cluster) peerCall(ctx context.Context, addr string, req kmsg.Request, read func(kmsg.Response)) error {
-	resp, err := c.peers.Call(ctx, addr, req)
-	if err != nil {
-		return err
-	}
-	read(resp)
-	return nil
-}
 
 // brokerKafkaAddr is broker id's inter-broker address, or a retriable
 // error when it cannot be reached now.
@@ -62,36 +52,17 @@ func (c *Cluster) verifyTxn(id string, pid int64, epoch int16, tp engine.TopicPa
 	if err != nil {
 		return fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
 	}
-	req := kmsg.NewPtrAddPartitionsToTxnRequest()
-	req.Version = 4
-	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = id, pid, epoch, true
-	rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-	rt.Topic, rt.Partitions = tp.Topic, []int32{tp.Partition}
-	t.Topics = append(t.Topics, rt)
-	req.Transactions = append(req.Transactions, t)
 	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 	defer cancel()
-	var verdict error
-	err = c.peerCall(ctx, addr, req, func(kresp kmsg.Response) {
-		resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
-		code := resp.ErrorCode
-		if code == 0 {
-			// One transaction, one topic, one partition were asked.
-			if len(resp.Transactions) == 0 || len(resp.Transactions[0].Topics) == 0 || len(resp.Transactions[0].Topics[0].Partitions) == 0 {
-				verdict = fmt.Errorf("%w: transaction coordinator, broker %d, answered without the partition", kerr.UnknownServerError, coord)
-				return
-			}
-			code = resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
-		}
-		if code != 0 {
-			verdict = fmt.Errorf("transaction coordinator, broker %d: %w", coord, kerr.ErrorForCode(code))
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("%w: verifying with the transaction coordinator, broker %d: %v", kerr.CoordinatorNotAvailable, coord, err)
+	err = c.txns.VerifyTxn(ctx, addr, peer.TxnVerify{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Topic: tp.Topic, Partition: tp.Partition})
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ke):
+		return fmt.Errorf("transaction coordinator, broker %d: %w", coord, err)
 	}
-	return verdict
+	return fmt.Errorf("%w: verifying with the transaction coordinator, broker %d: %v", kerr.CoordinatorNotAvailable, coord, err)
 }
 
 // writeTxnMarkers sends mk to the leaders of parts, one WriteTxnMarkers
@@ -132,46 +103,19 @@ func (c *Cluster) writeTxnMarkers(mk engine.TxnMarker, parts []engine.TopicParti
 // sendMarkers sends one WriteTxnMarkers with mk for parts[idx] to leader
 // and fills errs[idx] (each goroutine its own indexes).
 func (c *Cluster) sendMarkers(ctx context.Context, leader int32, addr string, mk engine.TxnMarker, parts []engine.TopicPartition, idx []int, errs []error) {
-	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	req.Version = 1
-	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = mk.ProducerID, mk.ProducerEpoch, mk.Commit, mk.CoordinatorEpoch
-	at := map[engine.TopicPartition]int{}
+	m := peer.TxnMarkers{ProducerID: mk.ProducerID, ProducerEpoch: mk.ProducerEpoch, Commit: mk.Commit, CoordinatorEpoch: mk.CoordinatorEpoch}
 	for _, i := range idx {
-		tp := parts[i]
-		at[tp] = i
-		if n := len(m.Topics); n > 0 && m.Topics[n-1].Topic == tp.Topic {
-			m.Topics[n-1].Partitions = append(m.Topics[n-1].Partitions, tp.Partition)
-			continue
-		}
-		t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-		t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
-		m.Topics = append(m.Topics, t)
+		m.Partitions = append(m.Partitions, peer.TopicPartition{Topic: parts[i].Topic, Partition: parts[i].Partition})
 	}
-	req.Markers = append(req.Markers, m)
-	fail := func(err error) {
-		for _, i := range idx {
-			errs[i] = err
+	got, err := c.txns.WriteTxnMarkers(ctx, addr, m)
+	for k, i := range idx {
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("%w: markers to broker %d: %v", kerr.NotLeaderForPartition, leader, err)
+		case got[k] != nil:
+			errs[i] = fmt.Errorf("broker %d: %w", leader, got[k])
+		default:
+			errs[i] = nil
 		}
-	}
-	fail(fmt.Errorf("%w: broker %d did not answer for the partition", kerr.UnknownServerError, leader))
-	err := c.peerCall(ctx, addr, req, func(kresp kmsg.Response) {
-		for _, rm := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
-			for _, t := range rm.Topics {
-				for _, p := range t.Partitions {
-					i, ok := at[engine.TopicPartition{Topic: t.Topic, Partition: p.Partition}]
-					if !ok {
-						continue
-					}
-					errs[i] = nil
-					if p.ErrorCode != 0 {
-						errs[i] = fmt.Errorf("broker %d: %w", leader, kerr.ErrorForCode(p.ErrorCode))
-					}
-				}
-			}
-		}
-	})
-	if err != nil {
-		fail(fmt.Errorf("%w: markers to broker %d: %v", kerr.NotLeaderForPartition, leader, err))
 	}
 }

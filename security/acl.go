@@ -39,6 +39,14 @@ type ACL struct {
 	Permission   kmsg.ACLPermissionType      `json:"permission"`
 }
 
+// ACLOfCodes is the ACL with Kafka's codes of its resource type, pattern
+// type, operation and permission (as the cluster's metadata keeps them).
+func ACLOfCodes(resourceType int8, resourceName string, patternType int8, principal, host string, operation, permission int8) ACL {
+	return ACL{ResourceType: kmsg.ACLResourceType(resourceType), ResourceName: resourceName,
+		PatternType: kmsg.ACLResourcePatternType(patternType), Principal: principal, Host: host,
+		Operation: kmsg.ACLOperation(operation), Permission: kmsg.ACLPermissionType(permission)}
+}
+
 // Validate refuses what Kafka's CreateAcls refuses: wildcard enums (ANY,
 // MATCH) and UNKNOWN ones, an empty name, a cluster not named
 // kafka-cluster, a principal not of the form User:NAME or User:*, an

@@ -11,6 +11,7 @@ package peer
 
 import (
 	"context"
+	"time"
 
 	"github.com/ringlog/ringlog/metadata"
 )
@@ -84,7 +85,7 @@ type ISRChangeAnswer struct {
 }
 
 // Transport carries requests to another broker's inter-broker listener at
-// addr. An error of the request as a whole (the broker is unreachable,
+// addr (the replica fetchers' connections are Replicas'). An error of the request as a whole (the broker is unreachable,
 // not the controller, refused it) is the error result; per-partition
 // refusals are in the answers.
 type Transport interface {
@@ -102,4 +103,111 @@ type Transport interface {
 	// CreateTopic asks the controller to create a topic with the
 	// defaults (auto-creation).
 	CreateTopic(ctx context.Context, addr string, name string) error
+}
+
+// ReplicaFetch is a follower's Fetch of the partitions one leader leads.
+type ReplicaFetch struct {
+	// ReplicaID is the follower's broker id.
+	ReplicaID int32
+	// MaxWait is how long the leader may hold the fetch for data.
+	MaxWait time.Duration
+	// MaxBytes bounds the answer; PartitionMaxBytes each partition's.
+	MaxBytes, PartitionMaxBytes int32
+	Partitions                  []FetchPartition
+}
+
+// FetchPartition is one partition of a ReplicaFetch.
+type FetchPartition struct {
+	Topic     string
+	Partition int32
+	// LeaderEpoch is the leader epoch the follower knows.
+	LeaderEpoch int32
+	// Offset is the follower's log end (durable): where to read from.
+	Offset int64
+}
+
+// Fetched is the leader's answer for one partition of a ReplicaFetch.
+type Fetched struct {
+	Topic     string
+	Partition int32
+	Err       error
+	// HighWatermark and LogStart are the leader's (-1 when unknown).
+	HighWatermark, LogStart int64
+	// Records are whole record batches from Offset on.
+	Records []byte
+}
+
+// EpochQuery asks a leader where its leader epoch LeaderEpoch ends
+// (OffsetForLeaderEpoch, KIP-101/279).
+type EpochQuery struct {
+	Topic     string
+	Partition int32
+	// CurrentLeaderEpoch is the leader epoch the follower knows.
+	CurrentLeaderEpoch int32
+	LeaderEpoch        int32
+}
+
+// EpochEnd is the leader's answer to an EpochQuery: the largest epoch it
+// has at or below the one asked, and where that epoch ends (both -1 when
+// it has none).
+type EpochEnd struct {
+	Topic       string
+	Partition   int32
+	Err         error
+	LeaderEpoch int32
+	EndOffset   int64
+}
+
+// ReplicaConn is a replica fetcher's own connection to one leader: one
+// request at a time.
+type ReplicaConn interface {
+	// Fetch sends f; the answers are the leader's, per partition.
+	Fetch(ctx context.Context, f ReplicaFetch) ([]Fetched, error)
+	// EpochEnds asks where epochs end, for replica replicaID.
+	EpochEnds(ctx context.Context, replicaID int32, qs []EpochQuery) ([]EpochEnd, error)
+	// Close closes the connection.
+	Close() error
+}
+
+// Replicas opens the replica fetchers' connections.
+type Replicas interface {
+	// DialReplica opens a connection to the leader at addr.
+	DialReplica(ctx context.Context, addr string) (ReplicaConn, error)
+}
+
+// TxnVerify asks a transaction coordinator whether a partition is in the
+// open transaction of a producer (AddPartitionsToTxn v4 with VerifyOnly,
+// KIP-890), as a partition leader asks before a transactional append.
+type TxnVerify struct {
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Topic           string
+	Partition       int32
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// TxnMarkers asks a leader to write a transaction's end marker in some of
+// its partitions (WriteTxnMarkers).
+type TxnMarkers struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+	Partitions       []TopicPartition
+}
+
+// Txns carries the transaction calls between brokers.
+type Txns interface {
+	// VerifyTxn asks the coordinator at addr; nil when the partition is
+	// in the transaction.
+	VerifyTxn(ctx context.Context, addr string, v TxnVerify) error
+	// WriteTxnMarkers asks the leader at addr; the errors are per
+	// partition, in the order of m.Partitions.
+	WriteTxnMarkers(ctx context.Context, addr string, m TxnMarkers) ([]error, error)
 }
