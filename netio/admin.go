@@ -94,24 +94,21 @@ func adminEntries[E, R any](r *request, entries []E,
 	return out
 }
 
-// forwardAdmin sends req to the controller in cluster mode, as
-// adminEntries' forward: its answer and true, or false where req is
-// answered here.
-func forwardAdmin[Resp kmsg.Response](s *Server, r *request, ctx context.Context, req kmsg.Request) (Resp, bool, error) {
-	var zero Resp
-	cl := s.cfg.Cluster
-	if cl == nil {
-		return zero, false, nil
+// forwardPart is adminEntries' forward for a request of kind Resp: the
+// accepted entries go to the controller in a copy of the request,
+// with(sub), and of reads their answers from the controller's response.
+func forwardPart[E, R any, Resp kmsg.Response](s *Server, r *request, with func(sub []E) kmsg.Request, of func(Resp) []R) func(context.Context, []E) ([]R, bool, error) {
+	return func(ctx context.Context, sub []E) ([]R, bool, error) {
+		resp, ok, err := s.forward(ctx, r, with(sub))
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		typed, isResp := resp.(Resp)
+		if !isResp {
+			return nil, false, fmt.Errorf("%w: the controller answered a %T", kerr.UnknownServerError, resp)
+		}
+		return of(typed), true, nil
 	}
-	resp, ok, err := s.forward(ctx, r, req)
-	if err != nil || !ok {
-		return zero, false, err
-	}
-	out, isResp := resp.(Resp)
-	if !isResp {
-		return zero, false, fmt.Errorf("%w: the controller answered a %T", kerr.UnknownServerError, resp)
-	}
-	return out, true, nil
 }
 
 // Peers is the client of the other brokers' Kafka listeners that

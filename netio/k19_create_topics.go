@@ -80,15 +80,8 @@ func handleCreateTopics(s *Server, r *request) frameOutcome {
 				return answer(rt, t, err)
 			}, kmsg.CreateTopicsResponseTopic{}
 		},
-		func(ctx context.Context, sub []kmsg.CreateTopicsRequestTopic) ([]kmsg.CreateTopicsResponseTopic, bool, error) {
-			c := *req
-			c.Topics = sub
-			resp, ok, err := forwardAdmin[*kmsg.CreateTopicsResponse](s, r, ctx, &c)
-			if !ok {
-				return nil, false, err
-			}
-			return resp.Topics, true, nil
-		},
+		forwardPart(s, r, func(sub []kmsg.CreateTopicsRequestTopic) kmsg.Request { c := *req; c.Topics = sub; return &c },
+			func(resp *kmsg.CreateTopicsResponse) []kmsg.CreateTopicsResponseTopic { return resp.Topics }),
 		func(rt kmsg.CreateTopicsRequestTopic, err error) kmsg.CreateTopicsResponseTopic {
 			return answer(rt, admin.Topic{}, err)
 		})

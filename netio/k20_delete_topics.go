@@ -102,20 +102,14 @@ func handleDeleteTopics(s *Server, r *request) frameOutcome {
 			return answer(kmsg.StringPtr(name), id, err)
 		}, kmsg.DeleteTopicsResponseTopic{}
 	}
+	topicsOf := func(resp *kmsg.DeleteTopicsResponse) []kmsg.DeleteTopicsResponseTopic { return resp.Topics }
 	failed := func(t kmsg.DeleteTopicsRequestTopic, err error) kmsg.DeleteTopicsResponseTopic {
 		return answer(t.Topic, t.TopicID, err)
 	}
 	if r.version >= 6 {
 		resp.Topics = adminEntries(r, req.Topics, prepare,
-			func(ctx context.Context, sub []kmsg.DeleteTopicsRequestTopic) ([]kmsg.DeleteTopicsResponseTopic, bool, error) {
-				c := *req
-				c.Topics = sub
-				resp, ok, err := forwardAdmin[*kmsg.DeleteTopicsResponse](s, r, ctx, &c)
-				if !ok {
-					return nil, false, err
-				}
-				return resp.Topics, true, nil
-			}, failed)
+			forwardPart(s, r, func(sub []kmsg.DeleteTopicsRequestTopic) kmsg.Request { c := *req; c.Topics = sub; return &c }, topicsOf),
+			failed)
 	} else {
 		// v0-5 name topics only; as v6 topics, for prepare.
 		byName := func(n string) kmsg.DeleteTopicsRequestTopic {
@@ -127,15 +121,7 @@ func handleDeleteTopics(s *Server, r *request) frameOutcome {
 			func(n string) (func(context.Context) kmsg.DeleteTopicsResponseTopic, kmsg.DeleteTopicsResponseTopic) {
 				return prepare(byName(n))
 			},
-			func(ctx context.Context, sub []string) ([]kmsg.DeleteTopicsResponseTopic, bool, error) {
-				c := *req
-				c.TopicNames = sub
-				resp, ok, err := forwardAdmin[*kmsg.DeleteTopicsResponse](s, r, ctx, &c)
-				if !ok {
-					return nil, false, err
-				}
-				return resp.Topics, true, nil
-			},
+			forwardPart(s, r, func(sub []string) kmsg.Request { c := *req; c.TopicNames = sub; return &c }, topicsOf),
 			func(n string, err error) kmsg.DeleteTopicsResponseTopic { return failed(byName(n), err) })
 	}
 	r.respond(resp)

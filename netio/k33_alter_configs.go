@@ -68,15 +68,8 @@ func handleAlterConfigs(s *Server, r *request) frameOutcome {
 				return answer(rr, s.admin.AlterConfigs(ctx, ch, req.ValidateOnly))
 			}, kmsg.AlterConfigsResponseResource{}
 		},
-		func(ctx context.Context, sub []kmsg.AlterConfigsRequestResource) ([]kmsg.AlterConfigsResponseResource, bool, error) {
-			c := *req
-			c.Resources = sub
-			resp, ok, err := forwardAdmin[*kmsg.AlterConfigsResponse](s, r, ctx, &c)
-			if !ok {
-				return nil, false, err
-			}
-			return resp.Resources, true, nil
-		}, answer)
+		forwardPart(s, r, func(sub []kmsg.AlterConfigsRequestResource) kmsg.Request { c := *req; c.Resources = sub; return &c },
+			func(resp *kmsg.AlterConfigsResponse) []kmsg.AlterConfigsResponseResource { return resp.Resources }), answer)
 	r.respond(resp)
 	return frameDone
 }

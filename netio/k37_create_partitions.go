@@ -61,15 +61,8 @@ func handleCreatePartitions(s *Server, r *request) frameOutcome {
 				return answer(rt, s.admin.CreatePartitions(ctx, np, req.ValidateOnly))
 			}, kmsg.CreatePartitionsResponseTopic{}
 		},
-		func(ctx context.Context, sub []kmsg.CreatePartitionsRequestTopic) ([]kmsg.CreatePartitionsResponseTopic, bool, error) {
-			c := *req
-			c.Topics = sub
-			resp, ok, err := forwardAdmin[*kmsg.CreatePartitionsResponse](s, r, ctx, &c)
-			if !ok {
-				return nil, false, err
-			}
-			return resp.Topics, true, nil
-		}, answer)
+		forwardPart(s, r, func(sub []kmsg.CreatePartitionsRequestTopic) kmsg.Request { c := *req; c.Topics = sub; return &c },
+			func(resp *kmsg.CreatePartitionsResponse) []kmsg.CreatePartitionsResponseTopic { return resp.Topics }), answer)
 	r.respond(resp)
 	return frameDone
 }

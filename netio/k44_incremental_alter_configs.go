@@ -52,15 +52,14 @@ func handleIncrementalAlterConfigs(s *Server, r *request) frameOutcome {
 				return answer(rr, s.admin.AlterConfigs(ctx, ch, req.ValidateOnly))
 			}, kmsg.IncrementalAlterConfigsResponseResource{}
 		},
-		func(ctx context.Context, sub []kmsg.IncrementalAlterConfigsRequestResource) ([]kmsg.IncrementalAlterConfigsResponseResource, bool, error) {
+		forwardPart(s, r, func(sub []kmsg.IncrementalAlterConfigsRequestResource) kmsg.Request {
 			c := *req
 			c.Resources = sub
-			resp, ok, err := forwardAdmin[*kmsg.IncrementalAlterConfigsResponse](s, r, ctx, &c)
-			if !ok {
-				return nil, false, err
-			}
-			return resp.Resources, true, nil
-		}, answer)
+			return &c
+		},
+			func(resp *kmsg.IncrementalAlterConfigsResponse) []kmsg.IncrementalAlterConfigsResponseResource {
+				return resp.Resources
+			}), answer)
 	r.respond(resp)
 	return frameDone
 }
