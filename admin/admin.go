@@ -44,6 +44,41 @@ type Service interface {
 	// AlterConfigs changes a topic's config overrides or the brokers'
 	// defaults, as c says (Resolve turns c into the changes).
 	AlterConfigs(ctx context.Context, c ConfigChange, validateOnly bool) error
+	// ElectLeaders holds elections of typ for parts, answering each in
+	// order; parts nil means every partition, and then only the
+	// partitions whose leader moved or could not are answered (Kafka
+	// leaves out ELECTION_NOT_NEEDED there).
+	ElectLeaders(ctx context.Context, typ ElectionType, parts []PartitionRef) ([]Election, error)
+}
+
+// ElectionType is the kind of election ElectLeaders holds (Kafka's
+// numbering).
+type ElectionType int8
+
+const (
+	// PreferredElection gives each partition to its preferred replica
+	// (the first of its replicas) when that one is alive and in sync:
+	// nothing is lost, leadership goes back where placement put it.
+	PreferredElection ElectionType = 0
+	// UncleanElection gives a partition with no live in-sync replica to
+	// its first live replica, which becomes the whole ISR: what only the
+	// old ISR had is lost. Partitions with a live leader are left alone.
+	UncleanElection ElectionType = 1
+)
+
+// PartitionRef names one partition.
+type PartitionRef struct {
+	Topic     string
+	Partition int32
+}
+
+// Election is the outcome of one partition's election: nil when its
+// leader moved, ELECTION_NOT_NEEDED when it already had the leader asked
+// for, PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE
+// when no replica may take it, UNKNOWN_TOPIC_OR_PARTITION.
+type Election struct {
+	PartitionRef
+	Err error
 }
 
 // Topic describes a topic as the admin answers need it.

@@ -123,3 +123,22 @@ func (s engineService) AlterConfigs(_ context.Context, c ConfigChange, validateO
 		return c.Resolve(cfg.Overrides(), func(k string) string { v, _ := cfg.Get(k); return v })
 	}, validateOnly)
 }
+
+// ElectLeaders on a single broker: every partition already has its only
+// replica as leader.
+func (s engineService) ElectLeaders(_ context.Context, typ ElectionType, parts []PartitionRef) ([]Election, error) {
+	if typ != PreferredElection && typ != UncleanElection {
+		return nil, fmt.Errorf("%w: election type %d (0 preferred, 1 unclean)", kerr.InvalidRequest, typ)
+	}
+	if parts == nil {
+		return nil, nil
+	}
+	out := make([]Election, len(parts))
+	for i, p := range parts {
+		out[i] = Election{PartitionRef: p, Err: fmt.Errorf("%w: %s-%d is led by its only replica", kerr.ElectionNotNeeded, p.Topic, p.Partition)}
+		if t := s.e.Topic(p.Topic); t == nil || t.Partition(p.Partition) == nil {
+			out[i].Err = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, p.Topic, p.Partition)
+		}
+	}
+	return out, nil
+}

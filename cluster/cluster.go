@@ -473,12 +473,15 @@ func (c *Cluster) stopContext() (context.Context, context.CancelFunc) {
 // controller accepts it; false when stopping. A node whose handshakes keep
 // being refused (PeerMismatch) for MismatchGrace stops with that error.
 func (c *Cluster) register() (int64, bool) {
-	reg := peer.Registration{BrokerID: c.cfg.NodeID, Incarnation: metadata.NewUUID(), Listeners: c.listeners}
+	reg := peer.Registration{BrokerID: c.cfg.NodeID, Incarnation: metadata.NewUUID()}
 	for _, ln := range c.listeners {
-		if _, _, err := splitHostPort(ln.Addr); err != nil {
+		host, port, err := splitHostPort(ln.Addr)
+		if err != nil {
 			c.fail(fmt.Errorf("cluster: advertised address %q of listener %s: %w", ln.Addr, ln.Name, err))
 			return 0, false
 		}
+		// As the controller records it, whichever way it arrives.
+		reg.Listeners = append(reg.Listeners, metadata.Listener{Name: ln.Name, Addr: net.JoinHostPort(host, strconv.Itoa(port))})
 	}
 	var mismatchSince time.Time
 	var lastErr error
@@ -601,7 +604,14 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 		switch {
 		case err != nil:
-			if msg := err.Error(); msg != lastErr {
+			// Logged once per kind of refusal (a transport error's
+			// text changes with every connection).
+			msg := err.Error()
+			var ke *kerr.Error
+			if errors.As(err, &ke) {
+				msg = ke.Message
+			}
+			if msg != lastErr {
 				c.log.Info("heartbeat not accepted", "err", err, "controller", c.ControllerID())
 				lastErr = msg
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/admin"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/metadata"
@@ -332,4 +333,96 @@ func (c *Cluster) ensureInternalTopic(ctx context.Context, img *metadata.Image, 
 		return
 	}
 	c.log.Info("controller: created an internal topic", "topic", name, "partitions", parts, "replication_factor", rf)
+}
+
+// ElectLeaders holds elections on the controller (admin.Service): a
+// preferred election gives a partition to its first replica when that is
+// live and in the ISR; an unclean one gives a partition without a live
+// leader to its first live ISR member, or, when the ISR has none, to its
+// first live replica alone in a new ISR (what only the old ISR had is
+// lost). Each is one ChangePartition, a compare-and-set on the
+// partition epoch it was decided from, serialised with the control
+// loop's own elections (controller.mu).
+func (c *Cluster) ElectLeaders(ctx context.Context, typ admin.ElectionType, parts []admin.PartitionRef) ([]admin.Election, error) {
+	if typ != admin.PreferredElection && typ != admin.UncleanElection {
+		return nil, fmt.Errorf("%w: election type %d (0 preferred, 1 unclean)", kerr.InvalidRequest, typ)
+	}
+	if _, err := c.controllerImage(ctx); err != nil {
+		return nil, err
+	}
+	c.ctrl.mu.Lock()
+	defer c.ctrl.mu.Unlock()
+	img := c.Image()
+	all := parts == nil
+	if all {
+		for _, t := range img.Topics() {
+			for i := range t.Partitions {
+				parts = append(parts, admin.PartitionRef{Topic: t.Name, Partition: int32(i)})
+			}
+		}
+	}
+	out := make([]admin.Election, 0, len(parts))
+	for _, ref := range parts {
+		err := c.electOne(ctx, img, typ, ref)
+		if all && errors.Is(err, kerr.ElectionNotNeeded) {
+			continue // as Kafka: only what moved, or could not
+		}
+		out = append(out, admin.Election{PartitionRef: ref, Err: err})
+	}
+	if len(out) > 0 {
+		c.log.Info("controller: leader elections asked for", "type", typ, "partitions", len(parts), "answered", len(out))
+	}
+	return out, nil
+}
+
+// electOne holds one partition's election of typ (ElectLeaders).
+func (c *Cluster) electOne(ctx context.Context, img *metadata.Image, typ admin.ElectionType, ref admin.PartitionRef) error {
+	t := img.Topic(ref.Topic)
+	if t == nil || ref.Partition < 0 || int(ref.Partition) >= len(t.Partitions) {
+		return fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, ref.Topic, ref.Partition)
+	}
+	p := t.Partitions[ref.Partition]
+	live := func(id int32) bool {
+		b, ok := img.Broker(id)
+		return ok && !b.Fenced
+	}
+	rec := metadata.ChangePartition{TopicID: t.ID, Partition: ref.Partition, ExpectedPartitionEpoch: p.PartitionEpoch}
+	switch typ {
+	case admin.PreferredElection:
+		preferred := p.Replicas[0]
+		switch {
+		case p.Leader == preferred:
+			return fmt.Errorf("%w: %s-%d is led by its preferred replica %d", kerr.ElectionNotNeeded, ref.Topic, ref.Partition, preferred)
+		case !live(preferred) || !slices.Contains(p.ISR, preferred):
+			return fmt.Errorf("%w: %s-%d's preferred replica %d is not live and in sync (ISR %v)", kerr.PreferredLeaderNotAvailable, ref.Topic, ref.Partition, preferred, p.ISR)
+		}
+		rec.Leader = &preferred
+	default:
+		if p.Leader != metadata.NoLeader && live(p.Leader) {
+			return fmt.Errorf("%w: %s-%d has a live leader, %d", kerr.ElectionNotNeeded, ref.Topic, ref.Partition, p.Leader)
+		}
+		var liveISR []int32
+		for _, id := range p.ISR {
+			if live(id) {
+				liveISR = append(liveISR, id)
+			}
+		}
+		leader := metadata.NoLeader
+		for _, id := range p.Replicas {
+			if (len(liveISR) > 0 && slices.Contains(liveISR, id)) || (len(liveISR) == 0 && live(id)) {
+				leader = id
+				break
+			}
+		}
+		if leader == metadata.NoLeader {
+			return fmt.Errorf("%w: no replica of %s-%d (%v) is live", kerr.EligibleLeadersNotAvailable, ref.Topic, ref.Partition, p.Replicas)
+		}
+		rec.Leader, rec.ISR = &leader, liveISR
+		if len(liveISR) == 0 {
+			rec.ISR = []int32{leader}
+			c.log.Warn("controller: unclean leader election: records only the old ISR had are lost", "topic", ref.Topic, "partition", ref.Partition, "leader", leader, "old_isr", p.ISR)
+		}
+	}
+	_, err := c.propose(ctx, rec)
+	return err
 }

@@ -492,6 +492,12 @@ func fuzzRequests(f *testing.F, key, v int16, topic *engine.Topic) []kmsg.Reques
 		res.Configs = append(res.Configs, c)
 		r.Resources = append(r.Resources, res)
 		return []kmsg.Request{r}
+	case 43:
+		r := kmsg.NewPtrElectLeadersRequest()
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic, rt.Partitions = fuzzTopic, []int32{0, 1}
+		r.Topics = append(r.Topics, rt)
+		return []kmsg.Request{r, kmsg.NewPtrElectLeadersRequest()}
 	case 10:
 		r := kmsg.NewPtrFindCoordinatorRequest()
 		r.CoordinatorKey, r.CoordinatorKeys = "fuzz-group", []string{"fuzz-group"}

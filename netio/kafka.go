@@ -57,6 +57,7 @@ var apiTable = []apiHandler{
 	{key: 33, name: "AlterConfigs", min: 0, max: 2, advMin: 0, async: true, handler: handleAlterConfigs},
 	{key: 37, name: "CreatePartitions", min: 0, max: 3, advMin: 0, async: true, handler: handleCreatePartitions},
 	{key: 42, name: "DeleteGroups", min: 0, max: 2, advMin: 0, async: true, handler: handleDeleteGroups},
+	{key: 43, name: "ElectLeaders", min: 0, max: 2, advMin: 0, async: true, handler: handleElectLeaders},
 	{key: 44, name: "IncrementalAlterConfigs", min: 0, max: 1, advMin: 0, async: true, handler: handleIncrementalAlterConfigs},
 	{key: 47, name: "OffsetDelete", min: 0, max: 0, advMin: 0, async: true, handler: handleOffsetDelete},
 	{key: 60, name: "DescribeCluster", min: 0, max: 2, advMin: 0, handler: handleDescribeCluster},

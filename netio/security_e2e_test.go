@@ -664,6 +664,24 @@ func TestACLMatrix(t *testing.T) {
 			}
 			return code, nil
 		}},
+		{"ElectLeaders", grant(clusterT, "kafka-cluster", kmsg.ACLOperationAlter), cauth, func(ctx context.Context, cl *kgo.Client) (int16, error) {
+			r := kmsg.NewPtrElectLeadersRequest()
+			rt := kmsg.NewElectLeadersRequestTopic()
+			rt.Topic, rt.Partitions = "m-epoch", []int32{0}
+			r.Topics = append(r.Topics, rt)
+			resp, err := req(ctx, cl, r)
+			if err != nil {
+				return 0, err
+			}
+			el := resp.(*kmsg.ElectLeadersResponse)
+			if el.ErrorCode != 0 {
+				return el.ErrorCode, nil
+			}
+			if code := el.Topics[0].Partitions[0].ErrorCode; code != kerr.ElectionNotNeeded.Code {
+				return code, nil
+			}
+			return 0, nil // allowed; a single broker has nothing to elect
+		}},
 	}
 	bob := sb.client(t, sb.saslTxt, kgo.SASL(scram.Auth{User: "bob", Pass: bobPass}.AsSha512Mechanism()))
 	for _, c := range cases {

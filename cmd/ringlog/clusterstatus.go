@@ -23,8 +23,9 @@ import (
 )
 
 func runCluster(args []string, stdout, stderr io.Writer) error {
-	return cli.Dispatch("ringlog", "cluster", "Shows the state of a running broker or cluster.", []cli.Subcommand{
+	return cli.Dispatch("ringlog", "cluster", "Shows and steers a running broker or cluster.", []cli.Subcommand{
 		{Name: "status", Summary: "brokers, controller, leaders per broker, under-replicated and offline partitions", Run: runClusterStatus},
+		{Name: "elect-leaders", Summary: "give partitions back to their preferred replicas (or, unclean, to an out-of-sync one)", Run: runElectLeaders},
 	}, args, stdout, stderr)
 }
 

@@ -209,6 +209,16 @@ func TestToolsTopicRoundTrip(t *testing.T) {
 	wantContains(t, "describe of a missing topic: stdout", r.stdout, "Topic: orders")
 	wantContains(t, "describe of a missing topic: stderr", r.stderr, `topic "nope" does not exist: create it with 'ringlog topic create nope'`)
 
+	// elect-leaders: a single broker leads every partition it has.
+	r = b.run(t, 0, "", "cluster", "elect-leaders")
+	wantContains(t, "elect-leaders", r.stdout, "No partition needed an election.")
+	r = b.run(t, 0, "", "cluster", "elect-leaders", "--topic", "orders")
+	wantContains(t, "elect-leaders --topic", r.stdout, "PARTITION", "orders-0", "orders-1", "not needed")
+	r = b.run(t, 1, "", "cluster", "elect-leaders", "--topic", "orders", "--partitions", "7")
+	wantContains(t, "elect-leaders of a missing partition", r.stdout+r.stderr, "orders-7", "UNKNOWN_TOPIC_OR_PARTITION", "1 of 1 elections failed")
+	r = b.run(t, 2, "", "cluster", "elect-leaders", "--type", "dirty")
+	wantContains(t, "elect-leaders --type dirty", r.stderr, "use preferred or unclean")
+
 	// alter: set, grow, refuse to shrink, delete back to the default.
 	r = b.run(t, 0, "", "topic", "alter", "orders", "--set", "retention.ms=60000", "--partitions", "3")
 	wantContains(t, "alter", r.stdout, "retention.ms=60000", "from 2 to 3 partitions")

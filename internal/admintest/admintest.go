@@ -1,5 +1,5 @@
 // Package admintest holds the admin cases (CreateTopics, DeleteTopics,
-// CreatePartitions, AlterConfigs, IncrementalAlterConfigs) that a single
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders) that a single
 // broker and a cluster must answer alike: they take one path (package
 // admin), and these cases show it, run by netio's tests against a single
 // broker and by cmd/ringlog's against a broker of a three-node cluster
@@ -8,6 +8,7 @@ package admintest
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -115,6 +116,23 @@ func Run(t *testing.T, ctx context.Context, cl *kgo.Client, prefix string) {
 		r.incremental(brokerRes(op(kmsg.IncrementalAlterConfigOpDelete, "log.retention.ms", ""))).Resources,
 		func(t kmsg.IncrementalAlterConfigsResponseResource) int16 { return t.ErrorCode }, 0)
 	r.await(b+" back on the default retention.ms", func() bool { return r.describe(kmsg.ConfigResourceTypeTopic, b)["retention.ms"] == "604800000" })
+
+	// ElectLeaders: every partition here is led by its preferred
+	// replica, and has a live leader.
+	for _, typ := range []int8{0, 1} {
+		el := kmsg.NewPtrElectLeadersRequest()
+		el.ElectionType = typ
+		et := kmsg.NewElectLeadersRequestTopic()
+		et.Topic, et.Partitions = b, []int32{0, 5}
+		el.Topics = append(el.Topics, et)
+		resp, err := el.RequestWith(ctx, r.br)
+		if err != nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 {
+			t.Fatalf("ElectLeaders type %d: %v %+v", typ, err, resp)
+		}
+		codes(r, fmt.Sprintf("ElectLeaders type %d", typ), resp.Topics[0].Partitions,
+			func(p kmsg.ElectLeadersResponseTopicPartition) int16 { return p.ErrorCode },
+			kerr.ElectionNotNeeded.Code, kerr.UnknownTopicOrPartition.Code)
+	}
 
 	// DeleteTopics, by name and by id.
 	dt := kmsg.NewPtrDeleteTopicsRequest()

@@ -79,6 +79,11 @@ func DialWith(ctx context.Context, dial DialFunc, addr string) (*Conn, error) {
 // Close closes the connection.
 func (c *Conn) Close() error { return c.nc.Close() }
 
+// ReleaseBuffer leaves the buffer the last response was read into to that
+// response: the next call reads into a new one (a connection shared
+// between callers, whose responses must not change under them).
+func (c *Conn) ReleaseBuffer() { c.body = nil }
+
 // Call sends req (at req.GetVersion()) and returns the decoded response;
 // ctx bounds it (30 s without a deadline). The response may alias the
 // connection's buffer until the next call.

@@ -7,7 +7,8 @@
 // dial function (cluster.Config.Dial, the seam of the tests' link
 // faults), then TLS when the inter-broker listener is SSL, and names
 // itself kwire.ForwardClientID. Idle connections are kept per address
-// (a few each), so a call costs no TCP or TLS handshake.
+// (a few each, for a minute at most), so a call costs no TCP or TLS
+// handshake.
 package peerwire
 
 import (
@@ -17,6 +18,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,8 +28,15 @@ import (
 	"github.com/ringlog/ringlog/quorum"
 )
 
-// maxIdle is how many idle connections to one broker a Client keeps.
-const maxIdle = 4
+// maxIdle is how many idle connections to one broker a Client keeps;
+// a kept connection idle for maxIdleAge, or open for maxConnAge, is
+// closed instead of reused (the brokers close connections idle for ten
+// minutes, and a reloaded TLS certificate applies to new connections).
+const (
+	maxIdle    = 4
+	maxIdleAge = time.Minute
+	maxConnAge = 10 * time.Minute
+)
 
 // Client makes a broker's calls to the other brokers. It is safe for
 // concurrent use; a connection carries one call at a time.
@@ -36,8 +45,14 @@ type Client struct {
 	tlsConfig func() *tls.Config
 
 	mu     sync.Mutex
-	idle   map[string][]*kwire.Conn
+	idle   map[string][]kept
 	closed bool
+}
+
+// kept is an idle connection: when it was opened and last put back.
+type kept struct {
+	conn         *kwire.Conn
+	opened, idle time.Time
 }
 
 var _ peer.Transport = (*Client)(nil)
@@ -70,54 +85,86 @@ func (c *Client) Dial(ctx context.Context, addr string) (*kwire.Conn, error) {
 }
 
 // Call sends req to the broker at addr on a kept connection (a new one
-// when none is idle, or when a kept one turns out dead) and returns the
-// response.
+// when none is idle, or when a kept one turns out dead: then every idle
+// connection to addr is dropped, as the broker restarted or closed them)
+// and returns the response, which is the caller's alone.
 func (c *Client) Call(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
-	for attempt := 0; ; attempt++ {
-		conn := c.take(addr)
-		kept := conn != nil
-		if !kept {
-			var err error
-			if conn, err = c.Dial(ctx, addr); err != nil {
-				return nil, err
-			}
-		}
-		resp, err := conn.Call(ctx, req)
+	k, ok := c.take(addr)
+	if !ok {
+		conn, err := c.Dial(ctx, addr)
 		if err != nil {
-			conn.Close()
-			if kept && attempt == 0 && ctx.Err() == nil {
-				continue // the broker closed it while idle (a restart)
-			}
 			return nil, err
 		}
-		c.put(addr, conn)
-		return resp, nil
+		k = kept{conn: conn, opened: time.Now()}
+	}
+	resp, err := k.conn.Call(ctx, req)
+	if err != nil && ok && ctx.Err() == nil {
+		k.conn.Close()
+		c.drop(addr)
+		conn, derr := c.Dial(ctx, addr)
+		if derr != nil {
+			return nil, derr
+		}
+		k = kept{conn: conn, opened: time.Now()}
+		resp, err = k.conn.Call(ctx, req)
+	}
+	if err != nil {
+		k.conn.Close()
+		return nil, err
+	}
+	// The response keeps the buffer it was read into; a context that
+	// ended may have set a past deadline on the connection as the call
+	// returned: such a connection is not reused.
+	k.conn.ReleaseBuffer()
+	if ctx.Err() != nil {
+		k.conn.Close()
+	} else {
+		c.put(addr, k)
+	}
+	return resp, nil
+}
+
+// take is an idle connection to addr young enough to reuse.
+func (c *Client) take(addr string) (kept, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for {
+		ks := c.idle[addr]
+		if len(ks) == 0 {
+			return kept{}, false
+		}
+		k := ks[len(ks)-1]
+		c.idle[addr] = ks[:len(ks)-1]
+		if now.Sub(k.idle) < maxIdleAge && now.Sub(k.opened) < maxConnAge {
+			return k, true
+		}
+		k.conn.Close()
 	}
 }
 
-func (c *Client) take(addr string) *kwire.Conn {
+func (c *Client) put(addr string, k kept) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cs := c.idle[addr]
-	if len(cs) == 0 {
-		return nil
-	}
-	conn := cs[len(cs)-1]
-	c.idle[addr] = cs[:len(cs)-1]
-	return conn
-}
-
-func (c *Client) put(addr string, conn *kwire.Conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || len(c.idle[addr]) >= maxIdle {
-		conn.Close()
+	if c.closed || len(c.idle[addr]) >= maxIdle || time.Since(k.opened) >= maxConnAge {
+		k.conn.Close()
 		return
 	}
 	if c.idle == nil {
-		c.idle = map[string][]*kwire.Conn{}
+		c.idle = map[string][]kept{}
 	}
-	c.idle[addr] = append(c.idle[addr], conn)
+	k.idle = time.Now()
+	c.idle[addr] = append(c.idle[addr], k)
+}
+
+// drop closes every idle connection to addr.
+func (c *Client) drop(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range c.idle[addr] {
+		k.conn.Close()
+	}
+	delete(c.idle, addr)
 }
 
 // Close closes the idle connections; those in use are closed when their
@@ -126,9 +173,9 @@ func (c *Client) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	for _, cs := range c.idle {
-		for _, conn := range cs {
-			conn.Close()
+	for _, ks := range c.idle {
+		for _, k := range ks {
+			k.conn.Close()
 		}
 	}
 	c.idle = nil

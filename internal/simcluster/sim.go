@@ -19,7 +19,7 @@ import (
 // Simulation drives a Cluster through random steps drawn from a seed:
 // acks=all produces, link faults (both directions, one direction, a
 // broker cut off from everyone, a client cut off from a broker, slow
-// links), heals, crashes and restarts; after every step it checks the
+// links), heals, crashes and restarts, preferred leader elections; after every step it checks the
 // invariants (Check). The same seed draws the same steps.
 type Simulation struct {
 	C     *Cluster
@@ -69,6 +69,11 @@ func NewSimulation(ctx context.Context, c *Cluster, seed uint64) (*Simulation, e
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Its replicas in sync before the first step: a step's faults, not
+	// the topic's birth, decide what is acknowledged.
+	if err := s.waitInSync(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -102,7 +107,7 @@ func (s *Simulation) two() (int32, int32) {
 // act draws and takes one action, and says what it did.
 func (s *Simulation) act(ctx context.Context) string {
 	n := s.C.Net
-	switch w := s.rng.IntN(21); {
+	switch w := s.rng.IntN(22); {
 	case w < 7:
 		return s.produce(ctx, 1+s.rng.IntN(20))
 	case w < 8:
@@ -156,6 +161,8 @@ func (s *Simulation) act(ctx context.Context) string {
 			return fmt.Sprintf("%s %d: %v", what, id, err)
 		}
 		return fmt.Sprintf("%s %d", what, id)
+	case w < 19:
+		return s.electPreferred(ctx)
 	default:
 		d := time.Duration(100+s.rng.IntN(1900)) * time.Millisecond
 		select {
@@ -164,6 +171,33 @@ func (s *Simulation) act(ctx context.Context) string {
 		}
 		return fmt.Sprintf("wait %v", d)
 	}
+}
+
+// electPreferred asks for preferred leader elections of every partition
+// (leadership moves between live brokers, under whatever faults hold).
+func (s *Simulation) electPreferred(ctx context.Context) string {
+	cl, err := s.C.NewClient()
+	if err != nil {
+		return fmt.Sprintf("elect preferred leaders: no client: %v", err)
+	}
+	defer cl.Close()
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).ElectLeaders(ectx, kadm.ElectPreferredReplica, nil)
+	if err != nil {
+		return fmt.Sprintf("elect preferred leaders: %v", err)
+	}
+	moved, failed := 0, 0
+	for _, ps := range res {
+		for _, r := range ps {
+			if r.Err != nil {
+				failed++
+			} else {
+				moved++
+			}
+		}
+	}
+	return fmt.Sprintf("elect preferred leaders: %d moved, %d could not", moved, failed)
 }
 
 // produce sends count records acks=all and remembers those acknowledged.

@@ -18,7 +18,15 @@ func TestSimulationChecksCatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.produce(ctx, 10); !strings.Contains(got, "all acknowledged") {
+	// Every link up: acknowledged (a loaded machine may need a retry
+	// of what timed out).
+	var got string
+	for range 3 {
+		if got = s.produce(ctx, 10); strings.Contains(got, "all acknowledged") {
+			break
+		}
+	}
+	if !strings.Contains(got, "all acknowledged") {
 		t.Fatalf("produce with every link up: %s", got)
 	}
 	if err := s.Check(); err != nil {
@@ -33,7 +41,7 @@ func TestSimulationChecksCatch(t *testing.T) {
 	}
 	clear(s.leaders)
 	s.acked["never-written"] = position{0, 3}
-	if err := s.Finish(ctx); err == nil || !strings.Contains(err.Error(), "1 of 11 acknowledged records lost") {
+	if err := s.Finish(ctx); err == nil || !strings.Contains(err.Error(), "acknowledged records lost or moved: never-written") {
 		t.Errorf("Finish with a record acknowledged and not written: %v", err)
 	}
 }
