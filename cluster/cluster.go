@@ -764,6 +764,13 @@ func (c *Cluster) askISRChanges() {
 			aerr = answers[i].Err
 		}
 		if aerr != nil {
+			if uncertain(aerr) {
+				// It may have committed: its members keep counting
+				// for the high watermark until the image tells.
+				c.log.Info("ISR change not answered", "partition", a.p.String(), "err", aerr)
+				a.p.ISRChangeUncertain(c.cfg.ReplicaLagMax)
+				continue
+			}
 			c.log.Info("ISR change refused", "partition", a.p.String(), "err", aerr)
 			a.p.ISRChangeDone()
 			continue
@@ -775,6 +782,15 @@ func (c *Cluster) askISRChanges() {
 			stats.ISRExpands.Add(1)
 		}
 	}
+}
+
+// uncertain reports whether a request to the controller that failed with
+// err may still have committed: it was lost in transit, the controller
+// changed, or its proposal's fate is unknown. A refusal the controller
+// decided (a stale epoch, an ineligible member) is certain.
+func uncertain(err error) bool {
+	var ke *kerr.Error
+	return !errors.As(err, &ke) || errors.Is(err, kerr.NotController) || errors.Is(err, kerr.RequestTimedOut) || errors.Is(err, kerr.UnknownServerError)
 }
 
 // reconcile makes the engine's topics follow the image: a topic deleted

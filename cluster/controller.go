@@ -340,9 +340,12 @@ func (c *Cluster) ensureInternalTopic(ctx context.Context, img *metadata.Image, 
 // live and in the ISR; an unclean one gives a partition without a live
 // leader to its first live ISR member, or, when the ISR has none, to its
 // first live replica alone in a new ISR (what only the old ISR had is
-// lost). Each is one ChangePartition, a compare-and-set on the
-// partition epoch it was decided from, serialised with the control
-// loop's own elections (controller.mu).
+// lost). Each is a ChangePartition, a compare-and-set on the partition
+// epoch it was decided from; they are proposed in batches of
+// electionBatch (one commit each, so that controller.mu, which the
+// control loop's failovers and AlterPartition also need, is held for a
+// few commits, not one per partition), a refused batch one by one. A
+// partition named twice is answered once.
 func (c *Cluster) ElectLeaders(ctx context.Context, typ admin.ElectionType, parts []admin.PartitionRef) ([]admin.Election, error) {
 	if typ != admin.PreferredElection && typ != admin.UncleanElection {
 		return nil, fmt.Errorf("%w: election type %d (0 preferred, 1 unclean)", kerr.InvalidRequest, typ)
@@ -362,12 +365,49 @@ func (c *Cluster) ElectLeaders(ctx context.Context, typ admin.ElectionType, part
 		}
 	}
 	out := make([]admin.Election, 0, len(parts))
+	seen := map[admin.PartitionRef]bool{}
+	var recs []metadata.ChangePartition
+	var at []int // out index of each rec
 	for _, ref := range parts {
-		err := c.electOne(ctx, img, typ, ref)
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		rec, err := electionOf(img, typ, ref)
 		if all && errors.Is(err, kerr.ElectionNotNeeded) {
-			continue // as Kafka: only what moved, or could not
+			continue // as Kafka: only what moves, or cannot
 		}
 		out = append(out, admin.Election{PartitionRef: ref, Err: err})
+		if err == nil {
+			recs, at = append(recs, rec), append(at, len(out)-1)
+		}
+	}
+	for start := 0; start < len(recs); start += electionBatch {
+		end := min(start+electionBatch, len(recs))
+		batch := metadata.Batch{}
+		for _, rec := range recs[start:end] {
+			batch.Records = append(batch.Records, rec)
+		}
+		_, err := c.propose(ctx, batch)
+		var refused *metadata.RefusedError
+		if errors.As(err, &refused) {
+			// One of them no longer holds: each on its own.
+			for i := start; i < end; i++ {
+				_, out[at[i]].Err = c.propose(ctx, recs[i])
+			}
+		} else {
+			for i := start; i < end; i++ {
+				out[at[i]].Err = err
+			}
+		}
+	}
+	for i, rec := range recs {
+		if out[at[i]].Err == nil && typ == admin.UncleanElection && len(rec.ISR) == 1 && *rec.Leader == rec.ISR[0] {
+			if t := img.TopicByID(rec.TopicID); t != nil && !slices.Contains(t.Partitions[rec.Partition].ISR, *rec.Leader) {
+				c.log.Warn("controller: unclean leader election: records only the old ISR had are lost", "topic", t.Name, "partition", rec.Partition,
+					"leader", *rec.Leader, "old_isr", t.Partitions[rec.Partition].ISR)
+			}
+		}
 	}
 	if len(out) > 0 {
 		c.log.Info("controller: leader elections asked for", "type", typ, "partitions", len(parts), "answered", len(out))
@@ -375,11 +415,15 @@ func (c *Cluster) ElectLeaders(ctx context.Context, typ admin.ElectionType, part
 	return out, nil
 }
 
-// electOne holds one partition's election of typ (ElectLeaders).
-func (c *Cluster) electOne(ctx context.Context, img *metadata.Image, typ admin.ElectionType, ref admin.PartitionRef) error {
+// electionBatch is how many elections one commit carries.
+const electionBatch = 256
+
+// electionOf decides one partition's election of typ (ElectLeaders): the
+// change to propose, or why there is none.
+func electionOf(img *metadata.Image, typ admin.ElectionType, ref admin.PartitionRef) (metadata.ChangePartition, error) {
 	t := img.Topic(ref.Topic)
 	if t == nil || ref.Partition < 0 || int(ref.Partition) >= len(t.Partitions) {
-		return fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, ref.Topic, ref.Partition)
+		return metadata.ChangePartition{}, fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, ref.Topic, ref.Partition)
 	}
 	p := t.Partitions[ref.Partition]
 	live := func(id int32) bool {
@@ -392,14 +436,14 @@ func (c *Cluster) electOne(ctx context.Context, img *metadata.Image, typ admin.E
 		preferred := p.Replicas[0]
 		switch {
 		case p.Leader == preferred:
-			return fmt.Errorf("%w: %s-%d is led by its preferred replica %d", kerr.ElectionNotNeeded, ref.Topic, ref.Partition, preferred)
+			return rec, fmt.Errorf("%w: %s-%d is led by its preferred replica %d", kerr.ElectionNotNeeded, ref.Topic, ref.Partition, preferred)
 		case !live(preferred) || !slices.Contains(p.ISR, preferred):
-			return fmt.Errorf("%w: %s-%d's preferred replica %d is not live and in sync (ISR %v)", kerr.PreferredLeaderNotAvailable, ref.Topic, ref.Partition, preferred, p.ISR)
+			return rec, fmt.Errorf("%w: %s-%d's preferred replica %d is not live and in sync (ISR %v)", kerr.PreferredLeaderNotAvailable, ref.Topic, ref.Partition, preferred, p.ISR)
 		}
 		rec.Leader = &preferred
 	default:
 		if p.Leader != metadata.NoLeader && live(p.Leader) {
-			return fmt.Errorf("%w: %s-%d has a live leader, %d", kerr.ElectionNotNeeded, ref.Topic, ref.Partition, p.Leader)
+			return rec, fmt.Errorf("%w: %s-%d has a live leader, %d", kerr.ElectionNotNeeded, ref.Topic, ref.Partition, p.Leader)
 		}
 		var liveISR []int32
 		for _, id := range p.ISR {
@@ -415,14 +459,12 @@ func (c *Cluster) electOne(ctx context.Context, img *metadata.Image, typ admin.E
 			}
 		}
 		if leader == metadata.NoLeader {
-			return fmt.Errorf("%w: no replica of %s-%d (%v) is live", kerr.EligibleLeadersNotAvailable, ref.Topic, ref.Partition, p.Replicas)
+			return rec, fmt.Errorf("%w: no replica of %s-%d (%v) is live", kerr.EligibleLeadersNotAvailable, ref.Topic, ref.Partition, p.Replicas)
 		}
 		rec.Leader, rec.ISR = &leader, liveISR
 		if len(liveISR) == 0 {
 			rec.ISR = []int32{leader}
-			c.log.Warn("controller: unclean leader election: records only the old ISR had are lost", "topic", ref.Topic, "partition", ref.Partition, "leader", leader, "old_isr", p.ISR)
 		}
 	}
-	_, err := c.propose(ctx, rec)
-	return err
+	return rec, nil
 }

@@ -91,6 +91,14 @@ type replication struct {
 	// pendingISR is the maximal ISR (the image's ∪ the requested one)
 	// while an ISR change is on its way to the controller; nil when none.
 	pendingISR []int32
+	// uncertainISR is the maximal ISR of a change whose fate the leader
+	// did not learn (the call to the controller failed in transit: it
+	// may have committed), kept in the high watermark's reckoning until
+	// the image shows the partition changed or uncertainUntil: else a
+	// member the controller added could be left behind the high
+	// watermark, and lose records if it became leader.
+	uncertainISR   []int32
+	uncertainUntil time.Time
 	// isrRetryAt delays the next ISR change after a refused one.
 	isrRetryAt time.Time
 	acks       []pendingAck // parked acks=all produces, in append order
@@ -265,6 +273,9 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 	} else if r.pendingISR != nil && (st.PartitionEpoch != old.PartitionEpoch) {
 		r.pendingISR = nil // the controller decided: the image has the ISR now
 	}
+	if st.Role != RoleLeader || st.PartitionEpoch != old.PartitionEpoch {
+		r.uncertainISR = nil
+	}
 	r.st = st
 	r.st.Replicas = slices.Clone(st.Replicas)
 	r.st.ISR = slices.Clone(st.ISR)
@@ -297,6 +308,13 @@ func (p *Partition) advanceHWLocked() []pendingAck {
 	members := r.st.ISR
 	if r.pendingISR != nil {
 		members = r.pendingISR
+	}
+	if r.uncertainISR != nil {
+		if p.topic.eng.now().Before(r.uncertainUntil) {
+			members = unionISR(members, r.uncertainISR)
+		} else {
+			r.uncertainISR = nil
+		}
 	}
 	for _, id := range members {
 		if id == self {
@@ -518,14 +536,26 @@ func (p *Partition) ISRChange(lagMax time.Duration) *ISRChangeRequest {
 // isrRetryDelay is how long a leader waits after a refused ISR change.
 const isrRetryDelay = time.Second
 
-// ISRChangeDone ends a pending ISR change that the controller refused or
-// that could not reach it (accepted ones end when the image arrives); the
-// next one waits isrRetryDelay.
-func (p *Partition) ISRChangeDone() {
+// ISRChangeDone ends a pending ISR change that the controller refused
+// (accepted ones end when the image arrives); the next one waits
+// isrRetryDelay.
+func (p *Partition) ISRChangeDone() { p.isrChangeEnded(0) }
+
+// ISRChangeUncertain ends the pending ISR change whose answer was lost
+// (it may or may not have committed): its members still count for the
+// high watermark until this broker's image shows the partition changed,
+// or for hold; another change may be asked meanwhile.
+func (p *Partition) ISRChangeUncertain(hold time.Duration) { p.isrChangeEnded(hold) }
+
+func (p *Partition) isrChangeEnded(hold time.Duration) {
 	if p.rep == nil {
 		return
 	}
 	p.rep.mu.Lock()
+	if hold > 0 && p.rep.pendingISR != nil {
+		p.rep.uncertainISR = unionISR(p.rep.uncertainISR, p.rep.pendingISR)
+		p.rep.uncertainUntil = p.topic.eng.now().Add(hold)
+	}
 	p.rep.pendingISR = nil
 	p.rep.isrRetryAt = p.topic.eng.now().Add(isrRetryDelay)
 	done := p.advanceHWLocked()
@@ -680,4 +710,15 @@ func (p *Partition) reloadProducerState() {
 	if err := p.loadProducerState(); err != nil {
 		p.topic.eng.logger.Warn("rebuilding producer state after truncation failed", "partition", p.String(), "err", err)
 	}
+}
+
+// unionISR is a ∪ b (a's order first).
+func unionISR(a, b []int32) []int32 {
+	out := slices.Clone(a)
+	for _, id := range b {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -284,6 +284,52 @@ func TestISRChange(t *testing.T) {
 	if c := p.ISRChange(lag); c != nil {
 		t.Fatalf("change %+v right after a refusal: want a pause of %v", c, isrRetryDelay)
 	}
+
+	// An expansion whose answer was lost may have committed: broker 3
+	// keeps counting for the HW (it may be in the ISR, and leader next)
+	// until the image tells, or the hold passes.
+	clock.Advance(isrRetryDelay + time.Second)
+	p.FollowerFetched(3, 6)
+	if c = p.ISRChange(lag); c == nil || len(c.Expand) != 1 {
+		t.Fatalf("broker 3 caught up again: change %+v, want it added", c)
+	}
+	if r := result(t, submit(t, p, 1, idem(t, -1, 0, 0, 1))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	p.FollowerFetched(2, 7)
+	p.ISRChangeUncertain(5 * time.Second)
+	if hw := p.HighWatermark(); hw != 6 {
+		t.Fatalf("HW %d after an unanswered expansion: want 6 until broker 3 has 7", hw)
+	}
+	p.FollowerFetched(3, 7)
+	if hw := p.HighWatermark(); hw != 7 {
+		t.Fatalf("HW %d once broker 3 has 7: want 7", hw)
+	}
+	if err := p.SetReplicaState(leaderState(1, 3, 1, 2, 3)); err != nil { // it had committed
+		t.Fatal(err)
+	}
+	// Lost again, and never committed: the hold ends it.
+	if r := result(t, submit(t, p, 1, idem(t, -1, 0, 0, 1))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if err := p.SetReplicaState(leaderState(1, 4, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(lag + time.Second)
+	p.FollowerFetched(3, 7)
+	if c = p.ISRChange(lag); c == nil || len(c.Expand) != 1 {
+		t.Fatalf("broker 3 back: change %+v, want it added", c)
+	}
+	p.ISRChangeUncertain(5 * time.Second)
+	p.FollowerFetched(2, 8)
+	if hw := p.HighWatermark(); hw != 7 {
+		t.Fatalf("HW %d within the hold: want 7 (broker 3 at 7)", hw)
+	}
+	clock.Advance(6 * time.Second)
+	p.FollowerFetched(2, 8)
+	if hw := p.HighWatermark(); hw != 8 {
+		t.Fatalf("HW %d after the hold: want 8 (ISR 1, 2)", hw)
+	}
 }
 
 func TestFollowerAppendAndTruncate(t *testing.T) {

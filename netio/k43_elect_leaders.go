@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -96,7 +97,7 @@ func handleElectLeaders(s *Server, r *request) frameOutcome {
 		}
 		pr := kmsg.NewElectLeadersResponseTopicPartition()
 		pr.Partition, pr.ErrorCode, pr.ErrorMessage = e.Partition, errCode(e.Err), errMessage(e.Err)
-		if e.Err != nil {
+		if e.Err != nil && !errors.Is(e.Err, kerr.ElectionNotNeeded) {
 			r.failed = true
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, pr)

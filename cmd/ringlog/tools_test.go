@@ -218,6 +218,9 @@ func TestToolsTopicRoundTrip(t *testing.T) {
 	wantContains(t, "elect-leaders of a missing partition", r.stdout+r.stderr, "orders-7", "UNKNOWN_TOPIC_OR_PARTITION", "1 of 1 elections failed")
 	r = b.run(t, 2, "", "cluster", "elect-leaders", "--type", "dirty")
 	wantContains(t, "elect-leaders --type dirty", r.stderr, "use preferred or unclean")
+	r = b.run(t, 2, "", "cluster", "elect-leaders", "--type", "unclean")
+	wantContains(t, "elect-leaders --type unclean of everything", r.stderr, "--all-topic-partitions")
+	b.run(t, 0, "", "cluster", "elect-leaders", "--type", "unclean", "--all-topic-partitions")
 
 	// alter: set, grow, refuse to shrink, delete back to the default.
 	r = b.run(t, 0, "", "topic", "alter", "orders", "--set", "retention.ms=60000", "--partitions", "3")
