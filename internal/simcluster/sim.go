@@ -338,9 +338,19 @@ func (s *Simulation) Finish(ctx context.Context) error {
 	if err := s.Check(); err != nil {
 		return err
 	}
-	ends, err := kadm.NewClient(s.C.Client()).ListEndOffsets(ctx, s.Topic)
-	if err == nil {
-		err = ends.Error()
+	// A leader the image names may not serve yet (its lease is renewed
+	// by its first heartbeat after a restart or a heal): ask again.
+	adm := kadm.NewClient(s.C.Client())
+	var ends kadm.ListedOffsets
+	var err error
+	for {
+		if ends, err = adm.ListEndOffsets(ctx, s.Topic); err == nil {
+			err = ends.Error()
+		}
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
 		return fmt.Errorf("simcluster: end offsets of %s: %w", s.Topic, err)
