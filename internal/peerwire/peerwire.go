@@ -208,7 +208,7 @@ func (c *Client) Register(ctx context.Context, addr string, r peer.Registration)
 			return -1, fmt.Errorf("listener %s address %q: bad port", ln.Name, ln.Addr)
 		}
 		l := kmsg.NewBrokerRegistrationRequestListener()
-		l.Name, l.Host, l.Port, l.SecurityProtocol = ln.Name, host, uint16(port), SecurityProtocolCode(ln.Name)
+		l.Name, l.Host, l.Port, l.SecurityProtocol = ln.Name, host, uint16(port), securityProtocolCode(ln.Name)
 		req.Listeners = append(req.Listeners, l)
 	}
 	if r.Rack != "" {
@@ -321,9 +321,9 @@ func (c *Client) CreateTopic(ctx context.Context, addr string, name string) erro
 	return codeErr(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
 }
 
-// SecurityProtocolCode is Kafka's number of the security protocol a
+// securityProtocolCode is Kafka's number of the security protocol a
 // listener is named after (BrokerRegistration's listeners carry it).
-func SecurityProtocolCode(name string) int16 {
+func securityProtocolCode(name string) int16 {
 	switch name {
 	case "SSL":
 		return 1
