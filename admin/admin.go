@@ -49,6 +49,33 @@ type Service interface {
 	// partitions whose leader moved or could not are answered (Kafka
 	// leaves out ELECTION_NOT_NEEDED there).
 	ElectLeaders(ctx context.Context, typ ElectionType, parts []PartitionRef) ([]Election, error)
+	// AlterPartitionReassignments starts, replaces or cancels the
+	// reassignment of each partition (KIP-455), answering each in order:
+	// nil once the move is recorded (it completes when the new replicas
+	// are in sync), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
+	// NO_REASSIGNMENT_IN_PROGRESS for a cancel of nothing, and
+	// INVALID_REPLICATION_FACTOR for a change of the replica count when
+	// allowRFChange is false.
+	AlterPartitionReassignments(ctx context.Context, rs []Reassignment, allowRFChange bool) ([]error, error)
+	// ListPartitionReassignments lists the reassignments in progress of
+	// parts (nil: of every partition); partitions not being reassigned,
+	// or unknown, are left out.
+	ListPartitionReassignments(ctx context.Context, parts []PartitionRef) ([]OngoingReassignment, error)
+}
+
+// Reassignment asks for a partition to move to Replicas, preferred
+// leader first; Replicas nil cancels its reassignment in progress.
+type Reassignment struct {
+	PartitionRef
+	Replicas []int32
+}
+
+// OngoingReassignment is a partition being reassigned: Replicas is the
+// target followed by the replicas being removed, Adding the target's
+// replicas that are new.
+type OngoingReassignment struct {
+	PartitionRef
+	Replicas, Adding, Removing []int32
 }
 
 // ElectionType is the kind of election ElectLeaders holds (Kafka's

@@ -142,3 +142,29 @@ func (s engineService) ElectLeaders(_ context.Context, typ ElectionType, parts [
 	}
 	return out, nil
 }
+
+// AlterPartitionReassignments on a single broker: the only assignment is
+// this broker alone, so a move to it changes nothing and any other is
+// refused.
+func (s engineService) AlterPartitionReassignments(_ context.Context, rs []Reassignment, allowRFChange bool) ([]error, error) {
+	out := make([]error, len(rs))
+	self := s.e.NodeID()
+	for i, r := range rs {
+		switch t := s.e.Topic(r.Topic); {
+		case t == nil || t.Partition(r.Partition) == nil:
+			out[i] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, r.Topic, r.Partition)
+		case r.Replicas == nil:
+			out[i] = fmt.Errorf("%w: %s-%d is not being reassigned", kerr.NoReassignmentInProgress, r.Topic, r.Partition)
+		case len(r.Replicas) != 1 && !allowRFChange:
+			out[i] = fmt.Errorf("%w: %s-%d has 1 replica, not %d", kerr.InvalidReplicationFactor, r.Topic, r.Partition, len(r.Replicas))
+		case len(r.Replicas) != 1 || r.Replicas[0] != self:
+			out[i] = fmt.Errorf("%w: %s-%d: this single broker (%d) is the only one", kerr.InvalidReplicaAssignment, r.Topic, r.Partition, self)
+		}
+	}
+	return out, nil
+}
+
+// ListPartitionReassignments on a single broker: nothing ever moves.
+func (s engineService) ListPartitionReassignments(context.Context, []PartitionRef) ([]OngoingReassignment, error) {
+	return nil, nil
+}

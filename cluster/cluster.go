@@ -846,6 +846,9 @@ func (c *Cluster) reconcile() bool {
 				ok = false
 			}
 		}
+		if !c.rehost(img, it) {
+			ok = false
+		}
 		if have := et.Config().Overrides(); !maps.Equal(have, it.Configs) {
 			set := map[string]*string{}
 			for k, v := range it.Configs {
@@ -926,17 +929,8 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 					continue
 				}
 			}
-			if it.Internal {
-				var co partitionLoader
-				switch it.Name {
-				case engine.OffsetsTopic:
-					co = c.eng.Coordinator()
-				case engine.TransactionStateTopic:
-					co = c.eng.Transactions()
-				}
-				if co != nil && !c.followCoordinator(co, it.Name, int32(i), cur, st) {
-					ok = false
-				}
+			if co := c.coordinatorOf(it); co != nil && !c.followCoordinator(co, it.Name, int32(i), cur, st) {
+				ok = false
 			}
 			if st.Role == engine.RoleFollower {
 				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch}
@@ -945,6 +939,65 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 	}
 	c.fetch.update(want)
 	return ok
+}
+
+// rehost makes this broker host exactly the partitions of topic it that
+// the image gives it a replica of (a reassignment adds and removes
+// replicas): a new replica gets an empty log for the fetcher to fill; a
+// replica moved away while this broker watched (the last reconciled
+// image had it here) is deleted, one the image dropped before this broker
+// saw it (moved while it was down) is kept, renamed *-stray. It reports
+// success.
+func (c *Cluster) rehost(img *metadata.Image, it *metadata.Topic) bool {
+	self := c.cfg.NodeID
+	et := c.eng.Topic(it.Name)
+	if et == nil || engine.TopicID(it.ID) != et.ID {
+		return true
+	}
+	var before *metadata.Topic
+	if c.last != nil {
+		before = c.last.TopicByID(it.ID)
+	}
+	ok := true
+	for _, p := range et.Partitions() {
+		if int(p.Index) >= len(it.Partitions) {
+			break
+		}
+		replica := metadata.RoleOf(&it.Partitions[p.Index], self) != metadata.NotReplica
+		switch {
+		case replica && !p.Hosted():
+			if err := c.eng.HostPartition(it.Name, p.Index); err != nil {
+				c.log.Error("cannot host a new replica", "partition", p.String(), "err", err)
+				ok = false
+			}
+		case !replica && p.Hosted():
+			watched := before != nil && int(p.Index) < len(before.Partitions) &&
+				metadata.RoleOf(&before.Partitions[p.Index], self) != metadata.NotReplica
+			if co := c.coordinatorOf(it); co != nil && co.Loaded(p.Index) {
+				co.UnloadPartition(p.Index)
+			}
+			if err := c.eng.DropPartition(it.Name, p.Index, !watched); err != nil {
+				c.log.Error("cannot remove a replica moved away", "partition", p.String(), "err", err)
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+// coordinatorOf is the coordinator whose state lives in topic it's
+// partitions, or nil.
+func (c *Cluster) coordinatorOf(it *metadata.Topic) partitionLoader {
+	if !it.Internal {
+		return nil
+	}
+	switch it.Name {
+	case engine.OffsetsTopic:
+		return c.eng.Coordinator()
+	case engine.TransactionStateTopic:
+		return c.eng.Transactions()
+	}
+	return nil
 }
 
 // partitionLoader is a coordinator whose state lives in the partitions of

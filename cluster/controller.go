@@ -342,7 +342,7 @@ func (c *Cluster) ensureInternalTopic(ctx context.Context, img *metadata.Image, 
 // first live replica alone in a new ISR (what only the old ISR had is
 // lost). Each is a ChangePartition, a compare-and-set on the partition
 // epoch it was decided from; they are proposed in batches of
-// electionBatch (one commit each, so that controller.mu, which the
+// proposeBatch (one commit each, so that controller.mu, which the
 // control loop's failovers and AlterPartition also need, is held for a
 // few commits, not one per partition), a refused batch one by one. A
 // partition named twice is answered once.
@@ -382,24 +382,12 @@ func (c *Cluster) ElectLeaders(ctx context.Context, typ admin.ElectionType, part
 			recs, at = append(recs, rec), append(at, len(out)-1)
 		}
 	}
-	for start := 0; start < len(recs); start += electionBatch {
-		end := min(start+electionBatch, len(recs))
-		batch := metadata.Batch{}
-		for _, rec := range recs[start:end] {
-			batch.Records = append(batch.Records, rec)
-		}
-		_, err := c.propose(ctx, batch)
-		var refused *metadata.RefusedError
-		if errors.As(err, &refused) {
-			// One of them no longer holds: each on its own.
-			for i := start; i < end; i++ {
-				_, out[at[i]].Err = c.propose(ctx, recs[i])
-			}
-		} else {
-			for i := start; i < end; i++ {
-				out[at[i]].Err = err
-			}
-		}
+	batch := make([]metadata.Record, len(recs))
+	for i, rec := range recs {
+		batch[i] = rec
+	}
+	for i, err := range c.proposeAll(ctx, batch) {
+		out[at[i]].Err = err
 	}
 	for i, rec := range recs {
 		if out[at[i]].Err == nil && typ == admin.UncleanElection && len(rec.ISR) == 1 && *rec.Leader == rec.ISR[0] {
@@ -414,9 +402,6 @@ func (c *Cluster) ElectLeaders(ctx context.Context, typ admin.ElectionType, part
 	}
 	return out, nil
 }
-
-// electionBatch is how many elections one commit carries.
-const electionBatch = 256
 
 // electionOf decides one partition's election of typ (ElectLeaders): the
 // change to propose, or why there is none.

@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -83,6 +87,109 @@ func checkLeads(p *Partition, topic, key string, loaded func(int32) bool) error 
 	}
 	if !loaded(p.Index) {
 		return fmt.Errorf("%w: %s is being loaded", kerr.CoordinatorLoadInProgress, p)
+	}
+	return nil
+}
+
+// HostPartition gives this broker a replica of partition i of topic name
+// (cluster mode: a reassignment added this broker): a new, empty log that
+// the replica fetcher fills from the leader. A directory already there
+// (left by a crash) is kept aside, renamed *-stray. Hosting a hosted
+// partition is a no-op.
+func (e *Engine) HostPartition(name string, i int32) error { return e.rehost(name, i, true, false) }
+
+// DropPartition removes this broker's replica of partition i of topic
+// name (a reassignment moved it away): its log is closed and deleted, or
+// with stray kept, renamed *-stray. Dropping a partition not hosted here
+// is a no-op.
+func (e *Engine) DropPartition(name string, i int32, stray bool) error {
+	return e.rehost(name, i, false, stray)
+}
+
+// rehost replaces partition i of a topic by a new Partition hosted here
+// or not: the metadata file lists the change before the new one is
+// published, and the old one's log is removed only after that.
+func (e *Engine) rehost(name string, i int32, hosted, stray bool) error {
+	t, done, err := e.topicAdmin(name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	parts := t.Partitions()
+	if i < 0 || int(i) >= len(parts) {
+		return fmt.Errorf("%w: topic %q has no partition %d", kerr.UnknownTopicOrPartition, name, i)
+	}
+	old := parts[i]
+	if old.Hosted() == hosted {
+		return nil
+	}
+	np := e.newPartition(t, i)
+	np.notHosted = !hosted
+	if hosted {
+		if _, err := os.Stat(np.dir); err == nil {
+			if err := keepAside(np.dir, t.ID); err != nil {
+				return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
+			}
+			e.logger.Warn("a directory was in the way of a new replica: kept, renamed *"+straySuffix, "partition", np.String())
+		}
+		if err := e.createLogs([]*Partition{np}, t.Config()); err != nil {
+			return err
+		}
+	}
+	e.metaMu.Lock()
+	next := e.meta.clone()
+	for j := range next.Topics {
+		if next.Topics[j].Name != name {
+			continue
+		}
+		nh := slices.DeleteFunc(slices.Clone(next.Topics[j].NotHosted), func(x int32) bool { return x == i })
+		if !hosted {
+			nh = append(nh, i)
+			slices.Sort(nh)
+		}
+		next.Topics[j].NotHosted = nh
+	}
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
+		e.metaMu.Unlock()
+		deleteLogs([]*Partition{np})
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	}
+	if hosted {
+		np.shard.adopt(np)
+	}
+	newParts := slices.Clone(parts)
+	newParts[i] = np
+	e.mu.Lock()
+	e.meta = next
+	t.parts.Store(&newParts)
+	e.mu.Unlock()
+	e.metaMu.Unlock()
+	old.remove(stray)
+	if hosted {
+		e.logger.Info("hosting a new replica", "partition", np.String())
+	} else {
+		e.logger.Info("removed a replica moved to other brokers", "partition", np.String(), "kept", stray)
+	}
+	return nil
+}
+
+// keepAside renames a partition directory <dir>.<topic id>-stray (or,
+// when that is taken, <dir>.<topic id>.<n>-stray): kept for an operator,
+// never deleted.
+func keepAside(dir string, id TopicID) error {
+	base := dir + "." + id.String()
+	to := base + straySuffix
+	for n := 1; ; n++ {
+		if _, err := os.Lstat(to); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if n > 1000 {
+			return fmt.Errorf("keep %s aside: too many stray copies", dir)
+		}
+		to = base + "." + strconv.Itoa(n) + straySuffix
+	}
+	if err := os.Rename(dir, to); err != nil {
+		return fmt.Errorf("keep %s aside: %w", dir, err)
 	}
 	return nil
 }

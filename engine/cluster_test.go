@@ -220,3 +220,68 @@ func TestTxnOffsetsPerOffsetsPartition(t *testing.T) {
 		t.Fatalf("%d offsets pending after partition 1's unload", n)
 	}
 }
+
+// HostPartition and DropPartition move a replica onto and off this broker
+// (reassignment), persistently; a dropped replica's directory is gone,
+// or kept as *-stray; a directory in a new replica's way is kept aside.
+func TestHostAndDropPartition(t *testing.T) {
+	dir := t.TempDir()
+	e := openTestEngine(t, dir, nil)
+	if _, err := e.CreateTopic(CreateTopicRequest{Name: "t", ID: newTopicID(), Partitions: 3, ReplicationFactor: -1, NotHosted: []int32{0, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	appendSync(t, e.Topic("t").Partition(1), idem(t, -1, 0, 0, 1), -1)
+	// A leftover directory where partition 2 will live.
+	if err := os.MkdirAll(filepath.Join(dir, "t-2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.HostPartition("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.HostPartition("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.HostPartition("t", 2); err != nil {
+		t.Fatalf("hosting twice: %v", err)
+	}
+	old := e.Topic("t").Partition(1)
+	if err := e.DropPartition("t", 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Log(); err == nil {
+		t.Fatal("the dropped partition's old object still has a log")
+	}
+	if err := e.DropPartition("t", 9, false); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("dropping a partition that does not exist: %v", err)
+	}
+	hosted := func(e *Engine) string {
+		var s string
+		for _, p := range e.Topic("t").Partitions() {
+			s += fmt.Sprint(p.Hosted()) + " "
+		}
+		return s
+	}
+	if got, want := hosted(e), "true false true "; got != want {
+		t.Fatalf("hosted %q, want %q", got, want)
+	}
+	strays, _ := filepath.Glob(filepath.Join(dir, "t-*-stray"))
+	if len(strays) != 2 {
+		t.Fatalf("stray directories %v: want the dropped t-1 and the leftover t-2", strays)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t-1")); !os.IsNotExist(err) {
+		t.Fatalf("t-1 still there: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, nil)
+	if got, want := hosted(e), "true false true "; got != want {
+		t.Fatalf("after a restart: hosted %q, want %q", got, want)
+	}
+	if err := e.DropPartition("t", 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t-0")); !os.IsNotExist(err) {
+		t.Fatalf("a deleted replica's directory is still there: %v", err)
+	}
+}

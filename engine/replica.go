@@ -255,6 +255,20 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 		p.topic.eng.logger.Info("leading partition", "partition", p.String(), "leader_epoch", st.LeaderEpoch,
 			"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load(), "isr", st.ISR)
 	}
+	if st.Role == RoleLeader {
+		// A reassignment changes the replicas under a leader: new ones
+		// are tracked from their first fetch, removed ones forgotten.
+		for _, id := range st.Replicas {
+			if id != self && r.followers[id] == nil {
+				r.followers[id] = &followerState{fetchOffset: -1, caughtUp: now, lastFetch: now}
+			}
+		}
+		for id := range r.followers {
+			if !slices.Contains(st.Replicas, id) {
+				delete(r.followers, id)
+			}
+		}
+	}
 	var failed []pendingAck
 	if st.Role != RoleLeader {
 		failed = r.acks

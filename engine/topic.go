@@ -210,10 +210,7 @@ func (p *Partition) remove(stray bool) {
 		}
 		err := p.log.Close()
 		if stray {
-			if rerr := os.Rename(p.dir, p.dir+"."+p.topic.ID.String()+straySuffix); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-			return err
+			return errors.Join(err, keepAside(p.dir, p.topic.ID))
 		}
 		gone := p.dir + "." + p.topic.ID.String() + deleteSuffix
 		if rerr := os.Rename(p.dir, gone); rerr != nil {

@@ -16,6 +16,9 @@ import (
 const (
 	// MaxPartitions is the most partitions a topic may have.
 	MaxPartitions = 100000
+	// MaxReplicas is the most replicas a partition may have, a
+	// reassignment's target and removing replicas together.
+	MaxReplicas = 256
 	// MaxProducerIDBlock is the largest AllocateProducerIDs.Count.
 	MaxProducerIDBlock = 1 << 20
 	maxConfigKey       = 255
@@ -124,6 +127,8 @@ func (t *txn) apply(rec Record, res *Result, top bool) *RefusedError {
 		return t.createPartitions(r)
 	case ChangePartition:
 		return t.changePartition(r)
+	case ReassignPartition:
+		return t.reassignPartition(r)
 	case AlterConfigs:
 		return t.alterConfigs(r)
 	case AllocateProducerIDs:
@@ -363,7 +368,7 @@ func (t *txn) createPartitions(r CreatePartitions) *RefusedError {
 	if have+len(r.Replicas) > MaxPartitions {
 		return refuse(kerr.InvalidPartitions, "topic %q: %d partitions: the limit is %d", topic.Name, have+len(r.Replicas), MaxPartitions)
 	}
-	if err := t.checkAssignment(topic.Name, have, r.Replicas, len(topic.Partitions[0].Replicas)); err != nil {
+	if err := t.checkAssignment(topic.Name, have, r.Replicas, len(topic.Partitions[0].TargetReplicas())); err != nil {
 		return err
 	}
 	w := t.topic(topic.Name)
@@ -372,14 +377,10 @@ func (t *txn) createPartitions(r CreatePartitions) *RefusedError {
 }
 
 func (t *txn) changePartition(r ChangePartition) *RefusedError {
-	topic := t.img.TopicByID(r.TopicID)
-	if topic == nil {
-		return refuse(kerr.UnknownTopicID, "no topic has id %s", r.TopicID)
+	topic, tp, err := t.partition(r.TopicID, r.Partition)
+	if err != nil {
+		return err
 	}
-	if r.Partition < 0 || int(r.Partition) >= len(topic.Partitions) {
-		return refuse(kerr.UnknownTopicOrPartition, "topic %q has no partition %d", topic.Name, r.Partition)
-	}
-	tp := fmt.Sprintf("%s-%d", topic.Name, r.Partition)
 	cur := topic.Partitions[r.Partition]
 	if q := r.Requester; q != nil {
 		b, ok := t.img.brokers[q.ID]
@@ -443,25 +444,146 @@ func (t *txn) changePartition(r ChangePartition) *RefusedError {
 		return refuse(kerr.InvalidRequest, "%s: leader %d would not be in the ISR %v", tp, leader, isr)
 	}
 
-	leaderChanged := leader != cur.Leader
-	isrChanged := !sameSet(isr, cur.ISR)
-	if !leaderChanged && !isrChanged {
+	next := cur
+	next.Leader = leader
+	if !sameSet(isr, cur.ISR) {
+		next.ISR = append([]int32(nil), isr...)
+	}
+	t.completeReassignment(&next)
+	return t.setPartition(topic, r.Partition, tp, cur, next)
+}
+
+// partition finds partition i of the topic with id, for a record that
+// changes it; tp names it in refusals.
+func (t *txn) partition(id UUID, i int32) (topic *Topic, tp string, err *RefusedError) {
+	topic = t.img.TopicByID(id)
+	if topic == nil {
+		return nil, "", refuse(kerr.UnknownTopicID, "no topic has id %s", id)
+	}
+	if i < 0 || int(i) >= len(topic.Partitions) {
+		return nil, "", refuse(kerr.UnknownTopicOrPartition, "topic %q has no partition %d", topic.Name, i)
+	}
+	return topic, fmt.Sprintf("%s-%d", topic.Name, i), nil
+}
+
+// setPartition makes next partition i of topic, if it differs from cur:
+// the partition epoch grows, and the leader epoch with a new leader.
+func (t *txn) setPartition(topic *Topic, i int32, tp string, cur, next Partition) *RefusedError {
+	leaderChanged := next.Leader != cur.Leader
+	if !leaderChanged && sameSet(next.ISR, cur.ISR) && slices.Equal(next.Replicas, cur.Replicas) &&
+		slices.Equal(next.AddingReplicas, cur.AddingReplicas) && slices.Equal(next.RemovingReplicas, cur.RemovingReplicas) {
 		return nil
 	}
 	if cur.PartitionEpoch == math.MaxInt32 || (leaderChanged && cur.LeaderEpoch == math.MaxInt32) {
 		return refuse(kerr.InvalidUpdateVersion, "%s: epochs exhausted", tp)
 	}
-	next := cur
-	next.Leader = leader
-	if isrChanged {
-		next.ISR = append([]int32(nil), isr...)
-	}
 	if leaderChanged {
 		next.LeaderEpoch++
 	}
 	next.PartitionEpoch++
-	t.topic(topic.Name).Partitions[r.Partition] = next
+	t.topic(topic.Name).Partitions[i] = next
 	return nil
+}
+
+// reassignPartition starts, replaces or cancels a reassignment (see
+// ReassignPartition). A replacement starts from the original replicas,
+// as a cancel returns to them; either drops from the ISR the replicas no
+// longer assigned (electing an in-sync one if the leader was among them).
+func (t *txn) reassignPartition(r ReassignPartition) *RefusedError {
+	topic, tp, err := t.partition(r.TopicID, r.Partition)
+	if err != nil {
+		return err
+	}
+	cur := topic.Partitions[r.Partition]
+	next := cur
+	orig := cur.OriginalReplicas()
+	if r.Target == nil {
+		if !cur.Reassigning() {
+			return refuse(kerr.NoReassignmentInProgress, "%s is not being reassigned", tp)
+		}
+		next.Replicas, next.AddingReplicas, next.RemovingReplicas = orig, nil, nil
+	} else {
+		if len(r.Target) == 0 || len(r.Target) > MaxReplicas {
+			return refuse(kerr.InvalidReplicaAssignment, "%s: %d target replicas; want 1 to %d", tp, len(r.Target), MaxReplicas)
+		}
+		for i, id := range r.Target {
+			if _, ok := t.img.brokers[id]; !ok {
+				return refuse(kerr.InvalidReplicaAssignment, "%s: target replica %d is not a registered broker", tp, id)
+			}
+			if contains(r.Target[:i], id) {
+				return refuse(kerr.InvalidReplicaAssignment, "%s: target lists broker %d twice", tp, id)
+			}
+		}
+		removing := without(orig, r.Target)
+		next.Replicas = append(slices.Clone(r.Target), removing...)
+		if len(next.Replicas) > MaxReplicas {
+			return refuse(kerr.InvalidReplicaAssignment, "%s: %d replicas while moving; the limit is %d", tp, len(next.Replicas), MaxReplicas)
+		}
+		next.AddingReplicas, next.RemovingReplicas = nilIfEmpty(without(r.Target, orig)), nilIfEmpty(removing)
+	}
+	next.ISR = nil
+	for _, id := range cur.ISR {
+		if contains(next.Replicas, id) {
+			next.ISR = append(next.ISR, id)
+		}
+	}
+	if len(next.ISR) == 0 {
+		return refuse(kerr.InvalidReplicaAssignment, "%s: none of the in-sync replicas %v would remain a replica", tp, cur.ISR)
+	}
+	if next.Leader != NoLeader && !contains(next.ISR, next.Leader) {
+		next.Leader = t.firstLive(next.Replicas, next.ISR)
+	}
+	t.completeReassignment(&next)
+	return t.setPartition(topic, r.Partition, tp, cur, next)
+}
+
+// completeReassignment completes p's reassignment if every target replica
+// is in its ISR: the removed replicas leave Replicas and the ISR, and if
+// the leader was one of them, the first live target replica leads (no
+// live one: the move waits). A partition without a leader keeps none:
+// electing one is the controller's.
+func (t *txn) completeReassignment(p *Partition) {
+	if !p.Reassigning() {
+		return
+	}
+	target := p.TargetReplicas()
+	for _, id := range target {
+		if !contains(p.ISR, id) {
+			return
+		}
+	}
+	leader := p.Leader
+	if leader != NoLeader && !contains(target, leader) {
+		if leader = t.firstLive(target, target); leader == NoLeader {
+			return
+		}
+	}
+	var isr []int32
+	for _, id := range p.ISR {
+		if contains(target, id) {
+			isr = append(isr, id)
+		}
+	}
+	p.Replicas, p.ISR, p.Leader = target, isr, leader
+	p.AddingReplicas, p.RemovingReplicas = nil, nil
+}
+
+// firstLive is the first of order that is in set and registered
+// unfenced, or NoLeader.
+func (t *txn) firstLive(order, set []int32) int32 {
+	for _, id := range order {
+		if b, ok := t.img.brokers[id]; ok && !b.Fenced && contains(set, id) {
+			return id
+		}
+	}
+	return NoLeader
+}
+
+func nilIfEmpty(s []int32) []int32 {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 func (t *txn) alterConfigs(r AlterConfigs) *RefusedError {

@@ -143,6 +143,13 @@ func encodeBody(e *encoder, rec Record) {
 	case InOffice:
 		e.varint(int64(r.Controller))
 		e.uvarint(r.Term)
+	case ReassignPartition:
+		e.uuid(r.TopicID)
+		e.varint(int64(r.Partition))
+		e.bool(r.Target != nil)
+		if r.Target != nil {
+			e.int32s(r.Target)
+		}
 	case Batch:
 		e.uvarint(uint64(len(r.Records)))
 		for _, sub := range r.Records {
@@ -228,6 +235,15 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 		return TakeOffice{Controller: d.int32(), Term: d.uvarint()}
 	case KindInOffice:
 		return InOffice{Controller: d.int32(), Term: d.uvarint()}
+	case KindReassignPartition:
+		r := ReassignPartition{TopicID: d.uuid(), Partition: d.int32()}
+		if d.bool() {
+			r.Target = d.int32s()
+			if r.Target == nil {
+				r.Target = []int32{} // present but empty: Apply refuses it
+			}
+		}
+		return r
 	case KindBatch:
 		if !top {
 			d.fail("a Batch inside a Batch")

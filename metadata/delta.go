@@ -101,7 +101,8 @@ func Diff(old, new *Image) Delta {
 
 func samePartition(a, b *Partition) bool {
 	return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch &&
-		slices.Equal(a.Replicas, b.Replicas) && slices.Equal(a.ISR, b.ISR)
+		slices.Equal(a.Replicas, b.Replicas) && slices.Equal(a.ISR, b.ISR) &&
+		slices.Equal(a.AddingReplicas, b.AddingReplicas) && slices.Equal(a.RemovingReplicas, b.RemovingReplicas)
 }
 
 // Role is what one broker is for one partition.

@@ -65,7 +65,16 @@
 //	TakeOffice           controller ≥ 0, term ≥ 1 (INVALID_REQUEST), term above the last one
 //	                     (STALE_CONTROLLER_EPOCH)
 //	InOffice             the last TakeOffice is this controller's in this term (NOT_CONTROLLER); changes nothing
+//	ReassignPartition    topic id known (UNKNOWN_TOPIC_ID), partition exists (UNKNOWN_TOPIC_OR_PARTITION);
+//	                     a target: 1..MaxReplicas distinct registered brokers (INVALID_REPLICA_ASSIGNMENT);
+//	                     no target (cancel): a reassignment in progress (NO_REASSIGNMENT_IN_PROGRESS);
+//	                     the ISR left after dropping the replicas no longer assigned is not empty and
+//	                     has an unfenced member if the leader leaves (INVALID_REPLICA_ASSIGNMENT)
 //	Batch                every record, in order, atomically; batches do not nest
+//
+// A ReassignPartition, and any ChangePartition of a partition being
+// reassigned, completes the reassignment when every target replica is in
+// the ISR (see ReassignPartition).
 //
 // Epochs: a leader change (including to NoLeader) bumps the leader epoch
 // and the partition epoch; an ISR change alone bumps the partition epoch;
@@ -108,6 +117,7 @@
 //	16 DeleteACLs           list of acl
 //	17 TakeOffice           sv controller, uv term
 //	18 InOffice             sv controller, uv term
+//	19 ReassignPartition    uuid topicID, sv partition, bool hasTarget, (list of sv target if hasTarget)
 //
 //	bytes uv length, bytes
 //	acl   u8 resourceType, str name, u8 patternType, str principal, str host, u8 operation, u8 permission

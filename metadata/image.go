@@ -119,9 +119,40 @@ type Partition struct {
 	// LeaderEpoch grows with every leader change (the epoch stamped in
 	// batches and checked by Fetch, KIP-101/320).
 	LeaderEpoch int32 `json:"leader_epoch"`
-	// PartitionEpoch grows with every change of this partition (leader or
-	// ISR): the compare-and-set version of ChangePartition (KIP-497).
+	// PartitionEpoch grows with every change of this partition (leader,
+	// ISR or replicas): the compare-and-set version of ChangePartition
+	// (KIP-497).
 	PartitionEpoch int32 `json:"partition_epoch"`
+	// AddingReplicas and RemovingReplicas are set while the partition is
+	// being reassigned (see ReassignPartition): Replicas is then the
+	// target followed by RemovingReplicas, and AddingReplicas are the
+	// target's brokers that were not replicas before.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+}
+
+// Reassigning reports whether a reassignment of p is in progress.
+func (p *Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
+}
+
+// TargetReplicas is the assignment p has once its reassignment (if any)
+// completes: Replicas without RemovingReplicas. It is a new slice.
+func (p *Partition) TargetReplicas() []int32 { return without(p.Replicas, p.RemovingReplicas) }
+
+// OriginalReplicas is the assignment p had before its reassignment (if
+// any) began: Replicas without AddingReplicas. It is a new slice.
+func (p *Partition) OriginalReplicas() []int32 { return without(p.Replicas, p.AddingReplicas) }
+
+// without is the members of s not in drop, in s's order, as a new slice.
+func without(s, drop []int32) []int32 {
+	out := make([]int32, 0, len(s))
+	for _, id := range s {
+		if !contains(drop, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Topic is one topic.

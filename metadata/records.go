@@ -26,6 +26,7 @@ const (
 	KindDeleteACLs              Kind = 16
 	KindTakeOffice              Kind = 17
 	KindInOffice                Kind = 18
+	KindReassignPartition       Kind = 19
 )
 
 var kindNames = map[Kind]string{
@@ -48,6 +49,7 @@ var kindNames = map[Kind]string{
 	KindDeleteACLs:              "DeleteACLs",
 	KindTakeOffice:              "TakeOffice",
 	KindInOffice:                "InOffice",
+	KindReassignPartition:       "ReassignPartition",
 }
 
 // String is the record type's name.
@@ -168,6 +170,24 @@ type ChangePartition struct {
 	ISREpochs []int64
 }
 
+// ReassignPartition starts, replaces or cancels the reassignment of one
+// partition (KIP-455). Target is the new replica list, preferred leader
+// first; nil cancels the reassignment in progress.
+//
+// While a reassignment is in progress the partition's Replicas are the
+// target followed by the original replicas it drops (RemovingReplicas);
+// AddingReplicas are the target's brokers the original lacked. The
+// adding replicas follow the leader and join the ISR as they catch up;
+// the Apply that finds every target replica in the ISR completes the
+// move in the same record: Replicas become the target, the ISR loses the
+// removed replicas, and leadership moves to the first in-sync target
+// replica if the leader was removed.
+type ReassignPartition struct {
+	TopicID   UUID
+	Partition int32
+	Target    []int32
+}
+
 // ConfigResourceType is the kind of resource a config belongs to (Kafka's
 // numbering).
 type ConfigResourceType uint8
@@ -277,6 +297,9 @@ func (TakeOffice) Kind() Kind { return KindTakeOffice }
 // Kind implements Record.
 func (InOffice) Kind() Kind { return KindInOffice }
 
+// Kind implements Record.
+func (ReassignPartition) Kind() Kind { return KindReassignPartition }
+
 func (InitCluster) sealed()         {}
 func (RegisterBroker) sealed()      {}
 func (FenceBroker) sealed()         {}
@@ -290,6 +313,7 @@ func (AllocateProducerIDs) sealed() {}
 func (Batch) sealed()               {}
 func (TakeOffice) sealed()          {}
 func (InOffice) sealed()            {}
+func (ReassignPartition) sealed()   {}
 
 // ProducerIDBlock is a range of producer ids [First, First+Count).
 type ProducerIDBlock struct {

@@ -147,7 +147,7 @@ func buildImage(s *snapshot) (*Image, error) {
 			return nil, fmt.Errorf("topic %q: %d partitions", t.Name, len(t.Partitions))
 		}
 		for i, p := range t.Partitions {
-			if err := img.checkPartition(p, len(t.Partitions[0].Replicas)); err != nil {
+			if err := img.checkPartition(p); err != nil {
 				return nil, fmt.Errorf("topic %q partition %d: %v", t.Name, i, err)
 			}
 		}
@@ -182,9 +182,22 @@ func buildImage(s *snapshot) (*Image, error) {
 }
 
 // checkPartition checks the invariants Apply keeps for one partition.
-func (img *Image) checkPartition(p Partition, rf int) error {
-	if len(p.Replicas) == 0 || len(p.Replicas) != rf {
-		return fmt.Errorf("%d replicas, the topic's replication factor is %d", len(p.Replicas), rf)
+func (img *Image) checkPartition(p Partition) error {
+	if len(p.Replicas) == 0 || len(p.Replicas) > MaxReplicas {
+		return fmt.Errorf("%d replicas; want 1 to %d", len(p.Replicas), MaxReplicas)
+	}
+	for i, id := range p.AddingReplicas {
+		if !contains(p.Replicas, id) || contains(p.AddingReplicas[:i], id) || contains(p.RemovingReplicas, id) {
+			return fmt.Errorf("adding replica %d is not a replica, is listed twice, or is also removing", id)
+		}
+	}
+	for i, id := range p.RemovingReplicas {
+		if !contains(p.Replicas, id) || contains(p.RemovingReplicas[:i], id) {
+			return fmt.Errorf("removing replica %d is not a replica or is listed twice", id)
+		}
+	}
+	if len(p.RemovingReplicas) == len(p.Replicas) {
+		return errors.New("every replica is removing")
 	}
 	for i, id := range p.Replicas {
 		if _, ok := img.brokers[id]; !ok {

@@ -20,6 +20,7 @@ func richImage(t testing.TB) *Image {
 	img, _ = step(t, img, ChangePartition{TopicID: a.ID, Partition: 1, Leader: new(int32(p.Replicas[2])), ISR: p.Replicas[2:]})
 	img, _ = step(t, img, AllocateProducerIDs{Broker: 1, BrokerEpoch: mustBroker(t, img, 1).Epoch, Count: 50})
 	img, _ = step(t, img, TakeOffice{Controller: 2, Term: 7})
+	img, _ = step(t, img, ReassignPartition{TopicID: a.ID, Partition: 2, Target: []int32{4, a.Partitions[2].Replicas[0]}})
 	img, _ = step(t, img, CreateTopic{Name: "__consumer_offsets", ID: NewUUID(), Internal: true, Replicas: [][]int32{{2, 3}}})
 	img, _ = step(t, img, RegisterBroker{ID: 4, Incarnation: UUID{4}, KafkaAddr: "h4:9092", Listeners: []Listener{{Name: "SSL", Addr: "h4:9092"}, {Name: "SASL_SSL", Addr: "h4:9095"}}})
 	img, _ = step(t, img, UpsertScramCredential{User: "bob", Mechanism: ScramSHA512, Credential: sampleScram(ScramSHA512)})

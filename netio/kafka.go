@@ -59,6 +59,8 @@ var apiTable = []apiHandler{
 	{key: 42, name: "DeleteGroups", min: 0, max: 2, advMin: 0, async: true, handler: handleDeleteGroups},
 	{key: 43, name: "ElectLeaders", min: 0, max: 2, advMin: 0, async: true, handler: handleElectLeaders},
 	{key: 44, name: "IncrementalAlterConfigs", min: 0, max: 1, advMin: 0, async: true, handler: handleIncrementalAlterConfigs},
+	{key: 45, name: "AlterPartitionReassignments", min: 0, max: 1, advMin: 0, async: true, handler: handleAlterPartitionReassignments},
+	{key: 46, name: "ListPartitionReassignments", min: 0, max: 0, advMin: 0, async: true, handler: handleListPartitionReassignments},
 	{key: 47, name: "OffsetDelete", min: 0, max: 0, advMin: 0, async: true, handler: handleOffsetDelete},
 	{key: 60, name: "DescribeCluster", min: 0, max: 2, advMin: 0, handler: handleDescribeCluster},
 	{key: 61, name: "DescribeProducers", min: 0, max: 0, advMin: 0, async: true, handler: handleDescribeProducers},

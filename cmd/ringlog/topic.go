@@ -32,6 +32,7 @@ func runTopic(args []string, stdout, stderr io.Writer) error {
 		{Name: "describe", Summary: "show partitions, offsets and configs of topics", Run: runTopicDescribe},
 		{Name: "alter", Summary: "change configs of a topic or grow its partitions", Run: runTopicAlter},
 		{Name: "delete", Summary: "delete topics", Run: runTopicDelete},
+		{Name: "reassign", Summary: "move partitions between brokers (Kafka's reassignment plans)", Run: runTopicReassign},
 	}, args, stdout, stderr)
 }
 

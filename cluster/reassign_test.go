@@ -1,0 +1,242 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/simcluster"
+	"github.com/ringlog/ringlog/internal/testenv"
+)
+
+// Under idempotent acks=all load, every partition of an RF=3 topic moves
+// off broker 1 (AlterPartitionReassignments, as kadm and
+// kafka-reassign-partitions.sh send it): the reassignments list empties,
+// replicas and ISR are the new sets, broker 1's partition directories
+// are gone, a preferred election puts each leader on its first replica,
+// and every acknowledged record is read back exactly once.
+func TestReassignOffABroker(t *testing.T) {
+	c := simcluster.Start(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.WaitController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const topic, parts = "moving", 4
+	adm := kadm.NewClient(c.Client())
+	// Every partition has a replica on broker 1, half of them lead there.
+	assign := map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}, 2: {3, 1, 2}, 3: {1, 3, 4}}
+	if err := createAssigned(ctx, c.Client(), topic, assign); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "every replica in sync", func() bool { return allInSync(ctx, adm, topic, parts) })
+
+	// Load: one idempotent producer, acks=all, until stopped.
+	prod, err := c.NewClient(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var loadDone sync.WaitGroup
+	loadDone.Add(1)
+	go func() {
+		defer loadDone.Done()
+		for i := 0; loadCtx.Err() == nil; i++ {
+			v := fmt.Sprintf("r%06d", i)
+			prod.Produce(loadCtx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked[string(r.Value)] = true
+					mu.Unlock()
+				}
+			})
+			if i%50 == 49 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // (some data before the move)
+
+	move := kadm.AlterPartitionAssignmentsReq{}
+	target := map[int32][]int32{}
+	for p, reps := range assign {
+		var to []int32
+		for _, id := range reps {
+			if id != 1 {
+				to = append(to, id)
+			}
+		}
+		for _, id := range []int32{4, 2, 3} {
+			if !slices.Contains(to, id) {
+				to = append([]int32{id}, to...) // the newcomer first: it will lead
+				break
+			}
+		}
+		target[p] = to
+		move.Assign(topic, p, to)
+	}
+	res, err := adm.AlterPartitionAssignments(ctx, move)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Error(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 60*time.Second, "no reassignment in progress", func() bool {
+		l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}, 1: {}, 2: {}, 3: {}}})
+		return err == nil && len(l) == 0
+	})
+	// (kgo answers Metadata from its cache for a few seconds.)
+	var moved string
+	if !testenv.Eventually(20*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		moved = ""
+		for _, p := range md.Topics[topic].Partitions {
+			if !slices.Equal(p.Replicas, target[p.Partition]) || slices.Contains(p.ISR, 1) || len(p.ISR) != 3 || p.Leader == 1 {
+				moved += fmt.Sprintf(" partition %d: replicas %v (want %v) ISR %v leader %d;", p.Partition, p.Replicas, target[p.Partition], p.ISR, p.Leader)
+			}
+		}
+		return moved == ""
+	}) {
+		t.Fatalf("after the move:%s", moved)
+	}
+	testenv.WaitFor(t, 20*time.Second, "broker 1's partition directories removed", func() bool {
+		left, _ := filepath.Glob(filepath.Join(c.Node(1).Dir, topic+"-*"))
+		return len(left) == 0
+	})
+	if _, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {0: {}, 1: {}, 2: {}, 3: {}}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "every leader on its first replica", func() bool {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		for _, p := range md.Topics[topic].Partitions {
+			if p.Leader != target[p.Partition][0] {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(300 * time.Millisecond) // (load on the new leaders)
+	stopLoad()
+	loadDone.Wait()
+	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
+	if err := prod.Flush(fctx); err != nil {
+		t.Logf("flush: %v", err)
+	}
+	fcancel()
+	prod.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acked) < 100 {
+		t.Fatalf("only %d records acknowledged", len(acked))
+	}
+	seen := readAll(t, c, topic)
+	for v := range acked {
+		if seen[v] == 0 {
+			t.Errorf("acknowledged %s lost", v)
+		}
+	}
+	for v, n := range seen {
+		if n > 1 {
+			t.Errorf("%s read %d times", v, n)
+		}
+	}
+	t.Logf("%d records acknowledged during the move, %d read back", len(acked), len(seen))
+	if _, err := os.Stat(filepath.Join(c.Node(4).Dir, topic+"-0")); err != nil {
+		t.Errorf("broker 4 has no replica of partition 0: %v", err)
+	}
+}
+
+// createAssigned creates topic with the replica assignment given.
+func createAssigned(ctx context.Context, cl *kgo.Client, topic string, assign map[int32][]int32) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	for p := int32(0); p < int32(len(assign)); p++ {
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = p, assign[p]
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 20000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	return kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+}
+
+// allInSync reports whether topic's parts partitions each have a leader
+// and every replica in sync.
+func allInSync(ctx context.Context, adm *kadm.Client, topic string, parts int) bool {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil || len(md.Topics[topic].Partitions) != parts {
+		return false
+	}
+	for _, p := range md.Topics[topic].Partitions {
+		if p.Leader < 0 || len(p.ISR) != len(p.Replicas) {
+			return false
+		}
+	}
+	return true
+}
+
+// readAll reads topic from the start to its end offsets and counts each
+// value.
+func readAll(t *testing.T, c *simcluster.Cluster, topic string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.Client())
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+	cl, err := c.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[string]int{}
+	got := map[int32]int64{}
+	done := func() bool {
+		for p, end := range want {
+			if got[p] < end {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s back: read to %v of %v", topic, got, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			seen[string(r.Value)]++
+			got[r.Partition] = r.Offset + 1
+		})
+	}
+	return seen
+}

@@ -1,0 +1,156 @@
+package netio
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/admin"
+)
+
+// AlterPartitionReassignments, key 45, versions 0-1, and
+// ListPartitionReassignments, key 46, version 0 (KIP-455).
+//
+//   - Alter: per partition, a replica list moves it (preferred leader
+//     first), null cancels the move in progress. The answer comes once
+//     the move is recorded in the cluster metadata; the new replicas
+//     then catch up, join the ISR, and the move completes (List shows it
+//     until then). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION,
+//     INVALID_REPLICA_ASSIGNMENT (a broker not registered, named twice,
+//     or no in-sync replica left), NO_REASSIGNMENT_IN_PROGRESS (cancel),
+//     INVALID_REPLICATION_FACTOR (v1 AllowReplicationFactorChange false
+//     and the count changes, KIP-860).
+//   - List: topics null lists every move in progress; named partitions
+//     not moving (or unknown) are left out.
+//   - Alter needs ALTER on the cluster, List DESCRIBE on the cluster, as
+//     in Kafka: without it CLUSTER_AUTHORIZATION_FAILED (top level, and
+//     every partition of an Alter).
+//   - Cluster mode: the controller answers; another broker forwards the
+//     request whole. A single broker is its partitions' only replica: a
+//     move to itself changes nothing, any other is refused.
+
+func handleAlterPartitionReassignments(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	if err := r.decode(req); err != nil {
+		r.closeMalformed(err)
+		return frameDone
+	}
+	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
+	answer := func(errs func(i int) error) {
+		i := 0
+		for _, rt := range req.Topics {
+			t := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			t.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				err := errs(i)
+				i++
+				if err != nil {
+					r.failed = true
+				}
+				pr := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				pr.Partition, pr.ErrorCode, pr.ErrorMessage = p.Partition, errCode(err), errMessage(err)
+				t.Partitions = append(t.Partitions, pr)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		r.respond(resp)
+	}
+	failAll := func(err error) {
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
+		answer(func(int) error { return err })
+	}
+	if !r.clusterAllowed(kmsg.ACLOperationAlter) {
+		failAll(kerr.ClusterAuthorizationFailed)
+		return frameDone
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	if fresp, forwarded, err := s.forward(ctx, r, req); err != nil {
+		failAll(err)
+		return frameDone
+	} else if forwarded {
+		r.respond(fresp)
+		return frameDone
+	}
+	var rs []admin.Reassignment
+	for _, rt := range req.Topics {
+		for _, p := range rt.Partitions {
+			rs = append(rs, admin.Reassignment{PartitionRef: admin.PartitionRef{Topic: rt.Topic, Partition: p.Partition}, Replicas: p.Replicas})
+		}
+	}
+	errs, err := s.admin.AlterPartitionReassignments(ctx, rs, r.version < 1 || req.AllowReplicationFactorChange)
+	if err != nil {
+		failAll(err)
+		return frameDone
+	}
+	answer(func(i int) error { return errs[i] })
+	return frameDone
+}
+
+func handleListPartitionReassignments(s *Server, r *request) frameOutcome {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	if err := r.decode(req); err != nil {
+		r.closeMalformed(err)
+		return frameDone
+	}
+	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	fail := func(err error) {
+		r.failed = true
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
+		r.respond(resp)
+	}
+	if !r.clusterAllowed(kmsg.ACLOperationDescribe) {
+		fail(kerr.ClusterAuthorizationFailed)
+		return frameDone
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	if fresp, forwarded, err := s.forward(ctx, r, req); err != nil {
+		fail(err)
+		return frameDone
+	} else if forwarded {
+		r.respond(fresp)
+		return frameDone
+	}
+	var parts []admin.PartitionRef // nil: every partition
+	if req.Topics != nil {
+		parts = []admin.PartitionRef{}
+		for _, rt := range req.Topics {
+			for _, p := range rt.Partitions {
+				parts = append(parts, admin.PartitionRef{Topic: rt.Topic, Partition: p})
+			}
+		}
+	}
+	moving, err := s.admin.ListPartitionReassignments(ctx, parts)
+	if err != nil {
+		fail(err)
+		return frameDone
+	}
+	byTopic := map[string]int{}
+	for _, m := range moving {
+		i, ok := byTopic[m.Topic]
+		if !ok {
+			t := kmsg.NewListPartitionReassignmentsResponseTopic()
+			t.Topic = m.Topic
+			resp.Topics = append(resp.Topics, t)
+			i = len(resp.Topics) - 1
+			byTopic[m.Topic] = i
+		}
+		pr := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
+		pr.Partition, pr.Replicas = m.Partition, m.Replicas
+		pr.AddingReplicas, pr.RemovingReplicas = nonNilInt32s(m.Adding), nonNilInt32s(m.Removing)
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, pr)
+	}
+	r.respond(resp)
+	return frameDone
+}
+
+// nonNilInt32s is s, or an empty list for nil (the field is not nullable).
+func nonNilInt32s(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
