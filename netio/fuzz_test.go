@@ -498,6 +498,23 @@ func fuzzRequests(f *testing.F, key, v int16, topic *engine.Topic) []kmsg.Reques
 		rt.Topic, rt.Partitions = fuzzTopic, []int32{0, 1}
 		r.Topics = append(r.Topics, rt)
 		return []kmsg.Request{r, kmsg.NewPtrElectLeadersRequest()}
+	case 45:
+		r := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic = fuzzTopic
+		for _, reps := range [][]int32{{0}, nil, {1, 2}} {
+			p := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			p.Replicas = reps
+			rt.Partitions = append(rt.Partitions, p)
+		}
+		r.Topics = append(r.Topics, rt)
+		return []kmsg.Request{r}
+	case 46:
+		r := kmsg.NewPtrListPartitionReassignmentsRequest()
+		rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+		rt.Topic, rt.Partitions = fuzzTopic, []int32{0, 1}
+		r.Topics = append(r.Topics, rt)
+		return []kmsg.Request{r, kmsg.NewPtrListPartitionReassignmentsRequest()}
 	case 10:
 		r := kmsg.NewPtrFindCoordinatorRequest()
 		r.CoordinatorKey, r.CoordinatorKeys = "fuzz-group", []string{"fuzz-group"}

@@ -688,6 +688,32 @@ func TestACLMatrix(t *testing.T) {
 			}
 			return 0, nil // allowed; a single broker has nothing to elect
 		}},
+		{"AlterPartitionReassignments", grant(clusterT, "kafka-cluster", kmsg.ACLOperationAlter), cauth, func(ctx context.Context, cl *kgo.Client) (int16, error) {
+			r := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+			rt.Topic = "m-epoch"
+			rt.Partitions = append(rt.Partitions, kmsg.NewAlterPartitionAssignmentsRequestTopicPartition())
+			r.Topics = append(r.Topics, rt)
+			resp, err := req(ctx, cl, r)
+			if err != nil {
+				return 0, err
+			}
+			ar := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+			if ar.ErrorCode != 0 {
+				return ar.ErrorCode, nil
+			}
+			if code := ar.Topics[0].Partitions[0].ErrorCode; code != kerr.NoReassignmentInProgress.Code {
+				return code, nil
+			}
+			return 0, nil // allowed; a cancel of nothing
+		}},
+		{"ListPartitionReassignments", grant(clusterT, "kafka-cluster", kmsg.ACLOperationDescribe), cauth, func(ctx context.Context, cl *kgo.Client) (int16, error) {
+			resp, err := req(ctx, cl, kmsg.NewPtrListPartitionReassignmentsRequest())
+			if err != nil {
+				return 0, err
+			}
+			return resp.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode, nil
+		}},
 	}
 	bob := sb.client(t, sb.saslTxt, kgo.SASL(scram.Auth{User: "bob", Pass: bobPass}.AsSha512Mechanism()))
 	for _, c := range cases {

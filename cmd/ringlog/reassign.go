@@ -24,7 +24,7 @@ import (
 )
 
 const topicReassignUsage = `
-Usage: ringlog topic reassign (--plan FILE [--cancel] [--wait] | --generate --topic T --brokers IDS | --list) [flags]
+Usage: ringlog topic reassign (--plan FILE [--cancel] [--wait] | --generate --topic T --broker-list IDS | --list) [flags]
 
 Moves partitions between brokers. A plan is the JSON file of Kafka's
 kafka-reassign-partitions.sh:
@@ -39,7 +39,7 @@ leadership leaves a removed leader. Producers and consumers go on
 meanwhile. --wait waits until every move of the plan has completed.
 
 --generate prints a plan that moves the named topics' partitions onto
---brokers, moving as few replicas as it can and spreading them evenly;
+--broker-list, moving as few replicas as it can and spreading them evenly;
 --rollback FILE also saves the current assignment, a plan that moves them
 back. --list shows the moves in progress; --cancel stops the plan's moves
 and returns those partitions to the replicas they had.
@@ -50,7 +50,7 @@ its preferred (first) replica.
 
 const topicReassignExamples = `
 Examples:
-  ringlog topic reassign --generate --topic orders --brokers 2,3,4 --rollback back.json > plan.json
+  ringlog topic reassign --generate --topic orders --broker-list 2,3,4 --rollback back.json > plan.json
   ringlog topic reassign --plan plan.json --wait
   ringlog topic reassign --list
   ringlog topic reassign --plan plan.json --cancel
@@ -79,7 +79,7 @@ func runTopicReassign(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("topic reassign", topicReassignUsage, topicReassignExamples, stdout)
 	cf.Register(fs, 30*time.Second, "how long to wait for the brokers (and with --wait, for the moves)")
 	fs.StringVar(&planFile, "plan", "", "the plan to carry out (or with --cancel, to stop): a JSON file, - for stdin")
-	fs.BoolVar(&generate, "generate", false, "print a plan that moves --topic's partitions onto --brokers")
+	fs.BoolVar(&generate, "generate", false, "print a plan that moves --topic's partitions onto --broker-list")
 	fs.Func("topic", "with --generate: a topic to move (repeat, or comma-separated)", func(v string) error {
 		for _, t := range strings.Split(v, ",") {
 			if t = strings.TrimSpace(t); t != "" {
@@ -88,7 +88,7 @@ func runTopicReassign(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	})
-	fs.StringVar(&brokers, "brokers", "", "with --generate: the broker ids to place the replicas on, comma-separated")
+	fs.StringVar(&brokers, "broker-list", "", "with --generate: the broker ids to place the replicas on, comma-separated")
 	fs.StringVar(&rollback, "rollback", "", "with --generate: also write the current assignment to this file (a plan that undoes the move)")
 	fs.BoolVar(&list, "list", false, "list the moves in progress")
 	fs.BoolVar(&cancel, "cancel", false, "with --plan: cancel the plan's moves in progress")
@@ -117,7 +117,7 @@ func runTopicReassign(args []string, stdout, stderr io.Writer) error {
 		return cli.Usagef("--cancel and --wait exclude each other")
 	}
 	if (len(topics) > 0 || brokers != "" || rollback != "") && !generate {
-		return cli.Usagef("--topic, --brokers and --rollback go with --generate")
+		return cli.Usagef("--topic, --broker-list and --rollback go with --generate")
 	}
 	var plan reassignPlan
 	if planFile != "" {
@@ -128,7 +128,7 @@ func runTopicReassign(args []string, stdout, stderr io.Writer) error {
 	var ids []int32
 	if generate {
 		if len(topics) == 0 || brokers == "" {
-			return cli.Usagef("--generate needs --topic and --brokers")
+			return cli.Usagef("--generate needs --topic and --broker-list")
 		}
 		if ids, err = parseBrokerIDs(brokers); err != nil {
 			return err
@@ -203,14 +203,14 @@ func parseBrokerIDs(spec string) ([]int32, error) {
 		}
 		n, err := strconv.ParseInt(f, 10, 32)
 		if err != nil || n < 0 {
-			return nil, cli.Usagef("--brokers: %q is not a broker id", f)
+			return nil, cli.Usagef("--broker-list: %q is not a broker id", f)
 		}
 		if !slices.Contains(ids, int32(n)) {
 			ids = append(ids, int32(n))
 		}
 	}
 	if len(ids) == 0 {
-		return nil, cli.Usagef("--brokers: no broker ids")
+		return nil, cli.Usagef("--broker-list: no broker ids")
 	}
 	return ids, nil
 }
@@ -407,7 +407,7 @@ func placeReassignment(current reassignPlan, ids []int32) (reassignPlan, error) 
 	for _, p := range current.Partitions {
 		rf := len(p.Replicas)
 		if rf > len(ids) {
-			return out, cli.Usagef("--brokers: %s-%d has %d replicas, more than the %d brokers named", p.Topic, p.Partition, rf, len(ids))
+			return out, cli.Usagef("--broker-list: %s-%d has %d replicas, more than the %d brokers named", p.Topic, p.Partition, rf, len(ids))
 		}
 		var keep []int32
 		for _, id := range p.Replicas {

@@ -1,5 +1,6 @@
 // Package admintest holds the admin cases (CreateTopics, DeleteTopics,
-// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders) that a single
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
+// Alter/ListPartitionReassignments) that a single
 // broker and a cluster must answer alike: they take one path (package
 // admin), and these cases show it, run by netio's tests against a single
 // broker and by cmd/ringlog's against a broker of a three-node cluster
@@ -132,6 +133,52 @@ func Run(t *testing.T, ctx context.Context, cl *kgo.Client, prefix string) {
 		codes(r, fmt.Sprintf("ElectLeaders type %d", typ), resp.Topics[0].Partitions,
 			func(p kmsg.ElectLeadersResponseTopicPartition) int16 { return p.ErrorCode },
 			kerr.ElectionNotNeeded.Code, kerr.UnknownTopicOrPartition.Code)
+	}
+
+	// AlterPartitionReassignments and ListPartitionReassignments: a move
+	// to the replicas b-0 has changes nothing; the refusals are the same
+	// in both modes; nothing is left moving.
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(b)
+	md.Topics = append(md.Topics, mt)
+	mresp, err := md.RequestWith(ctx, r.br)
+	if err != nil || len(mresp.Topics) != 1 || len(mresp.Topics[0].Partitions) == 0 {
+		t.Fatalf("Metadata of %s: %v %+v", b, err, mresp)
+	}
+	current := mresp.Topics[0].Partitions[0].Replicas
+	for _, allowRF := range []bool{true, false} {
+		ar := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		ar.AllowReplicationFactorChange = allowRF
+		at := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		at.Topic = b
+		// (nil: a cancel, of nothing)
+		for _, reps := range [][]int32{current, nil, {99}, {current[0], current[0]}, {current[0], 99}} {
+			ap := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			ap.Partition, ap.Replicas = 0, reps
+			at.Partitions = append(at.Partitions, ap)
+		}
+		missing := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		missing.Partition, missing.Replicas = 7, current
+		at.Partitions = append(at.Partitions, missing)
+		ar.Topics = append(ar.Topics, at)
+		aresp, err := ar.RequestWith(ctx, r.br)
+		if err != nil || aresp.ErrorCode != 0 || len(aresp.Topics) != 1 {
+			t.Fatalf("AlterPartitionReassignments allowing RF changes %v: %v %+v", allowRF, err, aresp)
+		}
+		// AllowReplicationFactorChange false (v1) refuses a count
+		// change before anything else (KIP-860).
+		rf := kerr.InvalidReplicaAssignment.Code
+		if !allowRF {
+			rf = kerr.InvalidReplicationFactor.Code
+		}
+		codes(r, fmt.Sprintf("AlterPartitionReassignments allowing RF changes %v", allowRF), aresp.Topics[0].Partitions,
+			func(p kmsg.AlterPartitionAssignmentsResponseTopicPartition) int16 { return p.ErrorCode },
+			0, kerr.NoReassignmentInProgress.Code, kerr.InvalidReplicaAssignment.Code, rf, rf, kerr.UnknownTopicOrPartition.Code)
+	}
+	lresp, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(ctx, r.br)
+	if err != nil || lresp.ErrorCode != 0 || len(lresp.Topics) != 0 {
+		t.Fatalf("ListPartitionReassignments: %v %+v; want nothing moving", err, lresp)
 	}
 
 	// DeleteTopics, by name and by id.

@@ -19,8 +19,9 @@ import (
 // Simulation drives a Cluster through random steps drawn from a seed:
 // acks=all produces, link faults (both directions, one direction, a
 // broker cut off from everyone, a client cut off from a broker, slow
-// links), heals, crashes and restarts, preferred leader elections; after every step it checks the
-// invariants (Check). The same seed draws the same steps.
+// links), heals, crashes and restarts, preferred leader elections,
+// partition reassignments; after every step it checks the invariants
+// (Check). The same seed draws the same steps.
 type Simulation struct {
 	C     *Cluster
 	Seed  uint64
@@ -107,7 +108,7 @@ func (s *Simulation) two() (int32, int32) {
 // act draws and takes one action, and says what it did.
 func (s *Simulation) act(ctx context.Context) string {
 	n := s.C.Net
-	switch w := s.rng.IntN(22); {
+	switch w := s.rng.IntN(24); {
 	case w < 7:
 		return s.produce(ctx, 1+s.rng.IntN(20))
 	case w < 8:
@@ -163,6 +164,8 @@ func (s *Simulation) act(ctx context.Context) string {
 		return fmt.Sprintf("%s %d", what, id)
 	case w < 19:
 		return s.electPreferred(ctx)
+	case w < 21:
+		return s.reassign(ctx)
 	default:
 		d := time.Duration(100+s.rng.IntN(1900)) * time.Millisecond
 		select {
@@ -198,6 +201,34 @@ func (s *Simulation) electPreferred(ctx context.Context) string {
 		}
 	}
 	return fmt.Sprintf("elect preferred leaders: %d moved, %d could not", moved, failed)
+}
+
+// reassign moves one partition to two or more of the brokers in a random
+// order: a move that drops a replica, adds one back from an empty log,
+// or only changes the preferred leader.
+func (s *Simulation) reassign(ctx context.Context) string {
+	p := int32(s.rng.IntN(s.Partitions))
+	b := s.brokers()
+	s.rng.Shuffle(len(b), func(i, j int) { b[i], b[j] = b[j], b[i] })
+	target := b[:2+s.rng.IntN(len(b)-1)]
+	desc := fmt.Sprintf("reassign %s-%d to %v", s.Topic, p, target)
+	cl, err := s.C.NewClient()
+	if err != nil {
+		return fmt.Sprintf("%s: no client: %v", desc, err)
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := kadm.AlterPartitionAssignmentsReq{}
+	req.Assign(s.Topic, p, target)
+	res, err := kadm.NewClient(cl).AlterPartitionAssignments(rctx, req)
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		return fmt.Sprintf("%s: %v", desc, err)
+	}
+	return desc
 }
 
 // produce sends count records acks=all and remembers those acknowledged.
@@ -252,6 +283,9 @@ func (s *Simulation) Check() error {
 		img := b.Cluster().Image()
 		for _, t := range img.Topics() {
 			for i, p := range t.Partitions {
+				if !subset(p.AddingReplicas, p.Replicas) || !subset(p.RemovingReplicas, p.Replicas) || len(p.RemovingReplicas) == len(p.Replicas) {
+					errs = append(errs, fmt.Errorf("broker %d: %s-%d is moving from %v to %v: not within its replicas %v", n.ID, t.Name, i, p.RemovingReplicas, p.AddingReplicas, p.Replicas))
+				}
 				if !subset(p.ISR, p.Replicas) || len(p.ISR) == 0 {
 					errs = append(errs, fmt.Errorf("broker %d: %s-%d has ISR %v outside its replicas %v", n.ID, t.Name, i, p.ISR, p.Replicas))
 				}

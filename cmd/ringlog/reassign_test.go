@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/ringlog/ringlog/internal/simcluster"
+	"github.com/ringlog/ringlog/internal/testenv"
+)
+
+// placeReassignment keeps the replicas already on the named brokers,
+// fills in from the least loaded, and spreads the preferred leaders.
+func TestPlaceReassignment(t *testing.T) {
+	current := reassignPlan{Version: 1, Partitions: []reassignTarget{
+		{Topic: "t", Partition: 0, Replicas: []int32{1, 2, 3}},
+		{Topic: "t", Partition: 1, Replicas: []int32{2, 3, 1}},
+		{Topic: "t", Partition: 2, Replicas: []int32{3, 1, 2}},
+		{Topic: "t", Partition: 3, Replicas: []int32{1, 2, 3}},
+	}}
+	got, err := placeReassignment(current, []int32{2, 3, 4, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load, leaders := map[int32]int{}, map[int32]int{}
+	for i, p := range got.Partitions {
+		was := current.Partitions[i].Replicas
+		if len(p.Replicas) != 3 || slices.Contains(p.Replicas, 1) {
+			t.Fatalf("partition %d: %v", p.Partition, p.Replicas)
+		}
+		kept := 0
+		for _, id := range p.Replicas {
+			load[id]++
+			if slices.Contains(was, id) {
+				kept++
+			}
+		}
+		if kept != 2 {
+			t.Errorf("partition %d: %v from %v moves more than broker 1's replica", p.Partition, p.Replicas, was)
+		}
+		leaders[p.Replicas[0]]++
+	}
+	if load[4]+load[5] != 4 || load[4] != 2 {
+		t.Errorf("broker 1's four replicas spread unevenly: %v", load)
+	}
+	for id, n := range leaders {
+		if n > 1 {
+			t.Errorf("broker %d prefers %d partitions: %v", id, n, leaders)
+		}
+	}
+	if _, err := placeReassignment(current, []int32{2, 3}); err == nil {
+		t.Error("three replicas placed on two brokers")
+	}
+}
+
+// ringlog topic reassign against a three-broker cluster: --generate a plan
+// off broker 1, carry it out with --wait, --list, --cancel of nothing,
+// and the usage errors.
+func TestTopicReassignCommand(t *testing.T) {
+	c := simcluster.Start(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.WaitController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(c.Client())
+	if res, err := adm.CreateTopic(ctx, 3, 2, nil, "orders"); err != nil || res.Err != nil {
+		t.Fatalf("create: %v %v", err, res.Err)
+	}
+	seeds := strings.Join(c.Seeds(), ",")
+	run := func(code int, args ...string) toolResult {
+		t.Helper()
+		r := tool(t, "", nil, append(args, "--brokers", seeds)...)
+		if r.code != code {
+			t.Fatalf("ringlog %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	dir := t.TempDir()
+	back := filepath.Join(dir, "back.json")
+	r := run(0, "topic", "reassign", "--generate", "--topic", "orders", "--broker-list", "2,3", "--rollback", back)
+	plan := decodeJSON[reassignPlan](t, r.stdout)
+	if len(plan.Partitions) != 3 {
+		t.Fatalf("plan: %+v", plan)
+	}
+	for _, p := range plan.Partitions {
+		if slices.Contains(p.Replicas, 1) || len(p.Replicas) != 2 {
+			t.Fatalf("plan keeps a replica on broker 1: %+v", plan)
+		}
+	}
+	if b, err := os.ReadFile(back); err != nil || !strings.Contains(string(b), `"partitions"`) {
+		t.Fatalf("rollback file: %v %q", err, b)
+	}
+	planFile := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(planFile, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(0, "topic", "reassign", "--plan", planFile, "--wait")
+	wantContains(t, "reassign --wait", r.stdout, "orders-0", "moving", "Every move of the plan has completed (3 partitions).")
+	r = run(0, "topic", "reassign", "--list")
+	wantContains(t, "reassign --list", r.stdout, "No partition is being reassigned.")
+	testenv.WaitFor(t, 20*time.Second, "every replica off broker 1", func() bool {
+		md, err := adm.Metadata(ctx, "orders")
+		if err != nil {
+			return false
+		}
+		for _, p := range md.Topics["orders"].Partitions {
+			if slices.Contains(p.Replicas, 1) || len(p.ISR) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	r = run(1, "topic", "reassign", "--plan", planFile, "--cancel")
+	wantContains(t, "reassign --cancel", r.stdout, "NO_REASSIGNMENT_IN_PROGRESS")
+	run(2, "topic", "reassign")
+	run(2, "topic", "reassign", "--list", "--generate")
+	run(2, "topic", "reassign", "--generate", "--topic", "orders")
+	run(2, "topic", "reassign", "--list", "--wait")
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(2, "topic", "reassign", "--plan", bad)
+	wantContains(t, "an empty replica list", r.stderr, "no replicas")
+}
