@@ -240,3 +240,137 @@ func readAll(t *testing.T, c *simcluster.Cluster, topic string) map[string]int {
 	}
 	return seen
 }
+
+// A move survives the crash (kill -9 of the in-process broker: its files
+// as a crash leaves them) of the controller, a source and the target
+// while it cannot progress (the target cut off from everyone), and
+// completes once the target is reachable; nothing acknowledged is lost.
+func TestReassignSurvivesCrashes(t *testing.T) {
+	c := simcluster.Start(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := c.WaitController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const topic = "crashy"
+	adm := kadm.NewClient(c.Client())
+	if err := createAssigned(ctx, c.Client(), topic, map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "every replica in sync", func() bool { return allInSync(ctx, adm, topic, 2) })
+	acked := map[string]bool{}
+	next := 0
+	produce := func(n int) {
+		cl, err := c.NewClient(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(8*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer pcancel()
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Value: []byte(fmt.Sprintf("c%05d", next))}
+			next++
+		}
+		for _, r := range cl.ProduceSync(pctx, recs...) {
+			if r.Err == nil {
+				acked[string(r.Record.Value)] = true
+			}
+		}
+	}
+	produce(200)
+
+	// The target cannot reach anyone: the move is recorded and waits.
+	for _, id := range []int32{1, 2, 3, simcluster.Client} {
+		c.Net.Partition(4, id)
+	}
+	move := kadm.AlterPartitionAssignmentsReq{}
+	move.Assign(topic, 0, []int32{4, 2, 3})
+	move.Assign(topic, 1, []int32{2, 3, 4})
+	testenv.WaitFor(t, 30*time.Second, "the moves recorded", func() bool {
+		res, err := adm.AlterPartitionAssignments(ctx, move)
+		return err == nil && res.Error() == nil
+	})
+	moving := func() int {
+		l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}, 1: {}}})
+		if err != nil {
+			return -1
+		}
+		return len(l[topic])
+	}
+	if n := moving(); n != 2 {
+		t.Fatalf("%d partitions listed moving, want 2", n)
+	}
+	controller := func() int32 {
+		for _, n := range c.Nodes() {
+			if b := n.Broker(); b != nil && n.ID != 4 {
+				if id := b.Cluster().ControllerID(); id > 0 {
+					return id
+				}
+			}
+		}
+		return -1
+	}
+	crash := func(id int32, what string) {
+		t.Helper()
+		t.Logf("crashing %s, broker %d", what, id)
+		if err := c.Crash(id); err != nil {
+			t.Fatal(err)
+		}
+		produce(50)
+		if err := c.Restart(id); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 60*time.Second, "the moves still listed after the crash of "+what, func() bool { return moving() == 2 })
+	}
+	first := controller()
+	crash(first, "the controller")
+	if first != 1 {
+		crash(1, "a source")
+	} else {
+		crash(3, "a source")
+	}
+	crash(4, "the target")
+	produce(100)
+	c.Net.Heal()
+	testenv.WaitFor(t, 90*time.Second, "the moves completed", func() bool { return moving() == 0 })
+	var state string
+	if !testenv.Eventually(30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		state = ""
+		for _, p := range md.Topics[topic].Partitions {
+			want := []int32{4, 2, 3}
+			if p.Partition == 1 {
+				want = []int32{2, 3, 4}
+			}
+			if !slices.Equal(p.Replicas, want) || len(p.ISR) != 3 {
+				state += fmt.Sprintf(" partition %d: replicas %v ISR %v (want %v);", p.Partition, p.Replicas, p.ISR, want)
+			}
+		}
+		return state == ""
+	}) {
+		t.Fatalf("after the moves:%s", state)
+	}
+	testenv.WaitFor(t, 20*time.Second, "broker 1's partition directories removed", func() bool {
+		left, _ := filepath.Glob(filepath.Join(c.Node(1).Dir, topic+"-*"))
+		return len(left) == 0
+	})
+	produce(50)
+	seen := readAll(t, c, topic)
+	for v := range acked {
+		if seen[v] == 0 {
+			t.Errorf("acknowledged %s lost", v)
+		}
+	}
+	for v, n := range seen {
+		if n > 1 {
+			t.Errorf("%s read %d times", v, n)
+		}
+	}
+	t.Logf("%d acknowledged, %d read back", len(acked), len(seen))
+}
