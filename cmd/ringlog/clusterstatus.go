@@ -26,6 +26,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	return cli.Dispatch("ringlog", "cluster", "Shows and steers a running broker or cluster.", []cli.Subcommand{
 		{Name: "status", Summary: "brokers, controller, leaders per broker, under-replicated and offline partitions", Run: runClusterStatus},
 		{Name: "elect-leaders", Summary: "give partitions back to their preferred replicas (or, unclean, to an out-of-sync one)", Run: runElectLeaders},
+		{Name: "drain", Summary: "move every replica off a broker", Run: runClusterDrain},
 	}, args, stdout, stderr)
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -463,4 +464,116 @@ func writeFileSynced(name string, b []byte) error {
 		return errors.Join(err, f.Close())
 	}
 	return f.Close()
+}
+
+const clusterDrainUsage = `
+Usage: ringlog cluster drain BROKER-ID [flags]
+
+Moves every replica off a broker (every topic, the internal ones too),
+onto the other live brokers, and waits until the moves completed: each
+replica goes to the least loaded broker that does not hold the partition
+yet, in the drained broker's place in the replica list. The broker then
+holds nothing and can be stopped for good, or have its disk replaced.
+
+Afterwards 'ringlog cluster elect-leaders' gives leadership back to each
+partition's first replica. Moves the brokers cannot complete (the cluster
+has fewer live brokers than a partition has replicas) are refused.
+`
+
+const clusterDrainExamples = `
+Examples:
+  ringlog cluster drain 3
+  ringlog cluster drain 3 --dry-run > plan.json     # the plan, for 'topic reassign --plan'
+  ringlog cluster drain 3 --timeout 1h              # wait longer for large partitions
+
+Exit status: 0 drained, 1 a move was refused or did not complete in time, 2 usage.
+`
+
+func runClusterDrain(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	var dryRun bool
+	fs := cli.NewFlagSet("cluster drain", clusterDrainUsage, clusterDrainExamples, stdout)
+	cf.Register(fs, 10*time.Minute, "how long to wait for the brokers and the moves")
+	fs.BoolVar(&dryRun, "dry-run", false, "print the plan (a reassignment plan file) and move nothing")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return cli.Usagef("cluster drain takes one broker id, got %q", rest)
+	}
+	id64, err := strconv.ParseInt(rest[0], 10, 32)
+	if err != nil || id64 < 0 {
+		return cli.Usagef("%q is not a broker id", rest[0])
+	}
+	drained := int32(id64)
+	s, err := cf.connect(0)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	md, err := s.adm.Metadata(s.ctx)
+	if err != nil {
+		return s.explain(err)
+	}
+	var live []int32
+	for _, b := range md.Brokers {
+		if b.NodeID != drained {
+			live = append(live, b.NodeID)
+		}
+	}
+	slices.Sort(live)
+	plan, err := drainPlan(md.Topics, drained, live)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		return writeJSON(stdout, plan)
+	}
+	if len(plan.Partitions) == 0 {
+		fmt.Fprintf(stdout, "Broker %d holds no replica.\n", drained)
+		return nil
+	}
+	if err := s.alterReassignments(plan, false, true, stdout); err != nil {
+		return err
+	}
+	return s.awaitReassignments(plan, cf.Timeout, stdout)
+}
+
+// drainPlan moves every replica on broker drained to one of live: the
+// least loaded that does not hold the partition, in its place in the
+// replica list.
+func drainPlan(topics kadm.TopicDetails, drained int32, live []int32) (reassignPlan, error) {
+	plan := reassignPlan{Version: 1}
+	load := map[int32]int{}
+	for _, td := range topics {
+		for _, p := range td.Partitions {
+			for _, id := range p.Replicas {
+				load[id]++
+			}
+		}
+	}
+	for _, td := range topics.Sorted() {
+		for _, p := range td.Partitions.Sorted() {
+			i := slices.Index(p.Replicas, drained)
+			if i < 0 {
+				continue
+			}
+			best := int32(-1)
+			for _, id := range live {
+				if !slices.Contains(p.Replicas, id) && (best < 0 || load[id] < load[best]) {
+					best = id
+				}
+			}
+			if best < 0 {
+				return plan, fmt.Errorf("%s-%d has %d replicas and only %d other live brokers: no broker can take broker %d's replica",
+					td.Topic, p.Partition, len(p.Replicas), len(live), drained)
+			}
+			load[best]++
+			to := slices.Clone(p.Replicas)
+			to[i] = best
+			plan.Partitions = append(plan.Partitions, reassignTarget{Topic: td.Topic, Partition: p.Partition, Replicas: to})
+		}
+	}
+	return plan, nil
 }

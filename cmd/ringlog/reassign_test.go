@@ -59,11 +59,12 @@ func TestPlaceReassignment(t *testing.T) {
 	}
 }
 
-// ringlog topic reassign against a three-broker cluster: --generate a plan
+// ringlog topic reassign against a four-broker cluster: --generate a plan
 // off broker 1, carry it out with --wait, --list, --cancel of nothing,
-// and the usage errors.
+// and the usage errors; then ringlog cluster drain empties broker 2 of
+// every replica, internal topics' too.
 func TestTopicReassignCommand(t *testing.T) {
-	c := simcluster.Start(t, 3)
+	c := simcluster.Start(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := c.WaitController(ctx); err != nil {
@@ -129,4 +130,29 @@ func TestTopicReassignCommand(t *testing.T) {
 	}
 	r = run(2, "topic", "reassign", "--plan", bad)
 	wantContains(t, "an empty replica list", r.stderr, "no replicas")
+
+	r = run(0, "cluster", "drain", "2", "--dry-run")
+	if dry := decodeJSON[reassignPlan](t, r.stdout); len(dry.Partitions) < 3 {
+		t.Fatalf("drain plan of broker 2 moves %d partitions, want orders' 3 at least: %+v", len(dry.Partitions), dry)
+	}
+	r = run(0, "cluster", "drain", "2")
+	wantContains(t, "drain", r.stdout, "Every move of the plan has completed")
+	testenv.WaitFor(t, 20*time.Second, "nothing on broker 2", func() bool {
+		md, err := adm.Metadata(ctx)
+		if err != nil {
+			return false
+		}
+		for _, td := range md.Topics {
+			for _, p := range td.Partitions {
+				if slices.Contains(p.Replicas, 2) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	r = run(0, "cluster", "drain", "2")
+	wantContains(t, "drain again", r.stdout, "Broker 2 holds no replica.")
+	run(2, "cluster", "drain")
+	run(2, "cluster", "drain", "two")
 }
