@@ -107,6 +107,12 @@ const (
 	// DefaultHeartbeatInterval is how often a broker heartbeats the
 	// controller: six times a session.
 	DefaultHeartbeatInterval = 250 * time.Millisecond
+	// DefaultLeaderImbalanceCheckInterval is
+	// leader.imbalance.check.interval.seconds (Kafka's 300).
+	DefaultLeaderImbalanceCheckInterval = 5 * time.Minute
+	// DefaultLeaderImbalancePercent is
+	// leader.imbalance.per.broker.percentage (Kafka's 10).
+	DefaultLeaderImbalancePercent = 10
 	// DefaultReplicaLagMax is replica.lag.time.max.ms: a follower not
 	// caught up for this long leaves the ISR.
 	DefaultReplicaLagMax = 10 * time.Second
@@ -156,6 +162,16 @@ type Config struct {
 	TxnStatePartitions int32
 	// MismatchGrace: see DefaultMismatchGrace (0: the default).
 	MismatchGrace time.Duration
+	// AutoLeaderRebalance turns on the controller's leader balance
+	// check (auto.leader.rebalance.enable): every
+	// LeaderImbalanceCheckInterval (0: DefaultLeaderImbalanceCheckInterval)
+	// a broker that leads fewer than (100 - LeaderImbalancePercent)% of
+	// the partitions it is the preferred replica of (0:
+	// DefaultLeaderImbalancePercent) gets them back by preferred
+	// elections.
+	AutoLeaderRebalance          bool
+	LeaderImbalanceCheckInterval time.Duration
+	LeaderImbalancePercent       int
 	// Dial opens every connection this broker makes to another broker:
 	// Raft, replica fetches, requests to the controller (nil: a
 	// net.Dialer). Tests route links through proxies with it
@@ -268,6 +284,12 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.LeaderImbalanceCheckInterval <= 0 {
+		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
+	}
+	if cfg.LeaderImbalancePercent <= 0 {
+		cfg.LeaderImbalancePercent = DefaultLeaderImbalancePercent
 	}
 	if cfg.ReplicaLagMax <= 0 {
 		cfg.ReplicaLagMax = DefaultReplicaLagMax

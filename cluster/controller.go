@@ -33,9 +33,12 @@ const controlTick = 100 * time.Millisecond
 // controller is the controller's in-memory state: when each broker was
 // last heard from. Only meaningful while this node is the Raft leader.
 type controller struct {
-	mu       sync.Mutex // serialises the controller's partition proposals
-	seenMu   sync.Mutex
-	lastSeen map[int32]time.Time
+	mu sync.Mutex // serialises the controller's partition proposals
+	// balancedAt is when the leader balance was last checked (owned by
+	// the control loop; zero: not since this node took office).
+	balancedAt time.Time
+	seenMu     sync.Mutex
+	lastSeen   map[int32]time.Time
 }
 
 // heard records a heartbeat (or registration) of broker id.
@@ -199,6 +202,55 @@ func (c *Cluster) controlOnce(since time.Time, prev int32) {
 	c.ensureInternalTopic(ctx, img, engine.OffsetsTopic, c.cfg.OffsetsPartitions)
 	c.ensureInternalTopic(ctx, img, engine.TransactionStateTopic, c.cfg.TxnStatePartitions)
 	c.elect(ctx)
+	if c.cfg.AutoLeaderRebalance {
+		switch {
+		case c.ctrl.balancedAt.Before(since):
+			c.ctrl.balancedAt = now // the first check an interval after taking office
+		case now.Sub(c.ctrl.balancedAt) >= c.cfg.LeaderImbalanceCheckInterval:
+			c.ctrl.balancedAt = now
+			c.rebalanceLeaders(ctx)
+		}
+	}
+}
+
+// rebalanceLeaders is auto.leader.rebalance.enable's check: a live broker
+// that is the preferred (first) replica of P partitions and leads fewer
+// than P·(100-LeaderImbalancePercent)/100 of them gets back, by
+// preferred elections, those whose preferred replica may lead now (live
+// and in sync). controller.mu held.
+func (c *Cluster) rebalanceLeaders(ctx context.Context) {
+	img := c.Image()
+	preferred, away := map[int32]int{}, map[int32][]admin.PartitionRef{}
+	for _, t := range img.Topics() {
+		for i, p := range t.Partitions {
+			first := p.Replicas[0]
+			preferred[first]++
+			if p.Leader != first {
+				away[first] = append(away[first], admin.PartitionRef{Topic: t.Name, Partition: int32(i)})
+			}
+		}
+	}
+	var recs []metadata.Record
+	for _, b := range img.LiveBrokers() {
+		if len(away[b.ID])*100 <= preferred[b.ID]*c.cfg.LeaderImbalancePercent {
+			continue
+		}
+		for _, ref := range away[b.ID] {
+			if rec, err := electionOf(img, admin.PreferredElection, ref); err == nil {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	moved := 0
+	for _, err := range c.proposeAll(ctx, recs) {
+		if err == nil {
+			moved++
+		}
+	}
+	c.log.Info("controller: leaders moved back to their preferred replicas (auto.leader.rebalance.enable)", "moved", moved, "asked", len(recs))
 }
 
 // fenceAndElect proposes fence (FenceBroker records), then the elections

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/simcluster"
 	"github.com/ringlog/ringlog/internal/testenv"
 )
@@ -117,4 +118,59 @@ func TestPreferredElectionAfterARestart(t *testing.T) {
 	if r := res["balanced"][0]; !errors.Is(r.Err, kerr.ElectionNotNeeded) {
 		t.Errorf("a second election of partition 0: %v, want ELECTION_NOT_NEEDED", r.Err)
 	}
+}
+
+// With auto.leader.rebalance.enable, the controller gives a restarted
+// broker its preferred leaderships back by itself, once it is in sync.
+func TestAutoLeaderRebalance(t *testing.T) {
+	c := simcluster.Start(t, 3, func(cfg *broker.Config) {
+		cfg.Cluster.AutoLeaderRebalance = true
+		cfg.Cluster.LeaderImbalanceCheckInterval = time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.WaitController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(c.Client())
+	if res, err := adm.CreateTopic(ctx, 6, 3, nil, "rebalanced"); err != nil || res.Err != nil {
+		t.Fatalf("create: %v %v", err, res.Err)
+	}
+	// away counts the partitions not led by their preferred replica, and
+	// those of broker 1's.
+	away := func() (all, ofOne int, ok bool) {
+		md, err := adm.Metadata(ctx, "rebalanced")
+		if err != nil || len(md.Topics["rebalanced"].Partitions) != 6 {
+			return 0, 0, false
+		}
+		for _, p := range md.Topics["rebalanced"].Partitions {
+			if p.Leader != p.Replicas[0] {
+				all++
+				if p.Replicas[0] == 1 {
+					ofOne++
+				}
+			}
+		}
+		return all, ofOne, true
+	}
+	testenv.WaitFor(t, 30*time.Second, "every partition on its preferred leader", func() bool {
+		all, _, ok := away()
+		return ok && all == 0
+	})
+	if err := c.Stop(1); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "broker 1's partitions led elsewhere", func() bool {
+		_, n, ok := away()
+		return ok && n > 0
+	})
+	if err := c.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	testenv.WaitFor(t, 60*time.Second, "broker 1's leaderships back without an ElectLeaders", func() bool {
+		all, _, ok := away()
+		return ok && all == 0
+	})
+	t.Logf("leaders back on their preferred replicas %v after the restart", time.Since(start).Round(100*time.Millisecond))
 }

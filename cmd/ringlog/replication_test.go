@@ -54,7 +54,10 @@ var replSessionTimeout, replLagTimeMax = func() (time.Duration, time.Duration) {
 func (c *testCluster) replicatedArgs(id int) []string {
 	args := append(c.args(id, c.voters),
 		"--broker-session-timeout", replSessionTimeout.String(),
-		"--replica-lag-time-max", replLagTimeMax.String())
+		"--replica-lag-time-max", replLagTimeMax.String(),
+		// The fault tests count every leadership move a fault did not
+		// cause as a false failover: no balancing behind their back.
+		"--auto-leader-rebalance=false")
 	if c.links != nil {
 		args = append(args, "--peer-dial-map", c.links.peerDialMap(int32(id)))
 	}

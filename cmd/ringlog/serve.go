@@ -79,6 +79,9 @@ type serveFlags struct {
 	sessionTimeout      time.Duration
 	heartbeatInterval   time.Duration
 	replicaLagMax       time.Duration
+	autoRebalance       bool
+	imbalanceInterval   time.Duration
+	imbalancePercent    int
 	replicationFactor   int
 	peerDialMap         string
 	listeners           string
@@ -128,6 +131,9 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.sessionTimeout, "broker-session-timeout", cluster.DefaultSessionTimeout, "cluster mode: the controller fences a broker it has not heard from for this long and elects new leaders for its partitions (broker.session.timeout.ms)")
 	fs.DurationVar(&f.heartbeatInterval, "broker-heartbeat-interval", cluster.DefaultHeartbeatInterval, "cluster mode: how often a broker heartbeats the controller (broker.heartbeat.interval.ms)")
 	fs.DurationVar(&f.replicaLagMax, "replica-lag-time-max", cluster.DefaultReplicaLagMax, "cluster mode: a follower not caught up with its leader for this long leaves the ISR (replica.lag.time.max.ms)")
+	fs.BoolVar(&f.autoRebalance, "auto-leader-rebalance", true, "cluster mode: the controller gives partitions back to their preferred replica when a broker leads too few of the ones it prefers (auto.leader.rebalance.enable)")
+	fs.DurationVar(&f.imbalanceInterval, "leader-imbalance-check-interval", cluster.DefaultLeaderImbalanceCheckInterval, "cluster mode: how often the controller checks the leader balance (leader.imbalance.check.interval.seconds)")
+	fs.IntVar(&f.imbalancePercent, "leader-imbalance-per-broker-percentage", cluster.DefaultLeaderImbalancePercent, "cluster mode: the share of a broker's preferred partitions led elsewhere above which the balance check moves them back (leader.imbalance.per.broker.percentage)")
 	fs.IntVar(&f.replicationFactor, "default-replication-factor", 0, "cluster mode: replication factor of auto-created topics and of CreateTopics with -1 (0: min(3, voters))")
 	fs.StringVar(&f.peerDialMap, "peer-dial-map", "", "cluster mode, for tests: connect to another broker's address through a different one, `FROM=TO,...` (host:port pairs; fault-injection proxies between brokers)")
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
@@ -230,6 +236,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if f.sessionTimeout <= 0 || f.heartbeatInterval <= 0 || f.replicaLagMax <= 0 {
 		return cfg, cli.Usagef("--broker-session-timeout, --broker-heartbeat-interval and --replica-lag-time-max must be positive")
 	}
+	if f.imbalanceInterval <= 0 || f.imbalancePercent < 1 || f.imbalancePercent > 100 {
+		return cfg, cli.Usagef("--leader-imbalance-check-interval must be positive and --leader-imbalance-per-broker-percentage 1 to 100")
+	}
 	if f.heartbeatInterval >= f.sessionTimeout {
 		return cfg, cli.Usagef("--broker-heartbeat-interval %v must be shorter than --broker-session-timeout %v (several heartbeats a session)", f.heartbeatInterval, f.sessionTimeout)
 	}
@@ -242,7 +251,8 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr, Dial: dial,
 		SessionTimeout: f.sessionTimeout, HeartbeatInterval: f.heartbeatInterval, ReplicaLagMax: f.replicaLagMax,
-		DefaultReplicationFactor: int16(f.replicationFactor)}
+		DefaultReplicationFactor: int16(f.replicationFactor), AutoLeaderRebalance: f.autoRebalance,
+		LeaderImbalanceCheckInterval: f.imbalanceInterval, LeaderImbalancePercent: f.imbalancePercent}
 	cfg.Engine.Replicated = true
 	return cfg, nil
 }
