@@ -128,13 +128,20 @@ const (
 
 // Config configures a broker's cluster mode.
 type Config struct {
-	// NodeID is this broker's id, one of Voters.
+	// NodeID is this broker's id: one of Voters (a controller and a
+	// broker), or another id (a broker-only node: a Raft non-voter that
+	// follows the metadata log, never votes or controls).
 	NodeID int32
-	// Voters is every controller (--voters); every broker is one.
+	// Voters is every controller (--voters).
 	Voters quorum.Voters
 	// ControllerAddr is where the Raft listener binds (--controller-addr);
-	// empty: this node's address in Voters.
+	// empty: this node's address in Voters. On a broker-only node it is
+	// its metadata listener (--metadata-addr), which the controller
+	// pushes the metadata log to; it must be set there.
 	ControllerAddr string
+	// AdvertiseHost is the host a broker-only node's metadata listener
+	// is reached at (empty: the host it is bound to).
+	AdvertiseHost string
 	// RaftListener, if set, is the Raft listener, bound by the caller
 	// (tests: bound before the voters are known, so no port is raced
 	// for); the node owns it from Open on. It replaces ControllerAddr.
@@ -300,12 +307,10 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	if cfg.OffsetsPartitions <= 0 {
 		cfg.OffsetsPartitions = DefaultOffsetsPartitions
 	}
-	if _, ok := cfg.Voters.Lookup(cfg.NodeID); !ok {
-		return nil, fmt.Errorf("cluster: --node-id %d is not in --voters %q (every broker is a controller: list them all, this one included)", cfg.NodeID, cfg.Voters)
-	}
 	node, err := quorum.Open(quorum.Config{
 		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, MetadataDir), Voters: cfg.Voters,
-		BindAddr: cfg.ControllerAddr, Listener: cfg.RaftListener, Logger: cfg.Logger, Dial: quorum.DialFunc(cfg.Dial), TLS: cfg.RaftTLS,
+		BindAddr: cfg.ControllerAddr, Listener: cfg.RaftListener, AdvertiseHost: cfg.AdvertiseHost,
+		Logger: cfg.Logger, Dial: quorum.DialFunc(cfg.Dial), TLS: cfg.RaftTLS,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 	})
 	if err != nil {

@@ -51,7 +51,9 @@ const (
 
 // Config configures a Node. NodeID, Dir and Voters are required.
 type Config struct {
-	// NodeID is this node's id; it must be in Voters.
+	// NodeID is this node's id: one of Voters, or, for a broker-only
+	// node, an id none of them has (a Raft non-voter that joins through
+	// the voters, receives the log and never votes).
 	NodeID int32
 	// Dir holds the node's Raft data: cluster.json, raft.db, snapshots/.
 	Dir string
@@ -69,6 +71,10 @@ type Config struct {
 	// listens on BindAddr, or its voter address.
 	Listener net.Listener
 	BindAddr string
+	// AdvertiseHost is the host the leader reaches a broker-only node at
+	// (its listener's port); empty: the listener's address, which must
+	// then not be a wildcard. Voters are reached at their voter address.
+	AdvertiseHost string
 	// Dial connects to peers (default: a net.Dialer).
 	Dial DialFunc
 	// TLS, when set, runs every Raft connection over mutual TLS, before
@@ -178,6 +184,11 @@ type Node struct {
 
 	notify chan bool // raft's leadership changes
 
+	// nonVoter is set on a broker-only node; advertise is the address
+	// the leader reaches this node at.
+	nonVoter  bool
+	advertise string
+
 	stop         chan struct{}
 	stopped      chan struct{}
 	shutdownOnce sync.Once
@@ -197,9 +208,12 @@ func Open(cfg Config) (*Node, error) {
 	if len(cfg.Voters) == 0 {
 		return nil, errors.New("quorum: no voters")
 	}
-	self, ok := cfg.Voters.Lookup(cfg.NodeID)
-	if !ok {
-		return nil, fmt.Errorf("quorum: node %d is not in the voters %q; --voters must list every controller, this one included", cfg.NodeID, cfg.Voters)
+	if cfg.NodeID < 0 {
+		return nil, fmt.Errorf("quorum: node id %d is negative", cfg.NodeID)
+	}
+	self, voter := cfg.Voters.Lookup(cfg.NodeID)
+	if !voter && cfg.Listener == nil && cfg.BindAddr == "" {
+		return nil, fmt.Errorf("quorum: node %d is not in the voters %q, so it is a broker-only node, which needs an address for its metadata listener", cfg.NodeID, cfg.Voters)
 	}
 	if cfg.ClusterID != "" {
 		if err := metadata.ValidateClusterID(cfg.ClusterID); err != nil {
@@ -229,8 +243,11 @@ func Open(cfg Config) (*Node, error) {
 
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), identity: id,
 		mismatches: map[int32]*MismatchError{}, notify: make(chan bool, 1),
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), nonVoter: !voter}
 	n.fsm = metadata.NewFSM(metadata.FSMOptions{Logger: n.log, OnApply: n.onApply})
+	if !voter {
+		self = Voter{ID: cfg.NodeID}
+	}
 	if err := n.start(self); err != nil {
 		return nil, err
 	}
@@ -288,8 +305,15 @@ func (n *Node) start(self Voter) (err error) {
 		if ln, err = net.Listen("tcp", bind); err != nil {
 			return fmt.Errorf("quorum: listen for Raft: %w", err)
 		}
+		cleanup = append(cleanup, func() { ln.Close() })
 	}
-	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer}
+	if n.nonVoter {
+		if self.Addr, err = advertised(ln.Addr(), cfg.AdvertiseHost); err != nil {
+			return fmt.Errorf("quorum: broker-only node %d: %w", cfg.NodeID, err)
+		}
+	}
+	n.advertise = self.Addr
+	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer, join: n.admitNonVoter}
 	n.stream = newStreamLayer(ln, self.Addr, cfg.Dial, cfg.TLS, cfg.HandshakeTimeout, hs)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.stream, MaxPool: 3, Timeout: cfg.RPCTimeout, Logger: hcl.Named("transport"),
@@ -315,7 +339,7 @@ func (n *Node) start(self Voter) (err error) {
 	if err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
-	if !existing {
+	if !existing && !n.nonVoter {
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, cfg.Voters.configuration()); err != nil {
 			return fmt.Errorf("quorum: bootstrap: %w", err)
 		}
@@ -331,6 +355,9 @@ func (n *Node) start(self Voter) (err error) {
 		return fmt.Errorf("quorum: %w", err)
 	}
 	have, err := votersOf(cf.Configuration())
+	if n.nonVoter && err == nil && len(have) == 0 {
+		have = cfg.Voters // not joined yet: no configuration to compare
+	}
 	if err != nil || have.String() != cfg.Voters.String() {
 		if err == nil {
 			err = fmt.Errorf("they are %q", have)
@@ -347,8 +374,12 @@ func (n *Node) start(self Voter) (err error) {
 	n.wg.Add(2)
 	go n.leaderLoop()
 	go n.watchLoop()
+	if n.nonVoter {
+		n.wg.Add(1)
+		go n.joinLoop()
+	}
 	n.log.Info("metadata quorum node started", "dir", cfg.Dir, "addr", self.Addr, "voters", cfg.Voters.String(),
-		"cluster_id", n.knownClusterID(), "existing_state", existing)
+		"broker_only", n.nonVoter, "cluster_id", n.knownClusterID(), "existing_state", existing)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -30,15 +31,26 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // ver is 1; flags bit 0 set means "refused" (only in a reply, with the
 // reason); clusterID is empty while the node does not know it yet; voters
 // is the canonical --voters spec. Each side checks the other's hello
-// (same voters, a voter id, the id --voters gives the dialed address, and
-// equal cluster ids when both are known) and drops the connection on a
+// (same voters, the id --voters gives the dialed address, and equal
+// cluster ids when both are known) and drops the connection on a
 // mismatch, so nodes of different clusters or with different voter sets
-// never exchange a Raft message.
+// never exchange a Raft message. A node whose id is not in the voters is
+// a broker-only node: a Raft non-voter, which receives the log and never
+// votes.
+//
+// Flags bit 1 is a join request, sent by a broker-only node to the voters
+// on a connection of its own: its hello ends with the address the leader
+// reaches it at (u16 length, then the host:port). The leader adds it as a
+// non-voter (or updates its address) and replies; the others refuse
+// ("not the metadata leader"); either way the connection then closes.
+// Nodes before broker-only nodes refuse the flag: a broker-only node
+// joins a cluster whose voters all run this version.
 const (
 	helloMagic   = "RLQR"
 	helloVersion = 1
 	helloFixed   = 4 + 1 + 4 + 1 + 1
 	flagRefused  = 1
+	flagJoin     = 2
 )
 
 type hello struct {
@@ -47,6 +59,9 @@ type hello struct {
 	ClusterID string
 	Voters    string
 	Reason    string
+	// Join, when set, asks to be added as a non-voter reached at this
+	// address.
+	Join string
 }
 
 func (h hello) encode() []byte {
@@ -65,12 +80,20 @@ func (h hello) encode() []byte {
 	if h.Refused {
 		flags |= flagRefused
 	}
+	join := clip(h.Join, 65535)
+	if join != "" {
+		flags |= flagJoin
+	}
 	b = append(b, flags, byte(len(cid)))
 	b = append(b, cid...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(voters)))
 	b = append(b, voters...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
 	b = append(b, reason...)
+	if join != "" {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(join)))
+		b = append(b, join...)
+	}
 	return b
 }
 
@@ -89,7 +112,7 @@ func readHello(r io.Reader) (hello, error) {
 	if fixed[4] != helloVersion {
 		return hello{}, fmt.Errorf("%w: hello version %d, this node speaks %d", errNotPeer, fixed[4], helloVersion)
 	}
-	if fixed[9]&^flagRefused != 0 {
+	if fixed[9]&^(flagRefused|flagJoin) != 0 {
 		return hello{}, fmt.Errorf("%w: unknown flags %#x", errNotPeer, fixed[9])
 	}
 	h := hello{NodeID: int32(binary.BigEndian.Uint32(fixed[5:9])), Refused: fixed[9]&flagRefused != 0}
@@ -127,6 +150,17 @@ func readHello(r io.Reader) (hello, error) {
 	if h.Reason, err = str(n); err != nil {
 		return hello{}, err
 	}
+	if fixed[9]&flagJoin != 0 {
+		if n, err = u16(); err != nil {
+			return hello{}, err
+		}
+		if h.Join, err = str(n); err != nil {
+			return hello{}, err
+		}
+		if h.Join == "" {
+			return hello{}, fmt.Errorf("%w: a join request without an address", errNotPeer)
+		}
+	}
 	return h, nil
 }
 
@@ -156,6 +190,9 @@ type handshaker struct {
 	// report is called after each handshake: err is nil for a good one,
 	// a *MismatchError otherwise.
 	report func(peer int32, addr string, err *MismatchError)
+	// join answers a broker-only node's join request: "" once it is
+	// (being) added, else why not.
+	join func(peer int32, addr string) string
 }
 
 func (h *handshaker) hello() hello {
@@ -168,8 +205,8 @@ func (h *handshaker) check(peer hello, dialed string) string {
 	if mine := h.voters.String(); peer.Voters != mine {
 		return fmt.Sprintf("voters differ: node %d has %q, node %d has %q; start every node with the same --voters", peer.NodeID, peer.Voters, h.nodeID, mine)
 	}
-	if _, ok := h.voters.Lookup(peer.NodeID); !ok {
-		return fmt.Sprintf("node %d is not in the voters %q", peer.NodeID, peer.Voters)
+	if peer.NodeID < 0 {
+		return fmt.Sprintf("node id %d is negative", peer.NodeID)
 	}
 	if dialed != "" {
 		if v, ok := h.voters.byAddr(dialed); ok && v.ID != peer.NodeID {
@@ -291,6 +328,13 @@ func (s *streamLayer) handshakeIn(raw net.Conn) {
 		s.hs.report(peer.NodeID, remote, &MismatchError{Peer: peer.NodeID, Addr: remote, Reason: reason})
 		return
 	}
+	if peer.Join != "" {
+		if reason := s.hs.join(peer.NodeID, peer.Join); reason != "" {
+			me.Refused, me.Reason = true, reason
+		}
+		c.Write(me.encode())
+		return // a join request's connection carries nothing else
+	}
 	if _, err := c.Write(me.encode()); err != nil {
 		return
 	}
@@ -334,9 +378,36 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
 // Dial connects to a peer and runs the handshake.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return s.dialHello(string(address), timeout, s.hs.hello(), true)
+}
+
+// join asks the voter at addr to add this node as a non-voter reached at
+// advertise; it returns nil once the voter (the leader) accepted.
+func (s *streamLayer) join(addr, advertise string, timeout time.Duration) error {
+	h := s.hs.hello()
+	h.Join = advertise
+	c, err := s.dialHello(addr, timeout, h, false)
+	var mm *MismatchError
+	if errors.As(err, &mm) && !strings.HasSuffix(mm.Reason, notLeaderReason) {
+		s.hs.report(mm.Peer, addr, mm) // another cluster, other voters: the operator's to fix
+	}
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// notLeaderReason is a voter's answer to a join request when it is not
+// the leader (the joining node asks the next one).
+const notLeaderReason = "not the metadata leader"
+
+
+// dialHello connects to the peer at addr and runs the handshake, sending
+// mine; with report, the outcome is reported as a Raft connection's (a
+// join's refusal by a voter that is not the leader is no mismatch).
+func (s *streamLayer) dialHello(addr string, timeout time.Duration, mine hello, report bool) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	addr := string(address)
 	c, err := s.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -347,7 +418,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 			return nil, fmt.Errorf("quorum: %w", err)
 		}
 	}
-	if _, err := c.Write(s.hs.hello().encode()); err != nil {
+	if _, err := c.Write(mine.encode()); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("quorum: handshake with %s: %w", addr, err)
 	}
@@ -365,10 +436,14 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if reason != "" {
 		c.Close()
 		mm := &MismatchError{Peer: peer.NodeID, Addr: addr, Reason: reason}
-		s.hs.report(peer.NodeID, addr, mm)
+		if report {
+			s.hs.report(peer.NodeID, addr, mm)
+		}
 		return nil, mm
 	}
 	c.SetDeadline(time.Time{})
-	s.hs.report(peer.NodeID, addr, nil)
+	if report {
+		s.hs.report(peer.NodeID, addr, nil)
+	}
 	return c, nil
 }

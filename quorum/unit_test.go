@@ -55,6 +55,7 @@ func TestHelloRoundTrip(t *testing.T) {
 		{NodeID: 1, Voters: "1@a:1,2@b:2"},
 		{NodeID: -1, Refused: true, ClusterID: "c", Voters: "1@a:1", Reason: "no"},
 		{NodeID: 7, ClusterID: strings.Repeat("x", 255), Voters: strings.Repeat("v", 65535), Reason: strings.Repeat("r", 65535)},
+		{NodeID: 9, ClusterID: "c", Voters: "1@a:1", Join: "h:9"},
 	} {
 		got, err := readHello(bytes.NewReader(h.encode()))
 		if err != nil || got != h {
@@ -73,11 +74,12 @@ func TestHelloRoundTrip(t *testing.T) {
 		return b
 	}
 	for name, b := range map[string][]byte{
-		"magic":    bad(0, 'X'),
-		"version":  bad(4, 2),
-		"flags":    bad(9, 2),
-		"not utf8": bad(11, 0xff),
-		"http":     []byte("GET / HTTP/1.1\r\n\r\n"),
+		"magic":                   bad(0, 'X'),
+		"version":                 bad(4, 2),
+		"flags":                   bad(9, 4),
+		"join without an address": append(bad(9, flagJoin), 0, 0),
+		"not utf8":                bad(11, 0xff),
+		"http":                    []byte("GET / HTTP/1.1\r\n\r\n"),
 	} {
 		if _, err := readHello(bytes.NewReader(b)); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -91,6 +93,7 @@ func FuzzHello(f *testing.F) {
 	f.Add(hello{NodeID: 1, Voters: "1@a:1,2@b:2"}.encode())
 	f.Add(hello{NodeID: 3, Refused: true, ClusterID: "cid", Voters: "1@a:1", Reason: "voters differ"}.encode())
 	f.Add([]byte("RLQR\x01\x00\x00\x00\x01\x00\xff"))
+	f.Add(hello{NodeID: 9, ClusterID: "cid", Voters: "1@a:1", Join: "10.0.0.9:41000"}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bytes.NewReader(b)
 		h, err := readHello(r)
@@ -118,7 +121,8 @@ func TestHandshakeChecks(t *testing.T) {
 		cid    string
 	}{
 		"voters differ":                {hello{NodeID: 2, Voters: "1@a:1,2@b:2"}, "", ""},
-		"not in the voters":            {hello{NodeID: 9, Voters: vs.String()}, "", ""},
+		"(a broker-only node's id)":    {hello{NodeID: 9, Voters: vs.String()}, "", ""},
+		"is negative":                  {hello{NodeID: -1, Voters: vs.String()}, "", ""},
 		"but node 3 answered":          {hello{NodeID: 3, Voters: vs.String()}, "b:2", ""},
 		"cluster ids differ":           {hello{NodeID: 2, Voters: vs.String(), ClusterID: "x"}, "", "y"},
 		"":                             {hello{NodeID: 2, Voters: vs.String(), ClusterID: "x"}, "", ""},

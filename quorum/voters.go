@@ -110,8 +110,9 @@ func (vs Voters) configuration() raft.Configuration {
 	return c
 }
 
-// votersOf converts a Raft configuration back, for comparison; servers
-// that are not voters, or whose ids are not node ids, make it fail.
+// votersOf converts a Raft configuration's voters back, for comparison
+// (non-voters, the broker-only nodes, are left out); ids that are not
+// node ids make it fail.
 func votersOf(c raft.Configuration) (Voters, error) {
 	var vs Voters
 	for _, s := range c.Servers {
@@ -120,7 +121,7 @@ func votersOf(c raft.Configuration) (Voters, error) {
 			return nil, fmt.Errorf("raft server id %q is not a node id", s.ID)
 		}
 		if s.Suffrage != raft.Voter {
-			return nil, fmt.Errorf("raft server %s is a %s, not a voter", s.ID, s.Suffrage)
+			continue
 		}
 		vs = append(vs, Voter{ID: int32(id), Addr: string(s.Address)})
 	}

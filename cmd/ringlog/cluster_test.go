@@ -515,8 +515,14 @@ func TestSingleNodeHasNoCluster(t *testing.T) {
 	if code, _, stderr := runBinary(t, 10*time.Second, "serve", "--controller-addr", "127.0.0.1:0"); code == 0 || !strings.Contains(stderr, "--controller-addr needs --voters") {
 		t.Fatalf("--controller-addr without --voters: exit %d, %s", code, stderr)
 	}
-	if code, _, stderr := runBinary(t, 10*time.Second, "serve", "--voters", "1@127.0.0.1:1", "--node-id", "2"); code == 0 || !strings.Contains(stderr, "not in --voters") {
-		t.Fatalf("--node-id outside --voters: exit %d, %s", code, stderr)
+	if code, _, stderr := runBinary(t, 10*time.Second, "serve", "--voters", "1@127.0.0.1:1", "--node-id", "2", "--controller-addr", "127.0.0.1:0"); code == 0 || !strings.Contains(stderr, "broker-only node: it has no --controller-addr") {
+		t.Fatalf("a broker-only node with --controller-addr: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runBinary(t, 10*time.Second, "serve", "--voters", "1@127.0.0.1:1", "--node-id", "2", "--kafka-addr", "0.0.0.0:0"); code == 0 || !strings.Contains(stderr, "--advertised-kafka-addr") {
+		t.Fatalf("a broker-only node on a wildcard address: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runBinary(t, 10*time.Second, "serve", "--voters", "1@127.0.0.1:1", "--node-id", "1", "--metadata-addr", "127.0.0.1:0"); code == 0 || !strings.Contains(stderr, "is for broker-only nodes") {
+		t.Fatalf("a voter with --metadata-addr: exit %d, %s", code, stderr)
 	}
 	_ = syscall.SIGTERM
 }

@@ -80,6 +80,7 @@ type serveFlags struct {
 	heartbeatInterval   time.Duration
 	replicaLagMax       time.Duration
 	autoRebalance       bool
+	metadataAddr        string
 	imbalanceInterval   time.Duration
 	imbalancePercent    int
 	replicationFactor   int
@@ -127,6 +128,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.Kafka.Security.FailedAuthDelay, "failed-auth-delay", def.Kafka.Security.FailedAuthDelay, "delay before answering a failed authentication (connection.failed.authentication.delay.ms)")
 	fs.IntVar(&f.nodeID, "node-id", int(def.Engine.NodeID), "this broker's node id (in cluster mode, its id in --voters)")
 	fs.StringVar(&f.voters, "voters", "", "cluster mode: every controller as `ID@HOST:PORT,...` (the same list on every node; each node is a broker and a controller); empty: a single broker, no Raft")
+	fs.StringVar(&f.metadataAddr, "metadata-addr", "", "cluster mode, a broker-only node (--node-id not in --voters): where the controller sends it the metadata log, host:port (default: the --kafka-addr host, a free port; open it to the voters)")
 	fs.StringVar(&f.controllerAddr, "controller-addr", "", "cluster mode: the metadata quorum (Raft) listener, host:port (default: this node's address in --voters)")
 	fs.DurationVar(&f.sessionTimeout, "broker-session-timeout", cluster.DefaultSessionTimeout, "cluster mode: the controller fences a broker it has not heard from for this long and elects new leaders for its partitions (broker.session.timeout.ms)")
 	fs.DurationVar(&f.heartbeatInterval, "broker-heartbeat-interval", cluster.DefaultHeartbeatInterval, "cluster mode: how often a broker heartbeats the controller (broker.heartbeat.interval.ms)")
@@ -224,14 +226,27 @@ func (f *serveFlags) config() (broker.Config, error) {
 		if f.controllerAddr != "" {
 			return cfg, cli.Usagef("--controller-addr needs --voters (cluster mode)")
 		}
+		if f.metadataAddr != "" {
+			return cfg, cli.Usagef("--metadata-addr needs --voters (cluster mode, a broker-only node)")
+		}
 		return cfg, nil
 	}
 	voters, err := quorum.ParseVoters(f.voters)
 	if err != nil {
 		return cfg, cli.Usagef("--voters: %v", err)
 	}
-	if _, ok := voters.Lookup(cfg.Engine.NodeID); !ok {
-		return cfg, cli.Usagef("--node-id %d is not in --voters %q: list every node, this one included", cfg.Engine.NodeID, f.voters)
+	bindMeta, advertiseHost := f.controllerAddr, ""
+	if _, voter := voters.Lookup(cfg.Engine.NodeID); voter {
+		if f.metadataAddr != "" {
+			return cfg, cli.Usagef("--metadata-addr is for broker-only nodes; node %d is a voter (its Raft listener is --controller-addr)", cfg.Engine.NodeID)
+		}
+	} else {
+		if f.controllerAddr != "" {
+			return cfg, cli.Usagef("node %d is not in --voters, so it is a broker-only node: it has no --controller-addr (use --metadata-addr, or add it to --voters on every node)", cfg.Engine.NodeID)
+		}
+		if bindMeta, advertiseHost, err = brokerOnlyMetadataAddr(f.metadataAddr, cfg.Kafka.Addr, cfg.Kafka.AdvertisedAddr); err != nil {
+			return cfg, err
+		}
 	}
 	if f.sessionTimeout <= 0 || f.heartbeatInterval <= 0 || f.replicaLagMax <= 0 {
 		return cfg, cli.Usagef("--broker-session-timeout, --broker-heartbeat-interval and --replica-lag-time-max must be positive")
@@ -249,12 +264,40 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if err != nil {
 		return cfg, cli.Usagef("--peer-dial-map: %v", err)
 	}
-	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: f.controllerAddr, Dial: dial,
+	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: bindMeta, AdvertiseHost: advertiseHost, Dial: dial,
 		SessionTimeout: f.sessionTimeout, HeartbeatInterval: f.heartbeatInterval, ReplicaLagMax: f.replicaLagMax,
 		DefaultReplicationFactor: int16(f.replicationFactor), AutoLeaderRebalance: f.autoRebalance,
 		LeaderImbalanceCheckInterval: f.imbalanceInterval, LeaderImbalancePercent: f.imbalancePercent}
 	cfg.Engine.Replicated = true
 	return cfg, nil
+}
+
+// brokerOnlyMetadataAddr is where a broker-only node's metadata listener
+// binds (--metadata-addr, else the Kafka listener's host on a free port)
+// and the host it is reached at (the bind host unless a wildcard, then
+// the advertised Kafka host).
+func brokerOnlyMetadataAddr(flag, kafkaAddr, advertisedKafka string) (bind, host string, err error) {
+	bind = flag
+	if bind == "" {
+		h, _, err := net.SplitHostPort(kafkaAddr)
+		if err != nil {
+			return "", "", cli.Usagef("--kafka-addr %q: %v", kafkaAddr, err)
+		}
+		bind = net.JoinHostPort(h, "0")
+	}
+	h, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return "", "", cli.Usagef("--metadata-addr %q: %v", bind, err)
+	}
+	if ip := net.ParseIP(h); h != "" && (ip == nil || !ip.IsUnspecified()) {
+		return bind, "", nil
+	}
+	if advertisedKafka != "" {
+		if ah, _, err := net.SplitHostPort(advertisedKafka); err == nil && ah != "" {
+			return bind, ah, nil
+		}
+	}
+	return "", "", cli.Usagef("this broker-only node's metadata listener binds %s, which the controller cannot dial: give --advertised-kafka-addr (its host is used) or --metadata-addr HOST:PORT", bind)
 }
 
 // resolveBackend decides which --io-backend wins: the flag on the command

@@ -91,6 +91,23 @@ func Start(t testing.TB, n int, configure ...func(*broker.Config)) *Cluster {
 	return c
 }
 
+// AddBroker starts a broker-only node (not a voter: it follows the
+// metadata log and hosts replicas) with the next free id, and returns
+// that id. Like the voters, it restarts on the same metadata address.
+func (c *Cluster) AddBroker() (int32, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	id := int32(len(c.Nodes()) + 1)
+	n := &Node{ID: id, Dir: filepath.Join(c.t.TempDir(), "data"), raftAddr: ln.Addr().String()}
+	c.mu.Lock()
+	c.nodes[id] = n
+	c.mu.Unlock()
+	c.Net.Register(id, n.raftAddr)
+	return id, c.start(n, ln)
+}
+
 // start opens node's broker on its directory (ln: its Raft listener, or
 // nil to bind its voter address again).
 func (c *Cluster) start(n *Node, ln net.Listener) error {

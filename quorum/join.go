@@ -1,0 +1,118 @@
+package quorum
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// BrokerOnly reports whether this node is a broker-only node (a Raft
+// non-voter: it never leads, votes or proposes).
+func (n *Node) BrokerOnly() bool { return n.nonVoter }
+
+// Addr is the address the leader reaches this node at.
+func (n *Node) Addr() string { return n.advertise }
+
+// advertised is a broker-only node's address: host (or the listener's
+// own host) with the listener's port.
+func advertised(ln net.Addr, host string) (string, error) {
+	lhost, port, err := net.SplitHostPort(ln.String())
+	if err != nil {
+		return "", fmt.Errorf("listener address %s: %w", ln, err)
+	}
+	if host == "" {
+		if ip := net.ParseIP(lhost); ip != nil && ip.IsUnspecified() {
+			return "", fmt.Errorf("the metadata listener is bound to %s, which the leader cannot dial: name the host to advertise", ln)
+		}
+		host = lhost
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// joinLoop runs on a broker-only node: until the Raft configuration the
+// node has lists it at its address, it asks the voters in turn to add it
+// (only the leader does; see admitNonVoter). It asks again whenever the
+// configuration loses it or has an old address (a restart on another
+// port).
+func (n *Node) joinLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.HeartbeatTimeout)
+	defer tick.Stop()
+	logged := false
+	for {
+		if !n.member() {
+			var err error
+			for _, v := range n.cfg.Voters {
+				if err = n.stream.join(v.Addr, n.advertise, n.cfg.HandshakeTimeout); err == nil {
+					n.log.Info("asked the metadata leader to add this broker-only node", "leader_addr", v.Addr, "addr", n.advertise)
+					logged = false
+					break
+				}
+			}
+			if err != nil && !logged {
+				n.log.Info("no voter took this broker-only node in yet; retrying", "last_err", err)
+				logged = true
+			}
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// member reports whether the Raft configuration this node has lists it,
+// at its address.
+func (n *Node) member() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == serverID(n.cfg.NodeID) {
+			return string(s.Address) == n.advertise
+		}
+	}
+	return false
+}
+
+// admitNonVoter answers a broker-only node's join request (the
+// handshake's): the leader adds it as a non-voter at addr, or moves it
+// there; anyone else refuses. It returns why not, or "".
+func (n *Node) admitNonVoter(id int32, addr string) string {
+	if _, ok := n.cfg.Voters.Lookup(id); ok {
+		return fmt.Sprintf("node %d is a voter; it cannot join as a broker-only node", id)
+	}
+	if err := checkHostPort(addr); err != nil {
+		return fmt.Sprintf("join address: %v", err)
+	}
+	if !n.IsLeader() {
+		return notLeaderReason
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err.Error()
+	}
+	for _, s := range f.Configuration().Servers {
+		switch {
+		case s.ID == serverID(id) && string(s.Address) == addr:
+			return "" // already there
+		case s.ID != serverID(id) && string(s.Address) == addr:
+			return fmt.Sprintf("address %s belongs to node %s", addr, s.ID)
+		}
+	}
+	add := n.raft.AddNonvoter(serverID(id), raft.ServerAddress(addr), 0, 10*time.Second)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := add.Error(); err != nil {
+			n.log.Warn("adding a broker-only node to the metadata quorum failed; it asks again", "node", id, "addr", addr, "err", err)
+			return
+		}
+		n.log.Info("added a broker-only node to the metadata quorum (non-voter)", "node", id, "addr", addr)
+	}()
+	return ""
+}
