@@ -401,7 +401,6 @@ func (s *streamLayer) join(addr, advertise string, timeout time.Duration) error 
 // the leader (the joining node asks the next one).
 const notLeaderReason = "not the metadata leader"
 
-
 // dialHello connects to the peer at addr and runs the handshake, sending
 // mine; with report, the outcome is reported as a Raft connection's (a
 // join's refusal by a voter that is not the leader is no mismatch).
