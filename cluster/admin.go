@@ -115,7 +115,7 @@ func (c *Cluster) TopicByID(id [16]byte) (admin.Topic, bool) {
 func describeTopic(t *metadata.Topic) admin.Topic {
 	out := admin.Topic{Name: t.Name, ID: t.ID, Internal: t.Internal, Partitions: int32(len(t.Partitions)), Configs: maps.Clone(t.Configs)}
 	if len(t.Partitions) > 0 {
-		out.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
+		out.ReplicationFactor = int16(len(t.Partitions[0].TargetReplicas()))
 	}
 	return out
 }
@@ -249,7 +249,7 @@ func (c *Cluster) CreatePartitions(ctx context.Context, p admin.NewPartitions, v
 	if int(p.Count) <= cur {
 		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, p.Topic, cur)
 	}
-	rf := len(t.Partitions[0].Replicas)
+	rf := len(t.Partitions[0].TargetReplicas())
 	replicas := p.Assignment
 	if replicas != nil {
 		if err := p.CheckAssignment(int32(cur), rf); err != nil {

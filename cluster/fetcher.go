@@ -187,6 +187,18 @@ var errNothingToFetch = errors.New("no partition to fetch")
 // appends what came.
 func (f *fetcher) round(ctx context.Context) error {
 	parts := f.snapshot()
+	// Partitions no longer followed here (moved, deleted, led elsewhere)
+	// leave the goroutine's own maps.
+	for p := range f.truncated {
+		if _, ok := parts[p]; !ok {
+			delete(f.truncated, p)
+		}
+	}
+	for p := range f.refused {
+		if _, ok := parts[p]; !ok {
+			delete(f.refused, p)
+		}
+	}
 	if len(parts) == 0 {
 		select {
 		case <-ctx.Done():

@@ -25,10 +25,18 @@ func (c *Cluster) AlterPartitionReassignments(ctx context.Context, rs []admin.Re
 	out := make([]error, len(rs))
 	var recs []metadata.Record
 	var at []int
+	named := map[admin.PartitionRef]int{}
+	for _, r := range rs {
+		named[r.PartitionRef]++
+	}
 	for i, r := range rs {
 		t := img.Topic(r.Topic)
 		if t == nil || r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
 			out[i] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, r.Topic, r.Partition)
+			continue
+		}
+		if named[r.PartitionRef] > 1 {
+			out[i] = fmt.Errorf("%w: %s-%d is named more than once", kerr.InvalidRequest, r.Topic, r.Partition)
 			continue
 		}
 		if r.Replicas != nil && !allowRFChange {
@@ -38,7 +46,14 @@ func (c *Cluster) AlterPartitionReassignments(ctx context.Context, rs []admin.Re
 				continue
 			}
 		}
-		recs = append(recs, metadata.ReassignPartition{TopicID: t.ID, Partition: r.Partition, Target: r.Replicas})
+		rec := metadata.ReassignPartition{TopicID: t.ID, Partition: r.Partition, Target: r.Replicas}
+		// Checked on the controller's image first: a move that would be
+		// refused is answered without a commit.
+		if err := check(img, rec); err != nil {
+			out[i] = err
+			continue
+		}
+		recs = append(recs, rec)
 		at = append(at, i)
 	}
 	for i, err := range c.proposeAll(ctx, recs) {

@@ -258,8 +258,13 @@ func (p *Partition) setReplicaState(st ReplicaState) error {
 	if st.Role == RoleLeader {
 		// A reassignment changes the replicas under a leader: new ones
 		// are tracked from their first fetch, removed ones forgotten.
+		// When the replica list changed, every follower out of the ISR
+		// starts over too: it may have been removed and added back
+		// between two images this leader saw, with a new, empty log
+		// that its old fetch position would wrongly vouch for.
+		renewed := !slices.Equal(st.Replicas, old.Replicas)
 		for _, id := range st.Replicas {
-			if id != self && r.followers[id] == nil {
+			if id != self && (r.followers[id] == nil || (renewed && !slices.Contains(st.ISR, id))) {
 				r.followers[id] = &followerState{fetchOffset: -1, caughtUp: now, lastFetch: now}
 			}
 		}

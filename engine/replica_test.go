@@ -408,3 +408,50 @@ func TestLeaderAppendsOnlyWithinItsLease(t *testing.T) {
 		t.Fatalf("produce within the lease: base %d, want 0", off)
 	}
 }
+
+// A replica removed and added back between two images the leader sees
+// (reassigned away, its log deleted, reassigned here again) has a new,
+// empty log: its old fetch position must not put it back in the ISR, nor
+// count for anything, until it fetches again. And a leader dropped from
+// this broker answers the acks=all produces it held.
+func TestReassignedFollowerStartsOver(t *testing.T) {
+	clock := newTestClock(time.Unix(1000, 0))
+	p := replicatedTopic(t, clock, "1")
+	if err := p.SetReplicaState(leaderState(1, 1, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	const lag = 10 * time.Second
+	if r := result(t, submit(t, p, 1, idem(t, -1, 0, 0, 5))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	p.FollowerFetched(2, 5)
+	p.FollowerFetched(3, 5) // caught up, out of the ISR: would join
+	// The image now has 3 being added again (its replica list changed).
+	moved := leaderState(1, 3, 1, 2)
+	moved.Replicas = []int32{1, 2, 4, 3}
+	if err := p.SetReplicaState(moved); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.ISRChange(lag); c != nil {
+		t.Fatalf("ISR change %+v from a re-added replica's old fetch position", c)
+	}
+	p.FollowerFetched(3, 5)
+	if c := p.ISRChange(lag); c == nil || len(c.Expand) != 1 || c.Expand[0] != 3 {
+		t.Fatalf("after its own fetch: change %+v, want 3 added", c)
+	}
+	p.ISRChangeDone()
+
+	// Parked acks=all produces are answered when the replica leaves.
+	held := submit(t, p, -1, idem(t, -1, 0, 5, 1))
+	if err := p.topic.eng.DropPartition("r", 0, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-held:
+		if !errors.Is(r.Err, kerr.NotLeaderForPartition) {
+			t.Fatalf("parked produce answered %v, want NOT_LEADER_OR_FOLLOWER", r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a produce parked on a dropped leader was never answered")
+	}
+}

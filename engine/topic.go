@@ -203,8 +203,20 @@ func (p *Partition) Hosted() bool { return !p.notHosted }
 // <dir>.<topic id>-stray and keeps it); waiting fetches are woken.
 func (p *Partition) remove(stray bool) {
 	p.removed.Store(true)
+	var parked []pendingAck
 	p.shard.Call(func() error {
 		p.shard.disown(p)
+		if r := p.rep; r != nil {
+			// A leader moved away (reassignment) or deleted: the
+			// produces waiting for their replication are answered
+			// now, not left to a shard that no longer owns p.
+			r.mu.Lock()
+			parked, r.acks = r.acks, nil
+			r.followers, r.pendingISR = nil, nil
+			r.st.Role = RoleNone
+			p.role.Store(int32(RoleNone))
+			r.mu.Unlock()
+		}
 		if p.log == nil {
 			return nil
 		}
@@ -221,6 +233,10 @@ func (p *Partition) remove(stray bool) {
 		}
 		return err
 	})
+	for _, a := range parked {
+		a.res.Err = fmt.Errorf("%w: %s: this broker no longer holds it", kerr.NotLeaderForPartition, p)
+		a.req.Done(a.res)
+	}
 	p.notify()
 }
 

@@ -982,8 +982,10 @@ func (c *TxnCoordinator) writeMarkers(m *txnMeta, commit bool) error {
 // coordinator's markers for its own partitions, and WriteTxnMarkers from
 // another broker's coordinator. Once the marker is in a __consumer_offsets
 // partition, the offsets the transaction committed for its groups are
-// applied (commit) or dropped (abort). A partition removed meanwhile
-// counts as done. errs has one entry per partition.
+// applied (commit) or dropped (abort). A partition whose topic was
+// deleted meanwhile counts as done; one moved off this broker
+// (reassignment) fails, for the marker to go to its new leader. errs has
+// one entry per partition.
 func (e *Engine) AppendTxnMarkers(mk TxnMarker, parts []*Partition) (errs []error) {
 	dones := make([]chan AppendResult, len(parts))
 	for i, p := range parts {
@@ -996,7 +998,7 @@ func (e *Engine) AppendTxnMarkers(mk TxnMarker, parts []*Partition) (errs []erro
 	errs = make([]error, len(parts))
 	for i, p := range parts {
 		r := <-dones[i]
-		if r.Err != nil && !p.removed.Load() {
+		if r.Err != nil && !(p.removed.Load() && p.topic.deleted.Load()) {
 			errs[i] = r.Err
 			continue
 		}

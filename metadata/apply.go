@@ -299,6 +299,9 @@ func (t *txn) checkAssignment(topic string, first int, assign [][]int32, rf int)
 	if rf > live {
 		return refuse(kerr.InvalidReplicationFactor, "topic %q: replication factor %d is larger than the %d available (registered, unfenced) brokers", topic, rf, live)
 	}
+	if rf > MaxReplicas {
+		return refuse(kerr.InvalidReplicationFactor, "topic %q: replication factor %d is above the limit, %d", topic, rf, MaxReplicas)
+	}
 	for i, reps := range assign {
 		p := first + i
 		if len(reps) != rf {
@@ -531,7 +534,9 @@ func (t *txn) reassignPartition(r ReassignPartition) *RefusedError {
 		return refuse(kerr.InvalidReplicaAssignment, "%s: none of the in-sync replicas %v would remain a replica", tp, cur.ISR)
 	}
 	if next.Leader != NoLeader && !contains(next.ISR, next.Leader) {
-		next.Leader = t.firstLive(next.Replicas, next.ISR)
+		if next.Leader = t.firstLive(next.Replicas, next.ISR); next.Leader == NoLeader {
+			return refuse(kerr.InvalidReplicaAssignment, "%s: the leader would leave and no in-sync replica left (%v) is live to take over", tp, next.ISR)
+		}
 	}
 	t.completeReassignment(&next)
 	return t.setPartition(topic, r.Partition, tp, cur, next)

@@ -69,7 +69,8 @@
 //	                     a target: 1..MaxReplicas distinct registered brokers (INVALID_REPLICA_ASSIGNMENT);
 //	                     no target (cancel): a reassignment in progress (NO_REASSIGNMENT_IN_PROGRESS);
 //	                     the ISR left after dropping the replicas no longer assigned is not empty and
-//	                     has an unfenced member if the leader leaves (INVALID_REPLICA_ASSIGNMENT)
+//	                     has an unfenced member if the leader leaves (INVALID_REPLICA_ASSIGNMENT);
+//	                     target brokers may be fenced (the move then waits for them)
 //	Batch                every record, in order, atomically; batches do not nest
 //
 // A ReassignPartition, and any ChangePartition of a partition being

@@ -165,9 +165,27 @@ func readReassignPlan(name string) (reassignPlan, error) {
 	if err != nil {
 		return plan, cli.Usagef("--plan: %v", err)
 	}
+	// (partition as a pointer: an entry without one is an error, not
+	// partition 0)
+	var raw struct {
+		Version    int `json:"version"`
+		Partitions []struct {
+			Topic     string   `json:"topic"`
+			Partition *int32   `json:"partition"`
+			Replicas  []int32  `json:"replicas"`
+			LogDirs   []string `json:"log_dirs"`
+		} `json:"partitions"`
+	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
-	if err := dec.Decode(&plan); err != nil {
+	if err := dec.Decode(&raw); err != nil {
 		return plan, cli.Usagef("--plan %s: not a reassignment plan: %v (want {\"version\":1,\"partitions\":[{\"topic\":…,\"partition\":…,\"replicas\":[…]}]})", name, err)
+	}
+	plan.Version = raw.Version
+	for _, e := range raw.Partitions {
+		if e.Partition == nil {
+			return plan, cli.Usagef("--plan %s: an entry of topic %q has no partition", name, e.Topic)
+		}
+		plan.Partitions = append(plan.Partitions, reassignTarget{Topic: e.Topic, Partition: *e.Partition, Replicas: e.Replicas, LogDirs: e.LogDirs})
 	}
 	if plan.Version != 1 {
 		return plan, cli.Usagef("--plan %s: version %d; this tool reads version 1", name, plan.Version)
@@ -349,8 +367,7 @@ func (s *session) awaitReassignments(plan reassignPlan, timeout time.Duration, s
 			return err
 		}
 		if len(moving) == 0 {
-			fmt.Fprintf(stdout, "Every move of the plan has completed (%s).\n", plural(len(plan.Partitions), "partition", "partitions"))
-			return nil
+			return s.verifyPlan(plan, deadline, stdout)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s still moving after %s (see 'ringlog topic reassign --list'; a larger --timeout waits longer)",
@@ -362,6 +379,66 @@ func (s *session) awaitReassignments(plan reassignPlan, timeout time.Duration, s
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// verifyPlan checks, once nothing of plan moves any more, that its
+// partitions have the replicas it asked for (someone may have cancelled
+// or replaced a move), retrying until deadline (clients cache metadata
+// for a few seconds).
+func (s *session) verifyPlan(plan reassignPlan, deadline time.Time, stdout io.Writer) error {
+	var topics []string
+	for _, p := range plan.Partitions {
+		if !slices.Contains(topics, p.Topic) {
+			topics = append(topics, p.Topic)
+		}
+	}
+	var off []string
+	for {
+		tds, err := s.adm.ListTopics(s.ctx, topics...)
+		if err != nil {
+			return s.explain(err)
+		}
+		off = off[:0]
+		for _, p := range plan.Partitions {
+			have := tds[p.Topic].Partitions[p.Partition].Replicas
+			if !slices.Equal(have, p.Replicas) {
+				off = append(off, fmt.Sprintf("%s-%d has %s, not %s", p.Topic, p.Partition, ints(have), ints(p.Replicas)))
+			}
+		}
+		if len(off) == 0 {
+			fmt.Fprintf(stdout, "Every move of the plan has completed (%s).\n", plural(len(plan.Partitions), "partition", "partitions"))
+			return nil
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			return fmt.Errorf("nothing of the plan is moving, but %s (a move cancelled or replaced meanwhile?)", strings.Join(off, "; "))
+		}
+		select {
+		case <-s.base.Done():
+			return errInterrupted
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// refuseMoving refuses to plan for partitions being reassigned: their
+// Metadata replicas hold the target and the replicas leaving, so a plan
+// made from them would grow the partitions.
+func (s *session) refuseMoving(plan reassignPlan) error {
+	moving, err := s.ongoingReassignments(nil)
+	if err != nil {
+		return err
+	}
+	var named []string
+	for _, m := range moving {
+		if slices.ContainsFunc(plan.Partitions, func(p reassignTarget) bool { return p.Topic == m.topic && p.Partition == m.partition }) {
+			named = append(named, fmt.Sprintf("%s-%d", m.topic, m.partition))
+		}
+	}
+	if len(named) > 0 {
+		return fmt.Errorf("%s being reassigned (%s): wait for the moves (topic reassign --list) or cancel them first",
+			plural(len(named), "partition is", "partitions are"), strings.Join(named, ", "))
+	}
+	return nil
 }
 
 // generateReassignment prints a plan moving topics' partitions onto ids:
@@ -383,6 +460,9 @@ func (s *session) generateReassignment(topics []string, ids []int32, rollback st
 		for _, p := range td.Partitions.Sorted() {
 			current.Partitions = append(current.Partitions, reassignTarget{Topic: topic, Partition: p.Partition, Replicas: p.Replicas})
 		}
+	}
+	if err := s.refuseMoving(current); err != nil {
+		return err
 	}
 	proposed, err := placeReassignment(current, ids)
 	if err != nil {
@@ -527,6 +607,9 @@ func runClusterDrain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := s.refuseMoving(plan); err != nil {
+		return err
+	}
 	if dryRun {
 		return writeJSON(stdout, plan)
 	}
@@ -534,7 +617,7 @@ func runClusterDrain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "Broker %d holds no replica.\n", drained)
 		return nil
 	}
-	if err := s.alterReassignments(plan, false, true, stdout); err != nil {
+	if err := s.alterReassignments(plan, false, false, stdout); err != nil {
 		return err
 	}
 	return s.awaitReassignments(plan, cf.Timeout, stdout)
