@@ -2,6 +2,19 @@
 // (v1.7.3) with a fixed voter set, replicating the records of package
 // metadata into its FSM. The Raft leader is the cluster's controller.
 //
+// A node whose id is not a voter is a broker-only node: a Raft non-voter.
+// It is not bootstrapped; it asks the voters to take it in (a join
+// request in the handshake, see stream.go), the leader adds it with
+// AddNonvoter (or moves it to its new address after a restart), and from
+// then on it receives the log and snapshots like a follower, never
+// votes, campaigns or proposes. Why a non-voter rather than fetching the
+// committed log over the Kafka protocol, as KRaft brokers do: Raft
+// already replicates, snapshots and catches up a lagging member, and the
+// node gets the same FSM, WaitIndex and subscriptions as a voter, so
+// cluster mode runs unchanged on it. The cost: the leader pushes to it (a
+// listener the voters must reach), and it stays in the Raft
+// configuration once stopped.
+//
 // # A node's directory
 //
 //	<Config.Dir>/

@@ -127,7 +127,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.Kafka.Security.AuthTimeout, "auth-timeout", def.Kafka.Security.AuthTimeout, "close a SASL connection not authenticated this long after it was accepted, and a TLS handshake not finished by then")
 	fs.DurationVar(&c.Kafka.Security.FailedAuthDelay, "failed-auth-delay", def.Kafka.Security.FailedAuthDelay, "delay before answering a failed authentication (connection.failed.authentication.delay.ms)")
 	fs.IntVar(&f.nodeID, "node-id", int(def.Engine.NodeID), "this broker's node id (in cluster mode, its id in --voters)")
-	fs.StringVar(&f.voters, "voters", "", "cluster mode: every controller as `ID@HOST:PORT,...` (the same list on every node; each node is a broker and a controller); empty: a single broker, no Raft")
+	fs.StringVar(&f.voters, "voters", "", "cluster mode: every controller as `ID@HOST:PORT,...` (the same list on every node; a voter is a broker and a controller, a --node-id not listed is a broker-only node); empty: a single broker, no Raft")
 	fs.StringVar(&f.metadataAddr, "metadata-addr", "", "cluster mode, a broker-only node (--node-id not in --voters): where the controller sends it the metadata log, host:port (default: the --kafka-addr host, a free port; open it to the voters)")
 	fs.StringVar(&f.controllerAddr, "controller-addr", "", "cluster mode: the metadata quorum (Raft) listener, host:port (default: this node's address in --voters)")
 	fs.DurationVar(&f.sessionTimeout, "broker-session-timeout", cluster.DefaultSessionTimeout, "cluster mode: the controller fences a broker it has not heard from for this long and elects new leaders for its partitions (broker.session.timeout.ms)")
@@ -407,7 +407,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	cfg.Build = buildVersion()
 	e := cfg.Engine
 	if cfg.Cluster != nil {
-		logger.Info("cluster mode", "node_id", cfg.Cluster.NodeID, "voters", cfg.Cluster.Voters.String(), "controller_addr", f.controllerAddr)
+		logger.Info("cluster mode", "node_id", cfg.Cluster.NodeID, "voters", cfg.Cluster.Voters.String(), "controller_addr", f.controllerAddr,
+			"metadata_addr", f.metadataAddr)
 	}
 	logger.Info("starting ringlog", "version", cfg.Build.Version, "data_dir", e.DataDir, "kafka_addr", cfg.Kafka.Addr, "http_addr", cfg.HTTPAddr,
 		"io_backend", cfg.Engine.Backend, "io_backend_from", f.ioBackendSource, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "topic_defaults", e.TopicDefaults)
