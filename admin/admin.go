@@ -17,6 +17,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -381,4 +382,29 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// Quorum describes the metadata quorum as its leader sees it
+// (DescribeQuorum): the leader, its Raft term, the committed index (the
+// high watermark of the metadata log), the voters and the observers
+// (broker-only nodes).
+type Quorum struct {
+	LeaderID      int32
+	Term          uint64
+	HighWatermark int64
+	Voters        []QuorumReplica
+	Observers     []QuorumReplica
+	// VoterAddrs are the voters' Raft addresses, by id.
+	VoterAddrs map[int32]string
+}
+
+// QuorumReplica is one member of the quorum: how far it has the metadata
+// log (the leader's own log end; for the others, the index they last
+// reported having applied, -1 when not heard from by this leader), when
+// it last reported, and when it last reported being caught up (zero:
+// unknown).
+type QuorumReplica struct {
+	ID                      int32
+	LogEndOffset            int64
+	LastFetch, LastCaughtUp time.Time
 }

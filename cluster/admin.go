@@ -367,7 +367,9 @@ func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.H
 	if b.Epoch != h.BrokerEpoch {
 		return ans, fmt.Errorf("%w: broker %d is registered with epoch %d, not %d", kerr.StaleBrokerEpoch, h.BrokerID, b.Epoch, h.BrokerEpoch)
 	}
-	c.ctrl.heard(h.BrokerID, time.Now())
+	now := time.Now()
+	c.ctrl.heard(h.BrokerID, now)
+	c.ctrl.reported(h.BrokerID, h.MetadataOffset, int64(c.Image().Index()), now)
 	// Changes of fencing are serialised with the controller's own
 	// fencing and elections (controller.mu), and a fencing carries its
 	// elections with it: the unfencing of a broker always comes after

@@ -39,6 +39,40 @@ type controller struct {
 	balancedAt time.Time
 	seenMu     sync.Mutex
 	lastSeen   map[int32]time.Time
+	// reports are the metadata offsets the brokers' heartbeats reported
+	// (seenMu), for DescribeQuorum.
+	reports map[int32]metadataReport
+}
+
+// metadataReport is what a broker's last heartbeat said of its metadata:
+// the index applied, when, and when it last was the committed one.
+type metadataReport struct {
+	offset         int64
+	at, caughtUpAt time.Time
+}
+
+// reported records a heartbeat's metadata offset; committed is the
+// controller's applied index then.
+func (k *controller) reported(id int32, offset, committed int64, now time.Time) {
+	k.seenMu.Lock()
+	defer k.seenMu.Unlock()
+	if k.reports == nil {
+		k.reports = map[int32]metadataReport{}
+	}
+	r := k.reports[id]
+	r.offset, r.at = offset, now
+	if offset >= committed {
+		r.caughtUpAt = now
+	}
+	k.reports[id] = r
+}
+
+// report is broker id's last metadata report, if any.
+func (k *controller) report(id int32) (metadataReport, bool) {
+	k.seenMu.Lock()
+	defer k.seenMu.Unlock()
+	r, ok := k.reports[id]
+	return r, ok
 }
 
 // heard records a heartbeat (or registration) of broker id.

@@ -78,6 +78,9 @@ type Cluster interface {
 	// or just resumed from a pause, its image stale: Metadata then names
 	// no leader on it.
 	MayLead() bool
+	// DescribeQuorum describes the metadata quorum, on the controller
+	// (NOT_CONTROLLER elsewhere).
+	DescribeQuorum(ctx context.Context) (admin.Quorum, error)
 }
 
 // forwardToController answers req with the controller's answer when in

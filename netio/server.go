@@ -141,7 +141,7 @@ func DefaultConfig() Config {
 // metrics.New.
 func APIs() []metrics.API {
 	var all []apiHandler
-	for _, t := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable} {
+	for _, t := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable, quorumAPITable} {
 		all = append(all, t...)
 	}
 	apis := make([]metrics.API, 0, len(all))
@@ -280,9 +280,10 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		s.handlers[h.key] = h
 	}
 	if cfg.Cluster != nil {
-		for i := range clusterAPITable {
-			h := &clusterAPITable[i]
-			s.handlers[h.key] = h
+		for _, t := range [][]apiHandler{clusterAPITable, quorumAPITable} {
+			for i := range t {
+				s.handlers[t[i].key] = &t[i]
+			}
 		}
 	}
 	for k, h := range s.handlers {

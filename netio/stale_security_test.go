@@ -38,6 +38,9 @@ func (f *catchUpCluster) CoordinatorFor(string) int32    { return -1 }
 func (f *catchUpCluster) TxnCoordinatorFor(string) int32 { return -1 }
 func (f *catchUpCluster) CaughtUp() bool                 { return f.caughtUp }
 func (f *catchUpCluster) MayLead() bool                  { return true }
+func (f *catchUpCluster) DescribeQuorum(context.Context) (admin.Quorum, error) {
+	return admin.Quorum{}, kerr.NotController
+}
 
 // TestStaleSecurityTurnsAwayUntilCaughtUp: until the image has caught
 // up, a cluster broker with the authorizer (or a SASL listener) serves

@@ -3,6 +3,8 @@ package quorum
 import (
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -116,3 +118,32 @@ func (n *Node) admitNonVoter(id int32, addr string) string {
 	}()
 	return ""
 }
+
+// Members are the voters and the non-voters (broker-only nodes) of the
+// Raft configuration this node has, by id.
+func (n *Node) Members() (voters, nonVoters []int32, err error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, nil, fmt.Errorf("quorum: %w", err)
+	}
+	for _, s := range f.Configuration().Servers {
+		id, err := strconv.ParseInt(string(s.ID), 10, 32)
+		if err != nil {
+			continue
+		}
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, int32(id))
+		} else {
+			nonVoters = append(nonVoters, int32(id))
+		}
+	}
+	slices.Sort(voters)
+	slices.Sort(nonVoters)
+	return voters, nonVoters, nil
+}
+
+// LastIndex is the index of the last entry in this node's Raft log.
+func (n *Node) LastIndex() uint64 { return n.raft.LastIndex() }
+
+// CommitIndex is the last Raft index this node knows committed.
+func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }

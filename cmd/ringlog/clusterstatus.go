@@ -27,6 +27,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		{Name: "status", Summary: "brokers, controller, leaders per broker, under-replicated and offline partitions", Run: runClusterStatus},
 		{Name: "elect-leaders", Summary: "give partitions back to their preferred replicas (or, unclean, to an out-of-sync one)", Run: runElectLeaders},
 		{Name: "drain", Summary: "move every replica off a broker", Run: runClusterDrain},
+		{Name: "quorum", Summary: "the metadata quorum: leader, term, each voter's and observer's progress", Run: runClusterQuorum},
 	}, args, stdout, stderr)
 }
 

@@ -155,4 +155,10 @@ func TestTopicReassignCommand(t *testing.T) {
 	wantContains(t, "drain again", r.stdout, "Broker 2 holds no replica.")
 	run(2, "cluster", "drain")
 	run(2, "cluster", "drain", "two")
+
+	// The metadata quorum: four voters, each heard from.
+	testenv.WaitFor(t, 10*time.Second, "every voter heard from", func() bool {
+		r := tool(t, "", nil, "cluster", "quorum", "--brokers", seeds)
+		return r.code == 0 && strings.Count(r.stdout, "voter") == 3 && strings.Count(r.stdout, "leader") == 2 && !strings.Contains(r.stdout, "never")
+	})
 }

@@ -1,0 +1,54 @@
+package cluster_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/testenv"
+)
+
+// DescribeQuorum (as kafka-metadata-quorum.sh sends it, to any broker):
+// the controller leads, the three voters and the broker-only observer are
+// listed with their metadata progress; a partition other than
+// __cluster_metadata-0 is unknown.
+func TestDescribeQuorum(t *testing.T) {
+	c := startWithBrokers(t, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var resp *kmsg.DescribeQuorumResponse
+	testenv.WaitFor(t, 20*time.Second, "every member heard from", func() bool {
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		for _, topic := range []string{"__cluster_metadata", "other"} {
+			rt := kmsg.NewDescribeQuorumRequestTopic()
+			rt.Topic = topic
+			rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+			req.Topics = append(req.Topics, rt)
+		}
+		var err error
+		// (through broker 4, the observer: forwarded to the controller)
+		if resp, err = req.RequestWith(ctx, c.Client().Broker(4)); err != nil || resp.ErrorCode != 0 || len(resp.Topics) != 2 {
+			return false
+		}
+		p := resp.Topics[0].Partitions[0]
+		heard := len(p.CurrentVoters) == 3 && len(p.Observers) == 1
+		for _, r := range append(slices.Clone(p.CurrentVoters), p.Observers...) {
+			heard = heard && r.LogEndOffset > 0 && r.LastFetchTimestamp > 0
+		}
+		return heard
+	})
+	p := resp.Topics[0].Partitions[0]
+	ctrl := c.Node(1).Broker().Cluster().ControllerID()
+	if p.LeaderID != ctrl || p.LeaderEpoch < 1 || p.HighWatermark <= 0 || p.Observers[0].ReplicaID != 4 {
+		t.Errorf("quorum %+v; want led by the controller %d, observer 4", p, ctrl)
+	}
+	if o := resp.Topics[1].Partitions[0]; o.ErrorCode == 0 {
+		t.Error("a partition other than __cluster_metadata-0 answered")
+	}
+	if len(resp.Nodes) != 3 || len(resp.Nodes[0].Listeners) != 1 {
+		t.Errorf("v2 nodes %+v: want the three voters' listeners", resp.Nodes)
+	}
+}

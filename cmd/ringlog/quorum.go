@@ -1,0 +1,106 @@
+package main
+
+// ringlog cluster quorum: Kafka's DescribeQuorum, as
+// kafka-metadata-quorum.sh describe --status --replication shows it.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/cli"
+)
+
+const clusterQuorumUsage = `
+Usage: ringlog cluster quorum [flags]
+
+Shows the metadata quorum as its leader, the controller, sees it: the
+leader, its term, the high watermark (the last committed metadata index),
+and every voter and observer (broker-only node) with the metadata index it
+has, how far behind that is, and when the controller last heard from it.
+A voter whose LAG grows, or that has not been heard from, is down or cut
+off; the quorum needs a majority of the voters.
+`
+
+const clusterQuorumExamples = `
+Examples:
+  ringlog cluster quorum
+  ringlog cluster quorum --brokers host1:9092
+
+Exit status: 0 shown, 1 failed (no controller, or not a cluster), 2 usage.
+`
+
+func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	fs := cli.NewFlagSet("cluster quorum", clusterQuorumUsage, clusterQuorumExamples, stdout)
+	cf.Register(fs, 30*time.Second, "how long to wait for the brokers")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return cli.Usagef("cluster quorum takes no arguments, got %q", rest)
+	}
+	s, err := cf.connect(cf.Timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rp := kmsg.NewDescribeQuorumRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(s.ctx, s.cl)
+	if err != nil {
+		// (kgo's error when the broker does not list the API: unexported)
+		if errors.Is(err, kerr.UnsupportedVersion) || strings.Contains(err.Error(), "broker is too old") {
+			return fmt.Errorf("the broker has no metadata quorum: it is a single broker (start brokers with --voters for a cluster)")
+		}
+		return s.explain(err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("describing the quorum: %w%s", err, messageOf(resp.ErrorMessage))
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("describing the quorum: an answer without the metadata partition")
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return fmt.Errorf("describing the quorum: %w%s", err, messageOf(p.ErrorMessage))
+	}
+	fmt.Fprintf(stdout, "Controller (leader): %d   Term: %d   High watermark: %d   Voters: %d   Observers: %d\n\n",
+		p.LeaderID, p.LeaderEpoch, p.HighWatermark, len(p.CurrentVoters), len(p.Observers))
+	now := time.Now()
+	ago := func(ms int64) string {
+		if ms < 0 {
+			return "never"
+		}
+		return now.Sub(time.UnixMilli(ms)).Round(time.Millisecond).String() + " ago"
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "NODE\tROLE\tLOG END\tLAG\tLAST HEARD\tLAST CAUGHT UP\t")
+	row := func(role string, r kmsg.DescribeQuorumResponseTopicPartitionReplicaState) {
+		if r.ReplicaID == p.LeaderID {
+			role = "leader"
+		}
+		lag := "-"
+		if r.LogEndOffset >= 0 {
+			lag = fmt.Sprint(max(p.HighWatermark-r.LogEndOffset, 0))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t\n", r.ReplicaID, role, r.LogEndOffset, lag, ago(r.LastFetchTimestamp), ago(r.LastCaughtUpTimestamp))
+	}
+	for _, r := range p.CurrentVoters {
+		row("voter", r)
+	}
+	for _, r := range p.Observers {
+		row("observer", r)
+	}
+	return tw.Flush()
+}
