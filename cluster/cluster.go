@@ -179,6 +179,11 @@ type Config struct {
 	AutoLeaderRebalance          bool
 	LeaderImbalanceCheckInterval time.Duration
 	LeaderImbalancePercent       int
+	// ReplicationThrottle, when positive, caps in bytes a second what
+	// this broker fetches for the replicas being moved onto it
+	// (--replication-throttle-bytes); in-sync replication is never
+	// throttled.
+	ReplicationThrottle int64
 	// Dial opens every connection this broker makes to another broker:
 	// Raft, replica fetches, requests to the controller (nil: a
 	// net.Dialer). Tests route links through proxies with it
@@ -320,6 +325,9 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		clockBase: time.Now()}
 	c.fetch.c = c
+	if cfg.ReplicationThrottle > 0 {
+		c.fetch.throttle = newByteBucket(cfg.ReplicationThrottle, time.Now)
+	}
 	c.peers = peerwire.New(cfg.Dial, cfg.KafkaTLS)
 	c.transport, c.replicas, c.txns = c.peers, c.peers, c.peers
 	if cfg.Transport != nil {
@@ -960,7 +968,8 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 				ok = false
 			}
 			if st.Role == engine.RoleFollower {
-				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch}
+				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch,
+					throttled: slices.Contains(ip.AddingReplicas, self)}
 			}
 		}
 	}

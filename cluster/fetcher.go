@@ -37,12 +37,17 @@ type followed struct {
 	topic       string
 	leader      int32
 	leaderEpoch int32
+	// throttled: this broker is a replica being added (a reassignment's
+	// catch-up), paced by the replication throttle.
+	throttled bool
 }
 
 // fetchers owns the replica fetchers: one per leader this broker follows
 // partitions of. update (from the publisher) hands each its partitions.
 type fetchers struct {
-	c  *Cluster
+	c *Cluster
+	// throttle paces the throttled partitions' fetches (nil: none).
+	throttle *byteBucket
 	mu sync.Mutex
 	by map[int32]*fetcher // by leader id
 	wg sync.WaitGroup
@@ -225,9 +230,15 @@ func (f *fetcher) round(ctx context.Context) error {
 	req := peer.ReplicaFetch{ReplicaID: f.fs.c.cfg.NodeID, MaxWait: replicaFetchMaxWait,
 		MaxBytes: replicaFetchMaxBytes, PartitionMaxBytes: replicaPartitionBytes}
 	var asked []followed
+	throttle := f.fs.throttle
+	held := false // a throttled partition waits for the bucket
 	for p, fl := range parts {
 		if ep, ok := f.truncated[p]; !ok || ep != fl.leaderEpoch {
 			continue // its truncation failed: retried next round
+		}
+		if fl.throttled && throttle != nil && throttle.wait() > 0 {
+			held = true
+			continue
 		}
 		l, err := p.ReplicaLog()
 		if err != nil {
@@ -238,6 +249,14 @@ func (f *fetcher) round(ctx context.Context) error {
 		asked = append(asked, fl)
 	}
 	if len(asked) == 0 {
+		if held {
+			select {
+			case <-ctx.Done():
+			case <-f.changed:
+			case <-time.After(throttle.wait()):
+			}
+			return nil
+		}
 		return errNothingToFetch
 	}
 	cctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+10*time.Second)
@@ -283,6 +302,9 @@ func (f *fetcher) round(ctx context.Context) error {
 			continue
 		}
 		f.noteRefusal(p, "Fetch", nil)
+		if fl.throttled && throttle != nil {
+			throttle.take(len(rp.Records))
+		}
 		if len(rp.Records) > 0 {
 			batches, err := batch.Split(rp.Records, nil)
 			if err != nil && len(batches) == 0 {

@@ -81,6 +81,7 @@ type serveFlags struct {
 	replicaLagMax       time.Duration
 	autoRebalance       bool
 	metadataAddr        string
+	replThrottle        int64
 	imbalanceInterval   time.Duration
 	imbalancePercent    int
 	replicationFactor   int
@@ -133,6 +134,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.sessionTimeout, "broker-session-timeout", cluster.DefaultSessionTimeout, "cluster mode: the controller fences a broker it has not heard from for this long and elects new leaders for its partitions (broker.session.timeout.ms)")
 	fs.DurationVar(&f.heartbeatInterval, "broker-heartbeat-interval", cluster.DefaultHeartbeatInterval, "cluster mode: how often a broker heartbeats the controller (broker.heartbeat.interval.ms)")
 	fs.DurationVar(&f.replicaLagMax, "replica-lag-time-max", cluster.DefaultReplicaLagMax, "cluster mode: a follower not caught up with its leader for this long leaves the ISR (replica.lag.time.max.ms)")
+	fs.Int64Var(&f.replThrottle, "replication-throttle-bytes", 0, "cluster mode: at most this many bytes a second fetched for the replicas being moved onto this broker (reassignment), so a move does not starve producers; in-sync replication is never throttled (0: no throttle)")
 	fs.BoolVar(&f.autoRebalance, "auto-leader-rebalance", true, "cluster mode: the controller gives partitions back to their preferred replica when a broker leads too few of the ones it prefers (auto.leader.rebalance.enable)")
 	fs.DurationVar(&f.imbalanceInterval, "leader-imbalance-check-interval", cluster.DefaultLeaderImbalanceCheckInterval, "cluster mode: how often the controller checks the leader balance (leader.imbalance.check.interval.seconds)")
 	fs.IntVar(&f.imbalancePercent, "leader-imbalance-per-broker-percentage", cluster.DefaultLeaderImbalancePercent, "cluster mode: the share of a broker's preferred partitions led elsewhere above which the balance check moves them back (leader.imbalance.per.broker.percentage)")
@@ -254,6 +256,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if f.imbalanceInterval <= 0 || f.imbalancePercent < 1 || f.imbalancePercent > 100 {
 		return cfg, cli.Usagef("--leader-imbalance-check-interval must be positive and --leader-imbalance-per-broker-percentage 1 to 100")
 	}
+	if f.replThrottle < 0 {
+		return cfg, cli.Usagef("--replication-throttle-bytes %d: use 0 (no throttle) or a rate in bytes a second", f.replThrottle)
+	}
 	if f.heartbeatInterval >= f.sessionTimeout {
 		return cfg, cli.Usagef("--broker-heartbeat-interval %v must be shorter than --broker-session-timeout %v (several heartbeats a session)", f.heartbeatInterval, f.sessionTimeout)
 	}
@@ -267,7 +272,8 @@ func (f *serveFlags) config() (broker.Config, error) {
 	cfg.Cluster = &cluster.Config{NodeID: cfg.Engine.NodeID, Voters: voters, ControllerAddr: bindMeta, AdvertiseHost: advertiseHost, Dial: dial,
 		SessionTimeout: f.sessionTimeout, HeartbeatInterval: f.heartbeatInterval, ReplicaLagMax: f.replicaLagMax,
 		DefaultReplicationFactor: int16(f.replicationFactor), AutoLeaderRebalance: f.autoRebalance,
-		LeaderImbalanceCheckInterval: f.imbalanceInterval, LeaderImbalancePercent: f.imbalancePercent}
+		LeaderImbalanceCheckInterval: f.imbalanceInterval, LeaderImbalancePercent: f.imbalancePercent,
+		ReplicationThrottle: f.replThrottle}
 	cfg.Engine.Replicated = true
 	return cfg, nil
 }

@@ -1,0 +1,29 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+)
+
+// The bucket holds a second's worth, may be overdrawn, and says how long
+// the overdraft takes to pay back.
+func TestByteBucket(t *testing.T) {
+	now := time.Unix(100, 0)
+	b := newByteBucket(1000, func() time.Time { return now })
+	if w := b.wait(); w != 0 {
+		t.Fatalf("a full bucket waits %v", w)
+	}
+	b.take(3000) // one large fetch: 2000 overdrawn
+	if w := b.wait(); w < 2*time.Second || w > 2*time.Second+10*time.Millisecond {
+		t.Fatalf("wait %v after overdrawing 2000 at 1000/s, want 2s", w)
+	}
+	now = now.Add(2100 * time.Millisecond)
+	if w := b.wait(); w != 0 {
+		t.Fatalf("wait %v once paid back", w)
+	}
+	now = now.Add(time.Hour)
+	b.take(1000)
+	if w := b.wait(); w == 0 {
+		t.Fatal("an idle hour saved up more than a second's worth")
+	}
+}
