@@ -48,9 +48,9 @@ type fetchers struct {
 	c *Cluster
 	// throttle paces the throttled partitions' fetches (nil: none).
 	throttle *byteBucket
-	mu sync.Mutex
-	by map[int32]*fetcher // by leader id
-	wg sync.WaitGroup
+	mu       sync.Mutex
+	by       map[int32]*fetcher // by leader id
+	wg       sync.WaitGroup
 }
 
 // fetcher fetches the partitions one leader leads.
