@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,7 +21,8 @@ import (
 //     INVALID_REPLICA_ASSIGNMENT (a broker not registered, named twice,
 //     or no in-sync replica left), NO_REASSIGNMENT_IN_PROGRESS (cancel),
 //     INVALID_REPLICATION_FACTOR (v1 AllowReplicationFactorChange false
-//     and the count changes, KIP-860).
+//     and the count changes, KIP-860), INVALID_REQUEST for every entry of
+//     a partition named more than once.
 //   - List: topics null lists every move in progress; named partitions
 //     not moving (or unknown) are left out.
 //   - Alter needs ALTER on the cluster, List DESCRIBE on the cluster, as
@@ -74,16 +76,36 @@ func handleAlterPartitionReassignments(s *Server, r *request) frameOutcome {
 		r.respond(fresp)
 		return frameDone
 	}
-	var rs []admin.Reassignment
+	// A partition named twice is refused (both entries): which move
+	// was meant is not the broker's to guess.
+	var all []admin.Reassignment
+	named := map[admin.PartitionRef]int{}
 	for _, rt := range req.Topics {
 		for _, p := range rt.Partitions {
-			rs = append(rs, admin.Reassignment{PartitionRef: admin.PartitionRef{Topic: rt.Topic, Partition: p.Partition}, Replicas: p.Replicas})
+			ref := admin.PartitionRef{Topic: rt.Topic, Partition: p.Partition}
+			all = append(all, admin.Reassignment{PartitionRef: ref, Replicas: p.Replicas})
+			named[ref]++
 		}
 	}
-	errs, err := s.admin.AlterPartitionReassignments(ctx, rs, r.version < 1 || req.AllowReplicationFactorChange)
-	if err != nil {
-		failAll(err)
-		return frameDone
+	errs := make([]error, len(all))
+	var rs []admin.Reassignment
+	var at []int
+	for i, ra := range all {
+		if named[ra.PartitionRef] > 1 {
+			errs[i] = fmt.Errorf("%w: %s-%d is named more than once", kerr.InvalidRequest, ra.Topic, ra.Partition)
+			continue
+		}
+		rs, at = append(rs, ra), append(at, i)
+	}
+	if len(rs) > 0 {
+		got, err := s.admin.AlterPartitionReassignments(ctx, rs, r.version < 1 || req.AllowReplicationFactorChange)
+		if err != nil {
+			failAll(err)
+			return frameDone
+		}
+		for j, err := range got {
+			errs[at[j]] = err
+		}
 	}
 	answer(func(i int) error { return errs[i] })
 	return frameDone

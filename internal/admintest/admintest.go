@@ -147,35 +147,45 @@ func Run(t *testing.T, ctx context.Context, cl *kgo.Client, prefix string) {
 		t.Fatalf("Metadata of %s: %v %+v", b, err, mresp)
 	}
 	current := mresp.Topics[0].Partitions[0].Replicas
-	for _, allowRF := range []bool{true, false} {
+	alter := func(allowRF bool, parts ...kmsg.AlterPartitionAssignmentsRequestTopicPartition) []kmsg.AlterPartitionAssignmentsResponseTopicPartition {
 		ar := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 		ar.AllowReplicationFactorChange = allowRF
 		at := kmsg.NewAlterPartitionAssignmentsRequestTopic()
-		at.Topic = b
-		// (nil: a cancel, of nothing)
-		for _, reps := range [][]int32{current, nil, {99}, {current[0], current[0]}, {current[0], 99}} {
-			ap := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
-			ap.Partition, ap.Replicas = 0, reps
-			at.Partitions = append(at.Partitions, ap)
-		}
-		missing := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
-		missing.Partition, missing.Replicas = 7, current
-		at.Partitions = append(at.Partitions, missing)
+		at.Topic, at.Partitions = b, parts
 		ar.Topics = append(ar.Topics, at)
 		aresp, err := ar.RequestWith(ctx, r.br)
-		if err != nil || aresp.ErrorCode != 0 || len(aresp.Topics) != 1 {
-			t.Fatalf("AlterPartitionReassignments allowing RF changes %v: %v %+v", allowRF, err, aresp)
+		if err != nil || aresp.ErrorCode != 0 || len(aresp.Topics) != 1 || len(aresp.Topics[0].Partitions) != len(parts) {
+			t.Fatalf("AlterPartitionReassignments: %v %+v", err, aresp)
 		}
+		return aresp.Topics[0].Partitions
+	}
+	part := func(p int32, reps []int32) kmsg.AlterPartitionAssignmentsRequestTopicPartition {
+		ap := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		ap.Partition, ap.Replicas = p, reps
+		return ap
+	}
+	for _, allowRF := range []bool{true, false} {
 		// AllowReplicationFactorChange false (v1) refuses a count
 		// change before anything else (KIP-860).
 		rf := kerr.InvalidReplicaAssignment.Code
 		if !allowRF {
 			rf = kerr.InvalidReplicationFactor.Code
 		}
-		codes(r, fmt.Sprintf("AlterPartitionReassignments allowing RF changes %v", allowRF), aresp.Topics[0].Partitions,
-			func(p kmsg.AlterPartitionAssignmentsResponseTopicPartition) int16 { return p.ErrorCode },
-			0, kerr.NoReassignmentInProgress.Code, kerr.InvalidReplicaAssignment.Code, rf, rf, kerr.UnknownTopicOrPartition.Code)
+		// (nil: a cancel, of nothing)
+		for i, c := range []struct {
+			reps []int32
+			code int16
+		}{{current, 0}, {nil, kerr.NoReassignmentInProgress.Code}, {[]int32{99}, kerr.InvalidReplicaAssignment.Code},
+			{[]int32{current[0], current[0]}, rf}, {[]int32{current[0], 99}, rf}} {
+			got := alter(allowRF, part(0, c.reps))
+			codes(r, fmt.Sprintf("AlterPartitionReassignments case %d (allowing RF changes %v)", i, allowRF), got,
+				func(p kmsg.AlterPartitionAssignmentsResponseTopicPartition) int16 { return p.ErrorCode }, c.code)
+		}
 	}
+	// A partition that does not exist, and one named twice.
+	codes(r, "AlterPartitionReassignments of a missing and a repeated partition", alter(true, part(7, current), part(0, current), part(0, nil)),
+		func(p kmsg.AlterPartitionAssignmentsResponseTopicPartition) int16 { return p.ErrorCode },
+		kerr.UnknownTopicOrPartition.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code)
 	lresp, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(ctx, r.br)
 	if err != nil || lresp.ErrorCode != 0 || len(lresp.Topics) != 0 {
 		t.Fatalf("ListPartitionReassignments: %v %+v; want nothing moving", err, lresp)
