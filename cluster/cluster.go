@@ -969,7 +969,7 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 			}
 			if st.Role == engine.RoleFollower {
 				want[p] = followed{p: p, topic: it.Name, leader: ip.Leader, leaderEpoch: ip.LeaderEpoch,
-					throttled: slices.Contains(ip.AddingReplicas, self)}
+					throttled: slices.Contains(ip.AddingReplicas, self) && !slices.Contains(ip.ISR, self)}
 			}
 		}
 	}

@@ -67,6 +67,14 @@ func (k *controller) reported(id int32, offset, committed int64, now time.Time) 
 	k.reports[id] = r
 }
 
+// forgetReports drops the metadata reports of an earlier office: a new
+// controller knows only what it heard itself.
+func (k *controller) forgetReports() {
+	k.seenMu.Lock()
+	k.reports = nil
+	k.seenMu.Unlock()
+}
+
 // report is broker id's last metadata report, if any.
 func (k *controller) report(id int32) (metadataReport, bool) {
 	k.seenMu.Lock()
@@ -147,6 +155,7 @@ func (c *Cluster) controlLoop() {
 				continue
 			}
 			since = time.Now()
+			c.ctrl.forgetReports()
 			c.log.Info("controller: watching broker sessions", "session_timeout", c.cfg.SessionTimeout, "term", term, "previous_controller", prev)
 		}
 		c.controlOnce(since, prev)

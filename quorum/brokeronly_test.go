@@ -100,6 +100,9 @@ func TestJoinRefusals(t *testing.T) {
 	if r := leader.admitNonVoter(9, c.voters[0].Addr); r == "" {
 		t.Error("a join at a voter's address was admitted")
 	}
+	if r := leader.admitNonVoter(9, "0.0.0.0:9"); r == "" {
+		t.Error("a join at a wildcard address was admitted")
+	}
 	for _, n := range c.running() {
 		if n != leader && n.admitNonVoter(9, "127.0.0.1:1") == "" {
 			t.Error("a follower admitted a non-voter")
@@ -108,4 +111,28 @@ func TestJoinRefusals(t *testing.T) {
 	if _, err := advertised(&net.TCPAddr{IP: net.IPv4zero, Port: 5}, ""); err == nil {
 		t.Error("a wildcard listener was advertised")
 	}
+}
+
+// A join whose address leads back to a voter under another spelling
+// (localhost for 127.0.0.1) is refused at the handshake when the leader
+// dials it: the leader does not talk Raft to itself or another voter, and
+// keeps its term.
+func TestJoinAtAVotersAddressDoesNotDepose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.initialized(ctx)
+	leader := c.leader(ctx)
+	term := leader.Term()
+	for _, v := range c.voters {
+		_, port, _ := net.SplitHostPort(v.Addr)
+		if r := leader.admitNonVoter(int32(10+v.ID), "localhost:"+port); r != "" {
+			t.Fatalf("join refused before the dial: %s", r)
+		}
+	}
+	time.Sleep(2 * time.Second) // several heartbeats to the bogus members
+	if now := c.leader(ctx); now != leader || leader.Term() != term {
+		t.Fatalf("leader %d term %d after the joins, was %d term %d", now.ID(), now.Term(), leader.ID(), term)
+	}
+	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "log.retention.ms", Value: "9"}}})
 }

@@ -42,20 +42,29 @@ func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.HeartbeatTimeout)
 	defer tick.Stop()
-	logged := false
+	asked, refused := false, false // logged once each until the node is a member
 	for {
-		if !n.member() {
+		if n.member() {
+			asked, refused = false, false
+		} else {
 			var err error
 			for _, v := range n.cfg.Voters {
+				select {
+				case <-n.stop:
+					return
+				default:
+				}
 				if err = n.stream.join(v.Addr, n.advertise, n.cfg.HandshakeTimeout); err == nil {
-					n.log.Info("asked the metadata leader to add this broker-only node", "leader_addr", v.Addr, "addr", n.advertise)
-					logged = false
+					if !asked {
+						n.log.Info("asked the metadata leader to add this broker-only node", "leader_addr", v.Addr, "addr", n.advertise)
+						asked = true
+					}
 					break
 				}
 			}
-			if err != nil && !logged {
+			if err != nil && !refused {
 				n.log.Info("no voter took this broker-only node in yet; retrying", "last_err", err)
-				logged = true
+				refused = true
 			}
 		}
 		select {
@@ -90,6 +99,9 @@ func (n *Node) admitNonVoter(id int32, addr string) string {
 	}
 	if err := checkHostPort(addr); err != nil {
 		return fmt.Sprintf("join address: %v", err)
+	}
+	if host, _, _ := net.SplitHostPort(addr); net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		return fmt.Sprintf("join address %s: a wildcard address cannot be dialed", addr)
 	}
 	if !n.IsLeader() {
 		return notLeaderReason

@@ -45,6 +45,10 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // ("not the metadata leader"); either way the connection then closes.
 // Nodes before broker-only nodes refuse the flag: a broker-only node
 // joins a cluster whose voters all run this version.
+// maxJoinAddr bounds a join request's address (a DNS name, a colon and a
+// port).
+const maxJoinAddr = 262
+
 const (
 	helloMagic   = "RLQR"
 	helloVersion = 1
@@ -100,7 +104,8 @@ func (h hello) encode() []byte {
 var errNotPeer = errors.New("not a ringlog Raft peer")
 
 // readHello reads one hello. It never reads more than the hello and never
-// allocates more than its length fields allow (≤ 128 KiB).
+// allocates more than its length fields allow (≤ 128 KiB and a join
+// address of maxJoinAddr).
 func readHello(r io.Reader) (hello, error) {
 	var fixed [helloFixed]byte
 	if _, err := io.ReadFull(r, fixed[:]); err != nil {
@@ -153,6 +158,9 @@ func readHello(r io.Reader) (hello, error) {
 	if fixed[9]&flagJoin != 0 {
 		if n, err = u16(); err != nil {
 			return hello{}, err
+		}
+		if n > maxJoinAddr {
+			return hello{}, fmt.Errorf("%w: a join address of %d bytes", errNotPeer, n)
 		}
 		if h.Join, err = str(n); err != nil {
 			return hello{}, err
@@ -208,9 +216,22 @@ func (h *handshaker) check(peer hello, dialed string) string {
 	if peer.NodeID < 0 {
 		return fmt.Sprintf("node id %d is negative", peer.NodeID)
 	}
+	if peer.NodeID == h.nodeID {
+		// An address that leads back here (a join request's address
+		// spelled differently from this node's): talking Raft to
+		// itself would make a leader step down.
+		return fmt.Sprintf("node %d answered as this node itself", peer.NodeID)
+	}
 	if dialed != "" {
 		if v, ok := h.voters.byAddr(dialed); ok && v.ID != peer.NodeID {
 			return fmt.Sprintf("dialed %s, which --voters gives to node %d, but node %d answered", dialed, v.ID, peer.NodeID)
+		}
+		if _, voterAddr := h.voters.byAddr(dialed); !voterAddr {
+			// A broker-only node's address: a voter must not answer
+			// there (a join aimed at a voter under another spelling).
+			if _, voter := h.voters.Lookup(peer.NodeID); voter {
+				return fmt.Sprintf("dialed %s, a broker-only node's address, but voter %d answered", dialed, peer.NodeID)
+			}
 		}
 	}
 	if mine := h.clusterID(); mine != "" && peer.ClusterID != "" && peer.ClusterID != mine {

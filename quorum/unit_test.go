@@ -78,6 +78,7 @@ func TestHelloRoundTrip(t *testing.T) {
 		"version":                 bad(4, 2),
 		"flags":                   bad(9, 4),
 		"join without an address": append(bad(9, flagJoin), 0, 0),
+		"join address too long":   append(bad(9, flagJoin), 0xff, 0xff),
 		"not utf8":                bad(11, 0xff),
 		"http":                    []byte("GET / HTTP/1.1\r\n\r\n"),
 	} {
@@ -120,13 +121,16 @@ func TestHandshakeChecks(t *testing.T) {
 		dialed string
 		cid    string
 	}{
-		"voters differ":                {hello{NodeID: 2, Voters: "1@a:1,2@b:2"}, "", ""},
-		"(a broker-only node's id)":    {hello{NodeID: 9, Voters: vs.String()}, "", ""},
-		"is negative":                  {hello{NodeID: -1, Voters: vs.String()}, "", ""},
-		"but node 3 answered":          {hello{NodeID: 3, Voters: vs.String()}, "b:2", ""},
-		"cluster ids differ":           {hello{NodeID: 2, Voters: vs.String(), ClusterID: "x"}, "", "y"},
-		"":                             {hello{NodeID: 2, Voters: vs.String(), ClusterID: "x"}, "", ""},
-		"(unknown peer id is allowed)": {hello{NodeID: 2, Voters: vs.String()}, "", "y"},
+		"voters differ":                       {hello{NodeID: 2, Voters: "1@a:1,2@b:2"}, "", ""},
+		"(a broker-only node's id)":           {hello{NodeID: 9, Voters: vs.String()}, "", ""},
+		"is negative":                         {hello{NodeID: -1, Voters: vs.String()}, "", ""},
+		"as this node itself":                 {hello{NodeID: 1, Voters: vs.String()}, "", ""},
+		"but voter 2 answered":                {hello{NodeID: 2, Voters: vs.String()}, "z:9", ""},
+		"(a broker-only node at its address)": {hello{NodeID: 9, Voters: vs.String()}, "z:9", ""},
+		"but node 3 answered":                 {hello{NodeID: 3, Voters: vs.String()}, "b:2", ""},
+		"cluster ids differ":                  {hello{NodeID: 2, Voters: vs.String(), ClusterID: "x"}, "", "y"},
+		"":                                    {hello{NodeID: 2, Voters: vs.String(), ClusterID: "x"}, "", ""},
+		"(unknown peer id is allowed)":        {hello{NodeID: 2, Voters: vs.String()}, "", "y"},
 	}
 	for want, c := range cases {
 		cid = c.cid

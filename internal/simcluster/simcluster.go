@@ -99,9 +99,9 @@ func (c *Cluster) AddBroker() (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	id := int32(len(c.Nodes()) + 1)
-	n := &Node{ID: id, Dir: filepath.Join(c.t.TempDir(), "data"), raftAddr: ln.Addr().String()}
 	c.mu.Lock()
+	id := int32(len(c.nodes) + 1) // (ids run from 1 without gaps)
+	n := &Node{ID: id, Dir: filepath.Join(c.t.TempDir(), "data"), raftAddr: ln.Addr().String()}
 	c.nodes[id] = n
 	c.mu.Unlock()
 	c.Net.Register(id, n.raftAddr)
