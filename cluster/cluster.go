@@ -107,6 +107,9 @@ const (
 	// DefaultHeartbeatInterval is how often a broker heartbeats the
 	// controller: six times a session.
 	DefaultHeartbeatInterval = 250 * time.Millisecond
+	// DefaultBrokerOnlyGrace is how long a stopped broker-only node stays
+	// in the metadata quorum's configuration.
+	DefaultBrokerOnlyGrace = time.Minute
 	// DefaultLeaderImbalanceCheckInterval is
 	// leader.imbalance.check.interval.seconds (Kafka's 300).
 	DefaultLeaderImbalanceCheckInterval = 5 * time.Minute
@@ -179,6 +182,10 @@ type Config struct {
 	AutoLeaderRebalance          bool
 	LeaderImbalanceCheckInterval time.Duration
 	LeaderImbalancePercent       int
+	// BrokerOnlyGrace is how long a broker-only node may be gone (fenced
+	// or unregistered, not heard from) before the controller takes it
+	// out of the Raft configuration (0: DefaultBrokerOnlyGrace).
+	BrokerOnlyGrace time.Duration
 	// ReplicationThrottle, when positive, caps in bytes a second what
 	// this broker fetches for the replicas being moved onto it
 	// (--replication-throttle-bytes); in-sync replication is never
@@ -296,6 +303,9 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.BrokerOnlyGrace <= 0 {
+		cfg.BrokerOnlyGrace = DefaultBrokerOnlyGrace
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval

@@ -37,6 +37,9 @@ type controller struct {
 	// balancedAt is when the leader balance was last checked (owned by
 	// the control loop; zero: not since this node took office).
 	balancedAt time.Time
+	// prunedAt is when the broker-only nodes were last pruned (control
+	// loop).
+	prunedAt time.Time
 	seenMu     sync.Mutex
 	lastSeen   map[int32]time.Time
 	// reports are the metadata offsets the brokers' heartbeats reported
@@ -245,6 +248,10 @@ func (c *Cluster) controlOnce(since time.Time, prev int32) {
 	c.ensureInternalTopic(ctx, img, engine.OffsetsTopic, c.cfg.OffsetsPartitions)
 	c.ensureInternalTopic(ctx, img, engine.TransactionStateTopic, c.cfg.TxnStatePartitions)
 	c.elect(ctx)
+	if now.Sub(c.ctrl.prunedAt) >= min(pruneInterval, c.cfg.BrokerOnlyGrace) {
+		c.ctrl.prunedAt = now
+		c.pruneBrokerOnly(ctx, now, since)
+	}
 	if c.cfg.AutoLeaderRebalance {
 		switch {
 		case c.ctrl.balancedAt.Before(since):
@@ -253,6 +260,42 @@ func (c *Cluster) controlOnce(since time.Time, prev int32) {
 			c.ctrl.balancedAt = now
 			c.rebalanceLeaders(ctx)
 		}
+	}
+}
+
+// pruneInterval is how often the controller looks for broker-only nodes
+// to take out of the Raft configuration.
+const pruneInterval = 10 * time.Second
+
+// pruneBrokerOnly takes out of the Raft configuration the broker-only
+// nodes (non-voters) that this controller has not heard from for
+// Config.BrokerOnlyGrace since it took office and that the image has fenced or
+// never registered: a stopped broker-only node otherwise stays there for
+// good, the leader dialing it every heartbeat, and its address cannot be
+// reused. One that comes back joins again.
+func (c *Cluster) pruneBrokerOnly(ctx context.Context, now, since time.Time) {
+	grace := c.cfg.BrokerOnlyGrace
+	if now.Sub(since) < grace {
+		return
+	}
+	_, nonVoters, err := c.node.Members()
+	if err != nil {
+		return
+	}
+	img := c.Image()
+	for _, id := range nonVoters {
+		if b, ok := img.Broker(id); ok && !b.Fenced {
+			continue
+		}
+		if now.Sub(c.ctrl.silentSince(id, since)) < grace {
+			continue
+		}
+		if err := c.node.RemoveNonVoter(ctx, id); err != nil {
+			c.log.Warn("controller: could not remove a departed broker-only node from the metadata quorum", "node", id, "err", err)
+			continue
+		}
+		c.log.Info("controller: removed a broker-only node gone for a while from the metadata quorum (it joins again if it comes back)",
+			"node", id, "silent_for", now.Sub(c.ctrl.silentSince(id, since)).Round(time.Second))
 	}
 }
 

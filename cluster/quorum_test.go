@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/internal/simcluster"
 	"github.com/ringlog/ringlog/internal/testenv"
 )
 
@@ -51,4 +53,36 @@ func TestDescribeQuorum(t *testing.T) {
 	if len(resp.Nodes) != 3 || len(resp.Nodes[0].Listeners) != 1 {
 		t.Errorf("v2 nodes %+v: want the three voters' listeners", resp.Nodes)
 	}
+}
+
+// A broker-only node gone (stopped: fenced, silent) for the grace leaves
+// the Raft configuration; started again, it joins again and serves.
+func TestDepartedBrokerOnlyNodeIsPruned(t *testing.T) {
+	c := simcluster.Start(t, 3, func(cfg *broker.Config) { cfg.Cluster.BrokerOnlyGrace = 2 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.WaitController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.AddBroker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := func() bool {
+		_, nonVoters, err := c.Node(1).Broker().Cluster().Node().Members()
+		return err == nil && slices.Contains(nonVoters, id)
+	}
+	live := func() bool {
+		b, ok := c.Node(1).Broker().Cluster().Image().Broker(id)
+		return ok && !b.Fenced
+	}
+	testenv.WaitFor(t, 20*time.Second, "the broker-only node a live member", func() bool { return member() && live() })
+	if err := c.Stop(id); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the stopped broker-only node out of the configuration", func() bool { return !member() })
+	if err := c.Restart(id); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the broker-only node back and live", func() bool { return member() && live() })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,11 @@ func TestBrokerOnlyNode(t *testing.T) {
 	if id, _ := b.Leader(); id < 1 || id > 3 {
 		t.Fatalf("the broker-only node names leader %d", id)
 	}
+	// Another node claiming its id at another address is refused while
+	// it answers at its own.
+	if r := c.leader(ctx).admitNonVoter(7, "127.0.0.1:1"); !strings.Contains(r, "is alive") {
+		t.Fatalf("a second node 7 while the first answers: %q", r)
+	}
 
 	// The leader goes: a voter takes over, never the broker-only node.
 	old := c.leader(ctx)
@@ -78,8 +84,12 @@ func TestBrokerOnlyNode(t *testing.T) {
 	if v, _ := b.Image().BrokerConfig("log.retention.ms"); v != "3" {
 		t.Fatalf("after the restart: retention %q, want 3", v)
 	}
-	if !b.member() {
-		t.Fatal("the configuration does not list the broker-only node at its new address")
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.member() {
+		if time.Now().After(deadline) {
+			t.Fatal("the configuration does not list the broker-only node at its new address")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

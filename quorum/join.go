@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"slices"
@@ -75,9 +76,14 @@ func (n *Node) joinLoop() {
 	}
 }
 
-// member reports whether the Raft configuration this node has lists it,
-// at its address.
+// member reports whether this node is a live member: the Raft
+// configuration it has lists it at its address, and a leader has been in
+// touch lately (the configuration it has may be old: it was removed, or
+// moved, while down).
 func (n *Node) member() bool {
+	if time.Since(n.raft.LastContact()) > 3*n.cfg.HeartbeatTimeout {
+		return false
+	}
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
@@ -89,6 +95,10 @@ func (n *Node) member() bool {
 	}
 	return false
 }
+
+// MaxBrokerOnlyNodes bounds the non-voters the leader admits (each costs
+// it a replication stream).
+const MaxBrokerOnlyNodes = 1024
 
 // admitNonVoter answers a broker-only node's join request (the
 // handshake's): the leader adds it as a non-voter at addr, or moves it
@@ -110,13 +120,27 @@ func (n *Node) admitNonVoter(id int32, addr string) string {
 	if err := f.Error(); err != nil {
 		return err.Error()
 	}
+	nonVoters := 0
 	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			nonVoters++
+		}
 		switch {
 		case s.ID == serverID(id) && string(s.Address) == addr:
 			return "" // already there
 		case s.ID != serverID(id) && string(s.Address) == addr:
 			return fmt.Sprintf("address %s belongs to node %s", addr, s.ID)
+		case s.ID == serverID(id):
+			// The node moved (a restart on another port), or another
+			// node claims its id: the one still answering at the old
+			// address as that id keeps it.
+			if peer, err := n.stream.probe(string(s.Address), n.cfg.HandshakeTimeout); err == nil && peer == id {
+				return fmt.Sprintf("node %d is alive at %s: two broker-only nodes with one id?", id, s.Address)
+			}
 		}
+	}
+	if nonVoters >= MaxBrokerOnlyNodes {
+		return fmt.Sprintf("the metadata quorum has %d broker-only nodes, the most it takes", nonVoters)
 	}
 	add := n.raft.AddNonvoter(serverID(id), raft.ServerAddress(addr), 0, 10*time.Second)
 	n.wg.Add(1)
@@ -159,3 +183,16 @@ func (n *Node) LastIndex() uint64 { return n.raft.LastIndex() }
 
 // CommitIndex is the last Raft index this node knows committed.
 func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
+
+// RemoveNonVoter takes broker-only node id out of the Raft configuration
+// (the leader stops sending it the log); it refuses a voter. On the
+// leader only. The node joins again if it comes back.
+func (n *Node) RemoveNonVoter(ctx context.Context, id int32) error {
+	if _, ok := n.cfg.Voters.Lookup(id); ok {
+		return fmt.Errorf("quorum: node %d is a voter", id)
+	}
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	return n.wait(ctx, n.raft.RemoveServer(serverID(id), 0, timeoutOf(ctx)))
+}

@@ -399,7 +399,8 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
 // Dial connects to a peer and runs the handshake.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return s.dialHello(string(address), timeout, s.hs.hello(), true)
+	c, _, err := s.dialHello(string(address), timeout, s.hs.hello(), true)
+	return c, err
 }
 
 // join asks the voter at addr to add this node as a non-voter reached at
@@ -407,7 +408,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 func (s *streamLayer) join(addr, advertise string, timeout time.Duration) error {
 	h := s.hs.hello()
 	h.Join = advertise
-	c, err := s.dialHello(addr, timeout, h, false)
+	c, _, err := s.dialHello(addr, timeout, h, false)
 	var mm *MismatchError
 	if errors.As(err, &mm) && !strings.HasSuffix(mm.Reason, notLeaderReason) {
 		s.hs.report(mm.Peer, addr, mm) // another cluster, other voters: the operator's to fix
@@ -418,6 +419,16 @@ func (s *streamLayer) join(addr, advertise string, timeout time.Duration) error 
 	return c.Close()
 }
 
+// probe runs a handshake with the node at addr and returns its id: a
+// broker-only node still alive at its address answers with its own.
+func (s *streamLayer) probe(addr string, timeout time.Duration) (int32, error) {
+	c, peer, err := s.dialHello(addr, timeout, s.hs.hello(), false)
+	if err != nil {
+		return -1, err
+	}
+	return peer.NodeID, c.Close()
+}
+
 // notLeaderReason is a voter's answer to a join request when it is not
 // the leader (the joining node asks the next one).
 const notLeaderReason = "not the metadata leader"
@@ -425,27 +436,27 @@ const notLeaderReason = "not the metadata leader"
 // dialHello connects to the peer at addr and runs the handshake, sending
 // mine; with report, the outcome is reported as a Raft connection's (a
 // join's refusal by a voter that is not the leader is no mismatch).
-func (s *streamLayer) dialHello(addr string, timeout time.Duration, mine hello, report bool) (net.Conn, error) {
+func (s *streamLayer) dialHello(addr string, timeout time.Duration, mine hello, report bool) (net.Conn, hello, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := s.dial(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, hello{}, err
 	}
 	c.SetDeadline(time.Now().Add(s.timeout))
 	if s.tls != nil {
 		if c, err = s.tls.Dialed(ctx, c, addr); err != nil {
-			return nil, fmt.Errorf("quorum: %w", err)
+			return nil, hello{}, fmt.Errorf("quorum: %w", err)
 		}
 	}
 	if _, err := c.Write(mine.encode()); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("quorum: handshake with %s: %w", addr, err)
+		return nil, hello{}, fmt.Errorf("quorum: handshake with %s: %w", addr, err)
 	}
 	peer, err := readHello(c)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("quorum: handshake with %s: %w", addr, err)
+		return nil, hello{}, fmt.Errorf("quorum: handshake with %s: %w", addr, err)
 	}
 	reason := peer.Reason
 	if peer.Refused {
@@ -459,11 +470,11 @@ func (s *streamLayer) dialHello(addr string, timeout time.Duration, mine hello, 
 		if report {
 			s.hs.report(peer.NodeID, addr, mm)
 		}
-		return nil, mm
+		return nil, peer, mm
 	}
 	c.SetDeadline(time.Time{})
 	if report {
 		s.hs.report(peer.NodeID, addr, nil)
 	}
-	return c, nil
+	return c, peer, nil
 }
