@@ -40,8 +40,8 @@ type controller struct {
 	// prunedAt is when the broker-only nodes were last pruned (control
 	// loop).
 	prunedAt time.Time
-	seenMu     sync.Mutex
-	lastSeen   map[int32]time.Time
+	seenMu   sync.Mutex
+	lastSeen map[int32]time.Time
 	// reports are the metadata offsets the brokers' heartbeats reported
 	// (seenMu), for DescribeQuorum.
 	reports map[int32]metadataReport
