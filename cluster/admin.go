@@ -369,7 +369,13 @@ func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.H
 	}
 	now := time.Now()
 	c.ctrl.heard(h.BrokerID, now)
-	c.ctrl.reported(h.BrokerID, h.MetadataOffset, int64(c.Image().Index()), now)
+	report := c.ctrl.reported(h.BrokerID, h.MetadataOffset, int64(c.Image().Index()), now)
+	// A broker whose metadata lags for a session gets no metadata (its
+	// Raft link down, a broker-only node's listener unreachable): it
+	// would go on leading partitions the controller has moved. It is
+	// fenced (its leaderships moved, no lease granted) until it is
+	// caught up again.
+	lagging := now.Sub(report.caughtUpAt) > c.cfg.SessionTimeout
 	// Changes of fencing are serialised with the controller's own
 	// fencing and elections (controller.mu), and a fencing carries its
 	// elections with it: the unfencing of a broker always comes after
@@ -389,11 +395,15 @@ func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.H
 	}
 	var err error
 	switch {
-	case h.WantFence && !b.Fenced:
+	case (h.WantFence || lagging) && !b.Fenced:
+		if lagging {
+			c.log.Warn("controller: fencing a broker whose metadata lags", "broker", h.BrokerID, "metadata_offset", h.MetadataOffset,
+				"controller_index", c.Image().Index(), "caught_up", now.Sub(report.caughtUpAt).Round(time.Millisecond).String()+" ago")
+		}
 		if err = c.fenceAndElect(ctx, []metadata.Record{metadata.FenceBroker{ID: h.BrokerID, Epoch: h.BrokerEpoch}}); err == nil {
 			ans.Fenced = true
 		}
-	case !h.WantFence && b.Fenced && h.MetadataOffset >= h.BrokerEpoch:
+	case !h.WantFence && !lagging && b.Fenced && h.MetadataOffset >= h.BrokerEpoch:
 		if _, err = c.propose(ctx, metadata.UnfenceBroker{ID: h.BrokerID, Epoch: h.BrokerEpoch}); err == nil {
 			ans.Fenced = false
 		}

@@ -48,15 +48,22 @@ type controller struct {
 }
 
 // metadataReport is what a broker's last heartbeat said of its metadata:
-// the index applied, when, and when it last was the committed one.
+// the index applied, when, and when it last was caught up.
 type metadataReport struct {
 	offset         int64
 	at, caughtUpAt time.Time
+	// target is the controller's index at that heartbeat: the next one
+	// is caught up if it has applied that much.
+	target int64
 }
 
-// reported records a heartbeat's metadata offset; committed is the
-// controller's applied index then.
-func (k *controller) reported(id int32, offset, committed int64, now time.Time) {
+// reported records a heartbeat's metadata offset (committed: the
+// controller's applied index now) and returns the broker's report: it is
+// caught up when it has applied everything the controller had at its
+// previous heartbeat (a broker applies within milliseconds; one that
+// lags a heartbeat interval behind for a whole session receives no
+// metadata).
+func (k *controller) reported(id int32, offset, committed int64, now time.Time) metadataReport {
 	k.seenMu.Lock()
 	defer k.seenMu.Unlock()
 	if k.reports == nil {
@@ -64,10 +71,12 @@ func (k *controller) reported(id int32, offset, committed int64, now time.Time) 
 	}
 	r := k.reports[id]
 	r.offset, r.at = offset, now
-	if offset >= committed {
+	if offset >= r.target {
 		r.caughtUpAt = now
 	}
+	r.target = committed
 	k.reports[id] = r
+	return r
 }
 
 // forgetReports drops the metadata reports of an earlier office: a new

@@ -11,6 +11,7 @@ import (
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/simcluster"
 	"github.com/ringlog/ringlog/internal/testenv"
+	"github.com/ringlog/ringlog/metadata"
 )
 
 // DescribeQuorum (as kafka-metadata-quorum.sh sends it, to any broker):
@@ -85,4 +86,37 @@ func TestDepartedBrokerOnlyNodeIsPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 30*time.Second, "the broker-only node back and live", func() bool { return member() && live() })
+}
+
+// A broker-only node that stops receiving the metadata log (the leader's
+// pushes to its metadata listener cut) while its heartbeats get through
+// is fenced: the partitions it led move, and it stops naming itself
+// leader, instead of leading on a stale image. Healed, it is unfenced.
+func TestLaggingBrokerIsFenced(t *testing.T) {
+	c := startWithBrokers(t, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := createAssigned(ctx, c.Client(), "led", map[int32][]int32{0: {4, 1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	img := func() *metadata.Image { return c.Node(1).Broker().Cluster().Image() }
+	testenv.WaitFor(t, 20*time.Second, "broker 4 leading led-0, in sync", func() bool {
+		tp := img().Topic("led")
+		return tp != nil && tp.Partitions[0].Leader == 4 && len(tp.Partitions[0].ISR) == 3
+	})
+	for id := int32(1); id <= 3; id++ {
+		c.Net.Cut(id, simcluster.MetadataLink(4))
+	}
+	testenv.WaitFor(t, 20*time.Second, "broker 4 fenced and led-0 led elsewhere", func() bool {
+		b, _ := img().Broker(4)
+		return b.Fenced && img().Topic("led").Partitions[0].Leader != 4
+	})
+	if c.Node(4).Broker().Cluster().MayLead() {
+		testenv.WaitFor(t, 5*time.Second, "broker 4's lease lapsed", func() bool { return !c.Node(4).Broker().Cluster().MayLead() })
+	}
+	c.Net.Heal()
+	testenv.WaitFor(t, 30*time.Second, "broker 4 unfenced again", func() bool {
+		b, _ := img().Broker(4)
+		return !b.Fenced
+	})
 }

@@ -27,3 +27,26 @@ func TestByteBucket(t *testing.T) {
 		t.Fatal("an idle hour saved up more than a second's worth")
 	}
 }
+
+// A broker is caught up when it has applied what the controller had at
+// its previous heartbeat; one that stays behind stops being caught up.
+func TestMetadataReports(t *testing.T) {
+	var k controller
+	t0 := time.Unix(100, 0)
+	r := k.reported(4, 10, 10, t0)
+	if !r.caughtUpAt.Equal(t0) {
+		t.Fatal("the first report is caught up")
+	}
+	r = k.reported(4, 10, 20, t0.Add(time.Second)) // applied what the controller had before: still caught up
+	if !r.caughtUpAt.Equal(t0.Add(time.Second)) {
+		t.Fatal("a broker that applied the previous target is caught up")
+	}
+	r = k.reported(4, 12, 30, t0.Add(2*time.Second)) // behind the previous target (20)
+	if !r.caughtUpAt.Equal(t0.Add(time.Second)) {
+		t.Fatal("a broker behind the previous target counts as caught up")
+	}
+	k.forgetReports()
+	if _, ok := k.report(4); ok {
+		t.Fatal("reports survive a new office")
+	}
+}

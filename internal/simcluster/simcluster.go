@@ -93,7 +93,8 @@ func Start(t testing.TB, n int, configure ...func(*broker.Config)) *Cluster {
 
 // AddBroker starts a broker-only node (not a voter: it follows the
 // metadata log and hosts replicas) with the next free id, and returns
-// that id. Like the voters, it restarts on the same metadata address.
+// that id. Like the voters, it restarts on the same metadata address,
+// which the network knows as MetadataLink(id).
 func (c *Cluster) AddBroker() (int32, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,9 +105,15 @@ func (c *Cluster) AddBroker() (int32, error) {
 	n := &Node{ID: id, Dir: filepath.Join(c.t.TempDir(), "data"), raftAddr: ln.Addr().String()}
 	c.nodes[id] = n
 	c.mu.Unlock()
-	c.Net.Register(id, n.raftAddr)
+	c.Net.Register(MetadataLink(id), n.raftAddr)
 	return id, c.start(n, ln)
 }
+
+// MetadataLink is the network id of broker-only node id's metadata
+// listener (where the Raft leader pushes it the log): apart from the
+// node's own id, so a test can cut the metadata alone (Cut(leader,
+// MetadataLink(id))) while its Kafka traffic flows.
+func MetadataLink(id int32) int32 { return 1000 + id }
 
 // start opens node's broker on its directory (ln: its Raft listener, or
 // nil to bind its voter address again).
