@@ -148,16 +148,7 @@ func TestReassignOffABroker(t *testing.T) {
 		t.Fatalf("only %d records acknowledged", len(acked))
 	}
 	seen := readAll(t, c, topic)
-	for v := range acked {
-		if seen[v] == 0 {
-			t.Errorf("acknowledged %s lost", v)
-		}
-	}
-	for v, n := range seen {
-		if n > 1 {
-			t.Errorf("%s read %d times", v, n)
-		}
-	}
+	exactlyOnce(t, acked, seen)
 	t.Logf("%d records acknowledged during the move, %d read back", len(acked), len(seen))
 	if _, err := os.Stat(filepath.Join(c.Node(target[0][0]).Dir, topic+"-0")); err != nil {
 		t.Errorf("broker %d has no replica of partition 0: %v", target[0][0], err)
@@ -385,6 +376,14 @@ func TestReassignSurvivesCrashes(t *testing.T) {
 	})
 	produce(50)
 	seen := readAll(t, c, topic)
+	exactlyOnce(t, acked, seen)
+	t.Logf("%d acknowledged, %d read back", len(acked), len(seen))
+}
+
+// exactlyOnce fails t for an acknowledged value not read back and for a
+// value read more than once.
+func exactlyOnce(t *testing.T, acked map[string]bool, seen map[string]int) {
+	t.Helper()
 	for v := range acked {
 		if seen[v] == 0 {
 			t.Errorf("acknowledged %s lost", v)
@@ -395,5 +394,4 @@ func TestReassignSurvivesCrashes(t *testing.T) {
 			t.Errorf("%s read %d times", v, n)
 		}
 	}
-	t.Logf("%d acknowledged, %d read back", len(acked), len(seen))
 }

@@ -83,6 +83,29 @@ type Cluster interface {
 	DescribeQuorum(ctx context.Context) (admin.Quorum, error)
 }
 
+// atController is the start of a request only the controller answers
+// (ElectLeaders, the reassignments, DescribeQuorum): it authorizes op on
+// the cluster, then forwards req to the controller from another broker.
+// It reports whether the request is answered already: fail called (not
+// authorized, or the controller unreachable) or the controller's answer
+// sent; false: this broker handles it.
+func (s *Server) atController(ctx context.Context, r *request, req kmsg.Request, op kmsg.ACLOperation, fail func(error)) bool {
+	if !r.clusterAllowed(op) {
+		fail(kerr.ClusterAuthorizationFailed)
+		return true
+	}
+	fresp, forwarded, err := s.forward(ctx, r, req)
+	switch {
+	case err != nil:
+		fail(err)
+		return true
+	case forwarded:
+		r.respond(fresp)
+		return true
+	}
+	return false
+}
+
 // forwardToController answers req with the controller's answer when in
 // cluster mode on a broker that is not the controller; it reports
 // whether it did (false: handle req here). The caller has checked its

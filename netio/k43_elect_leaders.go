@@ -54,17 +54,9 @@ func handleElectLeaders(s *Server, r *request) frameOutcome {
 		}
 		r.respond(resp)
 	}
-	if !r.clusterAllowed(kmsg.ACLOperationAlter) {
-		failAll(kerr.ClusterAuthorizationFailed)
-		return frameDone
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
-	if fresp, forwarded, err := s.forward(ctx, r, req); err != nil {
-		failAll(err)
-		return frameDone
-	} else if forwarded {
-		r.respond(fresp)
+	if s.atController(ctx, r, req, kmsg.ACLOperationAlter, failAll) {
 		return frameDone
 	}
 	var parts []admin.PartitionRef // nil: every partition

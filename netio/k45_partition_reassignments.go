@@ -63,17 +63,9 @@ func handleAlterPartitionReassignments(s *Server, r *request) frameOutcome {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
 		answer(func(int) error { return err })
 	}
-	if !r.clusterAllowed(kmsg.ACLOperationAlter) {
-		failAll(kerr.ClusterAuthorizationFailed)
-		return frameDone
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
-	if fresp, forwarded, err := s.forward(ctx, r, req); err != nil {
-		failAll(err)
-		return frameDone
-	} else if forwarded {
-		r.respond(fresp)
+	if s.atController(ctx, r, req, kmsg.ACLOperationAlter, failAll) {
 		return frameDone
 	}
 	// A partition named twice is refused (both entries): which move
@@ -123,17 +115,9 @@ func handleListPartitionReassignments(s *Server, r *request) frameOutcome {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
 		r.respond(resp)
 	}
-	if !r.clusterAllowed(kmsg.ACLOperationDescribe) {
-		fail(kerr.ClusterAuthorizationFailed)
-		return frameDone
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
-	if fresp, forwarded, err := s.forward(ctx, r, req); err != nil {
-		fail(err)
-		return frameDone
-	} else if forwarded {
-		r.respond(fresp)
+	if s.atController(ctx, r, req, kmsg.ACLOperationDescribe, fail) {
 		return frameDone
 	}
 	var parts []admin.PartitionRef // nil: every partition

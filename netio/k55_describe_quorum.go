@@ -53,17 +53,9 @@ func handleDescribeQuorum(s *Server, r *request) frameOutcome {
 		}
 		r.respond(resp)
 	}
-	if !r.clusterAllowed(kmsg.ACLOperationDescribe) {
-		fail(kerr.ClusterAuthorizationFailed)
-		return frameDone
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
-	if fresp, forwarded, err := s.forward(ctx, r, req); err != nil {
-		fail(err)
-		return frameDone
-	} else if forwarded {
-		r.respond(fresp)
+	if s.atController(ctx, r, req, kmsg.ACLOperationDescribe, fail) {
 		return frameDone
 	}
 	q, err := s.cfg.Cluster.DescribeQuorum(ctx)
