@@ -142,6 +142,9 @@ type Config struct {
 	// its metadata listener (--metadata-addr), which the controller
 	// pushes the metadata log to; it must be set there.
 	ControllerAddr string
+	// Rack is this broker's rack (broker.rack, --rack; empty: none):
+	// replica placement spreads each partition over racks.
+	Rack string
 	// AdvertiseHost is the host a broker-only node's metadata listener
 	// is reached at (empty: the host it is bound to).
 	AdvertiseHost string
@@ -518,7 +521,7 @@ func (c *Cluster) stopContext() (context.Context, context.CancelFunc) {
 // controller accepts it; false when stopping. A node whose handshakes keep
 // being refused (PeerMismatch) for MismatchGrace stops with that error.
 func (c *Cluster) register() (int64, bool) {
-	reg := peer.Registration{BrokerID: c.cfg.NodeID, Incarnation: metadata.NewUUID()}
+	reg := peer.Registration{BrokerID: c.cfg.NodeID, Incarnation: metadata.NewUUID(), Rack: c.cfg.Rack}
 	for _, ln := range c.listeners {
 		host, port, err := splitHostPort(ln.Addr)
 		if err != nil {

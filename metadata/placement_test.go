@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -86,4 +87,48 @@ func TestPlaceReplicasStartsWithLeastLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	step(t, img, CreateTopic{Name: "c", ID: NewUUID(), Replicas: assign})
+}
+
+// With racks, every partition's replicas span as many racks as they can,
+// leaders still spread evenly, and the placement is deterministic.
+func TestPlaceReplicasAcrossRacks(t *testing.T) {
+	img, _ := step(t, NewImage(), InitCluster{ClusterID: "racks"})
+	racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+	for id := int32(1); id <= 6; id++ {
+		var res Result
+		img, res = step(t, img, RegisterBroker{ID: id, Incarnation: UUID{byte(id)}, KafkaAddr: fmt.Sprintf("h:%d", 9000+id), Rack: racks[id]})
+		img, _ = step(t, img, UnfenceBroker{ID: id, Epoch: res.BrokerEpoch})
+	}
+	for _, rf := range []int{2, 3, 4} {
+		assign, err := PlaceReplicas(img, 0, 12, rf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaders := map[int32]int{}
+		for p, reps := range assign {
+			seen := map[string]bool{}
+			for _, id := range reps {
+				seen[racks[id]] = true
+			}
+			if want := min(rf, 3); len(seen) != want {
+				t.Errorf("rf %d: partition %d on %v spans %d racks, want %d", rf, p, reps, len(seen), want)
+			}
+			if len(reps) != rf || len(map[int32]bool{reps[0]: true}) != 1 {
+				t.Errorf("rf %d: partition %d: %v", rf, p, reps)
+			}
+			distinct := map[int32]bool{}
+			for _, id := range reps {
+				distinct[id] = true
+			}
+			if len(distinct) != rf {
+				t.Errorf("rf %d: partition %d repeats a broker: %v", rf, p, reps)
+			}
+			leaders[reps[0]]++
+		}
+		for id, n := range leaders {
+			if n != 2 {
+				t.Errorf("rf %d: broker %d leads %d of 12 partitions, want 2", rf, id, n)
+			}
+		}
+	}
 }

@@ -40,7 +40,8 @@ leadership leaves a removed leader. Producers and consumers go on
 meanwhile. --wait waits until every move of the plan has completed.
 
 --generate prints a plan that moves the named topics' partitions onto
---broker-list, moving as few replicas as it can and spreading them evenly;
+--broker-list, moving as few replicas as it can and spreading them evenly
+(over racks first, when the brokers have --rack);
 --rollback FILE also saves the current assignment, a plan that moves them
 back. --list shows the moves in progress; --cancel stops the plan's moves
 and returns those partitions to the replicas they had.
@@ -464,7 +465,11 @@ func (s *session) generateReassignment(topics []string, ids []int32, rollback st
 	if err := s.refuseMoving(current); err != nil {
 		return err
 	}
-	proposed, err := placeReassignment(current, ids)
+	md, err := s.adm.BrokerMetadata(s.ctx)
+	if err != nil {
+		return s.explain(err)
+	}
+	proposed, err := placeReassignment(current, ids, racksOf(md.Brokers))
 	if err != nil {
 		return err
 	}
@@ -480,8 +485,40 @@ func (s *session) generateReassignment(topics []string, ids []int32, rollback st
 	return writeJSON(stdout, proposed)
 }
 
+// racksOf maps broker ids to racks (brokers without one left out).
+func racksOf(brokers kadm.BrokerDetails) map[int32]string {
+	out := map[int32]string{}
+	for _, b := range brokers {
+		if b.Rack != nil && *b.Rack != "" {
+			out[b.NodeID] = *b.Rack
+		}
+	}
+	return out
+}
+
+// better reports whether broker id is a better home than best (-1: none
+// yet) for a replica of a partition on reps: one on a rack reps do not
+// use comes first, then the less loaded.
+func better(id, best int32, reps []int32, racks map[int32]string, load map[int32]int) bool {
+	if best < 0 {
+		return true
+	}
+	onNewRack := func(b int32) bool {
+		for _, r := range reps {
+			if r != b && racks[r] == racks[b] {
+				return false
+			}
+		}
+		return true
+	}
+	if n, b := onNewRack(id), onNewRack(best); n != b {
+		return n
+	}
+	return load[id] < load[best]
+}
+
 // placeReassignment computes --generate's plan from the current one.
-func placeReassignment(current reassignPlan, ids []int32) (reassignPlan, error) {
+func placeReassignment(current reassignPlan, ids []int32, racks map[int32]string) (reassignPlan, error) {
 	load := map[int32]int{}
 	leaders := map[int32]int{}
 	out := reassignPlan{Version: 1}
@@ -499,7 +536,7 @@ func placeReassignment(current reassignPlan, ids []int32) (reassignPlan, error) 
 		for len(keep) < rf {
 			best := int32(-1)
 			for _, id := range ids {
-				if !slices.Contains(keep, id) && (best < 0 || load[id] < load[best]) {
+				if !slices.Contains(keep, id) && better(id, best, keep, racks, load) {
 					best = id
 				}
 			}
@@ -603,7 +640,7 @@ func runClusterDrain(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	slices.Sort(live)
-	plan, err := drainPlan(md.Topics, drained, live)
+	plan, err := drainPlan(md.Topics, drained, live, racksOf(md.Brokers))
 	if err != nil {
 		return err
 	}
@@ -623,10 +660,11 @@ func runClusterDrain(args []string, stdout, stderr io.Writer) error {
 	return s.awaitReassignments(plan, cf.Timeout, stdout)
 }
 
-// drainPlan moves every replica on broker drained to one of live: the
-// least loaded that does not hold the partition, in its place in the
+// drainPlan moves every replica on broker drained to one of live that
+// does not hold the partition: one on a rack the partition's other
+// replicas do not use first, then the least loaded; in its place in the
 // replica list.
-func drainPlan(topics kadm.TopicDetails, drained int32, live []int32) (reassignPlan, error) {
+func drainPlan(topics kadm.TopicDetails, drained int32, live []int32, racks map[int32]string) (reassignPlan, error) {
 	plan := reassignPlan{Version: 1}
 	load := map[int32]int{}
 	for _, td := range topics {
@@ -642,9 +680,10 @@ func drainPlan(topics kadm.TopicDetails, drained int32, live []int32) (reassignP
 			if i < 0 {
 				continue
 			}
+			others := slices.DeleteFunc(slices.Clone(p.Replicas), func(id int32) bool { return id == drained })
 			best := int32(-1)
 			for _, id := range live {
-				if !slices.Contains(p.Replicas, id) && (best < 0 || load[id] < load[best]) {
+				if !slices.Contains(p.Replicas, id) && better(id, best, others, racks, load) {
 					best = id
 				}
 			}

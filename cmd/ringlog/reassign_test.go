@@ -24,7 +24,7 @@ func TestPlaceReassignment(t *testing.T) {
 		{Topic: "t", Partition: 2, Replicas: []int32{3, 1, 2}},
 		{Topic: "t", Partition: 3, Replicas: []int32{1, 2, 3}},
 	}}
-	got, err := placeReassignment(current, []int32{2, 3, 4, 5})
+	got, err := placeReassignment(current, []int32{2, 3, 4, 5}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +54,42 @@ func TestPlaceReassignment(t *testing.T) {
 			t.Errorf("broker %d prefers %d partitions: %v", id, n, leaders)
 		}
 	}
-	if _, err := placeReassignment(current, []int32{2, 3}); err == nil {
+	if _, err := placeReassignment(current, []int32{2, 3}, nil); err == nil {
 		t.Error("three replicas placed on two brokers")
+	}
+}
+
+// With racks, a replica moved off broker 1 goes to a rack its partition
+// does not use yet, even where that broker is more loaded.
+func TestPlaceReassignmentAcrossRacks(t *testing.T) {
+	racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "a", 5: "c"}
+	current := reassignPlan{Version: 1, Partitions: []reassignTarget{
+		{Topic: "t", Partition: 0, Replicas: []int32{1, 3}},
+		{Topic: "t", Partition: 1, Replicas: []int32{1, 2}},
+	}}
+	got, err := placeReassignment(current, []int32{2, 3, 4, 5}, racks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range got.Partitions {
+		seen := map[string]bool{}
+		for _, id := range p.Replicas {
+			seen[racks[id]] = true
+		}
+		if len(seen) != 2 {
+			t.Errorf("partition %d: %v spans %d racks, want 2", p.Partition, p.Replicas, len(seen))
+		}
+	}
+	topics := kadm.TopicDetails{"t": {Topic: "t", Partitions: kadm.PartitionDetails{
+		0: {Partition: 0, Replicas: []int32{1, 3}}, 1: {Partition: 1, Replicas: []int32{2, 1}}}}}
+	plan, err := drainPlan(topics, 1, []int32{2, 3, 4, 5}, racks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan.Partitions {
+		if p.Partition == 1 && racks[p.Replicas[1]] == "a" {
+			t.Errorf("drain put partition 1's second replica on rack a beside broker 2: %v", p.Replicas)
+		}
 	}
 }
 

@@ -82,6 +82,7 @@ type serveFlags struct {
 	autoRebalance       bool
 	metadataAddr        string
 	replThrottle        int64
+	rack                string
 	imbalanceInterval   time.Duration
 	imbalancePercent    int
 	replicationFactor   int
@@ -134,6 +135,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.sessionTimeout, "broker-session-timeout", cluster.DefaultSessionTimeout, "cluster mode: the controller fences a broker it has not heard from for this long and elects new leaders for its partitions (broker.session.timeout.ms)")
 	fs.DurationVar(&f.heartbeatInterval, "broker-heartbeat-interval", cluster.DefaultHeartbeatInterval, "cluster mode: how often a broker heartbeats the controller (broker.heartbeat.interval.ms)")
 	fs.DurationVar(&f.replicaLagMax, "replica-lag-time-max", cluster.DefaultReplicaLagMax, "cluster mode: a follower not caught up with its leader for this long leaves the ISR (replica.lag.time.max.ms)")
+	fs.StringVar(&f.rack, "rack", "", "cluster mode: this broker's rack (broker.rack): new topics and generated reassignment plans spread each partition's replicas over racks")
 	fs.Int64Var(&f.replThrottle, "replication-throttle-bytes", 0, "cluster mode: at most this many bytes a second fetched for the replicas being moved onto this broker (reassignment), so a move does not starve producers; in-sync replication is never throttled (0: no throttle)")
 	fs.BoolVar(&f.autoRebalance, "auto-leader-rebalance", true, "cluster mode: the controller gives partitions back to their preferred replica when a broker leads too few of the ones it prefers (auto.leader.rebalance.enable)")
 	fs.DurationVar(&f.imbalanceInterval, "leader-imbalance-check-interval", cluster.DefaultLeaderImbalanceCheckInterval, "cluster mode: how often the controller checks the leader balance (leader.imbalance.check.interval.seconds)")
@@ -231,6 +233,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 		if f.metadataAddr != "" {
 			return cfg, cli.Usagef("--metadata-addr needs --voters (cluster mode, a broker-only node)")
 		}
+		if f.rack != "" {
+			return cfg, cli.Usagef("--rack needs --voters (cluster mode: racks spread replicas over brokers)")
+		}
 		return cfg, nil
 	}
 	voters, err := quorum.ParseVoters(f.voters)
@@ -256,6 +261,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if f.imbalanceInterval <= 0 || f.imbalancePercent < 1 || f.imbalancePercent > 100 {
 		return cfg, cli.Usagef("--leader-imbalance-check-interval must be positive and --leader-imbalance-per-broker-percentage 1 to 100")
 	}
+	if len(f.rack) > 255 {
+		return cfg, cli.Usagef("--rack: %d bytes; use at most 255", len(f.rack))
+	}
 	if f.replThrottle < 0 {
 		return cfg, cli.Usagef("--replication-throttle-bytes %d: use 0 (no throttle) or a rate in bytes a second", f.replThrottle)
 	}
@@ -273,7 +281,7 @@ func (f *serveFlags) config() (broker.Config, error) {
 		SessionTimeout: f.sessionTimeout, HeartbeatInterval: f.heartbeatInterval, ReplicaLagMax: f.replicaLagMax,
 		DefaultReplicationFactor: int16(f.replicationFactor), AutoLeaderRebalance: f.autoRebalance,
 		LeaderImbalanceCheckInterval: f.imbalanceInterval, LeaderImbalancePercent: f.imbalancePercent,
-		ReplicationThrottle: f.replThrottle}
+		ReplicationThrottle: f.replThrottle, Rack: f.rack}
 	cfg.Engine.Replicated = true
 	return cfg, nil
 }
