@@ -11,9 +11,10 @@ import (
 	"github.com/ringlog/ringlog/internal/simcluster"
 )
 
-// TestSimulation runs three brokers in this process through random
-// steps (acks=all produces, link faults of every kind, crashes and
-// restarts) drawn from each seed, checking the cluster's invariants after
+// TestSimulation runs three voters and a broker-only node in this process
+// through random steps (acks=all produces, link faults of every kind,
+// crashes and restarts, preferred elections, reassignments) drawn from
+// each seed, checking the cluster's invariants after
 // every step and, at the end, that no acknowledged record was lost.
 // RINGLOG_SIM_SEEDS (comma-separated) and RINGLOG_SIM_STEPS choose the
 // run (make sim runs the long one); a failure names its seed, and
@@ -48,6 +49,11 @@ func TestSimulation(t *testing.T) {
 func runSimulation(t *testing.T, seed uint64, steps int) {
 	start := time.Now()
 	c := simcluster.Start(t, 3)
+	// A broker-only node beside the three voters: reassignments move
+	// replicas onto and off it, crashes and cuts hit it too.
+	if _, err := c.AddBroker(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	s, err := simcluster.NewSimulation(ctx, c, seed)
 	cancel()

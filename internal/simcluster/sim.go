@@ -203,14 +203,14 @@ func (s *Simulation) electPreferred(ctx context.Context) string {
 	return fmt.Sprintf("elect preferred leaders: %d moved, %d could not", moved, failed)
 }
 
-// reassign moves one partition to two or more of the brokers in a random
-// order: a move that drops a replica, adds one back from an empty log,
+// reassign moves one partition to two or three of the brokers in a
+// random order: a move that drops a replica, adds one from an empty log,
 // or only changes the preferred leader.
 func (s *Simulation) reassign(ctx context.Context) string {
 	p := int32(s.rng.IntN(s.Partitions))
 	b := s.brokers()
 	s.rng.Shuffle(len(b), func(i, j int) { b[i], b[j] = b[j], b[i] })
-	target := b[:2+s.rng.IntN(len(b)-1)]
+	target := b[:2+s.rng.IntN(min(len(b), 3)-1)]
 	desc := fmt.Sprintf("reassign %s-%d to %v", s.Topic, p, target)
 	cl, err := s.C.NewClient()
 	if err != nil {
