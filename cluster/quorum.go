@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/ringlog/ringlog/admin"
+	"github.com/ringlog/ringlog/metadata"
 )
 
 // DescribeQuorum describes the metadata quorum on the controller (the
@@ -45,4 +48,25 @@ func (c *Cluster) DescribeQuorum(ctx context.Context) (admin.Quorum, error) {
 		q.VoterAddrs[v.ID] = v.Addr
 	}
 	return q, nil
+}
+
+// UnregisterBroker removes broker id's registration, on the controller
+// (UnregisterBroker, key 64): the broker must be stopped (fenced, and
+// not heard from for a session) and hold no replica. A broker-only node
+// leaves the metadata quorum's configuration with it (pruneBrokerOnly).
+func (c *Cluster) UnregisterBroker(ctx context.Context, id int32) error {
+	img, err := c.controllerImage(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := img.Broker(id); ok {
+		if last := c.ctrl.silentSince(id, time.Time{}); !last.IsZero() && time.Since(last) < c.cfg.SessionTimeout {
+			return fmt.Errorf("%w: broker %d is running (heard %v ago): stop it first", kerr.InvalidRequest, id, time.Since(last).Round(time.Millisecond))
+		}
+	}
+	if _, err := c.propose(ctx, metadata.UnregisterBroker{ID: id}); err != nil {
+		return err
+	}
+	c.log.Info("controller: broker unregistered", "broker", id)
+	return nil
 }

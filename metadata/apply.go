@@ -129,6 +129,8 @@ func (t *txn) apply(rec Record, res *Result, top bool) *RefusedError {
 		return t.changePartition(r)
 	case ReassignPartition:
 		return t.reassignPartition(r)
+	case UnregisterBroker:
+		return t.unregisterBroker(r)
 	case AlterConfigs:
 		return t.alterConfigs(r)
 	case AllocateProducerIDs:
@@ -226,6 +228,25 @@ func (t *txn) setFenced(id int32, epoch int64, fenced bool) *RefusedError {
 		b.Fenced = fenced
 		t.brokers()[id] = b
 	}
+	return nil
+}
+
+func (t *txn) unregisterBroker(r UnregisterBroker) *RefusedError {
+	b, ok := t.img.brokers[r.ID]
+	if !ok {
+		return refuse(kerr.BrokerIDNotRegistered, "broker %d is not registered", r.ID)
+	}
+	if !b.Fenced {
+		return refuse(kerr.InvalidRequest, "broker %d is live: stop it first (the controller fences it a session later)", r.ID)
+	}
+	for _, topic := range t.img.topics {
+		for i, p := range topic.Partitions {
+			if contains(p.Replicas, r.ID) {
+				return refuse(kerr.InvalidRequest, "broker %d holds a replica of %s-%d: move its replicas away first (ringlog cluster drain)", r.ID, topic.Name, i)
+			}
+		}
+	}
+	delete(t.brokers(), r.ID)
 	return nil
 }
 

@@ -143,6 +143,8 @@ func encodeBody(e *encoder, rec Record) {
 	case InOffice:
 		e.varint(int64(r.Controller))
 		e.uvarint(r.Term)
+	case UnregisterBroker:
+		e.varint(int64(r.ID))
 	case ReassignPartition:
 		e.uuid(r.TopicID)
 		e.varint(int64(r.Partition))
@@ -235,6 +237,8 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 		return TakeOffice{Controller: d.int32(), Term: d.uvarint()}
 	case KindInOffice:
 		return InOffice{Controller: d.int32(), Term: d.uvarint()}
+	case KindUnregisterBroker:
+		return UnregisterBroker{ID: d.int32()}
 	case KindReassignPartition:
 		r := ReassignPartition{TopicID: d.uuid(), Partition: d.int32()}
 		if d.bool() {

@@ -137,3 +137,26 @@ func checkSnapshot(img *Image) error {
 	}
 	return nil
 }
+
+// UnregisterBroker takes only a fenced broker holding no replica; the id
+// may register again.
+func TestUnregisterBroker(t *testing.T) {
+	img := cluster(t, 3, 1) // broker 4 fenced
+	img, _ = step(t, img, CreateTopic{Name: "t", ID: UUID{5}, Replicas: [][]int32{{1, 2}}})
+	refused(t, img, UnregisterBroker{ID: 1}, kerr.InvalidRequest) // live
+	refused(t, img, UnregisterBroker{ID: 9}, kerr.BrokerIDNotRegistered)
+	b1 := mustBroker(t, img, 1)
+	fenced, _ := step(t, img, FenceBroker{ID: 1, Epoch: b1.Epoch})
+	refused(t, fenced, UnregisterBroker{ID: 1}, kerr.InvalidRequest) // holds t-0
+	img, _ = step(t, img, UnregisterBroker{ID: 4})
+	if _, ok := img.Broker(4); ok {
+		t.Fatal("broker 4 still registered")
+	}
+	if err := checkSnapshot(img); err != nil {
+		t.Fatal(err)
+	}
+	img, _ = step(t, img, RegisterBroker{ID: 4, Incarnation: UUID{44}, KafkaAddr: "h:4"})
+	if _, ok := img.Broker(4); !ok {
+		t.Fatal("broker 4 cannot register again")
+	}
+}

@@ -27,6 +27,7 @@ const (
 	KindTakeOffice              Kind = 17
 	KindInOffice                Kind = 18
 	KindReassignPartition       Kind = 19
+	KindUnregisterBroker        Kind = 20
 )
 
 var kindNames = map[Kind]string{
@@ -50,6 +51,7 @@ var kindNames = map[Kind]string{
 	KindTakeOffice:              "TakeOffice",
 	KindInOffice:                "InOffice",
 	KindReassignPartition:       "ReassignPartition",
+	KindUnregisterBroker:        "UnregisterBroker",
 }
 
 // String is the record type's name.
@@ -188,6 +190,13 @@ type ReassignPartition struct {
 	Target    []int32
 }
 
+// UnregisterBroker removes broker ID's registration (a broker taken out
+// of the cluster for good, after it was drained and stopped): it must be
+// fenced and hold no replica. It may register again later.
+type UnregisterBroker struct {
+	ID int32
+}
+
 // ConfigResourceType is the kind of resource a config belongs to (Kafka's
 // numbering).
 type ConfigResourceType uint8
@@ -300,6 +309,9 @@ func (InOffice) Kind() Kind { return KindInOffice }
 // Kind implements Record.
 func (ReassignPartition) Kind() Kind { return KindReassignPartition }
 
+// Kind implements Record.
+func (UnregisterBroker) Kind() Kind { return KindUnregisterBroker }
+
 func (InitCluster) sealed()         {}
 func (RegisterBroker) sealed()      {}
 func (FenceBroker) sealed()         {}
@@ -314,6 +326,7 @@ func (Batch) sealed()               {}
 func (TakeOffice) sealed()          {}
 func (InOffice) sealed()            {}
 func (ReassignPartition) sealed()   {}
+func (UnregisterBroker) sealed()    {}
 
 // ProducerIDBlock is a range of producer ids [First, First+Count).
 type ProducerIDBlock struct {

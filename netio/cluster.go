@@ -81,6 +81,9 @@ type Cluster interface {
 	// DescribeQuorum describes the metadata quorum, on the controller
 	// (NOT_CONTROLLER elsewhere).
 	DescribeQuorum(ctx context.Context) (admin.Quorum, error)
+	// UnregisterBroker removes a stopped, drained broker's registration,
+	// on the controller (NOT_CONTROLLER elsewhere).
+	UnregisterBroker(ctx context.Context, id int32) error
 }
 
 // atController is the start of a request only the controller answers

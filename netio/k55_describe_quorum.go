@@ -34,8 +34,11 @@ import (
 // metadataTopic is the name Kafka gives the metadata log.
 const metadataTopic = "__cluster_metadata"
 
-var quorumAPITable = []apiHandler{
+// clusterAdminAPITable are the APIs served, and advertised, in cluster
+// mode only: a single broker has no quorum and no other brokers.
+var clusterAdminAPITable = []apiHandler{
 	{key: 55, name: "DescribeQuorum", min: 0, max: 2, advMin: 0, async: true, handler: handleDescribeQuorum},
+	{key: 64, name: "UnregisterBroker", min: 0, max: 0, advMin: 0, async: true, handler: handleUnregisterBroker},
 }
 
 func handleDescribeQuorum(s *Server, r *request) frameOutcome {

