@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -232,13 +233,24 @@ func (f *fetcher) round(ctx context.Context) error {
 	var asked []followed
 	throttle := f.fs.throttle
 	held := false // a throttled partition waits for the bucket
+	const noBudget = math.MinInt64
+	throttleBudget := int64(noBudget) // bytes the throttled partitions may still ask for
 	for p, fl := range parts {
 		if ep, ok := f.truncated[p]; !ok || ep != fl.leaderEpoch {
 			continue // its truncation failed: retried next round
 		}
-		if fl.throttled && throttle != nil && throttle.wait() > 0 {
-			held = true
-			continue
+		if fl.throttled && throttle != nil {
+			// The throttled partitions of one round ask for at most
+			// what the bucket holds (one partition's worth at least):
+			// an overdraft stays within one fetch of one partition.
+			if throttleBudget == noBudget {
+				throttleBudget = throttle.available()
+			}
+			if throttleBudget <= 0 {
+				held = true
+				continue
+			}
+			throttleBudget -= replicaPartitionBytes
 		}
 		l, err := p.ReplicaLog()
 		if err != nil {

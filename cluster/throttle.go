@@ -10,8 +10,9 @@ import (
 // fetchers, that paces the fetches of the replicas being moved here
 // (reassignment) so that a move does not take the disk and network from
 // producers and the in-sync replicas, which are never throttled. It holds
-// at most a second's worth; a fetch may overdraw it (by at most one fetch
-// of each throttled partition), which later fetches then wait out.
+// at most a second's worth; a round of a fetcher asks for throttled
+// partitions only as much as the bucket holds (one partition's fetch at
+// least), and later rounds wait out an overdraft.
 type byteBucket struct {
 	rate float64 // bytes a second
 	now  func() time.Time
@@ -41,6 +42,14 @@ func (b *byteBucket) wait() time.Duration {
 		return 0
 	}
 	return time.Duration(-b.tokens/b.rate*float64(time.Second)) + time.Millisecond
+}
+
+// available is how many bytes the bucket holds now (≤ 0: none).
+func (b *byteBucket) available() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill()
+	return int64(b.tokens)
 }
 
 // take spends n bytes (the bucket may go below zero).
