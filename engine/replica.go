@@ -609,7 +609,23 @@ func (p *Partition) SetFollowerHighWatermark(leaderHW int64) {
 	hw := min(leaderHW, p.log.EndOffset())
 	if hw > p.hw.Load() {
 		p.hw.Store(hw)
+		p.notify() // consumers reading from this follower (KIP-392)
 	}
+}
+
+// FollowerLog is the log of a partition this broker follows, for a
+// consumer's fetch from a follower (KIP-392): it reads up to the high
+// watermark the leader last sent (HighWatermark). Anywhere else (the
+// leader, no role, a single broker) it answers NOT_LEADER_OR_FOLLOWER.
+func (p *Partition) FollowerLog() (*wal.Log, error) {
+	l, err := p.ReplicaLog()
+	if err != nil {
+		return nil, err
+	}
+	if p.rep == nil || Role(p.role.Load()) != RoleFollower {
+		return nil, fmt.Errorf("%w: this broker does not follow %s", kerr.NotLeaderForPartition, p)
+	}
+	return l, nil
 }
 
 // AppendReplica appends batches fetched from the leader (offsets and

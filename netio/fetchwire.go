@@ -30,6 +30,9 @@ type fetchPartResult struct {
 	// omit leaves the partition out of the response: an incremental
 	// fetch session's partition with nothing new (fetch.respond).
 	omit bool
+	// redirect is 1 + the id of the replica the consumer should read
+	// from instead (KIP-392); 0 (the zero value): none.
+	redirect int32
 }
 
 type fetchTopicResult struct {
@@ -144,7 +147,7 @@ func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopic
 				}
 			}
 			if v >= 11 {
-				buf = kbin.AppendInt32(buf, -1) // preferred read replica
+				buf = kbin.AppendInt32(buf, p.redirect-1) // preferred read replica (-1: none)
 			}
 			n := p.chunk.Bytes
 			if flex {

@@ -49,7 +49,13 @@ import (
 //     ours FENCED_LEADER_EPOCH (KIP-320).
 //   - With the authorizer on, each topic needs READ (a follower's fetch:
 //     CLUSTER_ACTION on the cluster), else TOPIC_AUTHORIZATION_FAILED.
-//   - Cluster mode: only the leader answers (others NOT_LEADER_OR_FOLLOWER).
+//   - Cluster mode: only the leader answers (others NOT_LEADER_OR_FOLLOWER),
+//     but with --follower-fetching (KIP-392): a consumer's fetch (v11+)
+//     naming a rack other than the leader's gets, for each partition
+//     with a live in-sync replica in that rack, that replica as
+//     PreferredReadReplica and no records, at once; a follower serves
+//     such a consumer (read_uncommitted) up to the high watermark the
+//     leader last sent it, and wakes its long polls when that moves.
 //     A fetch from a follower (ReplicaID, or ReplicaState.ID from v15, a
 //     broker id ≥ 0) reads up to the log end rather than the high
 //     watermark, and its FetchOffset, which a follower sends only once
@@ -66,9 +72,12 @@ type fetch struct {
 	sess fetchsession.Context
 	// replica is the fetching follower's broker id, -1 for a consumer.
 	replica int32
-	parts   [][]*engine.Partition // per request topic, per partition
-	topics  []fetchTopicResult
-	bytes   int64
+	// redirected: a partition was answered with a preferred read
+	// replica (KIP-392): the fetch answers at once.
+	redirected bool
+	parts      [][]*engine.Partition // per request topic, per partition
+	topics     []fetchTopicResult
+	bytes      int64
 	// sc backs parts, topics and the response's header bytes; it goes
 	// back to the connection once the response is written (done).
 	sc *fetchScratch
@@ -106,7 +115,7 @@ func handleFetch(s *Server, r *request) frameOutcome {
 	}
 	f.resolve()
 	f.read()
-	if f.bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || f.hasError() || s.draining.Load() {
+	if f.bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || f.hasError() || f.redirected || s.draining.Load() {
 		f.respond(0)
 		return frameDone
 	}
@@ -208,6 +217,7 @@ func (f *fetch) resolve() {
 			pr := &tr.parts[j]
 			pr.partition = rp.Partition
 			pr.hw, pr.lso, pr.logStart = -1, -1, -1
+			pr.redirect = 0
 			switch {
 			case denied:
 				pr.errCode = kerr.TopicAuthorizationFailed.Code
@@ -228,6 +238,33 @@ func (f *fetch) resolve() {
 	}
 }
 
+// followerFetchRack is the consumer's rack when follower fetching
+// applies to this fetch (KIP-392: cluster mode with --follower-fetching,
+// a consumer's Fetch v11+ naming its rack), else "".
+func (f *fetch) followerFetchRack() string {
+	if !f.s.cfg.FollowerFetching || f.s.cfg.Cluster == nil || f.replica >= 0 || f.r.version < 11 {
+		return ""
+	}
+	return f.req.Rack
+}
+
+// preferredReplica is the replica a consumer in rack should read p from,
+// when this broker (its leader) is in another rack: the first in-sync,
+// live replica in that rack; -1 to read here.
+func (s *Server) preferredReplica(p *engine.Partition, rack string) int32 {
+	img := s.cfg.Cluster.Image()
+	self := s.eng.NodeID()
+	if b, ok := img.Broker(self); !ok || b.Rack == rack {
+		return -1
+	}
+	for _, id := range p.ReplicaState().ISR {
+		if b, ok := img.Broker(id); ok && id != self && !b.Fenced && b.Rack == rack {
+			return id
+		}
+	}
+	return -1
+}
+
 // read reads every resolved partition within the budgets.
 func (f *fetch) read() {
 	budget := int64(f.req.MaxBytes)
@@ -236,6 +273,7 @@ func (f *fetch) read() {
 	}
 	first := true
 	f.bytes = 0
+	rack := f.followerFetchRack()
 	for i := range f.want {
 		for j := range f.want[i].Partitions {
 			p := f.parts[i][j]
@@ -246,12 +284,28 @@ func (f *fetch) read() {
 			pr := &f.topics[i].parts[j]
 			pr.errCode = 0
 			l, err := p.Log()
+			fromFollower := false
+			if err != nil && rack != "" && f.req.IsolationLevel == 0 {
+				// A consumer sent here as the preferred read replica.
+				if fl, ferr := p.FollowerLog(); ferr == nil {
+					l, err, fromFollower = fl, nil, true
+				}
+			}
 			if err != nil {
 				pr.errCode = errCode(err)
 				continue
 			}
+			if rack != "" && !fromFollower {
+				if id := f.s.preferredReplica(p, rack); id >= 0 {
+					pr.redirect, f.redirected = id+1, true
+					continue // no records: the consumer goes there
+				}
+			}
 			upTo := p.HighWatermark()
 			pr.hw, pr.lso, pr.logStart = upTo, p.LastStableOffset(), l.StartOffset()
+			if fromFollower {
+				pr.lso = upTo
+			}
 			pr.readCommitted = f.req.IsolationLevel == 1 && f.replica < 0
 			pr.aborted = pr.aborted[:0]
 			if pr.readCommitted {
@@ -451,7 +505,7 @@ func (f *fetch) respond(errCode int16) {
 			}
 			pr.omit = !f.sess.Report(k, fetchsession.Result{
 				HighWatermark: pr.hw, LastStableOffset: pr.lso, LogStartOffset: pr.logStart,
-				Records: pr.chunk.Bytes > 0, ErrCode: pr.errCode,
+				Records: pr.chunk.Bytes > 0 || pr.redirect > 0, ErrCode: pr.errCode,
 			})
 			k++
 		}

@@ -68,6 +68,11 @@ type Config struct {
 	// and a TCP segment per partition, where sendfile's zero copy is worth
 	// less than its setup. 0: always sendfile. DefaultConfig: 16 KiB.
 	FetchCopyBelow int
+	// FollowerFetching, in cluster mode, lets consumers that name their
+	// rack read from an in-sync replica in it (KIP-392; Kafka's
+	// RackAwareReplicaSelector): the leader names it as their preferred
+	// read replica, and followers serve them.
+	FollowerFetching bool
 	// FetchSessions is how many fetch sessions (KIP-227) the listener
 	// keeps (Kafka's max.incremental.fetch.session.cache.slots): a
 	// consumer in a session sends only the partitions whose position

@@ -135,6 +135,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.sessionTimeout, "broker-session-timeout", cluster.DefaultSessionTimeout, "cluster mode: the controller fences a broker it has not heard from for this long and elects new leaders for its partitions (broker.session.timeout.ms)")
 	fs.DurationVar(&f.heartbeatInterval, "broker-heartbeat-interval", cluster.DefaultHeartbeatInterval, "cluster mode: how often a broker heartbeats the controller (broker.heartbeat.interval.ms)")
 	fs.DurationVar(&f.replicaLagMax, "replica-lag-time-max", cluster.DefaultReplicaLagMax, "cluster mode: a follower not caught up with its leader for this long leaves the ISR (replica.lag.time.max.ms)")
+	fs.BoolVar(&c.Kafka.FollowerFetching, "follower-fetching", false, "cluster mode: consumers that name their rack (client.rack) read from an in-sync replica in it, not from a leader in another rack (KIP-392; Kafka's RackAwareReplicaSelector)")
 	fs.StringVar(&f.rack, "rack", "", "cluster mode: this broker's rack (broker.rack): new topics and generated reassignment plans spread each partition's replicas over racks")
 	fs.Int64Var(&f.replThrottle, "replication-throttle-bytes", 0, "cluster mode: at most this many bytes a second fetched for the replicas being moved onto this broker (reassignment), so a move does not starve producers; in-sync replication is never throttled (0: no throttle)")
 	fs.BoolVar(&f.autoRebalance, "auto-leader-rebalance", true, "cluster mode: the controller gives partitions back to their preferred replica when a broker leads too few of the ones it prefers (auto.leader.rebalance.enable)")
@@ -235,6 +236,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 		}
 		if f.rack != "" {
 			return cfg, cli.Usagef("--rack needs --voters (cluster mode: racks spread replicas over brokers)")
+		}
+		if cfg.Kafka.FollowerFetching {
+			return cfg, cli.Usagef("--follower-fetching needs --voters (cluster mode: a single broker has no followers)")
 		}
 		return cfg, nil
 	}
