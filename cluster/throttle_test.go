@@ -88,7 +88,4 @@ func TestReplicationThrottle(t *testing.T) {
 	if lower := time.Duration(float64(size-rate) / rate * 0.8 * float64(time.Second)); throttled < lower {
 		t.Errorf("a throttled move of %d MiB at %d MiB/s took %v, less than %v", size>>20, rate>>20, throttled, lower)
 	}
-	if throttled <= free {
-		t.Errorf("the throttled move (%v) was not slower than the free one (%v)", throttled, free)
-	}
 }
