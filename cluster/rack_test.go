@@ -112,6 +112,22 @@ func TestFollowerFetching(t *testing.T) {
 	if l, e, w := out(1)-leaderBefore, out(2)-eastBefore, out(3)-westBefore; l != 0 || e != 0 || w == 0 {
 		t.Errorf("bytes the consumer read: from the leader %d, the east follower %d, the west follower %d; want everything from the west", l, e, w)
 	}
+	// A read_committed consumer in the same rack stays on the leader
+	// (a follower serves read_uncommitted ones only): it reads everything.
+	rc, err := c.NewClient(kgo.Rack("west"), kgo.ConsumeTopics("reads"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := 0
+	for committed < 100 {
+		fs := rc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("a read_committed consumer with a rack read %d of 100", committed)
+		}
+		committed += fs.NumRecords()
+	}
+	rc.Close()
 	leaderBefore = out(1)
 	// The west replica goes: the consumer falls back to the leader.
 	if err := c.Stop(3); err != nil {

@@ -757,3 +757,25 @@ func unionISR(a, b []int32) []int32 {
 	}
 	return out
 }
+
+// ReadReplica is the first of candidates (broker ids) that is in this
+// leader's ISR and has fetched at least up to offset: a replica a
+// consumer reading from offset may be sent to (KIP-392). -1: none, or
+// this broker does not lead.
+func (p *Partition) ReadReplica(offset int64, candidates func(id int32) bool) int32 {
+	r := p.rep
+	if r == nil {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st.Role != RoleLeader {
+		return -1
+	}
+	for _, id := range r.st.ISR {
+		if f := r.followers[id]; f != nil && f.fetchOffset >= offset && candidates(id) {
+			return id
+		}
+	}
+	return -1
+}

@@ -50,12 +50,14 @@ import (
 //   - With the authorizer on, each topic needs READ (a follower's fetch:
 //     CLUSTER_ACTION on the cluster), else TOPIC_AUTHORIZATION_FAILED.
 //   - Cluster mode: only the leader answers (others NOT_LEADER_OR_FOLLOWER),
-//     but with --follower-fetching (KIP-392): a consumer's fetch (v11+)
-//     naming a rack other than the leader's gets, for each partition
-//     with a live in-sync replica in that rack, that replica as
-//     PreferredReadReplica and no records, at once; a follower serves
-//     such a consumer (read_uncommitted) up to the high watermark the
-//     leader last sent it, and wakes its long polls when that moves.
+//     but with --follower-fetching (KIP-392): a read_uncommitted
+//     consumer's fetch (v11+) naming a rack other than the leader's gets,
+//     for each partition with a live in-sync replica in that rack that has
+//     fetched up to its offset (an offset within the leader's log), that
+//     replica as PreferredReadReplica and no records, at once; a follower
+//     serves such a consumer (whatever its own flag) up to the high
+//     watermark the leader last sent it, and wakes its long polls when
+//     that moves.
 //     A fetch from a follower (ReplicaID, or ReplicaState.ID from v15, a
 //     broker id ≥ 0) reads up to the log end rather than the high
 //     watermark, and its FetchOffset, which a follower sends only once
@@ -238,31 +240,38 @@ func (f *fetch) resolve() {
 	}
 }
 
-// followerFetchRack is the consumer's rack when follower fetching
-// applies to this fetch (KIP-392: cluster mode with --follower-fetching,
-// a consumer's Fetch v11+ naming its rack), else "".
-func (f *fetch) followerFetchRack() string {
-	if !f.s.cfg.FollowerFetching || f.s.cfg.Cluster == nil || f.replica >= 0 || f.r.version < 11 {
+// consumerRack is the rack of a consumer that follower fetching may
+// serve (KIP-392): cluster mode, a consumer's Fetch v11+ naming its rack,
+// read_uncommitted; else "". A follower serves such a consumer whatever
+// its own --follower-fetching (which only decides whether a leader sends
+// consumers elsewhere), so that enabling it broker by broker loops no
+// one.
+func (f *fetch) consumerRack() string {
+	if f.s.cfg.Cluster == nil || f.replica >= 0 || f.r.version < 11 || f.req.IsolationLevel != 0 {
 		return ""
 	}
 	return f.req.Rack
 }
 
-// preferredReplica is the replica a consumer in rack should read p from,
-// when this broker (its leader) is in another rack: the first in-sync,
-// live replica in that rack; -1 to read here.
-func (s *Server) preferredReplica(p *engine.Partition, rack string) int32 {
+// preferredReplica is the replica a consumer in rack reading p from
+// offset should go to, when this broker (its leader, with
+// --follower-fetching) is in another rack: the first live in-sync
+// replica in that rack that has fetched up to offset, the offset being
+// within this log (an offset out of range is answered here, so the
+// consumer can reset); -1 to read here.
+func (s *Server) preferredReplica(p *engine.Partition, l *wal.Log, rack string, offset int64) int32 {
+	if !s.cfg.FollowerFetching || offset < l.StartOffset() || offset > p.HighWatermark() {
+		return -1
+	}
 	img := s.cfg.Cluster.Image()
 	self := s.eng.NodeID()
 	if b, ok := img.Broker(self); !ok || b.Rack == rack {
 		return -1
 	}
-	for _, id := range p.ReplicaState().ISR {
-		if b, ok := img.Broker(id); ok && id != self && !b.Fenced && b.Rack == rack {
-			return id
-		}
-	}
-	return -1
+	return p.ReadReplica(offset, func(id int32) bool {
+		b, ok := img.Broker(id)
+		return ok && id != self && !b.Fenced && b.Rack == rack
+	})
 }
 
 // read reads every resolved partition within the budgets.
@@ -273,7 +282,8 @@ func (f *fetch) read() {
 	}
 	first := true
 	f.bytes = 0
-	rack := f.followerFetchRack()
+	f.redirected = false
+	rack := f.consumerRack()
 	for i := range f.want {
 		for j := range f.want[i].Partitions {
 			p := f.parts[i][j]
@@ -282,10 +292,10 @@ func (f *fetch) read() {
 			}
 			rp := &f.want[i].Partitions[j]
 			pr := &f.topics[i].parts[j]
-			pr.errCode = 0
+			pr.errCode, pr.redirect = 0, 0
 			l, err := p.Log()
 			fromFollower := false
-			if err != nil && rack != "" && f.req.IsolationLevel == 0 {
+			if err != nil && rack != "" {
 				// A consumer sent here as the preferred read replica.
 				if fl, ferr := p.FollowerLog(); ferr == nil {
 					l, err, fromFollower = fl, nil, true
@@ -296,7 +306,7 @@ func (f *fetch) read() {
 				continue
 			}
 			if rack != "" && !fromFollower {
-				if id := f.s.preferredReplica(p, rack); id >= 0 {
+				if id := f.s.preferredReplica(p, l, rack, rp.FetchOffset); id >= 0 {
 					pr.redirect, f.redirected = id+1, true
 					continue // no records: the consumer goes there
 				}
@@ -452,7 +462,7 @@ func (f *fetch) step() bool {
 		return true
 	}
 	f.read()
-	if f.bytes >= int64(f.req.MinBytes) || f.hasError() || f.expired.Load() {
+	if f.bytes >= int64(f.req.MinBytes) || f.hasError() || f.redirected || f.expired.Load() {
 		f.unpark()
 		f.respond(0)
 		return true
