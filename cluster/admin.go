@@ -369,13 +369,15 @@ func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.H
 	}
 	now := time.Now()
 	c.ctrl.heard(h.BrokerID, now)
-	report := c.ctrl.reported(h.BrokerID, h.MetadataOffset, int64(c.Image().Index()), now)
-	// A broker whose metadata lags for a session gets no metadata (its
-	// Raft link down, a broker-only node's listener unreachable): it
-	// would go on leading partitions the controller has moved. It is
-	// fenced (its leaderships moved, no lease granted) until it is
-	// caught up again.
+	report := c.ctrl.reported(h.BrokerID, h.MetadataOffset, int64(c.Image().Index()), now, c.cfg.SessionTimeout/2)
+	// A broker that has not applied what the controller had half a
+	// session earlier for a whole session gets no metadata (its Raft
+	// link down, a broker-only node's listener unreachable): it would go
+	// on leading partitions the controller has moved. It is fenced (its
+	// leaderships moved, no lease granted) until it has applied the
+	// fence itself and what came before.
 	lagging := now.Sub(report.caughtUpAt) > c.cfg.SessionTimeout
+	behindFence := report.lagFencedAt > 0 && h.MetadataOffset < report.lagFencedAt
 	// Changes of fencing are serialised with the controller's own
 	// fencing and elections (controller.mu), and a fencing carries its
 	// elections with it: the unfencing of a broker always comes after
@@ -402,10 +404,14 @@ func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.H
 		}
 		if err = c.fenceAndElect(ctx, []metadata.Record{metadata.FenceBroker{ID: h.BrokerID, Epoch: h.BrokerEpoch}}); err == nil {
 			ans.Fenced = true
+			if lagging {
+				c.ctrl.lagFenced(h.BrokerID, int64(c.Image().Index()))
+			}
 		}
-	case !h.WantFence && !lagging && b.Fenced && h.MetadataOffset >= h.BrokerEpoch:
+	case !h.WantFence && !lagging && !behindFence && b.Fenced && h.MetadataOffset >= h.BrokerEpoch:
 		if _, err = c.propose(ctx, metadata.UnfenceBroker{ID: h.BrokerID, Epoch: h.BrokerEpoch}); err == nil {
 			ans.Fenced = false
+			c.ctrl.lagFenced(h.BrokerID, 0)
 		}
 	}
 	ans.CaughtUp = h.MetadataOffset >= int64(c.Image().Index())

@@ -52,18 +52,22 @@ type controller struct {
 type metadataReport struct {
 	offset         int64
 	at, caughtUpAt time.Time
-	// target is the controller's index at that heartbeat: the next one
-	// is caught up if it has applied that much.
-	target int64
+	// target is the controller's index at targetAt: the broker is caught
+	// up when it has applied that much. A new target is taken every half
+	// session, so a broker counts as caught up while it applies what the
+	// controller had half a session to a session ago.
+	target   int64
+	targetAt time.Time
+	// lagFencedAt is the controller's index once it fenced the broker
+	// for lagging (0: not fenced for that): it is unfenced only once it
+	// has applied that much, the fence and its elections included.
+	lagFencedAt int64
 }
 
 // reported records a heartbeat's metadata offset (committed: the
-// controller's applied index now) and returns the broker's report: it is
-// caught up when it has applied everything the controller had at its
-// previous heartbeat (a broker applies within milliseconds; one that
-// lags a heartbeat interval behind for a whole session receives no
-// metadata).
-func (k *controller) reported(id int32, offset, committed int64, now time.Time) metadataReport {
+// controller's applied index now; half: half a session) and returns the
+// broker's report.
+func (k *controller) reported(id int32, offset, committed int64, now time.Time, half time.Duration) metadataReport {
 	k.seenMu.Lock()
 	defer k.seenMu.Unlock()
 	if k.reports == nil {
@@ -74,9 +78,22 @@ func (k *controller) reported(id int32, offset, committed int64, now time.Time) 
 	if offset >= r.target {
 		r.caughtUpAt = now
 	}
-	r.target = committed
+	if r.targetAt.IsZero() || now.Sub(r.targetAt) >= half {
+		r.target, r.targetAt = committed, now
+	}
 	k.reports[id] = r
 	return r
+}
+
+// lagFenced records that broker id was fenced for lagging, the
+// controller's index being index after it; index 0 clears it.
+func (k *controller) lagFenced(id int32, index int64) {
+	k.seenMu.Lock()
+	defer k.seenMu.Unlock()
+	if r, ok := k.reports[id]; ok {
+		r.lagFencedAt = index
+		k.reports[id] = r
+	}
 }
 
 // forgetReports drops the metadata reports of an earlier office: a new

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -233,24 +232,22 @@ func (f *fetcher) round(ctx context.Context) error {
 	var asked []followed
 	throttle := f.fs.throttle
 	held := false // a throttled partition waits for the bucket
-	const noBudget = math.MinInt64
-	throttleBudget := int64(noBudget) // bytes the throttled partitions may still ask for
+	// charged: the throttled partitions asked for this round, each
+	// charged a whole partition's fetch up front (so the fetchers of
+	// other leaders see the bucket spent at once), refunded what did not
+	// come.
+	var charged int
 	for p, fl := range parts {
 		if ep, ok := f.truncated[p]; !ok || ep != fl.leaderEpoch {
 			continue // its truncation failed: retried next round
 		}
 		if fl.throttled && throttle != nil {
-			// The throttled partitions of one round ask for at most
-			// what the bucket holds (one partition's worth at least):
-			// an overdraft stays within one fetch of one partition.
-			if throttleBudget == noBudget {
-				throttleBudget = throttle.available()
-			}
-			if throttleBudget <= 0 {
+			if throttle.available() <= 0 {
 				held = true
 				continue
 			}
-			throttleBudget -= replicaPartitionBytes
+			throttle.take(replicaPartitionBytes)
+			charged++
 		}
 		l, err := p.ReplicaLog()
 		if err != nil {
@@ -274,6 +271,20 @@ func (f *fetcher) round(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+10*time.Second)
 	answers, err := f.conn.Fetch(cctx, req)
 	cancel()
+	if charged > 0 {
+		// Refund what the charge assumed and the answer did not bring
+		// (all of it when the fetch failed).
+		got := 0
+		if err == nil {
+			find := lookupOf(asked)
+			for _, rp := range answers {
+				if fl, ok := find[rp.Topic][rp.Partition]; ok && fl.throttled {
+					got += len(rp.Records)
+				}
+			}
+		}
+		throttle.take(got - charged*replicaPartitionBytes)
+	}
 	if err != nil {
 		return err
 	}
@@ -314,9 +325,6 @@ func (f *fetcher) round(ctx context.Context) error {
 			continue
 		}
 		f.noteRefusal(p, "Fetch", nil)
-		if fl.throttled && throttle != nil {
-			throttle.take(len(rp.Records))
-		}
 		if len(rp.Records) > 0 {
 			batches, err := batch.Split(rp.Records, nil)
 			if err != nil && len(batches) == 0 {

@@ -59,12 +59,15 @@ func (c *Cluster) UnregisterBroker(ctx context.Context, id int32) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := img.Broker(id); ok {
+	b, ok := img.Broker(id)
+	if ok {
 		if last := c.ctrl.silentSince(id, time.Time{}); !last.IsZero() && time.Since(last) < c.cfg.SessionTimeout {
 			return fmt.Errorf("%w: broker %d is running (heard %v ago): stop it first", kerr.InvalidRequest, id, time.Since(last).Round(time.Millisecond))
 		}
 	}
-	if _, err := c.propose(ctx, metadata.UnregisterBroker{ID: id}); err != nil {
+	// At the epoch checked: a broker that registered again meanwhile
+	// (restarted) is not removed.
+	if _, err := c.propose(ctx, metadata.UnregisterBroker{ID: id, Epoch: b.Epoch}); err != nil {
 		return err
 	}
 	c.log.Info("controller: broker unregistered", "broker", id)

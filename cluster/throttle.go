@@ -10,9 +10,10 @@ import (
 // fetchers, that paces the fetches of the replicas being moved here
 // (reassignment) so that a move does not take the disk and network from
 // producers and the in-sync replicas, which are never throttled. It holds
-// at most a second's worth; a round of a fetcher asks for throttled
-// partitions only as much as the bucket holds (one partition's fetch at
-// least), and later rounds wait out an overdraft.
+// at most a second's worth; a fetcher charges each throttled partition
+// it asks for a whole partition's fetch before asking (while the bucket
+// holds anything), and is refunded what did not come: an overdraft stays
+// within one partition's fetch per fetcher, which later rounds wait out.
 type byteBucket struct {
 	rate float64 // bytes a second
 	now  func() time.Time

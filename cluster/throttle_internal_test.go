@@ -28,22 +28,42 @@ func TestByteBucket(t *testing.T) {
 	}
 }
 
-// A broker is caught up when it has applied what the controller had at
-// its previous heartbeat; one that stays behind stops being caught up.
+// A broker is caught up when it has applied the controller's index of
+// half a session to a session ago: a broker a heartbeat or two behind
+// stays caught up, one that applies nothing does not.
 func TestMetadataReports(t *testing.T) {
 	var k controller
+	half := 750 * time.Millisecond
 	t0 := time.Unix(100, 0)
-	r := k.reported(4, 10, 10, t0)
-	if !r.caughtUpAt.Equal(t0) {
-		t.Fatal("the first report is caught up")
+	r := k.reported(4, 10, 10, t0, half)
+	if !r.caughtUpAt.Equal(t0) || r.target != 10 {
+		t.Fatalf("the first report: %+v", r)
 	}
-	r = k.reported(4, 10, 20, t0.Add(time.Second)) // applied what the controller had before: still caught up
-	if !r.caughtUpAt.Equal(t0.Add(time.Second)) {
-		t.Fatal("a broker that applied the previous target is caught up")
+	// Always one heartbeat behind the controller, which moves on: the
+	// broker reaches each target (taken half a session before) in time.
+	index := int64(10)
+	for i := 1; i <= 20; i++ {
+		now := t0.Add(time.Duration(i) * 250 * time.Millisecond)
+		r = k.reported(4, index, index+5, now, half)
+		index += 5
+		if now.Sub(r.caughtUpAt) > time.Second {
+			t.Fatalf("a broker a heartbeat behind counts as lagging at %v: %+v", now.Sub(t0), r)
+		}
 	}
-	r = k.reported(4, 12, 30, t0.Add(2*time.Second)) // behind the previous target (20)
-	if !r.caughtUpAt.Equal(t0.Add(time.Second)) {
-		t.Fatal("a broker behind the previous target counts as caught up")
+	// Stuck: nothing applied any more.
+	stuck := index
+	var last metadataReport
+	for i := 21; i <= 40; i++ {
+		now := t0.Add(time.Duration(i) * 250 * time.Millisecond)
+		last = k.reported(4, stuck, index, now, half)
+		index += 5
+	}
+	if t0.Add(40*250*time.Millisecond).Sub(last.caughtUpAt) < 2*time.Second {
+		t.Fatalf("a stuck broker still counts as caught up: %+v", last)
+	}
+	k.lagFenced(4, 99)
+	if r, _ := k.report(4); r.lagFencedAt != 99 {
+		t.Fatal("the lag fence is not recorded")
 	}
 	k.forgetReports()
 	if _, ok := k.report(4); ok {

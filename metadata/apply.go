@@ -236,6 +236,9 @@ func (t *txn) unregisterBroker(r UnregisterBroker) *RefusedError {
 	if !ok {
 		return refuse(kerr.BrokerIDNotRegistered, "broker %d is not registered", r.ID)
 	}
+	if b.Epoch != r.Epoch {
+		return refuse(kerr.StaleBrokerEpoch, "broker %d is registered with epoch %d, not %d (it registered again)", r.ID, b.Epoch, r.Epoch)
+	}
 	if !b.Fenced {
 		return refuse(kerr.InvalidRequest, "broker %d is live: stop it first (the controller fences it a session later)", r.ID)
 	}

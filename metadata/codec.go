@@ -145,6 +145,7 @@ func encodeBody(e *encoder, rec Record) {
 		e.uvarint(r.Term)
 	case UnregisterBroker:
 		e.varint(int64(r.ID))
+		e.varint(r.Epoch)
 	case ReassignPartition:
 		e.uuid(r.TopicID)
 		e.varint(int64(r.Partition))
@@ -238,7 +239,7 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 	case KindInOffice:
 		return InOffice{Controller: d.int32(), Term: d.uvarint()}
 	case KindUnregisterBroker:
-		return UnregisterBroker{ID: d.int32()}
+		return UnregisterBroker{ID: d.int32(), Epoch: d.varint()}
 	case KindReassignPartition:
 		r := ReassignPartition{TopicID: d.uuid(), Partition: d.int32()}
 		if d.bool() {

@@ -71,8 +71,8 @@
 //	                     the ISR left after dropping the replicas no longer assigned is not empty and
 //	                     has an unfenced member if the leader leaves (INVALID_REPLICA_ASSIGNMENT);
 //	                     target brokers may be fenced (the move then waits for them)
-//	UnregisterBroker     registered (BROKER_ID_NOT_REGISTERED), fenced and a replica of no partition
-//	                     (INVALID_REQUEST)
+//	UnregisterBroker     registered (BROKER_ID_NOT_REGISTERED) with that epoch (STALE_BROKER_EPOCH), fenced and a
+//	                     replica of no partition (INVALID_REQUEST)
 //	Batch                every record, in order, atomically; batches do not nest
 //
 // A ReassignPartition, and any ChangePartition of a partition being
@@ -121,7 +121,7 @@
 //	17 TakeOffice           sv controller, uv term
 //	18 InOffice             sv controller, uv term
 //	19 ReassignPartition    uuid topicID, sv partition, bool hasTarget, (list of sv target if hasTarget)
-//	20 UnregisterBroker     sv id
+//	20 UnregisterBroker     sv id, sv epoch
 //
 //	bytes uv length, bytes
 //	acl   u8 resourceType, str name, u8 patternType, str principal, str host, u8 operation, u8 permission

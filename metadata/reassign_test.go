@@ -143,12 +143,13 @@ func checkSnapshot(img *Image) error {
 func TestUnregisterBroker(t *testing.T) {
 	img := cluster(t, 3, 1) // broker 4 fenced
 	img, _ = step(t, img, CreateTopic{Name: "t", ID: UUID{5}, Replicas: [][]int32{{1, 2}}})
-	refused(t, img, UnregisterBroker{ID: 1}, kerr.InvalidRequest) // live
+	b1, b4 := mustBroker(t, img, 1), mustBroker(t, img, 4)
+	refused(t, img, UnregisterBroker{ID: 1, Epoch: b1.Epoch}, kerr.InvalidRequest) // live
 	refused(t, img, UnregisterBroker{ID: 9}, kerr.BrokerIDNotRegistered)
-	b1 := mustBroker(t, img, 1)
+	refused(t, img, UnregisterBroker{ID: 4, Epoch: b4.Epoch - 1}, kerr.StaleBrokerEpoch) // registered again since
 	fenced, _ := step(t, img, FenceBroker{ID: 1, Epoch: b1.Epoch})
-	refused(t, fenced, UnregisterBroker{ID: 1}, kerr.InvalidRequest) // holds t-0
-	img, _ = step(t, img, UnregisterBroker{ID: 4})
+	refused(t, fenced, UnregisterBroker{ID: 1, Epoch: b1.Epoch}, kerr.InvalidRequest) // holds t-0
+	img, _ = step(t, img, UnregisterBroker{ID: 4, Epoch: b4.Epoch})
 	if _, ok := img.Broker(4); ok {
 		t.Fatal("broker 4 still registered")
 	}

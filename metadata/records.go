@@ -190,11 +190,13 @@ type ReassignPartition struct {
 	Target    []int32
 }
 
-// UnregisterBroker removes broker ID's registration (a broker taken out
-// of the cluster for good, after it was drained and stopped): it must be
-// fenced and hold no replica. It may register again later.
+// UnregisterBroker removes broker ID's registration at Epoch (a broker
+// taken out of the cluster for good, after it was drained and stopped):
+// it must be fenced, hold no replica, and not have registered again since
+// (Epoch). It may register again later.
 type UnregisterBroker struct {
-	ID int32
+	ID    int32
+	Epoch int64
 }
 
 // ConfigResourceType is the kind of resource a config belongs to (Kafka's
