@@ -377,7 +377,8 @@ func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.H
 	// leaderships moved, no lease granted) until it has applied the
 	// fence itself and what came before.
 	lagging := now.Sub(report.caughtUpAt) > c.cfg.SessionTimeout
-	behindFence := report.lagFencedAt > 0 && h.MetadataOffset < report.lagFencedAt
+	behindFence := (report.lagFencedAt > 0 && h.MetadataOffset < report.lagFencedAt) ||
+		(b.Fenced && h.BrokerEpoch < c.officeIndex.Load() && h.MetadataOffset < c.officeIndex.Load())
 	// Changes of fencing are serialised with the controller's own
 	// fencing and elections (controller.mu), and a fencing carries its
 	// elections with it: the unfencing of a broker always comes after

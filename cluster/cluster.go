@@ -267,6 +267,11 @@ type Cluster struct {
 	// node named in the image may fence it that soon.
 	officeAt   atomic.Int64
 	officeTerm atomic.Uint64
+	// officeIndex is the metadata index once this controller took
+	// office: a broker fenced before it (for lagging, under an earlier
+	// controller whose lag records are gone) is unfenced only once it has
+	// applied that much, its fence included.
+	officeIndex atomic.Int64
 	clockBase  time.Time
 	kick       chan struct{} // asks the publisher to reconcile now
 

@@ -212,6 +212,7 @@ func (c *Cluster) takeOffice(term uint64) (prev int32, err error) {
 		// committed (the barrier applied it): the office is taken. The
 		// image no longer names the controller before, so none is
 		// fenced early.
+		c.officeIndex.Store(int64(c.Image().Index()))
 		c.officeTerm.Store(term)
 		return -1, nil
 	}
@@ -227,6 +228,7 @@ func (c *Cluster) takeOffice(term uint64) (prev int32, err error) {
 	if _, err := c.propose(pctx, metadata.TakeOffice{Controller: c.cfg.NodeID, Term: term}); err != nil {
 		return -1, fmt.Errorf("committing TakeOffice: %w", err)
 	}
+	c.officeIndex.Store(int64(c.Image().Index()))
 	c.officeTerm.Store(term)
 	return prev, nil
 }
