@@ -272,8 +272,8 @@ type Cluster struct {
 	// controller whose lag records are gone) is unfenced only once it has
 	// applied that much, its fence included.
 	officeIndex atomic.Int64
-	clockBase  time.Time
-	kick       chan struct{} // asks the publisher to reconcile now
+	clockBase   time.Time
+	kick        chan struct{} // asks the publisher to reconcile now
 
 	// adminMu serialises the admin changes this node proposes as the
 	// controller (admin.go): each decides from the image it changes, so
