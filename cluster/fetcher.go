@@ -271,12 +271,12 @@ func (f *fetcher) round(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+10*time.Second)
 	answers, err := f.conn.Fetch(cctx, req)
 	cancel()
+	find := lookupOf(asked)
 	if charged > 0 {
 		// Refund what the charge assumed and the answer did not bring
 		// (all of it when the fetch failed).
 		got := 0
 		if err == nil {
-			find := lookupOf(asked)
 			for _, rp := range answers {
 				if fl, ok := find[rp.Topic][rp.Partition]; ok && fl.throttled {
 					got += len(rp.Records)
@@ -288,7 +288,6 @@ func (f *fetcher) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	find := lookupOf(asked)
 	var wg sync.WaitGroup
 	var pending []func()
 	retry := false

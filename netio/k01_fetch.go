@@ -260,7 +260,7 @@ func (f *fetch) consumerRack() string {
 // within this log (an offset out of range is answered here, so the
 // consumer can reset); -1 to read here.
 func (s *Server) preferredReplica(p *engine.Partition, l *wal.Log, rack string, offset int64) int32 {
-	if !s.cfg.FollowerFetching || offset < l.StartOffset() || offset > p.HighWatermark() {
+	if offset < l.StartOffset() || offset > p.HighWatermark() {
 		return -1
 	}
 	img := s.cfg.Cluster.Image()
@@ -284,6 +284,7 @@ func (f *fetch) read() {
 	f.bytes = 0
 	f.redirected = false
 	rack := f.consumerRack()
+	redirect := rack != "" && f.s.cfg.FollowerFetching // (a leader sends rack consumers elsewhere)
 	for i := range f.want {
 		for j := range f.want[i].Partitions {
 			p := f.parts[i][j]
@@ -305,7 +306,7 @@ func (f *fetch) read() {
 				pr.errCode = errCode(err)
 				continue
 			}
-			if rack != "" && !fromFollower {
+			if redirect && !fromFollower {
 				if id := f.s.preferredReplica(p, l, rack, rp.FetchOffset); id >= 0 {
 					pr.redirect, f.redirected = id+1, true
 					continue // no records: the consumer goes there

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/admin"
+	"github.com/ringlog/ringlog/internal/bytopic"
 )
 
 // ElectLeaders, key 43, versions 0-2.
@@ -59,15 +60,7 @@ func handleElectLeaders(s *Server, r *request) frameOutcome {
 	if s.atController(ctx, r, req, kmsg.ACLOperationAlter, failAll) {
 		return frameDone
 	}
-	var parts []admin.PartitionRef // nil: every partition
-	if req.Topics != nil {
-		parts = []admin.PartitionRef{}
-		for _, rt := range req.Topics {
-			for _, p := range rt.Partitions {
-				parts = append(parts, admin.PartitionRef{Topic: rt.Topic, Partition: p})
-			}
-		}
-	}
+	parts := partitionRefs(req.Topics, func(t kmsg.ElectLeadersRequestTopic) (string, []int32) { return t.Topic, t.Partitions })
 	typ := admin.PreferredElection
 	if r.version >= 1 {
 		typ = admin.ElectionType(req.ElectionType)
@@ -79,14 +72,11 @@ func handleElectLeaders(s *Server, r *request) frameOutcome {
 	}
 	byTopic := map[string]int{}
 	for _, e := range results {
-		i, ok := byTopic[e.Topic]
-		if !ok {
+		i := bytopic.Index(byTopic, &resp.Topics, e.Topic, func(name string) kmsg.ElectLeadersResponseTopic {
 			t := kmsg.NewElectLeadersResponseTopic()
-			t.Topic = e.Topic
-			resp.Topics = append(resp.Topics, t)
-			i = len(resp.Topics) - 1
-			byTopic[e.Topic] = i
-		}
+			t.Topic = name
+			return t
+		})
 		pr := kmsg.NewElectLeadersResponseTopicPartition()
 		pr.Partition, pr.ErrorCode, pr.ErrorMessage = e.Partition, errCode(e.Err), errMessage(e.Err)
 		if e.Err != nil && !errors.Is(e.Err, kerr.ElectionNotNeeded) {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/admin"
+	"github.com/ringlog/ringlog/internal/bytopic"
 )
 
 // AlterPartitionReassignments, key 45, versions 0-1, and
@@ -120,15 +121,7 @@ func handleListPartitionReassignments(s *Server, r *request) frameOutcome {
 	if s.atController(ctx, r, req, kmsg.ACLOperationDescribe, fail) {
 		return frameDone
 	}
-	var parts []admin.PartitionRef // nil: every partition
-	if req.Topics != nil {
-		parts = []admin.PartitionRef{}
-		for _, rt := range req.Topics {
-			for _, p := range rt.Partitions {
-				parts = append(parts, admin.PartitionRef{Topic: rt.Topic, Partition: p})
-			}
-		}
-	}
+	parts := partitionRefs(req.Topics, func(t kmsg.ListPartitionReassignmentsRequestTopic) (string, []int32) { return t.Topic, t.Partitions })
 	moving, err := s.admin.ListPartitionReassignments(ctx, parts)
 	if err != nil {
 		fail(err)
@@ -136,14 +129,11 @@ func handleListPartitionReassignments(s *Server, r *request) frameOutcome {
 	}
 	byTopic := map[string]int{}
 	for _, m := range moving {
-		i, ok := byTopic[m.Topic]
-		if !ok {
+		i := bytopic.Index(byTopic, &resp.Topics, m.Topic, func(name string) kmsg.ListPartitionReassignmentsResponseTopic {
 			t := kmsg.NewListPartitionReassignmentsResponseTopic()
-			t.Topic = m.Topic
-			resp.Topics = append(resp.Topics, t)
-			i = len(resp.Topics) - 1
-			byTopic[m.Topic] = i
-		}
+			t.Topic = name
+			return t
+		})
 		pr := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
 		pr.Partition, pr.Replicas = m.Partition, m.Replicas
 		pr.AddingReplicas, pr.RemovingReplicas = nonNilInt32s(m.Adding), nonNilInt32s(m.Removing)
@@ -159,4 +149,21 @@ func nonNilInt32s(s []int32) []int32 {
 		return []int32{}
 	}
 	return s
+}
+
+// partitionRefs lists the partitions a request names topic by topic
+// (topic gives a topic's name and partitions); topics nil is nil: every
+// partition.
+func partitionRefs[T any](topics []T, topic func(T) (string, []int32)) []admin.PartitionRef {
+	if topics == nil {
+		return nil
+	}
+	parts := []admin.PartitionRef{}
+	for _, t := range topics {
+		name, ps := topic(t)
+		for _, p := range ps {
+			parts = append(parts, admin.PartitionRef{Topic: name, Partition: p})
+		}
+	}
+	return parts
 }

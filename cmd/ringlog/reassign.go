@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/internal/bytopic"
 	"github.com/ringlog/ringlog/internal/cli"
 )
 
@@ -243,14 +244,11 @@ func (s *session) alterReassignments(plan reassignPlan, cancel, allowRFChange bo
 	req.AllowReplicationFactorChange = allowRFChange
 	byTopic := map[string]int{}
 	for _, p := range plan.Partitions {
-		i, ok := byTopic[p.Topic]
-		if !ok {
+		i := bytopic.Index(byTopic, &req.Topics, p.Topic, func(name string) kmsg.AlterPartitionAssignmentsRequestTopic {
 			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
-			rt.Topic = p.Topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[p.Topic] = i
-		}
+			rt.Topic = name
+			return rt
+		})
 		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
 		rp.Partition = p.Partition
 		if !cancel {

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/internal/bytopic"
 	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/internal/peer"
 	"github.com/ringlog/ringlog/quorum"
@@ -260,14 +261,11 @@ func (c *Client) AlterPartition(ctx context.Context, addr string, a peer.AlterPa
 	req.BrokerID, req.BrokerEpoch = a.BrokerID, a.BrokerEpoch
 	byTopic := map[[16]byte]int{}
 	for _, ch := range a.Changes {
-		i, ok := byTopic[ch.TopicID]
-		if !ok {
+		i := bytopic.Index(byTopic, &req.Topics, ch.TopicID, func(id [16]byte) kmsg.AlterPartitionRequestTopic {
 			t := kmsg.NewAlterPartitionRequestTopic()
-			t.TopicID = ch.TopicID
-			req.Topics = append(req.Topics, t)
-			i = len(req.Topics) - 1
-			byTopic[ch.TopicID] = i
-		}
+			t.TopicID = id
+			return t
+		})
 		p := kmsg.NewAlterPartitionRequestTopicPartition()
 		p.Partition, p.LeaderEpoch, p.PartitionEpoch, p.NewISR = ch.Partition, ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/internal/bytopic"
 	"github.com/ringlog/ringlog/internal/kwire"
 	"github.com/ringlog/ringlog/internal/peer"
 )
@@ -33,17 +34,6 @@ type replicaConn struct{ conn *kwire.Conn }
 
 func (rc replicaConn) Close() error { return rc.conn.Close() }
 
-// topicIndex is the index of topic name in *topics (a request's topic
-// list), appending mk(name) the first time; index remembers them.
-func topicIndex[T any](index map[string]int, topics *[]T, name string, mk func(string) T) int {
-	if i, ok := index[name]; ok {
-		return i
-	}
-	*topics = append(*topics, mk(name))
-	index[name] = len(*topics) - 1
-	return index[name]
-}
-
 // Fetch sends a Fetch (v12, no session) as replica f.ReplicaID.
 func (rc replicaConn) Fetch(ctx context.Context, f peer.ReplicaFetch) ([]peer.Fetched, error) {
 	req := kmsg.NewPtrFetchRequest()
@@ -55,7 +45,7 @@ func (rc replicaConn) Fetch(ctx context.Context, f peer.ReplicaFetch) ([]peer.Fe
 	req.SessionEpoch = -1
 	byTopic := map[string]int{}
 	for _, p := range f.Partitions {
-		i := topicIndex(byTopic, &req.Topics, p.Topic, func(name string) kmsg.FetchRequestTopic {
+		i := bytopic.Index(byTopic, &req.Topics, p.Topic, func(name string) kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic = name
 			return t
@@ -90,7 +80,7 @@ func (rc replicaConn) EpochEnds(ctx context.Context, replicaID int32, qs []peer.
 	req.ReplicaID = replicaID
 	byTopic := map[string]int{}
 	for _, q := range qs {
-		i := topicIndex(byTopic, &req.Topics, q.Topic, func(name string) kmsg.OffsetForLeaderEpochRequestTopic {
+		i := bytopic.Index(byTopic, &req.Topics, q.Topic, func(name string) kmsg.OffsetForLeaderEpochRequestTopic {
 			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
 			t.Topic = name
 			return t
