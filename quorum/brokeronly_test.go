@@ -59,7 +59,7 @@ func TestBrokerOnlyNode(t *testing.T) {
 	}
 	// Another node claiming its id at another address is refused while
 	// it answers at its own.
-	if r := c.leader(ctx).admitNonVoter(7, "127.0.0.1:1"); !strings.Contains(r, "is alive") {
+	if r := c.leader(ctx).admit(7, "127.0.0.1:1", false); !strings.Contains(r, "is alive") {
 		t.Fatalf("a second node 7 while the first answers: %q", r)
 	}
 
@@ -101,20 +101,20 @@ func TestJoinRefusals(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	c.initialized(ctx)
 	leader := c.leader(ctx)
-	if r := leader.admitNonVoter(2, "127.0.0.1:1"); r == "" {
+	if r := leader.admit(2, "127.0.0.1:1", true); r == "" {
 		t.Error("a voter's id was admitted as a non-voter")
 	}
-	if r := leader.admitNonVoter(9, "nohost"); r == "" {
+	if r := leader.admit(9, "nohost", true); r == "" {
 		t.Error("a join address without a port was admitted")
 	}
-	if r := leader.admitNonVoter(9, c.voters[0].Addr); r == "" {
+	if r := leader.admit(9, c.voters[0].Addr, true); r == "" {
 		t.Error("a join at a voter's address was admitted")
 	}
-	if r := leader.admitNonVoter(9, "0.0.0.0:9"); r == "" {
+	if r := leader.admit(9, "0.0.0.0:9", true); r == "" {
 		t.Error("a join at a wildcard address was admitted")
 	}
 	for _, n := range c.running() {
-		if n != leader && n.admitNonVoter(9, "127.0.0.1:1") == "" {
+		if n != leader && n.admit(9, "127.0.0.1:1", true) == "" {
 			t.Error("a follower admitted a non-voter")
 		}
 	}
@@ -136,7 +136,7 @@ func TestJoinAtAVotersAddressDoesNotDepose(t *testing.T) {
 	term := leader.Term()
 	for _, v := range c.voters {
 		_, port, _ := net.SplitHostPort(v.Addr)
-		if r := leader.admitNonVoter(int32(10+v.ID), "localhost:"+port); r != "" {
+		if r := leader.admit(int32(10+v.ID), "localhost:"+port, true); r != "" {
 			t.Fatalf("join refused before the dial: %s", r)
 		}
 	}

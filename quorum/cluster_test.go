@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,8 +142,8 @@ func (c *testCluster) stop(id int32) {
 }
 
 func (c *testCluster) stopAll() {
-	for _, v := range c.voters {
-		c.stop(v.ID)
+	for _, n := range c.running() {
+		c.stop(n.ID())
 	}
 }
 
@@ -156,11 +157,10 @@ func (c *testCluster) running() []*Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*Node
-	for _, v := range c.voters {
-		if n := c.nodes[v.ID]; n != nil {
-			out = append(out, n)
-		}
+	for _, n := range c.nodes {
+		out = append(out, n)
 	}
+	slices.SortFunc(out, func(a, b *Node) int { return int(a.ID() - b.ID()) })
 	return out
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // identityFile, in the node's directory, says whose Raft data the
-// directory holds: {"version":1,"cluster_id":"…","node_id":N}. It is
+// directory holds: {"version":1,"cluster_id":"…","node_id":N,"voters":"1@h:p,…"}. It is
 // written before any Raft data; the cluster id is empty until the node is
 // formatted with one or learns it from the committed InitCluster record.
 const identityFile = "cluster.json"
@@ -21,6 +21,9 @@ type identity struct {
 	Version   int    `json:"version"`
 	ClusterID string `json:"cluster_id"`
 	NodeID    int32  `json:"node_id"`
+	// Voters is the founding voter set (--voters, canonical), recorded
+	// at the first start: the Raft configuration's voters change since.
+	Voters string `json:"voters,omitempty"`
 }
 
 func readIdentity(dir string) (identity, bool, error) {
@@ -114,7 +117,8 @@ func Format(dir string, nodeID int32, clusterID string) error {
 	} else if hasRaftData(dir) {
 		return fmt.Errorf("quorum: %s holds Raft data but no %s; it is not safe to format", dir, identityFile)
 	}
-	return writeIdentity(dir, identity{ClusterID: clusterID, NodeID: nodeID})
+	cur.ClusterID, cur.NodeID = clusterID, nodeID
+	return writeIdentity(dir, cur)
 }
 
 // check refuses a directory of another node, or of another cluster when

@@ -2,17 +2,20 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// BrokerOnly reports whether this node is a broker-only node (a Raft
-// non-voter: it never leads, votes or proposes).
+// BrokerOnly reports whether this node's id is not one of --voters (the
+// founding voters): it joins the quorum through them as a Raft
+// non-voter, and votes only once promoted (AddVoter).
 func (n *Node) BrokerOnly() bool { return n.nonVoter }
 
 // Addr is the address the leader reaches this node at.
@@ -34,38 +37,68 @@ func advertised(ln net.Addr, host string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// joinLoop runs on a broker-only node: until the Raft configuration the
-// node has lists it at its address, it asks the voters in turn to add it
-// (only the leader does; see admitNonVoter). It asks again whenever the
-// configuration loses it or has an old address (a restart on another
-// port).
+// joinLoop runs on every node: until the Raft configuration the node has
+// lists it at its address, it asks the voters in turn to add it (only the
+// leader does; see admit), following a follower's hint at the leader. It
+// asks again whenever the configuration loses it or has an old address (a
+// restart on another port). That is how a broker-only node, or a voter
+// whose directory was empty while the cluster ran, comes in, and how a
+// voter removed while it was down comes back as a non-voter. A voter of
+// the configuration it has waits voterPatience out of touch first: Raft
+// brings it back itself after an election or a short cut.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.HeartbeatTimeout)
 	defer tick.Stop()
-	asked, refused := false, false // logged once each until the node is a member
+	asked, refused := false, "" // logged once each until the node is a member
+	var outSince time.Time
 	for {
-		if n.member() {
-			asked, refused = false, false
-		} else {
+		member := n.member()
+		switch {
+		case member:
+			outSince = time.Time{}
+		case outSince.IsZero():
+			outSince = time.Now()
+		}
+		if member {
+			asked, refused = false, ""
+			n.admitted.Store(true)
+		} else if !n.voterHere() || time.Since(outSince) >= voterPatience*n.cfg.ElectionTimeout {
 			var err error
-			for _, v := range n.cfg.Voters {
+			for _, addr := range n.contacts() {
 				select {
 				case <-n.stop:
 					return
 				default:
 				}
-				if err = n.stream.join(v.Addr, n.advertise, n.cfg.HandshakeTimeout); err == nil {
+				empty := n.raft.LastIndex() == 0
+				err = n.stream.join(addr, n.advertise, empty, n.cfg.HandshakeTimeout)
+				var mm *MismatchError
+				if errors.As(err, &mm) {
+					if hint := leaderHint(mm.Reason); hint != "" && hint != addr && hint != n.advertise {
+						addr = hint
+						err = n.stream.join(addr, n.advertise, empty, n.cfg.HandshakeTimeout)
+					}
+				}
+				if err == nil {
+					n.admitted.Store(true)
 					if !asked {
-						n.log.Info("asked the metadata leader to add this broker-only node", "leader_addr", v.Addr, "addr", n.advertise)
+						n.log.Info("asked the metadata leader to add this node", "leader_addr", addr, "addr", n.advertise)
 						asked = true
 					}
 					break
 				}
 			}
-			if err != nil && !refused {
-				n.log.Info("no voter took this broker-only node in yet; retrying", "last_err", err)
-				refused = true
+			if err != nil && err.Error() != refused {
+				if strings.Contains(err.Error(), awaitingRemovalReason) {
+					n.log.Error("this node is a voter of the running cluster, but its metadata directory was empty: it lost its metadata, "+
+						"and must not vote until it is added back. Run `ringlog cluster quorum remove-voter "+strconv.Itoa(int(n.cfg.NodeID))+
+						"`; it then joins as an observer, and `ringlog cluster quorum add-voter "+strconv.Itoa(int(n.cfg.NodeID))+"` makes it a voter again",
+						"dir", n.cfg.Dir)
+				} else {
+					n.log.Info("no voter took this node in yet; retrying", "last_err", err)
+				}
+				refused = err.Error()
 			}
 		}
 		select {
@@ -76,11 +109,112 @@ func (n *Node) joinLoop() {
 	}
 }
 
-// member reports whether this node is a live member: the Raft
-// configuration it has lists it at its address, and a leader has been in
-// touch lately (the configuration it has may be old: it was removed, or
-// moved, while down).
+// voterPatience, in election timeouts, is how long a node the
+// configuration it has lists as a voter stays out of touch before it asks
+// to join.
+const voterPatience = 20
+
+// voterHere reports whether the configuration this node has lists it as
+// a voter.
+func (n *Node) voterHere() bool {
+	m, ok, err := n.lookupMember(n.cfg.NodeID)
+	return err == nil && ok && m.Voter
+}
+
+// contacts are the addresses a joining node asks: the founding voters
+// (--voters), then the voters of the configuration it has (a voter added
+// since, when the node ran before).
+func (n *Node) contacts() []string {
+	var addrs []string
+	seen := map[string]bool{n.advertise: true}
+	add := func(a string) {
+		if !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, a)
+		}
+	}
+	for _, v := range n.cfg.Voters {
+		add(v.Addr)
+	}
+	if f := n.raft; f != nil {
+		if cf := f.GetConfiguration(); cf.Error() == nil {
+			for _, s := range cf.Configuration().Servers {
+				if s.Suffrage == raft.Voter {
+					add(string(s.Address))
+				}
+			}
+		}
+	}
+	return addrs
+}
+
+// leaderHint is the leader's address a follower's refusal names, or "".
+func leaderHint(reason string) string {
+	_, after, ok := strings.Cut(reason, leaderIsAt)
+	if !ok {
+		return ""
+	}
+	if checkHostPort(after) != nil {
+		return ""
+	}
+	return after
+}
+
+// findCluster runs before Raft on a founding voter whose directory is
+// empty: it sends a join request to every other founding voter at once
+// and reports whether a cluster is running (one accepted, or named a
+// leader, or said this node lost its metadata) and whether this node was
+// taken in. A node that finds none bootstraps (a new cluster); one that
+// finds one joins like a broker-only node, so that a voter whose
+// directory was lost cannot vote with an empty log while the others
+// still count it (a committed entry could be lost that way): the leader
+// takes it back only once it was removed from the voters, or if it never
+// registered (a first start later than the others). Peers that do not
+// answer within probeTimeout count as no cluster.
+func (n *Node) findCluster() (exists, admitted bool) {
+	timeout := min(n.cfg.HandshakeTimeout, 2*n.cfg.ElectionTimeout)
+	type answer struct{ exists, admitted bool }
+	answers := make(chan answer, len(n.cfg.Voters))
+	asked := 0
+	for _, v := range n.cfg.Voters {
+		if v.ID == n.cfg.NodeID {
+			continue
+		}
+		asked++
+		go func(addr string) {
+			h := n.stream.hs.hello()
+			h.Join, h.Empty = n.advertise, true
+			c, _, err := n.stream.dialHello(addr, timeout, h, false)
+			if err == nil {
+				c.Close()
+				answers <- answer{true, true}
+				return
+			}
+			var mm *MismatchError
+			if errors.As(err, &mm) && (leaderHint(mm.Reason) != "" || strings.Contains(mm.Reason, awaitingRemovalReason)) {
+				answers <- answer{true, false}
+				return
+			}
+			answers <- answer{}
+		}(v.Addr)
+	}
+	for range asked {
+		a := <-answers
+		if a.exists {
+			return true, a.admitted
+		}
+	}
+	return false, false
+}
+
+// member reports whether this node is a live member: the leader, or the
+// Raft configuration it has lists it at its address and a leader has been
+// in touch lately (the configuration it has may be old: it was removed,
+// or moved, while down).
 func (n *Node) member() bool {
+	if n.raft.State() == raft.Leader {
+		return true
+	}
 	if time.Since(n.raft.LastContact()) > 3*n.cfg.HeartbeatTimeout {
 		return false
 	}
@@ -100,20 +234,29 @@ func (n *Node) member() bool {
 // it a replication stream).
 const MaxBrokerOnlyNodes = 1024
 
-// admitNonVoter answers a broker-only node's join request (the
-// handshake's): the leader adds it as a non-voter at addr, or moves it
-// there; anyone else refuses. It returns why not, or "".
-func (n *Node) admitNonVoter(id int32, addr string) string {
-	if _, ok := n.cfg.Voters.Lookup(id); ok {
-		return fmt.Sprintf("node %d is a voter; it cannot join as a broker-only node", id)
-	}
+// admit answers a join request (the handshake's): the leader adds the
+// node as a non-voter at addr, or moves it there; anyone else refuses,
+// naming the leader when it knows one. A node the configuration has as a
+// voter is not demoted: one with a Raft log, or that never registered (a
+// late first start), is told to come in; one that registered and has no
+// log is refused until removed (it lost its metadata: see findCluster). It returns why not, or "".
+func (n *Node) admit(id int32, addr string, empty bool) string {
 	if err := checkHostPort(addr); err != nil {
 		return fmt.Sprintf("join address: %v", err)
 	}
 	if host, _, _ := net.SplitHostPort(addr); net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
 		return fmt.Sprintf("join address %s: a wildcard address cannot be dialed", addr)
 	}
+	if v, ok := n.cfg.Voters.Lookup(id); ok && v.Addr != addr {
+		return fmt.Sprintf("node %d is a founding voter at %s (--voters), not at %s", id, v.Addr, addr)
+	}
+	if !n.ready.Load() {
+		return notLeaderReason // still starting
+	}
 	if !n.IsLeader() {
+		if lid, laddr := n.Leader(); lid >= 0 && laddr != "" {
+			return fmt.Sprintf("%s%s%s", notLeaderReason, leaderIsAt, laddr)
+		}
 		return notLeaderReason
 	}
 	f := n.raft.GetConfiguration()
@@ -126,6 +269,14 @@ func (n *Node) admitNonVoter(id int32, addr string) string {
 			nonVoters++
 		}
 		switch {
+		case s.ID == serverID(id) && s.Suffrage == raft.Voter:
+			if string(s.Address) != addr {
+				return fmt.Sprintf("node %d is a voter at %s, not at %s", id, s.Address, addr)
+			}
+			if _, registered := n.fsm.Image().Broker(id); registered && empty {
+				return fmt.Sprintf("node %d %s: remove it from the voters first (ringlog cluster quorum remove-voter %d)", id, awaitingRemovalReason, id)
+			}
+			return "" // a voter with its log (cut off a while), or starting for the first time after the others
 		case s.ID == serverID(id) && string(s.Address) == addr:
 			return "" // already there
 		case s.ID != serverID(id) && string(s.Address) == addr:
@@ -147,35 +298,74 @@ func (n *Node) admitNonVoter(id int32, addr string) string {
 	go func() {
 		defer n.wg.Done()
 		if err := add.Error(); err != nil {
-			n.log.Warn("adding a broker-only node to the metadata quorum failed; it asks again", "node", id, "addr", addr, "err", err)
+			n.log.Warn("adding a node to the metadata quorum as a non-voter failed; it asks again", "node", id, "addr", addr, "err", err)
 			return
 		}
-		n.log.Info("added a broker-only node to the metadata quorum (non-voter)", "node", id, "addr", addr)
+		n.log.Info("added a node to the metadata quorum (non-voter)", "node", id, "addr", addr)
 	}()
 	return ""
 }
 
-// Members are the voters and the non-voters (broker-only nodes) of the
-// Raft configuration this node has, by id.
-func (n *Node) Members() (voters, nonVoters []int32, err error) {
+// awaitingRemovalReason is the leader's refusal of a join by a voter that
+// lost its metadata.
+const awaitingRemovalReason = "is a voter that lost its metadata"
+
+// leaderIsAt precedes the leader's address in a follower's refusal.
+const leaderIsAt = "; the leader is at "
+
+// Member is one server of the Raft configuration.
+type Member struct {
+	ID    int32
+	Addr  string
+	Voter bool
+}
+
+// Configuration is the Raft configuration this node has, sorted by id.
+func (n *Node) Configuration() ([]Member, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return nil, nil, fmt.Errorf("quorum: %w", err)
+		return nil, fmt.Errorf("quorum: %w", err)
 	}
+	var out []Member
 	for _, s := range f.Configuration().Servers {
 		id, err := strconv.ParseInt(string(s.ID), 10, 32)
 		if err != nil {
 			continue
 		}
-		if s.Suffrage == raft.Voter {
-			voters = append(voters, int32(id))
+		out = append(out, Member{ID: int32(id), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return int(a.ID) - int(b.ID) })
+	return out, nil
+}
+
+// Members are the voters and the non-voters (broker-only nodes) of the
+// Raft configuration this node has, by id.
+func (n *Node) Members() (voters, nonVoters []int32, err error) {
+	ms, err := n.Configuration()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range ms {
+		if m.Voter {
+			voters = append(voters, m.ID)
 		} else {
-			nonVoters = append(nonVoters, int32(id))
+			nonVoters = append(nonVoters, m.ID)
 		}
 	}
-	slices.Sort(voters)
-	slices.Sort(nonVoters)
 	return voters, nonVoters, nil
+}
+
+func (n *Node) lookupMember(id int32) (Member, bool, error) {
+	ms, err := n.Configuration()
+	if err != nil {
+		return Member{}, false, err
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m, true, nil
+		}
+	}
+	return Member{}, false, nil
 }
 
 // LastIndex is the index of the last entry in this node's Raft log.
@@ -184,15 +374,67 @@ func (n *Node) LastIndex() uint64 { return n.raft.LastIndex() }
 // CommitIndex is the last Raft index this node knows committed.
 func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
 
-// RemoveNonVoter takes broker-only node id out of the Raft configuration
-// (the leader stops sending it the log); it refuses a voter. On the
-// leader only. The node joins again if it comes back.
+// RemoveNonVoter takes non-voter id out of the Raft configuration (the
+// leader stops sending it the log); it refuses a voter. On the leader
+// only. The node joins again if it comes back.
 func (n *Node) RemoveNonVoter(ctx context.Context, id int32) error {
-	if _, ok := n.cfg.Voters.Lookup(id); ok {
-		return fmt.Errorf("quorum: node %d is a voter", id)
-	}
 	if !n.IsLeader() {
 		return n.notLeader()
+	}
+	m, ok, err := n.lookupMember(id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return nil
+	}
+	if m.Voter {
+		return fmt.Errorf("quorum: node %d is a voter", id)
+	}
+	return n.wait(ctx, n.raft.RemoveServer(serverID(id), 0, timeoutOf(ctx)))
+}
+
+// ErrNotMember is returned by AddVoter for a node the configuration does
+// not have: it must be running and have joined (as a non-voter) first.
+var ErrNotMember = errors.New("quorum: not a member of the metadata quorum")
+
+// AddVoter makes non-voter id a voter (hashicorp/raft AddVoter, at the
+// address it joined with); a voter already is one. On the leader only.
+// The caller makes sure the node has caught up: a voter far behind slows
+// every commit until it is.
+func (n *Node) AddVoter(ctx context.Context, id int32) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	m, ok, err := n.lookupMember(id)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("%w: node %d (start it; it joins as an observer)", ErrNotMember, id)
+	case m.Voter:
+		return nil
+	}
+	return n.wait(ctx, n.raft.AddVoter(serverID(id), raft.ServerAddress(m.Addr), 0, timeoutOf(ctx)))
+}
+
+// RemoveVoter takes voter id out of the Raft configuration; the last
+// voter cannot go. On the leader only; removing the leader itself hands
+// leadership to another voter once the change commits. The caller makes
+// sure the voters left can still form a majority.
+func (n *Node) RemoveVoter(ctx context.Context, id int32) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	voters, _, err := n.Members()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(voters, id) {
+		return fmt.Errorf("quorum: node %d is not a voter (voters: %v)", id, voters)
+	}
+	if len(voters) == 1 {
+		return fmt.Errorf("quorum: node %d is the last voter", id)
 	}
 	return n.wait(ctx, n.raft.RemoveServer(serverID(id), 0, timeoutOf(ctx)))
 }

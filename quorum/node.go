@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -184,10 +185,20 @@ type Node struct {
 
 	notify chan bool // raft's leadership changes
 
-	// nonVoter is set on a broker-only node; advertise is the address
-	// the leader reaches this node at.
+	// nonVoter is set on a node whose id is not in --voters (it joins
+	// as a non-voter, and may be promoted); joining on a node that did
+	// not bootstrap (a non-voter, or a founding voter that found the
+	// cluster running with an empty directory); admitted once the leader
+	// took a node with an empty directory in (Raft connections are
+	// refused until then). advertise is the address the leader reaches
+	// this node at.
 	nonVoter  bool
+	joining   bool
+	admitted  atomic.Bool
 	advertise string
+	// ready is set once raft is (joins can arrive before: the stream
+	// layer listens first).
+	ready atomic.Bool
 
 	stop         chan struct{}
 	stopped      chan struct{}
@@ -313,7 +324,7 @@ func (n *Node) start(self Voter) (err error) {
 		}
 	}
 	n.advertise = self.Addr
-	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer, join: n.admitNonVoter}
+	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer, join: n.admit, open: n.admitted.Load}
 	n.stream = newStreamLayer(ln, self.Addr, cfg.Dial, cfg.TLS, cfg.HandshakeTimeout, hs)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.stream, MaxPool: 3, Timeout: cfg.RPCTimeout, Logger: hcl.Named("transport"),
@@ -331,6 +342,10 @@ func (n *Node) start(self Voter) (err error) {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.NotifyCh = n.notify
 	rc.Logger = hcl.Named("raft")
+	// A leader that removes itself (RemoveVoter) steps down and stays a
+	// node that can be added back, rather than a dead Raft under a live
+	// broker.
+	rc.ShutdownOnRemove = false
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
@@ -339,9 +354,19 @@ func (n *Node) start(self Voter) (err error) {
 	if err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
+	n.joining = n.nonVoter
+	n.admitted.Store(existing)
 	if !existing && !n.nonVoter {
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, cfg.Voters.configuration()); err != nil {
-			return fmt.Errorf("quorum: bootstrap: %w", err)
+		exists, admitted := n.findCluster()
+		if exists {
+			n.joining = true
+			n.admitted.Store(admitted)
+			n.log.Warn("this voter's metadata directory is empty but the cluster is running: joining it rather than bootstrapping", "dir", cfg.Dir)
+		} else {
+			n.admitted.Store(true)
+			if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, cfg.Voters.configuration()); err != nil {
+				return fmt.Errorf("quorum: bootstrap: %w", err)
+			}
 		}
 	}
 	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
@@ -350,20 +375,9 @@ func (n *Node) start(self Voter) (err error) {
 	}
 	cleanup = append(cleanup, func() { r.Shutdown().Error() })
 	n.raft = r
-	cf := r.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return fmt.Errorf("quorum: %w", err)
-	}
-	have, err := votersOf(cf.Configuration())
-	if n.nonVoter && err == nil && len(have) == 0 {
-		have = cfg.Voters // not joined yet: no configuration to compare
-	}
-	if err != nil || have.String() != cfg.Voters.String() {
-		if err == nil {
-			err = fmt.Errorf("they are %q", have)
-		}
-		return fmt.Errorf("quorum: %s was bootstrapped with other voters (%v), but this node was started with %q; "+
-			"every node must keep the --voters it was first started with", cfg.Dir, err, cfg.Voters)
+	n.ready.Store(true)
+	if err := n.checkFoundingVoters(r); err != nil {
+		return err
 	}
 
 	// A restored snapshot may already hold the committed cluster id.
@@ -374,12 +388,56 @@ func (n *Node) start(self Voter) (err error) {
 	n.wg.Add(2)
 	go n.leaderLoop()
 	go n.watchLoop()
-	if n.nonVoter {
-		n.wg.Add(1)
-		go n.joinLoop()
-	}
+	n.wg.Add(1)
+	go n.joinLoop()
 	n.log.Info("metadata quorum node started", "dir", cfg.Dir, "addr", self.Addr, "voters", cfg.Voters.String(),
-		"broker_only", n.nonVoter, "cluster_id", n.knownClusterID(), "existing_state", existing)
+		"broker_only", n.nonVoter, "joining", n.joining, "cluster_id", n.knownClusterID(), "existing_state", existing)
+	return nil
+}
+
+// checkFoundingVoters refuses a directory first started with other
+// --voters than this start's. The voters of the Raft configuration change
+// (AddVoter, RemoveVoter), so the founding set is kept in the identity
+// file; a directory from before that has it added here, from its Raft
+// configuration, which could not change then.
+func (n *Node) checkFoundingVoters(r *raft.Raft) error {
+	want := n.cfg.Voters.String()
+	n.mu.Lock()
+	id := n.identity
+	n.mu.Unlock()
+	mismatch := func(have string) error {
+		return fmt.Errorf("quorum: %s was first started with other voters (%s), but this node was started with %q; "+
+			"every node keeps the --voters the cluster was founded with, also after voters are added or removed", n.cfg.Dir, have, want)
+	}
+	if id.Voters != "" {
+		if id.Voters != want {
+			return mismatch(id.Voters)
+		}
+		return nil
+	}
+	cf := r.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("quorum: %w", err)
+	}
+	have, err := votersOf(cf.Configuration())
+	if err != nil {
+		return mismatch(err.Error())
+	}
+	if len(have) > 0 && have.String() != want {
+		return mismatch(have.String())
+	}
+	n.idMu.Lock()
+	defer n.idMu.Unlock()
+	n.mu.Lock()
+	id = n.identity
+	n.mu.Unlock()
+	id.Voters = want
+	if err := writeIdentity(n.cfg.Dir, id); err != nil {
+		return fmt.Errorf("quorum: record the founding voters: %w", err)
+	}
+	n.mu.Lock()
+	n.identity = id
+	n.mu.Unlock()
 	return nil
 }
 
@@ -766,7 +824,10 @@ func (n *Node) learnClusterID(cid string) error {
 	case cid:
 		return nil
 	case "":
-		id := identity{ClusterID: cid, NodeID: n.cfg.NodeID}
+		n.mu.Lock()
+		id := n.identity
+		n.mu.Unlock()
+		id.ClusterID = cid
 		if err := writeIdentity(n.cfg.Dir, id); err != nil {
 			return fmt.Errorf("quorum: record the cluster id: %w", err)
 		}

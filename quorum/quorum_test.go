@@ -322,7 +322,7 @@ func TestRefusesForeignDirectoriesAndVoters(t *testing.T) {
 	// Node 3's directory started with other voters.
 	cfg = c.config(3)
 	cfg.Voters = append(append(Voters(nil), c.voters...), Voter{ID: 4, Addr: "127.0.0.1:1"})
-	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "bootstrapped with other voters") {
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "first started with other voters") {
 		t.Fatalf("other voters: %v", err)
 	}
 	// Node 3's directory for another cluster id.

@@ -38,13 +38,20 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // a broker-only node: a Raft non-voter, which receives the log and never
 // votes.
 //
-// Flags bit 1 is a join request, sent by a broker-only node to the voters
-// on a connection of its own: its hello ends with the address the leader
+// Flags bit 1 is a join request (bit 2 with it: the node has no Raft
+// log yet), sent by a broker-only node (or a voter
+// whose directory was empty while the cluster ran) to the voters on a
+// connection of its own: its hello ends with the address the leader
 // reaches it at (u16 length, then the host:port). The leader adds it as a
 // non-voter (or updates its address) and replies; the others refuse
-// ("not the metadata leader"); either way the connection then closes.
-// Nodes before broker-only nodes refuse the flag: a broker-only node
-// joins a cluster whose voters all run this version.
+// ("not the metadata leader; the leader is at host:port" when they know
+// it); either way the connection then closes. Nodes before broker-only
+// nodes refuse the flag: a broker-only node joins a cluster whose voters
+// all run this version.
+//
+// A node that has not been taken in yet (an empty directory, joining)
+// closes Raft connections without a reply, as if it were not listening:
+// it must not vote or take entries before the leader knows it.
 // maxJoinAddr bounds a join request's address (a DNS name, a colon and a
 // port).
 const maxJoinAddr = 262
@@ -55,6 +62,7 @@ const (
 	helloFixed   = 4 + 1 + 4 + 1 + 1
 	flagRefused  = 1
 	flagJoin     = 2
+	flagEmpty    = 4
 )
 
 type hello struct {
@@ -66,6 +74,9 @@ type hello struct {
 	// Join, when set, asks to be added as a non-voter reached at this
 	// address.
 	Join string
+	// Empty, in a join request, says the node has no Raft log: a voter
+	// that says so after it registered lost its metadata.
+	Empty bool
 }
 
 func (h hello) encode() []byte {
@@ -87,6 +98,9 @@ func (h hello) encode() []byte {
 	join := clip(h.Join, 65535)
 	if join != "" {
 		flags |= flagJoin
+		if h.Empty {
+			flags |= flagEmpty
+		}
 	}
 	b = append(b, flags, byte(len(cid)))
 	b = append(b, cid...)
@@ -117,7 +131,7 @@ func readHello(r io.Reader) (hello, error) {
 	if fixed[4] != helloVersion {
 		return hello{}, fmt.Errorf("%w: hello version %d, this node speaks %d", errNotPeer, fixed[4], helloVersion)
 	}
-	if fixed[9]&^(flagRefused|flagJoin) != 0 {
+	if fixed[9]&^(flagRefused|flagJoin|flagEmpty) != 0 || fixed[9]&(flagJoin|flagEmpty) == flagEmpty {
 		return hello{}, fmt.Errorf("%w: unknown flags %#x", errNotPeer, fixed[9])
 	}
 	h := hello{NodeID: int32(binary.BigEndian.Uint32(fixed[5:9])), Refused: fixed[9]&flagRefused != 0}
@@ -155,6 +169,7 @@ func readHello(r io.Reader) (hello, error) {
 	if h.Reason, err = str(n); err != nil {
 		return hello{}, err
 	}
+	h.Empty = fixed[9]&flagEmpty != 0
 	if fixed[9]&flagJoin != 0 {
 		if n, err = u16(); err != nil {
 			return hello{}, err
@@ -198,9 +213,12 @@ type handshaker struct {
 	// report is called after each handshake: err is nil for a good one,
 	// a *MismatchError otherwise.
 	report func(peer int32, addr string, err *MismatchError)
-	// join answers a broker-only node's join request: "" once it is
-	// (being) added, else why not.
-	join func(peer int32, addr string) string
+	// join answers a join request: "" once the node is (being) added,
+	// else why not.
+	join func(peer int32, addr string, empty bool) string
+	// open reports whether Raft connections are taken: false on a node
+	// with an empty directory until the leader took it in.
+	open func() bool
 }
 
 func (h *handshaker) hello() hello {
@@ -350,11 +368,14 @@ func (s *streamLayer) handshakeIn(raw net.Conn) {
 		return
 	}
 	if peer.Join != "" {
-		if reason := s.hs.join(peer.NodeID, peer.Join); reason != "" {
+		if reason := s.hs.join(peer.NodeID, peer.Join, peer.Empty); reason != "" {
 			me.Refused, me.Reason = true, reason
 		}
 		c.Write(me.encode())
 		return // a join request's connection carries nothing else
+	}
+	if !s.hs.open() {
+		return // not taken into the quorum yet: as if not listening (see findCluster)
 	}
 	if _, err := c.Write(me.encode()); err != nil {
 		return
@@ -404,13 +425,13 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 }
 
 // join asks the voter at addr to add this node as a non-voter reached at
-// advertise; it returns nil once the voter (the leader) accepted.
-func (s *streamLayer) join(addr, advertise string, timeout time.Duration) error {
+// advertise (empty: it has no Raft log); it returns nil once the voter (the leader) accepted.
+func (s *streamLayer) join(addr, advertise string, empty bool, timeout time.Duration) error {
 	h := s.hs.hello()
-	h.Join = advertise
+	h.Join, h.Empty = advertise, empty
 	c, _, err := s.dialHello(addr, timeout, h, false)
 	var mm *MismatchError
-	if errors.As(err, &mm) && !strings.HasSuffix(mm.Reason, notLeaderReason) {
+	if errors.As(err, &mm) && !strings.Contains(mm.Reason, notLeaderReason) && !strings.Contains(mm.Reason, awaitingRemovalReason) {
 		s.hs.report(mm.Peer, addr, mm) // another cluster, other voters: the operator's to fix
 	}
 	if err != nil {

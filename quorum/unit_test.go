@@ -56,6 +56,7 @@ func TestHelloRoundTrip(t *testing.T) {
 		{NodeID: -1, Refused: true, ClusterID: "c", Voters: "1@a:1", Reason: "no"},
 		{NodeID: 7, ClusterID: strings.Repeat("x", 255), Voters: strings.Repeat("v", 65535), Reason: strings.Repeat("r", 65535)},
 		{NodeID: 9, ClusterID: "c", Voters: "1@a:1", Join: "h:9"},
+		{NodeID: 9, Voters: "1@a:1", Join: "h:9", Empty: true},
 	} {
 		got, err := readHello(bytes.NewReader(h.encode()))
 		if err != nil || got != h {
@@ -76,7 +77,8 @@ func TestHelloRoundTrip(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"magic":                   bad(0, 'X'),
 		"version":                 bad(4, 2),
-		"flags":                   bad(9, 4),
+		"flags":                   bad(9, 8),
+		"empty without a join":    bad(9, flagEmpty),
 		"join without an address": append(bad(9, flagJoin), 0, 0),
 		"join address too long":   append(bad(9, flagJoin), 0xff, 0xff),
 		"not utf8":                bad(11, 0xff),
@@ -95,6 +97,7 @@ func FuzzHello(f *testing.F) {
 	f.Add(hello{NodeID: 3, Refused: true, ClusterID: "cid", Voters: "1@a:1", Reason: "voters differ"}.encode())
 	f.Add([]byte("RLQR\x01\x00\x00\x00\x01\x00\xff"))
 	f.Add(hello{NodeID: 9, ClusterID: "cid", Voters: "1@a:1", Join: "10.0.0.9:41000"}.encode())
+	f.Add(hello{NodeID: 2, Voters: "1@a:1,2@b:2", Join: "b:2", Empty: true}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bytes.NewReader(b)
 		h, err := readHello(r)

@@ -1,0 +1,237 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlog/ringlog/metadata"
+)
+
+// startJoiner opens node id outside the founding voters on bind
+// ("127.0.0.1:0" the first time; its own address again after, as a voter
+// must keep it).
+func (c *testCluster) startJoiner(id int32, bind string) *Node {
+	c.t.Helper()
+	if c.dirs[id] == "" {
+		c.dirs[id] = filepath.Join(c.t.TempDir(), fmt.Sprintf("node%d", id))
+	}
+	cfg := c.config(id)
+	cfg.BindAddr = bind
+	n, err := Open(cfg)
+	if err != nil {
+		c.t.Fatalf("start node %d: %v", id, err)
+	}
+	c.mu.Lock()
+	c.nodes[id] = n
+	c.mu.Unlock()
+	return n
+}
+
+// waitVoters waits until the leader's configuration has exactly these
+// voters.
+func (c *testCluster) waitVoters(ctx context.Context, want ...int32) {
+	c.t.Helper()
+	for {
+		voters, _, err := c.leader(ctx).Members()
+		if err == nil && slices.Equal(voters, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("voters %v, want %v", voters, want)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// onLeader runs f on the leader, again on the next one if leadership
+// moved under it.
+func (c *testCluster) onLeader(ctx context.Context, f func(*Node) error) error {
+	for {
+		err := f(c.leader(ctx))
+		var nl *NotLeaderError
+		if !errors.As(err, &nl) && !errors.Is(err, ErrUncertain) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReplaceLostVoter: a voter whose metadata directory is lost comes
+// back empty at its address. It finds the cluster running and does not
+// bootstrap; the leader refuses it (it registered: it may have acked
+// entries it no longer has) and it gets no entry and no vote request
+// while the others still count it. Once removed from the voters it joins
+// as a non-voter and catches up; added back, it is a voter that counts:
+// with another voter down, the quorum still commits.
+func TestReplaceLostVoter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.initialized(ctx)
+	c.registerBrokers(ctx)
+	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "1"}}})
+	if err := c.onLeader(ctx, func(l *Node) error { return l.RemoveVoter(ctx, 9) }); err == nil {
+		t.Fatal("removed a node that is no voter")
+	}
+
+	lost := int32(1)
+	if l := c.leader(ctx); l.ID() == lost {
+		lost = 2 // keep the leader: the refusal is what is tested first
+	}
+	c.stop(lost)
+	if err := os.RemoveAll(c.dirs[lost]); err != nil {
+		t.Fatal(err)
+	}
+	back := c.start(lost, nil)
+	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
+	time.Sleep(1500 * time.Millisecond)
+	if back.Image().Index() != 0 || back.raft.LastIndex() != 0 || back.Term() != 0 {
+		t.Fatalf("the empty voter took entries or voted before it was removed: index %d, raft last %d, term %d",
+			back.Image().Index(), back.raft.LastIndex(), back.Term())
+	}
+	if !strings.Contains(c.logs.tail(400), "lost its metadata") {
+		t.Fatal("the empty voter did not say it lost its metadata")
+	}
+
+	if err := c.onLeader(ctx, func(l *Node) error { return l.RemoveVoter(ctx, lost) }); err != nil {
+		t.Fatalf("remove voter %d: %v", lost, err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	if _, err := back.WaitIndex(wctx, res.Index); err != nil {
+		t.Fatalf("the removed voter did not rejoin and catch up as a non-voter: %v", err)
+	}
+	wcancel()
+	_, nonVoters, _ := c.leader(ctx).Members()
+	if !slices.Contains(nonVoters, lost) {
+		t.Fatalf("non-voters %v lack node %d", nonVoters, lost)
+	}
+	if err := c.onLeader(ctx, func(l *Node) error { return l.AddVoter(ctx, lost) }); err != nil {
+		t.Fatalf("add voter %d: %v", lost, err)
+	}
+	c.waitVoters(ctx, 1, 2, 3)
+
+	// It counts: with another voter down, the two left commit.
+	other := int32(3)
+	if other == lost {
+		other = 1
+	}
+	c.stop(other)
+	res = c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "3"}}})
+	wctx, wcancel = context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if _, err := back.WaitIndex(wctx, res.Index); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := back.Image().BrokerConfig("k"); v != "3" {
+		t.Fatalf("the re-added voter has k=%q", v)
+	}
+}
+
+// TestGrowAndShrinkVoters: two broker-only nodes become voters (3 → 5),
+// two founding voters leave (the leader among them), and the three left —
+// two of them outside --voters — elect a leader among themselves and
+// commit with a founding voter down; a promoted node restarts as a voter.
+func TestGrowAndShrinkVoters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.initialized(ctx)
+	n4 := c.startJoiner(4, "127.0.0.1:0")
+	c.startJoiner(5, "127.0.0.1:0")
+	addr4 := n4.Addr()
+	for _, id := range []int32{4, 5} {
+		for {
+			err := c.onLeader(ctx, func(l *Node) error { return l.AddVoter(ctx, id) })
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrNotMember) || ctx.Err() != nil {
+				t.Fatalf("add voter %d: %v", id, err)
+			}
+			time.Sleep(50 * time.Millisecond) // not joined yet
+		}
+	}
+	c.waitVoters(ctx, 1, 2, 3, 4, 5)
+
+	// The leader is removed first, then another founding voter.
+	first := c.leader(ctx).ID()
+	if first > 3 {
+		first = 1
+	}
+	if err := c.onLeader(ctx, func(l *Node) error { return l.RemoveVoter(ctx, first) }); err != nil {
+		t.Fatalf("remove voter %d: %v", first, err)
+	}
+	second := int32(1)
+	for second == first {
+		second++
+	}
+	if err := c.onLeader(ctx, func(l *Node) error { return l.RemoveVoter(ctx, second) }); err != nil {
+		t.Fatalf("remove voter %d: %v", second, err)
+	}
+	var left []int32
+	for id := int32(1); id <= 5; id++ {
+		if id != first && id != second {
+			left = append(left, id)
+		}
+	}
+	c.waitVoters(ctx, left...)
+	c.stop(first)
+	c.stop(second)
+
+	// Down to the last founding voter plus 4 and 5; then that one too
+	// goes down: 4 and 5 are a majority of three.
+	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "a"}}})
+	c.stop(left[0])
+	l := c.leader(ctx)
+	if l.ID() != 4 && l.ID() != 5 {
+		t.Fatalf("leader %d", l.ID())
+	}
+	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "b"}}})
+
+	// A promoted node restarts (at its address) and is a voter still.
+	c.stop(4)
+	c.startJoiner(4, addr4)
+	c.waitVoters(ctx, left...)
+	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "c"}}})
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if _, err := c.node(4).WaitIndex(wctx, res.Index); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLateFirstStart: a founding voter first started after the others
+// formed the cluster finds it running, is let in at once (it never
+// registered, so it cannot have lost anything), and gets the log without
+// bootstrapping.
+func TestLateFirstStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.stop(3)
+	if err := os.RemoveAll(c.dirs[3]); err != nil {
+		t.Fatal(err)
+	}
+	c.initialized(ctx)
+	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "1"}}})
+	n3 := c.start(3, nil)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if _, err := n3.WaitIndex(wctx, res.Index); err != nil {
+		t.Fatalf("the late voter did not get the log: %v", err)
+	}
+	c.waitVoters(ctx, 1, 2, 3)
+	if !strings.Contains(c.logs.tail(400), "joining it rather than bootstrapping") {
+		t.Fatal("the late voter bootstrapped")
+	}
+	c.stop(1)
+	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
+}
