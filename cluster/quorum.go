@@ -58,9 +58,9 @@ func (c *Cluster) DescribeQuorum(ctx context.Context) (admin.Quorum, error) {
 
 // AddVoter makes node id a voter of the metadata quorum, on the
 // controller (AddRaftVoter, key 80). The node must be running and a
-// member already as a non-voter: a broker-only node, or a voter that was
-// removed and rejoined (VOTER_NOT_FOUND otherwise); addr, if given, must
-// be the address it joined at. It waits, within ctx, until the node's
+// member as a non-voter, within ctx: a broker-only node, or a voter that
+// was removed and rejoined (VOTER_NOT_FOUND otherwise); addr, if given,
+// must be the address it joined at. It waits, within ctx, until the node's
 // heartbeats report the metadata the controller has now
 // (REQUEST_TIMED_OUT if they do not), then promotes it and waits for the
 // change to commit. A voter already: DUPLICATE_VOTER.
@@ -68,15 +68,26 @@ func (c *Cluster) AddVoter(ctx context.Context, id int32, addr string) error {
 	if err := c.notController(); err != nil {
 		return err
 	}
-	ms, err := c.node.Configuration()
-	if err != nil {
-		return fmt.Errorf("add voter %d: %w", id, err)
-	}
 	var member *quorum.Member
-	for i := range ms {
-		if ms[i].ID == id {
-			member = &ms[i]
+	for member == nil {
+		ms, err := c.node.Configuration()
+		if err != nil {
+			return fmt.Errorf("add voter %d: %w", id, err)
 		}
+		for i := range ms {
+			if ms[i].ID == id {
+				member = &ms[i]
+			}
+		}
+		if member != nil {
+			break
+		}
+		select { // a node just started may not have joined yet
+		case <-ctx.Done():
+		case <-time.After(c.cfg.HeartbeatInterval):
+			continue
+		}
+		break
 	}
 	switch {
 	case member == nil:

@@ -84,6 +84,12 @@ type Cluster interface {
 	// UnregisterBroker removes a stopped, drained broker's registration,
 	// on the controller (NOT_CONTROLLER elsewhere).
 	UnregisterBroker(ctx context.Context, id int32) error
+	// AddVoter makes a node that joined the metadata quorum as an
+	// observer a voter (addr: its address, "" for any), once it caught
+	// up; RemoveVoter takes a voter out. On the controller
+	// (NOT_CONTROLLER elsewhere).
+	AddVoter(ctx context.Context, id int32, addr string) error
+	RemoveVoter(ctx context.Context, id int32) error
 }
 
 // atController is the start of a request only the controller answers

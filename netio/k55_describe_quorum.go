@@ -39,6 +39,8 @@ const metadataTopic = "__cluster_metadata"
 var clusterAdminAPITable = []apiHandler{
 	{key: 55, name: "DescribeQuorum", min: 0, max: 2, advMin: 0, async: true, handler: handleDescribeQuorum},
 	{key: 64, name: "UnregisterBroker", min: 0, max: 0, advMin: 0, async: true, handler: handleUnregisterBroker},
+	{key: 80, name: "AddRaftVoter", min: 0, max: 1, advMin: 0, async: true, handler: handleAddRaftVoter},
+	{key: 81, name: "RemoveRaftVoter", min: 0, max: 0, advMin: 0, async: true, handler: handleRemoveRaftVoter},
 }
 
 func handleDescribeQuorum(s *Server, r *request) frameOutcome {

@@ -42,6 +42,8 @@ func (f *catchUpCluster) DescribeQuorum(context.Context) (admin.Quorum, error) {
 	return admin.Quorum{}, kerr.NotController
 }
 func (f *catchUpCluster) UnregisterBroker(context.Context, int32) error { return kerr.NotController }
+func (f *catchUpCluster) AddVoter(context.Context, int32, string) error { return kerr.NotController }
+func (f *catchUpCluster) RemoveVoter(context.Context, int32) error      { return kerr.NotController }
 
 // TestStaleSecurityTurnsAwayUntilCaughtUp: until the image has caught
 // up, a cluster broker with the authorizer (or a SASL listener) serves

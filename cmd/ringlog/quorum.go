@@ -1,7 +1,8 @@
 package main
 
 // ringlog cluster quorum: Kafka's DescribeQuorum, as
-// kafka-metadata-quorum.sh describe --status --replication shows it.
+// kafka-metadata-quorum.sh describe --status --replication shows it, and
+// its add-controller / remove-controller (AddRaftVoter, RemoveRaftVoter).
 
 import (
 	"errors"
@@ -18,40 +19,103 @@ import (
 )
 
 const clusterQuorumUsage = `
-Usage: ringlog cluster quorum [flags]
+Usage: ringlog cluster quorum [describe] [flags]
+       ringlog cluster quorum add-voter NODE-ID [flags]
+       ringlog cluster quorum remove-voter NODE-ID [flags]
 
-Shows the metadata quorum as its leader, the controller, sees it: the
-leader, its term, the high watermark (the last committed metadata index),
-and every voter and observer (broker-only node) with the metadata index it
-has, how far behind that is, and when the controller last heard from it.
-A voter whose LAG grows, or that has not been heard from, is down or cut
-off; the quorum needs a majority of the voters.
+describe (the default) shows the metadata quorum as its leader, the
+controller, sees it: the leader, its term, the high watermark (the last
+committed metadata index), and every voter and observer (broker-only
+node) with the metadata index it has, how far behind that is, and when the
+controller last heard from it. A voter whose LAG grows, or that has not
+been heard from, is down or cut off; the quorum needs a majority of the
+voters.
+
+add-voter makes a running observer a voter (KIP-853's AddRaftVoter): a
+broker-only node, or a voter that was removed and rejoined. The
+controller waits for it to catch up with the metadata first (--timeout).
+remove-voter takes a voter out (RemoveRaftVoter): a dead one, or one to
+replace; refused when the voters left that are up would not be a
+majority. A voter whose metadata directory was lost comes back as an
+observer only after remove-voter; add-voter then makes it a voter again.
+Every node keeps the --voters the cluster was founded with.
 `
 
 const clusterQuorumExamples = `
 Examples:
   ringlog cluster quorum
   ringlog cluster quorum --brokers host1:9092
+  ringlog cluster quorum remove-voter 1      # voter 1 lost its disk
+  ringlog cluster quorum add-voter 1         # after it rejoined empty
+  ringlog cluster quorum add-voter 4 --timeout 2m
 
-Exit status: 0 shown, 1 failed (no controller, or not a cluster), 2 usage.
+Exit status: 0 shown or changed, 1 failed (no controller, refused, not a
+cluster), 2 usage.
 `
 
 func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
+	op := "describe"
+	if len(args) > 0 && (args[0] == "describe" || args[0] == "add-voter" || args[0] == "remove-voter") {
+		op, args = args[0], args[1:]
+	}
 	var cf connFlags
 	fs := cli.NewFlagSet("cluster quorum", clusterQuorumUsage, clusterQuorumExamples, stdout)
-	cf.Register(fs, 30*time.Second, "how long to wait for the brokers")
+	cf.Register(fs, 30*time.Second, "how long to wait for the brokers (and, for add-voter, for the node to catch up)")
 	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return cli.Usagef("cluster quorum takes no arguments, got %q", rest)
+	var id int32
+	if op == "describe" {
+		if len(rest) > 0 {
+			return cli.Usagef("cluster quorum takes no arguments, got %q (add-voter or remove-voter first?)", rest)
+		}
+	} else {
+		if len(rest) != 1 {
+			return cli.Usagef("cluster quorum %s takes one node id, got %q", op, rest)
+		}
+		n, err := strconv.ParseInt(rest[0], 10, 32)
+		if err != nil || n < 0 {
+			return cli.Usagef("%q is not a node id", rest[0])
+		}
+		id = int32(n)
 	}
 	s, err := cf.connect(cf.Timeout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	switch op {
+	case "add-voter":
+		req := kmsg.NewPtrAddRaftVoterRequest()
+		req.VoterID = id
+		req.TimeoutMillis = int32(min(max(cf.Timeout-5*time.Second, time.Second), time.Minute).Milliseconds())
+		resp, err := req.RequestWith(s.ctx, s.cl)
+		if err != nil {
+			return s.explain(quorumUnsupported(err))
+		}
+		switch err := kerr.ErrorForCode(resp.ErrorCode); {
+		case errors.Is(err, kerr.DuplicateVoter):
+			fmt.Fprintf(stdout, "Node %d is a voter already.\n", id)
+			return nil
+		case err != nil:
+			return fmt.Errorf("node %d not added to the voters: %w%s", id, err, messageOf(resp.ErrorMessage))
+		}
+		fmt.Fprintf(stdout, "Node %d is a voter.\n", id)
+		return nil
+	case "remove-voter":
+		req := kmsg.NewPtrRemoveRaftVoterRequest()
+		req.VoterID = id
+		resp, err := req.RequestWith(s.ctx, s.cl)
+		if err != nil {
+			return s.explain(quorumUnsupported(err))
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return fmt.Errorf("node %d not removed from the voters: %w%s", id, err, messageOf(resp.ErrorMessage))
+		}
+		fmt.Fprintf(stdout, "Node %d is no longer a voter.\n", id)
+		return nil
+	}
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	rt := kmsg.NewDescribeQuorumRequestTopic()
 	rt.Topic = "__cluster_metadata"
@@ -60,11 +124,7 @@ func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(s.ctx, s.cl)
 	if err != nil {
-		// (kgo's error when the broker does not list the API: unexported)
-		if errors.Is(err, kerr.UnsupportedVersion) || strings.Contains(err.Error(), "broker is too old") {
-			return fmt.Errorf("the broker has no metadata quorum: it is a single broker (start brokers with --voters for a cluster)")
-		}
-		return s.explain(err)
+		return s.explain(quorumUnsupported(err))
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return fmt.Errorf("describing the quorum: %w%s", err, messageOf(resp.ErrorMessage))
@@ -104,6 +164,15 @@ func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
 		row("observer", r)
 	}
 	return tw.Flush()
+}
+
+// quorumUnsupported says what kgo's error for an API the broker does not
+// list means here (its error is unexported).
+func quorumUnsupported(err error) error {
+	if errors.Is(err, kerr.UnsupportedVersion) || strings.Contains(err.Error(), "broker is too old") {
+		return fmt.Errorf("the broker has no metadata quorum: it is a single broker (start brokers with --voters for a cluster)")
+	}
+	return err
 }
 
 const clusterUnregisterUsage = `
