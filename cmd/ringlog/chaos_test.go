@@ -30,6 +30,7 @@ const (
 	faultZombieLeader
 	faultClientCutLeader
 	faultDeafLeader
+	faultReassign
 	faultKinds
 )
 
@@ -52,6 +53,10 @@ var faultNames = [faultKinds]string{
 	// The leader receives nothing from the other brokers (it still
 	// sends: its heartbeats arrive, their answers do not).
 	faultDeafLeader: "deaf-leader",
+	// A partition's replicas shrink off one broker and grow back onto
+	// it under load, a broker killed mid-move half of the time
+	// (reassignUnderLoad).
+	faultReassign: "reassign-partition",
 }
 
 // faultStats are one fault kind's injections and measured times.
@@ -226,6 +231,8 @@ func TestReplicationChaos(t *testing.T) {
 			r = h.clientCutAndHeal(label, leader)
 		case faultDeafLeader:
 			r = h.deafAndHeal(label, leader)
+		case faultReassign:
+			r = h.reassignUnderLoad(label, rng)
 		}
 		stats[k].count++
 		if r.clusterOK {

@@ -71,6 +71,8 @@ type replHarness struct {
 	// collateral lists the leadership changes of partitions the faulted
 	// broker did not lead (checkNoCollateral): each one a false failover.
 	collateral []string
+	// adm is the reassignment fault's admin client (made on first use).
+	adm *kadm.Client
 }
 
 // begin starts a fault on broker id: the view before it, the partitions

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// reassignUnderLoad is the chaos harness's reassignment fault, on one
+// random partition of the topic under load: its replicas shrink off a
+// random one (RF 3 → 2; when that one leads, leadership moves with the
+// move), then grow back onto it at a random place in the list (2 → 3: it
+// returns with an empty log and copies the leader's). With probability
+// 1/2 a broker is SIGKILLed in the middle of the growing move — the
+// replica being added, the partition's leader (the source), or the
+// controller — and restarted a second later. Each move is waited for:
+// no reassignment listed, the replicas the target, every one in sync.
+// cluster is from the first Alter until the partition is whole again;
+// producer the first acknowledgement on the partition after the start.
+// Without a kill no other partition may change leader.
+func (h *replHarness) reassignUnderLoad(label string, rng *rand.Rand) faultResult {
+	h.t.Helper()
+	if h.adm == nil {
+		h.adm = kadm.NewClient(procClient(h.t, h.c.kafka[0], kgo.SeedBrokers(h.c.kafka...)))
+	}
+	before := h.view
+	p := int32(rng.IntN(h.parts))
+	was := before.Parts[p]
+	x := was.Replicas[rng.IntN(len(was.Replicas))]
+	var kept []int32
+	for _, r := range was.Replicas {
+		if r != x {
+			kept = append(kept, r)
+		}
+	}
+	rng.Shuffle(len(kept), func(i, j int) { kept[i], kept[j] = kept[j], kept[i] })
+	grown := slices.Insert(slices.Clone(kept), rng.IntN(len(kept)+1), x)
+
+	h.prods.clock.arm(map[int32]bool{p: true})
+	start := time.Now()
+	h.alterAssignment(label, p, kept)
+	h.waitAssigned(label, p, kept)
+	shrunk := time.Since(start)
+	h.alterAssignment(label, p, grown)
+	victim, role := int32(0), ""
+	if rng.IntN(2) == 0 {
+		now := h.c.pollViews(h.ctx, h.c.running(), h.topic, h.waitMax, "a view", func([]topicView) bool { return true })[0]
+		switch rng.IntN(3) {
+		case 0:
+			victim, role = x, "the replica being added"
+		case 1:
+			victim, role = now.Parts[p].Leader, "the partition's leader"
+		default:
+			victim, role = now.Controller, "the controller"
+		}
+		if victim <= 0 {
+			victim, role = x, "the replica being added"
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		h.c.procs[victim-1].kill()
+		time.Sleep(time.Second)
+		h.c.startReplicated(int(victim))
+	}
+	h.faults = append(h.faults, faultWindow{"reassign", start, time.Now()})
+	h.waitAssigned(label, p, grown)
+	var r faultResult
+	r.cluster, r.clusterOK = time.Since(start), true
+	r.producer, r.producerOK = h.waitAck(label, true)
+	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
+	if victim == 0 {
+		for q, b := range before.Parts {
+			if now := h.view.Parts[q]; int32(q) != p && (now.Leader != b.Leader || now.Epoch != b.Epoch) {
+				h.collateral = append(h.collateral, fmt.Sprintf("%s: partition %d (not the one reassigned) moved: broker %d epoch %d -> broker %d epoch %d",
+					label, q, b.Leader, b.Epoch, now.Leader, now.Epoch))
+			}
+		}
+	}
+	killed := "no kill"
+	if victim > 0 {
+		killed = fmt.Sprintf("killed broker %d (%s) mid-move", victim, role)
+	}
+	h.t.Logf("%s: partition %d replicas %v -> %v (%v) -> %v, %s; whole again after %v; first ack after %s",
+		label, p, was.Replicas, kept, shrunk.Round(time.Millisecond), grown, killed, r.cluster.Round(time.Millisecond), fmtFailover(r.producer, r.producerOK))
+	return r
+}
+
+// alterAssignment asks for partition p's replicas to become target,
+// retrying while the controller is being replaced.
+func (h *replHarness) alterAssignment(label string, p int32, target []int32) {
+	h.t.Helper()
+	deadline := time.Now().Add(h.waitMax)
+	for {
+		req := kadm.AlterPartitionAssignmentsReq{}
+		req.Assign(h.topic, p, target)
+		resps, err := h.adm.AlterPartitionAssignments(h.ctx, req)
+		if err == nil {
+			err = resps.Error()
+		}
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: reassign partition %d to %v: %v", label, p, target, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitAssigned waits until no reassignment of the topic is listed and
+// every running broker says partition p has the replicas of target, all
+// in sync, and every other partition is whole.
+func (h *replHarness) waitAssigned(label string, p int32, target []int32) {
+	h.t.Helper()
+	want := sortedIDs(target)
+	deadline := time.Now().Add(h.waitMax)
+	for {
+		listed, err := h.adm.ListPartitionReassignments(h.ctx, nil)
+		moving := 0
+		for _, ps := range listed {
+			moving += len(ps)
+		}
+		if err == nil && moving == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: the reassignment of partition %d to %v is still listed after %v: %v %v", label, p, target, h.waitMax, listed, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.c.pollViews(h.ctx, h.c.running(), h.topic, time.Until(deadline)+h.waitMax, fmt.Sprintf("partition %d of %s on %v, in sync", p, h.topic, target),
+		func(vs []topicView) bool {
+			if !viewsAgree(vs) || len(vs[0].Parts) != h.parts {
+				return false
+			}
+			for q, pv := range vs[0].Parts {
+				if int32(q) == p {
+					if !slices.Equal(pv.Replicas, want) || !pv.full(len(want)) {
+						return false
+					}
+				} else if !pv.full(3) {
+					return false
+				}
+			}
+			return true
+		})
+}
