@@ -1,5 +1,6 @@
 // Package quorum runs one node of the metadata quorum: hashicorp/raft
-// (v1.7.3) with a fixed voter set, replicating the records of package
+// (v1.7.3), founded by the --voters set and changed one voter at a time
+// since (AddVoter, RemoveVoter), replicating the records of package
 // metadata into its FSM. The Raft leader is the cluster's controller.
 //
 // A node whose id is not a voter is a broker-only node: a Raft non-voter.
@@ -7,7 +8,7 @@
 // request in the handshake, see stream.go), the leader adds it with
 // AddNonvoter (or moves it to its new address after a restart), and from
 // then on it receives the log and snapshots like a follower, never
-// votes, campaigns or proposes. Why a non-voter rather than fetching the
+// votes, campaigns or proposes until AddVoter promotes it. Why a non-voter rather than fetching the
 // committed log over the Kafka protocol, as KRaft brokers do: Raft
 // already replicates, snapshots and catches up a lagging member, and the
 // node gets the same FSM, WaitIndex and subscriptions as a voter, so
@@ -22,11 +23,21 @@
 //	  raft.db        raft-boltdb/v2 (bbolt): the Raft log and stable state (term, vote)
 //	  snapshots/     raft.FileSnapshotStore: the image as JSON (metadata.EncodeImage), 2 kept
 //
-// cluster.json is written before any Raft data. Open refuses a directory
-// of another node, a directory of another cluster (when Config.ClusterID
-// is given), Raft data without cluster.json, and a directory bootstrapped
-// with other voters than Config.Voters ("every node must keep the
-// --voters it was first started with").
+// cluster.json is written before any Raft data; it also records the
+// founding voters. Open refuses a directory of another node, a directory
+// of another cluster (when Config.ClusterID is given), Raft data without
+// cluster.json, and a directory first started with other voters than
+// Config.Voters ("every node keeps the --voters the cluster was founded
+// with").
+//
+// # An empty directory
+//
+// A founding voter whose directory is empty asks the other founding
+// voters before it bootstraps (findCluster): if the cluster runs, it
+// joins like a broker-only node instead and takes no Raft connection
+// until the leader admitted it, and the leader admits it only if it never
+// registered, or after RemoveVoter took it out: a voter that lost its log
+// must not vote while the others still count it.
 //
 // # Cluster id
 //

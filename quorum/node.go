@@ -58,9 +58,10 @@ type Config struct {
 	NodeID int32
 	// Dir holds the node's Raft data: cluster.json, raft.db, snapshots/.
 	Dir string
-	// Voters is the fixed voter set (ParseVoters). A node's directory keeps
-	// the set it was bootstrapped with; starting it with another is an
-	// error.
+	// Voters is the founding voter set (ParseVoters): it bootstraps a
+	// new cluster and is where joiners look; the Raft configuration's
+	// voters change since. A node's directory keeps the set it was first
+	// started with; starting it with another is an error.
 	Voters Voters
 	// ClusterID, if set, is the cluster this node belongs to: a directory
 	// of another cluster is refused, and a new cluster takes this id.

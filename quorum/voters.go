@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Voter is one member of the fixed voter set: a node id and the host:port
+// Voter is one member of the founding voter set: a node id and the host:port
 // of its Raft listener.
 type Voter struct {
 	ID   int32
