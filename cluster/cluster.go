@@ -223,7 +223,10 @@ type Cluster struct {
 	log    *slog.Logger
 	node   *quorum.Node
 	eng    *engine.Engine
-	voters []int32 // sorted
+	voters []int32 // sorted: the founding voters (--voters)
+	// voterMu serializes AddVoter and RemoveVoter (the controller's
+	// checks hold for the configuration they change).
+	voterMu sync.Mutex
 
 	// listeners are the advertised Kafka listeners, set by Start; the
 	// first is the one the other brokers use.

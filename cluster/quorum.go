@@ -68,6 +68,8 @@ func (c *Cluster) AddVoter(ctx context.Context, id int32, addr string) error {
 	if err := c.notController(); err != nil {
 		return err
 	}
+	c.voterMu.Lock() // one voter change at a time: RemoveVoter's check holds
+	defer c.voterMu.Unlock()
 	var member *quorum.Member
 	for member == nil {
 		ms, err := c.node.Configuration()
@@ -128,6 +130,8 @@ func (c *Cluster) RemoveVoter(ctx context.Context, id int32) error {
 	if err := c.notController(); err != nil {
 		return err
 	}
+	c.voterMu.Lock() // two removals checked at once could each leave a majority
+	defer c.voterMu.Unlock()
 	voters, _, err := c.node.Members()
 	if err != nil {
 		return fmt.Errorf("remove voter %d: %w", id, err)

@@ -51,7 +51,7 @@ func (n *Node) joinLoop() {
 	tick := time.NewTicker(n.cfg.HeartbeatTimeout)
 	defer tick.Stop()
 	asked, refused := false, "" // logged once each until the node is a member
-	var outSince time.Time
+	var outSince, lastAsk time.Time
 	for {
 		member := n.member()
 		switch {
@@ -60,10 +60,18 @@ func (n *Node) joinLoop() {
 		case outSince.IsZero():
 			outSince = time.Now()
 		}
-		if member {
+		voter := !member && n.voterHere()
+		switch {
+		case member:
 			asked, refused = false, ""
 			n.admitted.Store(true)
-		} else if !n.voterHere() || time.Since(outSince) >= voterPatience*n.cfg.ElectionTimeout {
+		case n.deciding.Load():
+			// foundLoop asks the voters itself
+		case voter && (time.Since(outSince) < voterPatience*n.cfg.ElectionTimeout || time.Since(lastAsk) < voterPatience*n.cfg.ElectionTimeout/4):
+			// Raft brings a voter back itself after an election or a
+			// short cut; asking is for one removed while it was down.
+		default:
+			lastAsk = time.Now()
 			var err error
 			for _, addr := range n.contacts() {
 				select {
@@ -89,8 +97,12 @@ func (n *Node) joinLoop() {
 					break
 				}
 			}
-			if err != nil && err.Error() != refused {
-				if strings.Contains(err.Error(), awaitingRemovalReason) {
+			kind := "other"
+			if err != nil && strings.Contains(err.Error(), awaitingRemovalReason) {
+				kind = "lost"
+			}
+			if err != nil && kind != refused {
+				if kind == "lost" {
 					n.log.Error("this node is a voter of the running cluster, but its metadata directory was empty: it lost its metadata, "+
 						"and must not vote until it is added back. Run `ringlog cluster quorum remove-voter "+strconv.Itoa(int(n.cfg.NodeID))+
 						"`; it then joins as an observer, and `ringlog cluster quorum add-voter "+strconv.Itoa(int(n.cfg.NodeID))+"` makes it a voter again",
@@ -98,7 +110,7 @@ func (n *Node) joinLoop() {
 				} else {
 					n.log.Info("no voter took this node in yet; retrying", "last_err", err)
 				}
-				refused = err.Error()
+				refused = kind
 			}
 		}
 		select {
@@ -160,20 +172,61 @@ func leaderHint(reason string) string {
 	return after
 }
 
-// findCluster runs before Raft on a founding voter whose directory is
-// empty: it sends a join request to every other founding voter at once
-// and reports whether a cluster is running (one accepted, or named a
-// leader, or said this node lost its metadata) and whether this node was
-// taken in. A node that finds none bootstraps (a new cluster); one that
-// finds one joins like a broker-only node, so that a voter whose
-// directory was lost cannot vote with an empty log while the others
-// still count it (a committed entry could be lost that way): the leader
-// takes it back only once it was removed from the voters, or if it never
-// registered (a first start later than the others). Peers that do not
-// answer within probeTimeout count as no cluster.
-func (n *Node) findCluster() (exists, admitted bool) {
+// foundLoop runs on a founding voter started on an empty directory,
+// whose Raft runs without a configuration and takes no connection yet:
+// it founds the cluster (BootstrapCluster with --voters) only on evidence
+// that there is none, and otherwise leaves the node to joinLoop. A
+// voter whose directory was lost must not found the cluster again: its
+// empty log would vote while the others still count it, and a leader
+// lacking a committed entry could be elected. Evidence of a cluster (any
+// one answer): a founding voter took this node in, names a leader, says
+// this node lost its metadata, or has a log past the bootstrap entry. No
+// cluster: a majority of the founding voters, this one included,
+// answered without such evidence. Otherwise it asks again (every node of
+// a new cluster starting at once bootstraps once enough of them are up;
+// a founding voter alone with dead peers waits, and says so).
+func (n *Node) foundLoop() {
+	defer n.wg.Done()
+	defer n.deciding.Store(false)
+	waiting := false
+	for {
+		exists, admitted, answered := n.findCluster()
+		switch {
+		case exists:
+			if admitted {
+				n.admitted.Store(true)
+			}
+			n.log.Warn("this voter's metadata directory is empty but the cluster is running: joining it rather than bootstrapping", "dir", n.cfg.Dir)
+			return
+		case 2*(answered+1) > len(n.cfg.Voters):
+			if err := n.raft.BootstrapCluster(n.cfg.Voters.configuration()).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+				n.stopItself(fmt.Errorf("quorum: bootstrap: %w", err))
+				return
+			}
+			n.admitted.Store(true)
+			n.log.Info("founded the metadata quorum", "voters", n.cfg.Voters.String())
+			return
+		case !waiting:
+			n.log.Warn("this voter's metadata directory is empty and too few of the other voters answer to tell a new cluster from a running one: "+
+				"waiting for them (a new cluster starts once a majority of --voters is up)", "answered", answered, "voters", len(n.cfg.Voters))
+			waiting = true
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(n.cfg.ElectionTimeout):
+		}
+	}
+}
+
+// findCluster sends a join request to every other founding voter at once
+// and reports whether one gave evidence of a running cluster (see
+// foundLoop), whether one took this node in, and how many answered
+// without evidence. Each is given min(HandshakeTimeout, 2 election
+// timeouts).
+func (n *Node) findCluster() (exists, admitted bool, answered int) {
 	timeout := min(n.cfg.HandshakeTimeout, 2*n.cfg.ElectionTimeout)
-	type answer struct{ exists, admitted bool }
+	type answer struct{ exists, admitted, answered bool }
 	answers := make(chan answer, len(n.cfg.Voters))
 	asked := 0
 	for _, v := range n.cfg.Voters {
@@ -184,27 +237,31 @@ func (n *Node) findCluster() (exists, admitted bool) {
 		go func(addr string) {
 			h := n.stream.hs.hello()
 			h.Join, h.Empty = n.advertise, true
-			c, _, err := n.stream.dialHello(addr, timeout, h, false)
+			c, peer, err := n.stream.dialHello(addr, timeout, h, false)
 			if err == nil {
 				c.Close()
-				answers <- answer{true, true}
+				answers <- answer{exists: true, admitted: true}
 				return
 			}
 			var mm *MismatchError
-			if errors.As(err, &mm) && (leaderHint(mm.Reason) != "" || strings.Contains(mm.Reason, awaitingRemovalReason)) {
-				answers <- answer{true, false}
-				return
+			switch {
+			case !errors.As(err, &mm) || !peer.Refused:
+				answers <- answer{} // no answer, or one of another cluster
+			case peer.Established || leaderHint(mm.Reason) != "" || strings.Contains(mm.Reason, awaitingRemovalReason):
+				answers <- answer{exists: true}
+			default:
+				answers <- answer{answered: strings.Contains(mm.Reason, notLeaderReason)}
 			}
-			answers <- answer{}
 		}(v.Addr)
 	}
 	for range asked {
 		a := <-answers
-		if a.exists {
-			return true, a.admitted
+		exists, admitted = exists || a.exists, admitted || a.admitted
+		if a.answered {
+			answered++
 		}
 	}
-	return false, false
+	return exists, admitted, answered
 }
 
 // member reports whether this node is a live member: the leader, or the
@@ -272,6 +329,14 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 		case s.ID == serverID(id) && s.Suffrage == raft.Voter:
 			if string(s.Address) != addr {
 				return fmt.Sprintf("node %d is a voter at %s, not at %s", id, s.Address, addr)
+			}
+			if empty {
+				// The image must hold every registration committed:
+				// a new leader applies its predecessor's last ones
+				// only after its own first commit.
+				if err := n.raft.Barrier(n.cfg.HandshakeTimeout / 2).Error(); err != nil {
+					return notLeaderReason
+				}
 			}
 			if _, registered := n.fsm.Image().Broker(id); registered && empty {
 				return fmt.Sprintf("node %d %s: remove it from the voters first (ringlog cluster quorum remove-voter %d)", id, awaitingRemovalReason, id)
@@ -406,16 +471,24 @@ func (n *Node) AddVoter(ctx context.Context, id int32) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	m, ok, err := n.lookupMember(id)
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("quorum: %w", err)
+	}
+	var m *raft.Server
+	for _, s := range f.Configuration().Servers {
+		if s.ID == serverID(id) {
+			m = &s
+		}
+	}
 	switch {
-	case err != nil:
-		return err
-	case !ok:
+	case m == nil:
 		return fmt.Errorf("%w: node %d (start it; it joins as an observer)", ErrNotMember, id)
-	case m.Voter:
+	case m.Suffrage == raft.Voter:
 		return nil
 	}
-	return n.wait(ctx, n.raft.AddVoter(serverID(id), raft.ServerAddress(m.Addr), 0, timeoutOf(ctx)))
+	// At the configuration read: a change committed since fails it.
+	return n.wait(ctx, n.raft.AddVoter(m.ID, m.Address, f.Index(), timeoutOf(ctx)))
 }
 
 // RemoveVoter takes voter id out of the Raft configuration; the last
@@ -426,15 +499,22 @@ func (n *Node) RemoveVoter(ctx context.Context, id int32) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	voters, _, err := n.Members()
-	if err != nil {
-		return err
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("quorum: %w", err)
 	}
+	var voters []int32
+	for _, s := range f.Configuration().Servers {
+		if v, err := strconv.ParseInt(string(s.ID), 10, 32); err == nil && s.Suffrage == raft.Voter {
+			voters = append(voters, int32(v))
+		}
+	}
+	slices.Sort(voters)
 	if !slices.Contains(voters, id) {
 		return fmt.Errorf("quorum: node %d is not a voter (voters: %v)", id, voters)
 	}
 	if len(voters) == 1 {
 		return fmt.Errorf("quorum: node %d is the last voter", id)
 	}
-	return n.wait(ctx, n.raft.RemoveServer(serverID(id), 0, timeoutOf(ctx)))
+	return n.wait(ctx, n.raft.RemoveServer(serverID(id), f.Index(), timeoutOf(ctx)))
 }

@@ -187,19 +187,18 @@ type Node struct {
 	notify chan bool // raft's leadership changes
 
 	// nonVoter is set on a node whose id is not in --voters (it joins
-	// as a non-voter, and may be promoted); joining on a node that did
-	// not bootstrap (a non-voter, or a founding voter that found the
-	// cluster running with an empty directory); admitted once the leader
-	// took a node with an empty directory in (Raft connections are
-	// refused until then). advertise is the address the leader reaches
-	// this node at.
+	// as a non-voter, and may be promoted); admitted once a node with an
+	// empty directory founded the cluster or the leader took it in (Raft
+	// connections are refused until then). advertise is the address the
+	// leader reaches this node at.
 	nonVoter  bool
-	joining   bool
 	admitted  atomic.Bool
 	advertise string
 	// ready is set once raft is (joins can arrive before: the stream
-	// layer listens first).
-	ready atomic.Bool
+	// layer listens first). deciding is set while a founding voter on an
+	// empty directory finds out whether to found the cluster (foundLoop).
+	ready    atomic.Bool
+	deciding atomic.Bool
 
 	stop         chan struct{}
 	stopped      chan struct{}
@@ -242,6 +241,9 @@ func Open(cfg Config) (*Node, error) {
 	if ok {
 		if err := id.check(cfg.Dir, cfg.NodeID, cfg.ClusterID); err != nil {
 			return nil, err
+		}
+		if id.Voters != "" && id.Voters != cfg.Voters.String() {
+			return nil, foundingMismatch(cfg.Dir, id.Voters, cfg.Voters.String())
 		}
 	} else {
 		if hasRaftData(cfg.Dir) {
@@ -325,7 +327,8 @@ func (n *Node) start(self Voter) (err error) {
 		}
 	}
 	n.advertise = self.Addr
-	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer, join: n.admit, open: n.admitted.Load}
+	hs := &handshaker{nodeID: cfg.NodeID, voters: cfg.Voters, clusterID: n.knownClusterID, report: n.reportPeer, join: n.admit,
+		open: n.admitted.Load, established: n.established}
 	n.stream = newStreamLayer(ln, self.Addr, cfg.Dial, cfg.TLS, cfg.HandshakeTimeout, hs)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.stream, MaxPool: 3, Timeout: cfg.RPCTimeout, Logger: hcl.Named("transport"),
@@ -355,21 +358,10 @@ func (n *Node) start(self Voter) (err error) {
 	if err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
-	n.joining = n.nonVoter
 	n.admitted.Store(existing)
-	if !existing && !n.nonVoter {
-		exists, admitted := n.findCluster()
-		if exists {
-			n.joining = true
-			n.admitted.Store(admitted)
-			n.log.Warn("this voter's metadata directory is empty but the cluster is running: joining it rather than bootstrapping", "dir", cfg.Dir)
-		} else {
-			n.admitted.Store(true)
-			if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, cfg.Voters.configuration()); err != nil {
-				return fmt.Errorf("quorum: bootstrap: %w", err)
-			}
-		}
-	}
+	// A founding voter on an empty directory decides between founding
+	// the cluster and joining it in foundLoop, after Raft started.
+	n.deciding.Store(!existing && !n.nonVoter)
 	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("quorum: start raft: %w", err)
@@ -391,10 +383,23 @@ func (n *Node) start(self Voter) (err error) {
 	go n.watchLoop()
 	n.wg.Add(1)
 	go n.joinLoop()
+	if n.deciding.Load() {
+		n.wg.Add(1)
+		go n.foundLoop()
+	}
 	n.log.Info("metadata quorum node started", "dir", cfg.Dir, "addr", self.Addr, "voters", cfg.Voters.String(),
-		"broker_only", n.nonVoter, "joining", n.joining, "cluster_id", n.knownClusterID(), "existing_state", existing)
+		"broker_only", n.nonVoter, "deciding", !existing && !n.nonVoter, "cluster_id", n.knownClusterID(), "existing_state", existing)
 	return nil
 }
+
+func foundingMismatch(dir, have, want string) error {
+	return fmt.Errorf("quorum: %s was first started with other voters (%s), but this node was started with %q; "+
+		"every node keeps the --voters the cluster was founded with, also after voters are added or removed", dir, have, want)
+}
+
+// established reports whether this node's Raft log (or snapshot) goes
+// past the bootstrap entry: a leader was elected once.
+func (n *Node) established() bool { return n.ready.Load() && n.raft.LastIndex() > 1 }
 
 // checkFoundingVoters refuses a directory first started with other
 // --voters than this start's. The voters of the Raft configuration change
@@ -406,10 +411,7 @@ func (n *Node) checkFoundingVoters(r *raft.Raft) error {
 	n.mu.Lock()
 	id := n.identity
 	n.mu.Unlock()
-	mismatch := func(have string) error {
-		return fmt.Errorf("quorum: %s was first started with other voters (%s), but this node was started with %q; "+
-			"every node keeps the --voters the cluster was founded with, also after voters are added or removed", n.cfg.Dir, have, want)
-	}
+	mismatch := func(have string) error { return foundingMismatch(n.cfg.Dir, have, want) }
 	if id.Voters != "" {
 		if id.Voters != want {
 			return mismatch(id.Voters)

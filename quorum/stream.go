@@ -39,7 +39,8 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // votes.
 //
 // Flags bit 1 is a join request (bit 2 with it: the node has no Raft
-// log yet), sent by a broker-only node (or a voter
+// log yet; the answer to such a request sets bit 3 when the answering
+// node's log goes past the bootstrap entry), sent by a broker-only node (or a voter
 // whose directory was empty while the cluster ran) to the voters on a
 // connection of its own: its hello ends with the address the leader
 // reaches it at (u16 length, then the host:port). The leader adds it as a
@@ -57,12 +58,13 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 const maxJoinAddr = 262
 
 const (
-	helloMagic   = "RLQR"
-	helloVersion = 1
-	helloFixed   = 4 + 1 + 4 + 1 + 1
-	flagRefused  = 1
-	flagJoin     = 2
-	flagEmpty    = 4
+	helloMagic      = "RLQR"
+	helloVersion    = 1
+	helloFixed      = 4 + 1 + 4 + 1 + 1
+	flagRefused     = 1
+	flagJoin        = 2
+	flagEmpty       = 4
+	flagEstablished = 8
 )
 
 type hello struct {
@@ -77,6 +79,10 @@ type hello struct {
 	// Empty, in a join request, says the node has no Raft log: a voter
 	// that says so after it registered lost its metadata.
 	Empty bool
+	// Established, in the answer to such a request, says the answering
+	// node's Raft log goes past the bootstrap entry: a leader was elected
+	// once, so the cluster exists.
+	Established bool
 }
 
 func (h hello) encode() []byte {
@@ -101,6 +107,9 @@ func (h hello) encode() []byte {
 		if h.Empty {
 			flags |= flagEmpty
 		}
+	}
+	if h.Established {
+		flags |= flagEstablished
 	}
 	b = append(b, flags, byte(len(cid)))
 	b = append(b, cid...)
@@ -131,7 +140,7 @@ func readHello(r io.Reader) (hello, error) {
 	if fixed[4] != helloVersion {
 		return hello{}, fmt.Errorf("%w: hello version %d, this node speaks %d", errNotPeer, fixed[4], helloVersion)
 	}
-	if fixed[9]&^(flagRefused|flagJoin|flagEmpty) != 0 || fixed[9]&(flagJoin|flagEmpty) == flagEmpty {
+	if fixed[9]&^(flagRefused|flagJoin|flagEmpty|flagEstablished) != 0 || fixed[9]&(flagJoin|flagEmpty) == flagEmpty {
 		return hello{}, fmt.Errorf("%w: unknown flags %#x", errNotPeer, fixed[9])
 	}
 	h := hello{NodeID: int32(binary.BigEndian.Uint32(fixed[5:9])), Refused: fixed[9]&flagRefused != 0}
@@ -170,6 +179,7 @@ func readHello(r io.Reader) (hello, error) {
 		return hello{}, err
 	}
 	h.Empty = fixed[9]&flagEmpty != 0
+	h.Established = fixed[9]&flagEstablished != 0
 	if fixed[9]&flagJoin != 0 {
 		if n, err = u16(); err != nil {
 			return hello{}, err
@@ -219,6 +229,9 @@ type handshaker struct {
 	// open reports whether Raft connections are taken: false on a node
 	// with an empty directory until the leader took it in.
 	open func() bool
+	// established reports whether this node's Raft log goes past the
+	// bootstrap entry.
+	established func() bool
 }
 
 func (h *handshaker) hello() hello {
@@ -371,6 +384,9 @@ func (s *streamLayer) handshakeIn(raw net.Conn) {
 		if reason := s.hs.join(peer.NodeID, peer.Join, peer.Empty); reason != "" {
 			me.Refused, me.Reason = true, reason
 		}
+		// Only a node of this version asks with Empty, and only it
+		// reads the flag.
+		me.Established = peer.Empty && s.hs.established()
 		c.Write(me.encode())
 		return // a join request's connection carries nothing else
 	}

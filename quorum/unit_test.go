@@ -57,6 +57,7 @@ func TestHelloRoundTrip(t *testing.T) {
 		{NodeID: 7, ClusterID: strings.Repeat("x", 255), Voters: strings.Repeat("v", 65535), Reason: strings.Repeat("r", 65535)},
 		{NodeID: 9, ClusterID: "c", Voters: "1@a:1", Join: "h:9"},
 		{NodeID: 9, Voters: "1@a:1", Join: "h:9", Empty: true},
+		{NodeID: 2, Refused: true, Voters: "1@a:1", Reason: "not the metadata leader", Established: true},
 	} {
 		got, err := readHello(bytes.NewReader(h.encode()))
 		if err != nil || got != h {
@@ -77,7 +78,7 @@ func TestHelloRoundTrip(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"magic":                   bad(0, 'X'),
 		"version":                 bad(4, 2),
-		"flags":                   bad(9, 8),
+		"flags":                   bad(9, 16),
 		"empty without a join":    bad(9, flagEmpty),
 		"join without an address": append(bad(9, flagJoin), 0, 0),
 		"join address too long":   append(bad(9, flagJoin), 0xff, 0xff),

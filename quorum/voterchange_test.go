@@ -235,3 +235,55 @@ func TestLateFirstStart(t *testing.T) {
 	c.stop(1)
 	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
 }
+
+// TestLostVoterWithoutLeader: a voter whose directory was lost starts
+// while no leader exists (a correlated restart): voter b is behind (it
+// missed a commit), the leader and c are down, c comes back empty and b
+// comes back stale. c must not found the cluster again (b's log goes past
+// the bootstrap entry: evidence of a cluster) and must not vote, so b
+// cannot be elected with c's vote and truncate the commit it missed; once
+// the old leader is back, the commit survives everywhere.
+func TestLostVoterWithoutLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.initialized(ctx)
+	c.registerBrokers(ctx)
+	l := c.leader(ctx).ID()
+	var others []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != l {
+			others = append(others, id)
+		}
+	}
+	b, lost := others[0], others[1]
+	c.stop(b)
+	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "committed"}}})
+	c.stop(l)
+	c.stop(lost)
+	if err := os.RemoveAll(c.dirs[lost]); err != nil {
+		t.Fatal(err)
+	}
+	c.start(b, nil)
+	empty := c.start(lost, nil)
+	time.Sleep(3 * time.Second) // many election timeouts
+	if id, _ := c.node(b).Leader(); id >= 0 || c.node(b).IsLeader() {
+		t.Fatalf("a leader (%d) was elected without the node that has the commit", id)
+	}
+	if empty.raft.LastIndex() != 0 {
+		t.Fatalf("the node that lost its directory founded the cluster again (raft last index %d)", empty.raft.LastIndex())
+	}
+	c.start(l, nil)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	img, err := c.node(b).WaitIndex(wctx, res.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := img.BrokerConfig("k"); v != "committed" {
+		t.Fatalf("the commit was lost: k=%q", v)
+	}
+	if empty.raft.LastIndex() != 0 {
+		t.Fatal("the lost voter took entries before it was removed")
+	}
+}
