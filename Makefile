@@ -182,11 +182,12 @@ sim: STEPS ?= 10000
 sim:
 	RINGLOG_SIM_SEEDS=$(SEEDS) RINGLOG_SIM_STEPS=$(STEPS) $(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' -v ./cluster
 
-## chaos: TestReplicationChaos for CYCLES (default 100) random faults of ten kinds (leader and node
+## chaos: TestReplicationChaos for CYCLES (default 100) random faults of eleven kinds (leader and node
 ## kills, whole-cluster kills, leader pauses past the session timeout, a leader cut off from the
 ## other brokers, cut one way (it cannot send; or it cannot receive), a zombie leader only its own
 ## clients reach, producers cut off from a healthy leader, a partition's replicas shrunk and grown
-## back under load with a kill mid-move half of the time; the partition faults drawn twice as often)
+## back under load, a broker drained (cluster drain) onto the others, each with a kill mid-move half
+## of the time; the partition faults drawn twice as often; three voters and one broker-only node)
 ## on a non-race binary, bin/ringlog-chaos;
 ## FAULTS=kind,... limits the kinds, DURATION=90m stops the faults early (the checks still run);
 ## per-kind count and cluster-side/producer-side failover median/p99/max, acks=1 records lost after

@@ -173,9 +173,17 @@ type leaderWatcher struct {
 	mu      sync.Mutex
 	highest map[string]leaderClaim // "topic-partition" → highest claim seen
 	asked   int                    // answers read
-	stale   []string
+	stale   []staleClaim
 	stop    chan struct{}
 	wg      sync.WaitGroup
+}
+
+// staleClaim is one stale leadership claim the watcher saw.
+type staleClaim struct {
+	topic     string
+	partition int32
+	at        time.Time // when the question was sent
+	text      string
 }
 
 // watchLeaders starts a watcher of the brokers at addrs (node id - 1),
@@ -227,9 +235,10 @@ func (w *leaderWatcher) ask(ctx context.Context, cl *kgo.Client, id int32) {
 			}
 			key := fmt.Sprintf("%s-%d", *mt.Topic, mp.Partition)
 			h, seen := w.highest[key]
-			if seen && h.epoch > mp.LeaderEpoch && h.at.Before(sent) && len(w.stale) < 20 {
-				w.stale = append(w.stale, fmt.Sprintf("broker %d named itself leader of %s at epoch %d at %s, after broker %d had at epoch %d at %s",
-					id, key, mp.LeaderEpoch, sent.Format("15:04:05.000"), h.broker, h.epoch, h.at.Format("15:04:05.000")))
+			if seen && h.epoch > mp.LeaderEpoch && h.at.Before(sent) && len(w.stale) < 1000 {
+				w.stale = append(w.stale, staleClaim{topic: *mt.Topic, partition: mp.Partition, at: sent,
+					text: fmt.Sprintf("broker %d named itself leader of %s at epoch %d at %s, after broker %d had at epoch %d at %s",
+						id, key, mp.LeaderEpoch, sent.Format("15:04:05.000"), h.broker, h.epoch, h.at.Format("15:04:05.000"))})
 			}
 			if !seen || mp.LeaderEpoch > h.epoch {
 				w.highest[key] = leaderClaim{broker: id, epoch: mp.LeaderEpoch, at: now}
@@ -252,7 +261,7 @@ func (w *leaderWatcher) halt() {
 
 // result stops the watcher and returns how many answers it read and the
 // stale claims among them.
-func (w *leaderWatcher) result() (asked int, stale []string) {
+func (w *leaderWatcher) result() (asked int, stale []staleClaim) {
 	w.halt()
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -69,14 +69,16 @@ var nextFixedPort = func() *atomic.Int64 {
 	return &v
 }()
 
-// testCluster is n brokers, every one a voter, on fixed loopback ports.
+// testCluster is n brokers on fixed loopback ports, every one a voter
+// but the spares of newTestClusterSpares.
 type testCluster struct {
-	t      testing.TB
-	voters string
-	dirs   []string
-	kafka  []string // by node id - 1
-	ctrl   []string
-	procs  []*serveProc
+	t       testing.TB
+	voters  string
+	nvoters int // the first nvoters brokers are the voters
+	dirs    []string
+	kafka   []string // by node id - 1
+	ctrl    []string
+	procs   []*serveProc
 	// links, when set (newLinkNet), proxies every link between the
 	// brokers started with replicatedArgs.
 	links *linkNet
@@ -85,24 +87,35 @@ type testCluster struct {
 	clientOpts []kgo.Opt
 }
 
-func newTestCluster(t testing.TB, n int) *testCluster {
-	ports := freePorts(t, 2*n)
-	c := &testCluster{t: t}
+func newTestCluster(t testing.TB, n int) *testCluster { return newTestClusterSpares(t, n, 0) }
+
+// newTestClusterSpares is n voters and spares broker-only nodes (ids
+// n+1...; their ctrl address is their --metadata-addr).
+func newTestClusterSpares(t testing.TB, n, spares int) *testCluster {
+	all := n + spares
+	ports := freePorts(t, 2*all)
+	c := &testCluster{t: t, nvoters: n}
 	var vs []string
-	for i := 0; i < n; i++ {
+	for i := 0; i < all; i++ {
 		c.kafka = append(c.kafka, "127.0.0.1:"+strconv.Itoa(ports[i]))
-		c.ctrl = append(c.ctrl, "127.0.0.1:"+strconv.Itoa(ports[n+i]))
+		c.ctrl = append(c.ctrl, "127.0.0.1:"+strconv.Itoa(ports[all+i]))
 		c.dirs = append(c.dirs, t.TempDir())
-		vs = append(vs, fmt.Sprintf("%d@%s", i+1, c.ctrl[i]))
+		if i < n {
+			vs = append(vs, fmt.Sprintf("%d@%s", i+1, c.ctrl[i]))
+		}
 	}
 	c.voters = strings.Join(vs, ",")
-	c.procs = make([]*serveProc, n)
+	c.procs = make([]*serveProc, all)
 	return c
 }
 
 // args are node id's serve flags (its listeners, no native or HTTP ones).
 func (c *testCluster) args(id int, voters string) []string {
-	return []string{"--node-id", strconv.Itoa(id), "--kafka-addr", c.kafka[id-1], "--controller-addr", c.ctrl[id-1],
+	meta := "--controller-addr"
+	if c.nvoters > 0 && id > c.nvoters {
+		meta = "--metadata-addr"
+	}
+	return []string{"--node-id", strconv.Itoa(id), "--kafka-addr", c.kafka[id-1], meta, c.ctrl[id-1],
 		"--voters", voters, "--native-addr", "", "--http-addr", "", "--group-initial-rebalance-delay", "0s", "--shards", "1"}
 }
 

@@ -41,6 +41,25 @@ func fastFailoverOpts() []kgo.Opt {
 type faultWindow struct {
 	kind       string
 	start, end time.Time
+	// handedOver are the partitions ("topic-partition") whose
+	// leadership the fault moves through metadata on purpose (a
+	// reassignment removing the leader, a drain): until the old leader
+	// has applied the move, a few milliseconds, it still names itself
+	// leader, as Kafka's does (its writes cannot commit: the followers
+	// follow the new leader).
+	handedOver map[string]bool
+}
+
+// handover reports whether claim falls in a fault window that handed
+// its partition's leadership over on purpose.
+func (h *replHarness) handover(claim staleClaim) bool {
+	key := fmt.Sprintf("%s-%d", claim.topic, claim.partition)
+	for _, f := range h.faults {
+		if f.handedOver[key] && !claim.at.Before(f.start) && !claim.at.After(f.end) {
+			return true
+		}
+	}
+	return false
 }
 
 // faultResult is what one fault measured. cluster: from the fault until
@@ -164,7 +183,7 @@ func (h *replHarness) killAndRestart(label string, id int32) faultResult {
 	r.cluster, r.clusterOK = movedAfter, len(led) > 0
 	h.c.startReplicated(int(id))
 	restarted := time.Now()
-	h.faults = append(h.faults, faultWindow{"kill", start, restarted})
+	h.faults = append(h.faults, faultWindow{kind: "kill", start: start, end: restarted})
 	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
 	h.checkNoCollateral(label, before, id)
 	h.t.Logf("%s: killed broker %d (controller %d, leading %v); leaders %v -> %v after %v; first ack after %s; ISR full %v after the restart",
@@ -257,7 +276,7 @@ func (h *replHarness) clientCutAndHeal(label string, id int32) faultResult {
 	time.Sleep(replSessionTimeout + 2*time.Second)
 	h.clients.heal()
 	ended := time.Now()
-	h.faults = append(h.faults, faultWindow{"client-cut", start, ended})
+	h.faults = append(h.faults, faultWindow{kind: "client-cut", start: start, end: ended})
 	var r faultResult
 	r.producer, r.producerOK = h.waitAck(label, len(led) > 0)
 	h.view = h.c.waitFullISR(h.ctx, h.topic, h.parts, 3, h.waitMax)
@@ -289,7 +308,7 @@ func (h *replHarness) holdFault(label string, id int32, did, undone string, fail
 	}
 	undo()
 	ended := time.Now()
-	h.faults = append(h.faults, faultWindow{did, start, ended})
+	h.faults = append(h.faults, faultWindow{kind: did, start: start, end: ended})
 	var r faultResult
 	r.producer, r.producerOK = h.waitAck(label, len(led) > 0)
 	r.cluster, r.clusterOK = movedAfter, failover && len(led) > 0
@@ -316,7 +335,7 @@ func (h *replHarness) killAllAndRestart(label string) faultResult {
 		h.c.startReplicated(id)
 	}
 	restartedAfter := time.Since(start)
-	h.faults = append(h.faults, faultWindow{"kill-all", start, time.Now()})
+	h.faults = append(h.faults, faultWindow{kind: "kill-all", start: start, end: time.Now()})
 	var r faultResult
 	h.c.pollViews(h.ctx, h.c.running(), h.topic, h.waitMax, "a leader for every partition on every broker", func(vs []topicView) bool {
 		for _, v := range vs {
@@ -355,16 +374,22 @@ func fmtFailover(d time.Duration, measured bool) string {
 // producers at 200 records/s each on the main client side. Each wait is
 // bounded by waitMax, and so is the first acknowledgement after a fault.
 func newReplHarness(t *testing.T, topic string, parts int, total, waitMax, deliveryTimeout time.Duration) *replHarness {
+	return newReplHarnessSpares(t, topic, parts, 0, total, waitMax, deliveryTimeout)
+}
+
+// newReplHarnessSpares is newReplHarness with spares broker-only nodes
+// beside the three voters (the drain fault moves replicas onto them).
+func newReplHarnessSpares(t *testing.T, topic string, parts, spares int, total, waitMax, deliveryTimeout time.Duration) *replHarness {
 	t.Helper()
 	ringlogBinary(t) // build it before the clock starts
-	c := newTestCluster(t, 3)
+	c := newTestClusterSpares(t, 3, spares)
 	newLinkNet(t, c)
 	clients := newClientNet(t, c, sideMain, sideZombie)
-	for id := 1; id <= 3; id++ {
+	for id := 1; id <= 3+spares; id++ {
 		c.startReplicated(id)
 	}
 	ctx := deadlineCtx(t, total)
-	c.converge(ctx, 3)
+	c.converge(ctx, 3+spares)
 	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
 	res, err := adm.CreateTopic(ctx, int32(parts), 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
 	if err == nil {
