@@ -7,7 +7,8 @@ import (
 )
 
 // The cleaner compacts partitions of topics with cleanup.policy=compact in
-// the background: every CompactionInterval it asks each such partition's
+// the background, on every replica (a replicated partition's only up to
+// its high watermark): every CompactionInterval it asks each such partition's
 // shard for a plan (cheap), builds the cleaned segments on its own
 // goroutine (the slow part: reading and rewriting sealed segments, while
 // the shard keeps appending and fetches keep reading), and asks the shard
@@ -67,9 +68,20 @@ func (e *Engine) compactPartition(p *Partition, opts wal.CompactOptions) (wal.Co
 		case u > 1:
 			o.Unstable = u - 1 // segments reaching an open transaction wait
 		}
-		if l, err := p.Log(); err == nil {
-			plan = l.PlanCompaction(o)
+		// Leaders and followers alike: each replica compacts its own
+		// log (the offsets stay, the bytes differ).
+		l, err := p.ReplicaLog()
+		if err != nil {
+			return nil
 		}
+		if p.rep != nil {
+			hw := p.hw.Load()
+			if hw <= l.StartOffset() {
+				return nil // nothing committed yet
+			}
+			o.Committed = hw
+		}
+		plan = l.PlanCompaction(o)
 		return nil
 	})
 	if err != nil || plan == nil {
@@ -81,11 +93,13 @@ func (e *Engine) compactPartition(p *Partition, opts wal.CompactOptions) (wal.Co
 	}
 	var st wal.CompactionStats
 	err = p.shard.Call(func() error {
-		l, err := p.Log()
+		l, err := p.ReplicaLog()
 		if err != nil {
 			plan.Abort()
 			return err
 		}
+		// A log truncated or replaced since the plan keeps its segments
+		// (InstallCompaction checks).
 		st, err = l.InstallCompaction(plan)
 		return err
 	})

@@ -231,3 +231,73 @@ func TestCleanerKeepsProducerState(t *testing.T) {
 		t.Fatalf("next sequence at %d", got)
 	}
 }
+
+// A follower compacts its own copy of a compacted topic, but only up to
+// its high watermark: the leader's batches copied as they are, the
+// sealed segments wholly below the high watermark lose the older records
+// of each key (offsets kept), and every record from the high watermark
+// on, which a new leader could still truncate, stays.
+func TestFollowerCompactsUpToHighWatermark(t *testing.T) {
+	cfg := map[string]string{"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01",
+		"min.insync.replicas": "1"}
+	open := func() *Partition {
+		e := openEngine(t, t.TempDir(), func(c *Config) { c.NodeID, c.Replicated = 1, true })
+		tp, err := e.CreateTopic(CreateTopicRequest{Name: "c", Partitions: 1, ReplicationFactor: -1, Configs: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp.Partition(0)
+	}
+	leader := open()
+	if err := leader.SetReplicaState(leaderState(1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]newest{}
+	for round := 0; round < 8; round++ {
+		var recs []rec
+		for k := 0; k < 10; k++ {
+			recs = append(recs, pair(fmt.Sprintf("key-%d", k), fmt.Sprintf("round-%d-value-%040d", round, k)))
+		}
+		writeKeys(t, leader, time.Now().UnixMilli(), recs, want)
+	}
+	ll, _ := leader.Log()
+	var batches [][]byte
+	for off := int64(0); off < ll.EndOffset(); off += 10 {
+		b, err := ll.ReadBytes(nil, off, 1, ll.EndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches = append(batches, b)
+	}
+
+	f := open()
+	if err := f.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	appendReplicaOK(t, f, batches...)
+	if st := f.topic.eng.CompactNow(); st.Segments != 0 {
+		t.Fatalf("compacted %d segments with nothing committed", st.Segments)
+	}
+	const hw = 40
+	f.SetFollowerHighWatermark(hw)
+	st := f.topic.eng.CompactNow()
+	if st.Segments == 0 || st.RecordsPruned == 0 {
+		t.Fatalf("the follower compacted nothing below its high watermark: %+v", st)
+	}
+	recs := readLog(t, f)
+	above := 0
+	for _, r := range recs {
+		if r.Offset >= hw {
+			above++
+		}
+	}
+	if above != 80-hw {
+		t.Fatalf("%d records at or above the high watermark %d are left, want all %d", above, hw, 80-hw)
+	}
+	if len(recs) >= 80 {
+		t.Fatalf("%d records left of 80", len(recs))
+	}
+	// What is left holds every key's newest record.
+	checkCompacted(t, f, want, func(string) bool { return false }, false)
+}

@@ -120,7 +120,7 @@ type stored struct {
 // each batch's CRC and that offsets only grow.
 func readLog(t testing.TB, p *Partition) []stored {
 	t.Helper()
-	l, err := p.Log()
+	l, err := p.ReplicaLog()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,12 @@ type CompactOptions struct {
 	// stay uncleaned, since what is kept of them depends on whether the
 	// transaction commits. 0: no transaction is open.
 	Unstable int64
+	// Committed, when set, is the end of what is committed (a
+	// replicated partition's high watermark): segments reaching past it
+	// stay uncleaned, since a new leader may truncate what lies there,
+	// and a key's newer record that goes away must not have removed an
+	// older one. 0: no bound (a single broker).
+	Committed int64
 }
 
 // CompactionPlan is one pass over a log's sealed segments.
@@ -117,6 +123,9 @@ func (l *Log) PlanCompaction(o CompactOptions) *CompactionPlan {
 			break
 		}
 		if o.Unstable > 0 && s.end.Load() > o.Unstable {
+			break
+		}
+		if o.Committed > 0 && s.end.Load() > o.Committed {
 			break
 		}
 		segs = append(segs, s)
