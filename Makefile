@@ -22,6 +22,7 @@ FUZZ_TARGETS := \
 	./engine:FuzzProducerSnapshot \
 	./engine:FuzzCoordinatorApply \
 	./engine:FuzzTxnStateApply \
+	./engine:FuzzHWCheckpoint \
 	./client:FuzzDecodeRecords \
 	./client:FuzzResponses \
 	./netio:FuzzKafkaFrame \

@@ -129,6 +129,11 @@ type Config struct {
 	// CompactionInterval is how often the cleaner looks for compacted
 	// topics' partitions to clean (log.cleaner.backoff.ms). 0: 15 s.
 	CompactionInterval time.Duration
+	// HighWatermarkCheckpointInterval is how often, in cluster mode, the
+	// replicated partitions' high watermarks are written to the data
+	// directory's checkpoint (replica.high.watermark.checkpoint.interval.ms;
+	// hwcheckpoint.go). 0: 5 s.
+	HighWatermarkCheckpointInterval time.Duration
 	// Replicated is cluster mode: every partition of a non-internal topic
 	// replicates, and serves clients only once the cluster's publisher
 	// made this broker its leader (Partition.SetReplicaState).
@@ -152,23 +157,24 @@ type Config struct {
 // this.
 func DefaultConfig() Config {
 	return Config{
-		Shards:                 0, // one per CPU
-		ShardQueueBytes:        64 << 20,
-		PassBytes:              8 << 20,
-		AutoCreateTopics:       true,
-		AutoCreateRate:         50,
-		AutoCreateBurst:        500,
-		MaxHostedPartitions:    10000,
-		ScrubBytesPerSec:       8 << 20,
-		ScrubInterval:          24 * time.Hour,
-		DiskFullRetry:          5 * time.Second,
-		DiskFullResumeBytes:    16 << 20,
-		DefaultPartitions:      1,
-		WritebackBytes:         1 << 20,
-		Backend:                ring.KindAuto,
-		RetentionCheckInterval: 5 * time.Minute,
-		CompactionInterval:     15 * time.Second,
-		ProducerIDExpiration:   24 * time.Hour,
+		Shards:                          0, // one per CPU
+		ShardQueueBytes:                 64 << 20,
+		PassBytes:                       8 << 20,
+		AutoCreateTopics:                true,
+		AutoCreateRate:                  50,
+		AutoCreateBurst:                 500,
+		MaxHostedPartitions:             10000,
+		ScrubBytesPerSec:                8 << 20,
+		ScrubInterval:                   24 * time.Hour,
+		DiskFullRetry:                   5 * time.Second,
+		DiskFullResumeBytes:             16 << 20,
+		DefaultPartitions:               1,
+		WritebackBytes:                  1 << 20,
+		Backend:                         ring.KindAuto,
+		RetentionCheckInterval:          5 * time.Minute,
+		CompactionInterval:              15 * time.Second,
+		HighWatermarkCheckpointInterval: 5 * time.Second,
+		ProducerIDExpiration:            24 * time.Hour,
 		Groups: GroupConfig{
 			MinSessionTimeout:     6 * time.Second,
 			MaxSessionTimeout:     30 * time.Minute,
@@ -226,6 +232,11 @@ type Engine struct {
 	cleanerDone chan struct{}
 	scrubDone   chan struct{} // the scrubber stops with cleanerStop
 	lock        *os.File      // the data directory's lock, held until Close
+	// hwCheckpoint is the high-watermark checkpoint read at open (nil
+	// after Open: read by the partition loaders only); hwDone closes
+	// once its writer (cluster mode) has stopped, with cleanerStop.
+	hwCheckpoint map[hwKey]int64
+	hwDone       chan struct{}
 
 	// capacity counts partitions being created (capacity.go); its mu
 	// is taken before mu (never while holding it).
@@ -303,6 +314,9 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.CompactionInterval <= 0 {
 		cfg.CompactionInterval = def.CompactionInterval
 	}
+	if cfg.HighWatermarkCheckpointInterval <= 0 {
+		cfg.HighWatermarkCheckpointInterval = def.HighWatermarkCheckpointInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -375,7 +389,11 @@ func Open(cfg Config) (*Engine, error) {
 		e.logger.Warn("unclean shutdown: recovering", "dir", cfg.DataDir, "partitions", e.meta.partitionCount())
 	}
 	start := time.Now()
+	if cfg.Replicated {
+		e.hwCheckpoint = e.loadHWCheckpoint()
+	}
 	cut, err := e.loadTopics(clean)
+	e.hwCheckpoint = nil
 	if err != nil {
 		e.stopShards()
 		return nil, err
@@ -397,6 +415,12 @@ func Open(cfg Config) (*Engine, error) {
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)
 	e.scrubDone = make(chan struct{})
 	go e.runScrubber(e.cleanerStop, e.scrubDone)
+	e.hwDone = make(chan struct{})
+	if cfg.Replicated {
+		go e.runHWCheckpoints(cfg.HighWatermarkCheckpointInterval, e.cleanerStop, e.hwDone)
+	} else {
+		close(e.hwDone)
+	}
 	ok = true
 	e.logger.Info("engine ready", "topics", len(e.topics), "shards", len(e.shards),
 		"backend", e.backendName, "start", startKind, "recovery", time.Since(start).Round(time.Millisecond))
@@ -741,6 +765,7 @@ func (e *Engine) Close() error {
 	close(e.cleanerStop)
 	<-e.cleanerDone
 	<-e.scrubDone
+	<-e.hwDone
 	errs := e.stopShards()
 	e.pidMu.Lock()
 	e.metaMu.Lock()

@@ -701,21 +701,23 @@ func (p *Partition) ResetTo(off int64) error {
 // last clean shutdown (Kafka's replication-offset-checkpoint, per
 // partition): a restarted broker starts from it instead of the log start,
 // so consumers do not see the end of the log move back. Offsets below a
-// high watermark stay committed, so an old file is merely low, and a
-// missing one (after kill -9) means the log start.
+// high watermark stay committed, so an old file is merely low; after
+// kill -9 the data directory's periodic checkpoint (hwcheckpoint.go)
+// stands in.
 const highWatermarkFile = "high-watermark"
 
-// loadHighWatermark restores the checkpointed high watermark, clamped
-// into the log (at open).
+// loadHighWatermark restores the high watermark at open: the higher of
+// the partition's clean-shutdown file and the data directory's periodic
+// checkpoint (hwcheckpoint.go), clamped into the log.
 func (p *Partition) loadHighWatermark() {
-	b, err := os.ReadFile(filepath.Join(p.dir, highWatermarkFile))
-	if err != nil {
-		return
-	}
-	hw, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || hw < 0 {
-		p.topic.eng.logger.Warn("ignoring an unreadable high-watermark checkpoint", "partition", p.String(), "err", err)
-		return
+	hw := p.topic.eng.hwCheckpoint[hwKey{p.topic.ID, p.Index}]
+	if b, err := os.ReadFile(filepath.Join(p.dir, highWatermarkFile)); err == nil {
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || v < 0 {
+			p.topic.eng.logger.Warn("ignoring an unreadable high-watermark checkpoint", "partition", p.String(), "err", err)
+		} else {
+			hw = max(hw, v)
+		}
 	}
 	p.hw.Store(min(max(hw, p.log.StartOffset()), p.log.EndOffset()))
 }

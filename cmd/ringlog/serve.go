@@ -170,6 +170,8 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.BoolVar(&e.WriteCaching, "write-caching", def.Engine.WriteCaching, "acknowledge acks=all from the page cache (no fdatasync) for every topic")
 	fs.BoolVar(&e.RepairCorruptLogs, "repair-corrupt-logs", def.Engine.RepairCorruptLogs, "at start, move damaged bytes in the middle of a log aside and keep every valid batch (default: keep such a partition offline)")
 	fs.DurationVar(&e.RetentionCheckInterval, "retention-check-interval", def.Engine.RetentionCheckInterval, "how often retention runs")
+	fs.DurationVar(&e.HighWatermarkCheckpointInterval, "replica-high-watermark-checkpoint-interval", def.Engine.HighWatermarkCheckpointInterval,
+		"cluster mode: how often the partitions' high watermarks are written to the data directory's replication-offset-checkpoint, where a broker killed with -9 restarts from (replica.high.watermark.checkpoint.interval.ms)")
 	fs.DurationVar(&e.Groups.MinSessionTimeout, "group-min-session-timeout", def.Engine.Groups.MinSessionTimeout, "smallest session timeout a group member may ask for (group.min.session.timeout.ms)")
 	fs.DurationVar(&e.Transactions.MaxTimeout, "transaction-max-timeout", def.Engine.Transactions.MaxTimeout, "largest transaction.timeout.ms a transactional producer may ask for (transaction.max.timeout.ms)")
 	fs.DurationVar(&e.Transactions.IDExpiration, "transactional-id-expiration", def.Engine.Transactions.IDExpiration, "forget a transactional id idle this long (transactional.id.expiration.ms)")
