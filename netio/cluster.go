@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -113,6 +114,37 @@ func (s *Server) atController(ctx context.Context, r *request, req kmsg.Request,
 		return true
 	}
 	return false
+}
+
+// answerAtController is the whole of a request that the controller
+// answers with one error code and message (UnregisterBroker,
+// AddRaftVoter, RemoveRaftVoter): it decodes req, authorizes op and
+// forwards from another broker (atController), runs do on the
+// controller within timeout, and answers with do's error set by setErr
+// on the response (nil: success).
+func answerAtController[Req kmsg.Request](s *Server, r *request, req Req, op kmsg.ACLOperation, timeout time.Duration,
+	setErr func(resp kmsg.Response, code int16, msg *string), do func(ctx context.Context, req Req) error) frameOutcome {
+	if err := r.decode(req); err != nil {
+		r.closeMalformed(err)
+		return frameDone
+	}
+	resp := req.ResponseKind()
+	fail := func(err error) {
+		r.failed = true
+		setErr(resp, errCode(err), errMessage(err))
+		r.respond(resp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if s.atController(ctx, r, req, op, fail) {
+		return frameDone
+	}
+	if err := do(ctx, req); err != nil {
+		fail(err)
+		return frameDone
+	}
+	r.respond(resp)
+	return frameDone
 }
 
 // forwardToController answers req with the controller's answer when in

@@ -18,26 +18,12 @@ import (
 //     Another broker forwards the request to the controller whole.
 
 func handleUnregisterBroker(s *Server, r *request) frameOutcome {
-	req := kmsg.NewPtrUnregisterBrokerRequest()
-	if err := r.decode(req); err != nil {
-		r.closeMalformed(err)
-		return frameDone
-	}
-	resp := req.ResponseKind().(*kmsg.UnregisterBrokerResponse)
-	fail := func(err error) {
-		r.failed = true
-		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
-		r.respond(resp)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
-	defer cancel()
-	if s.atController(ctx, r, req, kmsg.ACLOperationAlter, fail) {
-		return frameDone
-	}
-	if err := s.cfg.Cluster.UnregisterBroker(ctx, req.BrokerID); err != nil {
-		fail(err)
-		return frameDone
-	}
-	r.respond(resp)
-	return frameDone
+	return answerAtController(s, r, kmsg.NewPtrUnregisterBrokerRequest(), kmsg.ACLOperationAlter, clusterAdminTimeout,
+		func(kr kmsg.Response, code int16, msg *string) {
+			resp := kr.(*kmsg.UnregisterBrokerResponse)
+			resp.ErrorCode, resp.ErrorMessage = code, msg
+		},
+		func(ctx context.Context, req *kmsg.UnregisterBrokerRequest) error {
+			return s.cfg.Cluster.UnregisterBroker(ctx, req.BrokerID)
+		})
 }

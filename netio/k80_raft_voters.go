@@ -37,76 +37,47 @@ import (
 const maxAddVoterWait = time.Minute
 
 func handleAddRaftVoter(s *Server, r *request) frameOutcome {
-	req := kmsg.NewPtrAddRaftVoterRequest()
-	if err := r.decode(req); err != nil {
-		r.closeMalformed(err)
-		return frameDone
-	}
-	resp := req.ResponseKind().(*kmsg.AddRaftVoterResponse)
-	fail := func(err error) {
-		r.failed = true
-		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
-		r.respond(resp)
-	}
-	wait := clusterAdminTimeout
-	if t := time.Duration(req.TimeoutMillis) * time.Millisecond; t > 0 {
-		wait = min(t, maxAddVoterWait)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait+clusterAdminTimeout)
-	defer cancel()
-	if s.atController(ctx, r, req, kmsg.ACLOperationAlter, fail) {
-		return frameDone
-	}
-	if err := s.checkClusterID(req.ClusterID); err != nil {
-		fail(err)
-		return frameDone
-	}
-	addr := ""
-	if len(req.Listeners) > 0 {
-		l := req.Listeners[0]
-		if l.Host == "" || l.Port == 0 {
-			fail(fmt.Errorf("%w: listener %q has no host or port", kerr.InvalidRequest, l.Name))
-			return frameDone
-		}
-		addr = net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
-	}
-	wctx, wcancel := context.WithTimeout(ctx, wait)
-	defer wcancel()
-	if err := s.cfg.Cluster.AddVoter(wctx, req.VoterID, addr); err != nil {
-		fail(err)
-		return frameDone
-	}
-	r.respond(resp)
-	return frameDone
+	// The wait for the node to catch up is the request's own timeout
+	// (at most maxAddVoterWait), on top of the usual one.
+	return answerAtController(s, r, kmsg.NewPtrAddRaftVoterRequest(), kmsg.ACLOperationAlter, maxAddVoterWait+clusterAdminTimeout,
+		func(kr kmsg.Response, code int16, msg *string) {
+			resp := kr.(*kmsg.AddRaftVoterResponse)
+			resp.ErrorCode, resp.ErrorMessage = code, msg
+		},
+		func(ctx context.Context, req *kmsg.AddRaftVoterRequest) error {
+			if err := s.checkClusterID(req.ClusterID); err != nil {
+				return err
+			}
+			addr := ""
+			if len(req.Listeners) > 0 {
+				l := req.Listeners[0]
+				if l.Host == "" || l.Port == 0 {
+					return fmt.Errorf("%w: listener %q has no host or port", kerr.InvalidRequest, l.Name)
+				}
+				addr = net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
+			}
+			wait := clusterAdminTimeout
+			if t := time.Duration(req.TimeoutMillis) * time.Millisecond; t > 0 {
+				wait = min(t, maxAddVoterWait)
+			}
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			return s.cfg.Cluster.AddVoter(wctx, req.VoterID, addr)
+		})
 }
 
 func handleRemoveRaftVoter(s *Server, r *request) frameOutcome {
-	req := kmsg.NewPtrRemoveRaftVoterRequest()
-	if err := r.decode(req); err != nil {
-		r.closeMalformed(err)
-		return frameDone
-	}
-	resp := req.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
-	fail := func(err error) {
-		r.failed = true
-		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
-		r.respond(resp)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
-	defer cancel()
-	if s.atController(ctx, r, req, kmsg.ACLOperationAlter, fail) {
-		return frameDone
-	}
-	if err := s.checkClusterID(req.ClusterID); err != nil {
-		fail(err)
-		return frameDone
-	}
-	if err := s.cfg.Cluster.RemoveVoter(ctx, req.VoterID); err != nil {
-		fail(err)
-		return frameDone
-	}
-	r.respond(resp)
-	return frameDone
+	return answerAtController(s, r, kmsg.NewPtrRemoveRaftVoterRequest(), kmsg.ACLOperationAlter, clusterAdminTimeout,
+		func(kr kmsg.Response, code int16, msg *string) {
+			resp := kr.(*kmsg.RemoveRaftVoterResponse)
+			resp.ErrorCode, resp.ErrorMessage = code, msg
+		},
+		func(ctx context.Context, req *kmsg.RemoveRaftVoterRequest) error {
+			if err := s.checkClusterID(req.ClusterID); err != nil {
+				return err
+			}
+			return s.cfg.Cluster.RemoveVoter(ctx, req.VoterID)
+		})
 }
 
 // checkClusterID refuses a request naming another cluster.

@@ -118,14 +118,23 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 	if len(acked) < 100 {
 		t.Fatalf("only %d records acknowledged", len(acked))
 	}
-	ends, err := adm.ListEndOffsets(ctx, "moving")
+	n := readBackOnce(t, ctx, adm, seeds, "moving", acked)
+	prod.Close()
+	t.Logf("%d records acknowledged while broker 1 was drained, %d read back", len(acked), n)
+}
+
+// readBackOnce reads topic from its start to the end offsets it has now
+// and fails the test for an acknowledged value that is not there and for
+// a value read twice; it returns how many values it read.
+func readBackOnce(t *testing.T, ctx context.Context, adm *kadm.Client, seeds []string, topic string, acked map[string]bool) int {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
-	prod.Close()
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("moving"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +150,7 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 		}
 		fs := cons.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("reading back: at %v of %v", got, want)
+			t.Fatalf("reading %s back: at %v of %v", topic, got, want)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			seen[string(r.Value)]++
@@ -158,5 +167,5 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 			t.Errorf("%s read %d times", v, n)
 		}
 	}
-	t.Logf("%d records acknowledged while broker 1 was drained, %d read back", len(acked), len(seen))
+	return len(seen)
 }
