@@ -117,8 +117,14 @@ func (c *testCluster) config(id int32) Config {
 // start opens node id, on ln or (nil) on its voter address.
 func (c *testCluster) start(id int32, ln net.Listener) *Node {
 	c.t.Helper()
+	return c.open(id, func(cfg *Config) { cfg.Listener = ln })
+}
+
+// open opens node id with c's config, changed by set, and records it.
+func (c *testCluster) open(id int32, set func(*Config)) *Node {
+	c.t.Helper()
 	cfg := c.config(id)
-	cfg.Listener = ln
+	set(&cfg)
 	n, err := Open(cfg)
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)

@@ -22,16 +22,7 @@ func (c *testCluster) startJoiner(id int32, bind string) *Node {
 	if c.dirs[id] == "" {
 		c.dirs[id] = filepath.Join(c.t.TempDir(), fmt.Sprintf("node%d", id))
 	}
-	cfg := c.config(id)
-	cfg.BindAddr = bind
-	n, err := Open(cfg)
-	if err != nil {
-		c.t.Fatalf("start node %d: %v", id, err)
-	}
-	c.mu.Lock()
-	c.nodes[id] = n
-	c.mu.Unlock()
-	return n
+	return c.open(id, func(cfg *Config) { cfg.BindAddr = bind })
 }
 
 // waitVoters waits until the leader's configuration has exactly these
