@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,15 +38,7 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 			"--voters", c.voters, "--native-addr", "", "--http-addr", "", "--group-initial-rebalance-delay", "0s", "--shards", "1")
 		seeds = append(seeds, kafka)
 	}
-	brokers := strings.Join(seeds, ",")
-	run := func(code int, args ...string) toolResult {
-		t.Helper()
-		r := tool(t, "", nil, append(args, "--brokers", brokers)...)
-		if r.code != code {
-			t.Fatalf("ringlog %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
-		}
-		return r
-	}
+	run := toolRunner(t, seeds)
 	run(0, "cluster", "status", "--wait", "--min-brokers", "5", "--timeout", "25s")
 	run(0, "topic", "create", "moving", "--partitions", "6", "--replication-factor", "3")
 
@@ -56,26 +49,7 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var loadDone sync.WaitGroup
-	loadDone.Add(1)
-	go func() {
-		defer loadDone.Done()
-		for i := 0; loadCtx.Err() == nil; i++ {
-			prod.Produce(loadCtx, &kgo.Record{Value: []byte(fmt.Sprintf("r%07d", i))}, func(r *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
-					acked[string(r.Value)] = true
-					mu.Unlock()
-				}
-			})
-			if i%100 == 99 {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}()
+	load := startAckedLoad(ctx, prod)
 	time.Sleep(time.Second)
 
 	r := run(0, "cluster", "drain", "1", "--timeout", "90s")
@@ -106,15 +80,7 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 		return len(left) == 0 && len(offsets) == 0
 	})
 	time.Sleep(500 * time.Millisecond) // (load on the new leaders)
-	stopLoad()
-	loadDone.Wait()
-	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
-	if err := prod.Flush(fctx); err != nil {
-		t.Logf("flush: %v", err)
-	}
-	fcancel()
-	mu.Lock()
-	defer mu.Unlock()
+	acked := load.halt(t, ctx, prod)
 	if len(acked) < 100 {
 		t.Fatalf("only %d records acknowledged", len(acked))
 	}
@@ -168,4 +134,93 @@ func readBackOnce(t *testing.T, ctx context.Context, adm *kadm.Client, seeds []s
 		}
 	}
 	return len(seen)
+}
+
+// toolRunner runs `ringlog args... --brokers seeds` and fails the test
+// unless it exits with code.
+func toolRunner(t *testing.T, seeds []string) func(code int, args ...string) toolResult {
+	brokers := strings.Join(seeds, ",")
+	return func(code int, args ...string) toolResult {
+		t.Helper()
+		r := tool(t, "", nil, append(args, "--brokers", brokers)...)
+		if r.code != code {
+			t.Fatalf("ringlog %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+		}
+		return r
+	}
+}
+
+// ackedLoad produces r0000000, r0000001, ... through a producer (to its
+// default topic) until halted, and keeps the values acknowledged and,
+// per partition, the longest time between two acknowledgements.
+type ackedLoad struct {
+	mu     sync.Mutex
+	acked  map[string]bool
+	last   map[int32]time.Time
+	maxGap map[int32]time.Duration
+	stop   context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func startAckedLoad(ctx context.Context, prod *kgo.Client) *ackedLoad {
+	l := &ackedLoad{acked: map[string]bool{}, last: map[int32]time.Time{}, maxGap: map[int32]time.Duration{}}
+	loadCtx, stop := context.WithCancel(ctx)
+	l.stop = stop
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		for i := 0; loadCtx.Err() == nil; i++ {
+			prod.Produce(loadCtx, &kgo.Record{Value: []byte(fmt.Sprintf("r%07d", i))}, func(r *kgo.Record, err error) {
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				l.acked[string(r.Value)] = true
+				if last, ok := l.last[r.Partition]; ok && now.Sub(last) > l.maxGap[r.Partition] {
+					l.maxGap[r.Partition] = now.Sub(last)
+				}
+				l.last[r.Partition] = now
+			})
+			if i%100 == 99 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	return l
+}
+
+// count is how many records were acknowledged so far.
+func (l *ackedLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// halt stops producing, flushes what is in flight, and returns the
+// values acknowledged.
+func (l *ackedLoad) halt(t *testing.T, ctx context.Context, prod *kgo.Client) map[string]bool {
+	l.stop()
+	l.done.Wait()
+	fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := prod.Flush(fctx); err != nil {
+		t.Logf("flush: %v", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.acked)
+}
+
+// gaps returns the longest time between two acknowledgements of one
+// partition, and each partition's.
+func (l *ackedLoad) gaps() (time.Duration, map[int32]time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var worst time.Duration
+	for _, g := range l.maxGap {
+		worst = max(worst, g)
+	}
+	return worst, maps.Clone(l.maxGap)
 }

@@ -51,11 +51,12 @@ type faultWindow struct {
 }
 
 // handover reports whether claim falls in a fault window that handed
-// its partition's leadership over on purpose.
+// its partition's leadership over on purpose ("*": every partition, a
+// drain's, which moves the other topics' too).
 func (h *replHarness) handover(claim staleClaim) bool {
 	key := fmt.Sprintf("%s-%d", claim.topic, claim.partition)
 	for _, f := range h.faults {
-		if f.handedOver[key] && !claim.at.Before(f.start) && !claim.at.After(f.end) {
+		if (f.handedOver[key] || f.handedOver["*"]) && !claim.at.Before(f.start) && !claim.at.After(f.end) {
 			return true
 		}
 	}
@@ -136,11 +137,19 @@ func (h *replHarness) others(id int32) []int32 {
 // lost: from a second before a fault (the followers may not have fetched
 // it yet) until a session timeout and a second after its start (a leader
 // cut off or paused acknowledges until its lease lapses, a session after
-// the last heartbeat the controller accepted). Outside these windows no
-// acknowledged record may be lost.
+// the last heartbeat the controller accepted), and for a move (a
+// reassignment, a drain) until a second after its end: the leadership is
+// handed over when the move completes, and what the old leader
+// acknowledged with acks=1 and the new one had not fetched yet is gone
+// with it, as in Kafka. Outside these windows no acknowledged record may
+// be lost.
 func (h *replHarness) mayLoseAcks1(at time.Time) bool {
 	for _, f := range h.faults {
-		if !at.Before(f.start.Add(-time.Second)) && !at.After(f.start.Add(replSessionTimeout+time.Second)) {
+		end := f.start.Add(replSessionTimeout + time.Second)
+		if f.handedOver != nil && f.end.Add(time.Second).After(end) {
+			end = f.end.Add(time.Second)
+		}
+		if !at.Before(f.start.Add(-time.Second)) && !at.After(end) {
 			return true
 		}
 	}

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,14 +33,7 @@ func TestClusterReplaceDeadVoter(t *testing.T) {
 	kafka4, meta4 := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
 	seeds := append(slices.Clone(c.kafka), kafka4)
 	brokers := strings.Join(seeds, ",")
-	run := func(code int, args ...string) toolResult {
-		t.Helper()
-		r := tool(t, "", nil, append(args, "--brokers", brokers)...)
-		if r.code != code {
-			t.Fatalf("ringlog %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
-		}
-		return r
-	}
+	run := toolRunner(t, seeds)
 	// eventually retries a step a new controller may refuse at first (it
 	// has not heard every broker yet).
 	eventually := func(args ...string) toolResult {
@@ -73,33 +64,7 @@ func TestClusterReplaceDeadVoter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	lastAck, maxGap := map[int32]time.Time{}, map[int32]time.Duration{}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var loadDone sync.WaitGroup
-	loadDone.Add(1)
-	go func() {
-		defer loadDone.Done()
-		for i := 0; loadCtx.Err() == nil; i++ {
-			prod.Produce(loadCtx, &kgo.Record{Value: []byte(fmt.Sprintf("r%07d", i))}, func(r *kgo.Record, err error) {
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				mu.Lock()
-				acked[string(r.Value)] = true
-				if last, ok := lastAck[r.Partition]; ok && now.Sub(last) > maxGap[r.Partition] {
-					maxGap[r.Partition] = now.Sub(last)
-				}
-				lastAck[r.Partition] = now
-				mu.Unlock()
-			})
-			if i%100 == 99 {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}()
+	load := startAckedLoad(ctx, prod)
 	time.Sleep(time.Second)
 
 	// Voter 1 dies with its disk.
@@ -123,30 +88,12 @@ func TestClusterReplaceDeadVoter(t *testing.T) {
 	// The new voter counts: with voter 2 gone, 3 and 4 carry on.
 	c.procs[1].kill()
 	eventually("topic", "create", "after", "--partitions", "1", "--replication-factor", "2")
-	mu.Lock()
-	before := len(acked)
-	mu.Unlock()
-	testenv.WaitFor(t, 30*time.Second, "writes after voter 2 died", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked) > before+500
-	})
-	stopLoad()
-	loadDone.Wait()
-	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
-	if err := prod.Flush(fctx); err != nil {
-		t.Logf("flush: %v", err)
-	}
-	fcancel()
-
-	mu.Lock()
-	defer mu.Unlock()
+	before := load.count()
+	testenv.WaitFor(t, 30*time.Second, "writes after voter 2 died", func() bool { return load.count() > before+500 })
+	acked := load.halt(t, ctx, prod)
 	n := readBackOnce(t, ctx, kadm.NewClient(prod), seeds, "orders", acked)
 	prod.Close()
-	var worst time.Duration
-	for _, g := range maxGap {
-		worst = max(worst, g)
-	}
+	worst, maxGap := load.gaps()
 	// Two leader failovers (kill -9 of voters 1 and 2), each the session
 	// timeout (1.5 s) and a client metadata refresh; slack for a loaded
 	// 2-core machine and the race detector.
