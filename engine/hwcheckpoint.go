@@ -24,9 +24,8 @@ import (
 // Config.HighWatermarkCheckpointInterval, so that a broker killed with
 // -9 restarts from a high watermark at most that old rather than from
 // its logs' starts. Clean shutdowns also write each partition's own
-// file (highWatermarkFile); at open a partition takes the higher of the
-// two, clamped into its log. Both are lower bounds of what was
-// committed, so an old value is merely low.
+// file (highWatermarkFile), which is newer when present (see
+// loadHighWatermark); the value is clamped into the log.
 //
 // Format, text:
 //
@@ -45,7 +44,7 @@ const hwCheckpointHeader = "ringlog-high-watermarks 1"
 // on disk): its size and entries.
 const (
 	maxHWCheckpointBytes   = 64 << 20
-	maxHWCheckpointEntries = 1 << 20
+	maxHWCheckpointEntries = 1 << 18
 )
 
 // hwKey names one partition in the checkpoint.
@@ -173,6 +172,7 @@ func (e *Engine) runHWCheckpoints(interval time.Duration, stop <-chan struct{}, 
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var last map[hwKey]int64
+	failing := false // logged once a streak
 	write := func() {
 		hws := e.highWatermarks()
 		if last != nil && maps.Equal(hws, last) {
@@ -180,8 +180,15 @@ func (e *Engine) runHWCheckpoints(interval time.Duration, stop <-chan struct{}, 
 		}
 		path := filepath.Join(e.cfg.DataDir, hwCheckpointFile)
 		if err := fsutil.WriteFileAtomic(path, encodeHWCheckpoint(hws), e.cfg.Perm.File()); err != nil {
-			e.logger.Warn("writing the high-watermark checkpoint failed; trying again at the next interval", "file", path, "err", err)
+			if !failing {
+				e.logger.Warn("writing the high-watermark checkpoint failed; trying again every interval", "file", path, "err", err)
+				failing = true
+			}
 			return
+		}
+		if failing {
+			e.logger.Info("the high-watermark checkpoint is written again", "file", path)
+			failing = false
 		}
 		last = hws
 	}

@@ -135,6 +135,23 @@ func TestHighWatermarkCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A clean shutdown's file is newer than the checkpoint, also when
+	// lower (a truncation lowered the high watermark): it wins, and is
+	// removed once read.
+	if err := os.WriteFile(filepath.Join(f.dir, highWatermarkFile), []byte("4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e3 := openEngine(t, dir, mod)
+	if hw := e3.Topic("r").Partition(0).HighWatermark(); hw != 4 {
+		t.Fatalf("the clean-shutdown file's 4 lost to the checkpoint: %d", hw)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, highWatermarkFile)); !os.IsNotExist(err) {
+		t.Fatalf("the clean-shutdown file is left after it was read: %v", err)
+	}
+	if err := e3.Close(); err != nil {
+		t.Fatal(err)
+	}
+
 	// Another topic id under the same key is not taken.
 	other := map[hwKey]int64{{TopicID{0xee}, 0}: 9}
 	if err := os.WriteFile(path, encodeHWCheckpoint(other), 0o600); err != nil {
@@ -143,8 +160,8 @@ func TestHighWatermarkCheckpoint(t *testing.T) {
 	if err := os.Remove(filepath.Join(f.dir, highWatermarkFile)); err != nil {
 		t.Fatal(err)
 	}
-	e3 := openEngine(t, dir, mod)
-	if hw := e3.Topic("r").Partition(0).HighWatermark(); hw != 0 {
+	e4 := openEngine(t, dir, mod)
+	if hw := e4.Topic("r").Partition(0).HighWatermark(); hw != 0 {
 		t.Fatalf("the high watermark of another topic id was taken: %d", hw)
 	}
 }

@@ -706,17 +706,25 @@ func (p *Partition) ResetTo(off int64) error {
 // stands in.
 const highWatermarkFile = "high-watermark"
 
-// loadHighWatermark restores the high watermark at open: the higher of
-// the partition's clean-shutdown file and the data directory's periodic
-// checkpoint (hwcheckpoint.go), clamped into the log.
+// loadHighWatermark restores the high watermark at open, clamped into
+// the log: the partition's clean-shutdown file when there is one (it is
+// removed once read, so one left is from a clean shutdown since the last
+// open: the newest), else the data directory's periodic checkpoint
+// (hwcheckpoint.go). The newest, not the higher: a high watermark can go
+// down (an unclean election truncates), and an old higher one would
+// serve records the new leader never committed.
 func (p *Partition) loadHighWatermark() {
 	hw := p.topic.eng.hwCheckpoint[hwKey{p.topic.ID, p.Index}]
-	if b, err := os.ReadFile(filepath.Join(p.dir, highWatermarkFile)); err == nil {
+	path := filepath.Join(p.dir, highWatermarkFile)
+	if b, err := os.ReadFile(path); err == nil {
 		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		if err != nil || v < 0 {
 			p.topic.eng.logger.Warn("ignoring an unreadable high-watermark checkpoint", "partition", p.String(), "err", err)
 		} else {
-			hw = max(hw, v)
+			hw = v
+		}
+		if err := fsutil.RemoveDurable(path); err != nil {
+			p.topic.eng.logger.Warn("could not remove the read high-watermark file; an older value may be read after a crash", "partition", p.String(), "err", err)
 		}
 	}
 	p.hw.Store(min(max(hw, p.log.StartOffset()), p.log.EndOffset()))

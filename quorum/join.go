@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ringlog/ringlog/metadata"
 )
 
 // BrokerOnly reports whether this node's id is not one of --voters (the
@@ -200,7 +202,9 @@ func (n *Node) foundLoop() {
 			return
 		case 2*(answered+1) > len(n.cfg.Voters):
 			if err := n.raft.BootstrapCluster(n.cfg.Voters.configuration()).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-				n.stopItself(fmt.Errorf("quorum: bootstrap: %w", err))
+				if !n.isStopped() {
+					n.stopItself(fmt.Errorf("quorum: bootstrap: %w", err))
+				}
 				return
 			}
 			n.admitted.Store(true)
@@ -314,6 +318,12 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 		if lid, laddr := n.Leader(); lid >= 0 && laddr != "" {
 			return fmt.Sprintf("%s%s%s", notLeaderReason, leaderIsAt, laddr)
 		}
+		if empty && n.firstStartVoter(id, addr) {
+			// No leader to ask, and maybe none without this voter's
+			// vote (a founder died before it first started): it has
+			// never registered, so its empty log loses nothing.
+			return ""
+		}
 		return notLeaderReason
 	}
 	f := n.raft.GetConfiguration()
@@ -369,6 +379,48 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 		n.log.Info("added a node to the metadata quorum (non-voter)", "node", id, "addr", addr)
 	}()
 	return ""
+}
+
+// firstStartVoter reports whether id is a voter of this node's
+// configuration at addr whose broker never registered in this node's
+// image: one starting for the first time, which a follower may let in
+// while no leader is known.
+//
+// Without a leader this node's image may lack what its log holds (a
+// restarted follower applies its log only once a leader says how much
+// of it is committed), so the log is read too: any registration of id
+// in it, committed or not, counts.
+func (n *Node) firstStartVoter(id int32, addr string) bool {
+	m, ok, err := n.lookupMember(id)
+	if err != nil || !ok || !m.Voter || m.Addr != addr {
+		return false
+	}
+	if _, registered := n.fsm.Image().Broker(id); registered {
+		return false
+	}
+	first, err := n.store.FirstIndex()
+	if err != nil {
+		return false
+	}
+	last, err := n.store.LastIndex()
+	if err != nil {
+		return false
+	}
+	var entry raft.Log
+	for i := max(first, 1); i <= last; i++ {
+		if err := n.store.GetLog(i, &entry); err != nil {
+			return false // a gap or a read error: do not guess
+		}
+		if entry.Type != raft.LogCommand {
+			continue
+		}
+		if rec, err := metadata.DecodeRecord(entry.Data); err == nil {
+			if r, ok := rec.(metadata.RegisterBroker); ok && r.ID == id {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // awaitingRemovalReason is the leader's refusal of a join by a voter that

@@ -278,3 +278,28 @@ func TestLostVoterWithoutLeader(t *testing.T) {
 		t.Fatal("the lost voter took entries before it was removed")
 	}
 }
+
+// TestLateFirstStartWithoutLeader: two founding voters formed the cluster
+// and one of them died before the third ever started. The third starts
+// empty: with no leader to take it in, the survivor lets it in (it never
+// registered, so its empty log loses nothing), and the two elect a
+// leader instead of waiting for the dead one.
+func TestLateFirstStartWithoutLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.stop(3)
+	if err := os.RemoveAll(c.dirs[3]); err != nil {
+		t.Fatal(err)
+	}
+	c.initialized(ctx)
+	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "1"}}})
+	c.stop(c.leader(ctx).ID())
+	n3 := c.start(3, nil)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if _, err := n3.WaitIndex(wctx, res.Index); err != nil {
+		t.Fatalf("the late voter did not get the log from the survivor: %v", err)
+	}
+	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
+}

@@ -237,47 +237,73 @@ func parseBrokerIDs(spec string) ([]int32, error) {
 }
 
 // alterReassignments sends the plan's moves (or, with cancel, nulls that
-// cancel them) and prints each partition's answer.
+// cancel them) and prints each partition's answer. Moves answered with a
+// retriable error (the controller failing over: NOT_CONTROLLER, or
+// REQUEST_TIMED_OUT when the commit's outcome is unknown) are sent again
+// until the session's deadline: asking for the same target again is a
+// no-op once it was recorded, and so is a second cancel.
 func (s *session) alterReassignments(plan reassignPlan, cancel, allowRFChange bool, stdout io.Writer) error {
-	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
-	req.TimeoutMillis = 30000
-	req.AllowReplicationFactorChange = allowRFChange
-	byTopic := map[string]int{}
-	for _, p := range plan.Partitions {
-		i := bytopic.Index(byTopic, &req.Topics, p.Topic, func(name string) kmsg.AlterPartitionAssignmentsRequestTopic {
-			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
-			rt.Topic = name
-			return rt
-		})
-		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
-		rp.Partition = p.Partition
-		if !cancel {
-			rp.Replicas = p.Replicas
-		}
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-	}
-	resp, err := req.RequestWith(s.ctx, s.cl)
-	if err != nil {
-		return cmp.Or(s.denied("reassign partitions", kmsg.AlterPartitionAssignments, err), s.explain(err))
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return cmp.Or(s.denied("reassign partitions", kmsg.AlterPartitionAssignments, err), fmt.Errorf("the controller refused the moves: %w%s", err, messageOf(resp.ErrorMessage)))
-	}
 	done := "moving"
 	if cancel {
 		done = "cancelled"
 	}
-	var lines []string
+	results := map[string]string{}
+	pending := plan.Partitions
 	failed := 0
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			what := done
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				what = err.Error() + messageOf(p.ErrorMessage)
-				failed++
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-s.ctx.Done():
+			case <-time.After(min(time.Duration(attempt)*250*time.Millisecond, 2*time.Second)):
 			}
-			lines = append(lines, fmt.Sprintf("%s-%d\t%s", t.Topic, p.Partition, what))
 		}
+		last := s.ctx.Err() != nil
+		resp, err := s.sendReassignments(pending, cancel, allowRFChange)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+			if err != nil && !last && kerr.IsRetriable(err) {
+				continue
+			}
+			if err != nil {
+				return cmp.Or(s.denied("reassign partitions", kmsg.AlterPartitionAssignments, err), fmt.Errorf("the controller refused the moves: %w%s", err, messageOf(resp.ErrorMessage)))
+			}
+		} else {
+			var ke *kerr.Error
+			if !last && errors.As(err, &ke) && ke.Retriable {
+				continue
+			}
+			return cmp.Or(s.denied("reassign partitions", kmsg.AlterPartitionAssignments, err), s.explain(err))
+		}
+		retry := map[string]bool{}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				key := fmt.Sprintf("%s-%d", t.Topic, p.Partition)
+				err := kerr.ErrorForCode(p.ErrorCode)
+				switch {
+				case err == nil, attempt > 0 && cancel && errors.Is(err, kerr.NoReassignmentInProgress):
+					results[key] = done
+				case !last && kerr.IsRetriable(err):
+					retry[key] = true
+					results[key] = err.Error() + messageOf(p.ErrorMessage)
+				default:
+					results[key] = err.Error() + messageOf(p.ErrorMessage)
+				}
+			}
+		}
+		var next []reassignTarget
+		for _, p := range pending {
+			if retry[fmt.Sprintf("%s-%d", p.Topic, p.Partition)] {
+				next = append(next, p)
+			}
+		}
+		pending = next
+	}
+	var lines []string
+	for key, what := range results {
+		if what != done {
+			failed++
+		}
+		lines = append(lines, key+"\t"+what)
 	}
 	sort.Strings(lines)
 	tw := newTable(stdout)
@@ -292,6 +318,28 @@ func (s *session) alterReassignments(plan reassignPlan, cancel, allowRFChange bo
 		return fmt.Errorf("%d of %d moves refused", failed, len(lines))
 	}
 	return nil
+}
+
+// sendReassignments sends one AlterPartitionReassignments of parts.
+func (s *session) sendReassignments(parts []reassignTarget, cancel, allowRFChange bool) (*kmsg.AlterPartitionAssignmentsResponse, error) {
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.TimeoutMillis = 30000
+	req.AllowReplicationFactorChange = allowRFChange
+	byTopic := map[string]int{}
+	for _, p := range parts {
+		i := bytopic.Index(byTopic, &req.Topics, p.Topic, func(name string) kmsg.AlterPartitionAssignmentsRequestTopic {
+			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+			rt.Topic = name
+			return rt
+		})
+		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		rp.Partition = p.Partition
+		if !cancel {
+			rp.Replicas = p.Replicas
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	return req.RequestWith(s.ctx, s.cl)
 }
 
 // listReassignments prints the moves in progress (of parts; nil: all)
@@ -353,7 +401,8 @@ func (s *session) ongoingReassignments(parts map[string][]int32) ([]ongoingMove,
 }
 
 // awaitReassignments polls until no partition of the plan is moving, or
-// the timeout.
+// the timeout; retriable errors (a controller failing over) are asked
+// again.
 func (s *session) awaitReassignments(plan reassignPlan, timeout time.Duration, stdout io.Writer) error {
 	parts := map[string][]int32{}
 	for _, p := range plan.Partitions {
@@ -362,7 +411,17 @@ func (s *session) awaitReassignments(plan reassignPlan, timeout time.Duration, s
 	deadline := time.Now().Add(timeout)
 	for {
 		moving, err := s.ongoingReassignments(parts)
-		if err != nil {
+		var ke *kerr.Error
+		switch {
+		case err != nil && errors.As(err, &ke) && ke.Retriable && time.Now().Before(deadline):
+			// The controller failing over: ask again.
+			select {
+			case <-s.base.Done():
+				return errInterrupted
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		case err != nil:
 			return err
 		}
 		if len(moving) == 0 {
