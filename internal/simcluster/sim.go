@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/metadata"
@@ -19,8 +21,8 @@ import (
 // Simulation drives a Cluster through random steps drawn from a seed:
 // acks=all produces, link faults (both directions, one direction, a
 // broker cut off from everyone, a client cut off from a broker, slow
-// links), heals, crashes and restarts, preferred leader elections,
-// partition reassignments; after every step it checks the invariants
+// links), heals, crashes and restarts, preferred leader elections, voter
+// changes, partition reassignments; after every step it checks the invariants
 // (Check). The same seed draws the same steps.
 type Simulation struct {
 	C     *Cluster
@@ -37,6 +39,7 @@ type Simulation struct {
 	leaders map[epochKey]int32
 	down    int32 // the node crashed or stopped, 0 when none
 	next    int   // the next record's number
+	voters  int   // the founding voters: changeVoters keeps about so many
 	// Log is one line per step taken, for the failure report.
 	Log []string
 }
@@ -55,7 +58,8 @@ type epochKey struct {
 // NewSimulation creates the simulation's topic on c.
 func NewSimulation(ctx context.Context, c *Cluster, seed uint64) (*Simulation, error) {
 	s := &Simulation{C: c, Seed: seed, Topic: "sim", Partitions: 3, RF: 3,
-		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), acked: map[string]position{}, leaders: map[epochKey]int32{}}
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), acked: map[string]position{}, leaders: map[epochKey]int32{},
+		voters: len(c.voters)}
 	if err := c.WaitController(ctx); err != nil {
 		return nil, err
 	}
@@ -108,7 +112,7 @@ func (s *Simulation) two() (int32, int32) {
 // act draws and takes one action, and says what it did.
 func (s *Simulation) act(ctx context.Context) string {
 	n := s.C.Net
-	switch w := s.rng.IntN(24); {
+	switch w := s.rng.IntN(25); {
 	case w < 7:
 		return s.produce(ctx, 1+s.rng.IntN(20))
 	case w < 8:
@@ -166,6 +170,8 @@ func (s *Simulation) act(ctx context.Context) string {
 		return s.electPreferred(ctx)
 	case w < 21:
 		return s.reassign(ctx)
+	case w < 22:
+		return s.changeVoters(ctx)
 	default:
 		d := time.Duration(100+s.rng.IntN(1900)) * time.Millisecond
 		select {
@@ -229,6 +235,58 @@ func (s *Simulation) reassign(ctx context.Context) string {
 		return fmt.Sprintf("%s: %v", desc, err)
 	}
 	return desc
+}
+
+// changeVoters rotates the metadata quorum's voters (KIP-853's
+// AddRaftVoter and RemoveRaftVoter, as `ringlog cluster quorum` sends
+// them): with more voters than it began with, a random voter leaves (it
+// stays on as an observer); otherwise a random observer becomes a voter.
+// Under the faults of the moment either may be refused.
+func (s *Simulation) changeVoters(ctx context.Context) string {
+	cl, err := s.C.NewClient()
+	if err != nil {
+		return fmt.Sprintf("change voters: no client: %v", err)
+	}
+	defer cl.Close()
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	dq := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	dq.Topics = append(dq.Topics, rt)
+	resp, err := dq.RequestWith(qctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Sprintf("change voters: describe the quorum: %v", err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	pick := func(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) int32 {
+		return rs[s.rng.IntN(len(rs))].ReplicaID
+	}
+	switch {
+	case len(p.CurrentVoters) > s.voters:
+		id := pick(p.CurrentVoters)
+		req := kmsg.NewPtrRemoveRaftVoterRequest()
+		req.VoterID = id
+		r, err := req.RequestWith(qctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(r.ErrorCode)
+		}
+		return fmt.Sprintf("remove voter %d: %v", id, err)
+	case len(p.Observers) > 0:
+		id := pick(p.Observers)
+		req := kmsg.NewPtrAddRaftVoterRequest()
+		req.VoterID, req.TimeoutMillis = id, 3000
+		r, err := req.RequestWith(qctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(r.ErrorCode)
+		}
+		return fmt.Sprintf("add voter %d: %v", id, err)
+	}
+	return "change voters: no observer to promote"
 }
 
 // produce sends count records acks=all and remembers those acknowledged.
