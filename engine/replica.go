@@ -606,9 +606,31 @@ func (p *Partition) SetFollowerHighWatermark(leaderHW int64) {
 	if p.rep == nil || p.log == nil || Role(p.role.Load()) != RoleFollower {
 		return
 	}
-	hw := min(leaderHW, p.log.EndOffset())
-	if hw > p.hw.Load() {
-		p.hw.Store(hw)
+	// This runs on the fetcher's goroutine, a truncation on the shard's:
+	// one that lands between reading the log end and raising the high
+	// watermark would leave it above the new end (and compaction, and
+	// consumers reading from this follower, trust it). So compare-and-
+	// swap from the value read before the end, and clamp again after.
+	raised := false
+	for {
+		cur := p.hw.Load()
+		hw := min(leaderHW, p.log.EndOffset())
+		if hw <= cur {
+			break
+		}
+		if p.hw.CompareAndSwap(cur, hw) {
+			raised = true
+			break
+		}
+	}
+	for {
+		cur, end := p.hw.Load(), p.log.EndOffset()
+		if cur <= end {
+			break
+		}
+		p.hw.CompareAndSwap(cur, end) // and look again
+	}
+	if raised {
 		p.notify() // consumers reading from this follower (KIP-392)
 	}
 }
