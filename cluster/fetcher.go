@@ -242,11 +242,10 @@ func (f *fetcher) round(ctx context.Context) error {
 			continue // its truncation failed: retried next round
 		}
 		if fl.throttled && throttle != nil {
-			if throttle.available() <= 0 {
+			if !throttle.charge(replicaPartitionBytes) {
 				held = true
 				continue
 			}
-			throttle.take(replicaPartitionBytes)
 			charged++
 		}
 		l, err := p.ReplicaLog()

@@ -45,15 +45,21 @@ func (b *byteBucket) wait() time.Duration {
 	return time.Duration(-b.tokens/b.rate*float64(time.Second)) + time.Millisecond
 }
 
-// available is how many bytes the bucket holds now (≤ 0: none).
-func (b *byteBucket) available() int64 {
+// charge spends n bytes if the bucket holds any now (it may go below
+// zero), and reports whether it did.
+func (b *byteBucket) charge(n int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill()
-	return int64(b.tokens)
+	if b.tokens <= 0 {
+		return false
+	}
+	b.tokens -= float64(n)
+	return true
 }
 
-// take spends n bytes (the bucket may go below zero).
+// take spends n bytes, or gives them back when n < 0 (the bucket may go
+// below zero).
 func (b *byteBucket) take(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
