@@ -150,13 +150,10 @@ func (n *Node) contacts() []string {
 	for _, v := range n.cfg.Voters {
 		add(v.Addr)
 	}
-	if f := n.raft; f != nil {
-		if cf := f.GetConfiguration(); cf.Error() == nil {
-			for _, s := range cf.Configuration().Servers {
-				if s.Suffrage == raft.Voter {
-					add(string(s.Address))
-				}
-			}
+	ms, _ := n.Configuration() // none yet: the founding voters alone
+	for _, m := range ms {
+		if m.Voter {
+			add(m.Addr)
 		}
 	}
 	return addrs
@@ -300,7 +297,8 @@ const MaxBrokerOnlyNodes = 1024
 // naming the leader when it knows one. A node the configuration has as a
 // voter is not demoted: one with a Raft log, or that never registered (a
 // late first start), is told to come in; one that registered and has no
-// log is refused until removed (it lost its metadata: see findCluster). It returns why not, or "".
+// log is refused until removed (it lost its metadata: see findCluster).
+// It returns why not, or "".
 func (n *Node) admit(id int32, addr string, empty bool) string {
 	if err := checkHostPort(addr); err != nil {
 		return fmt.Sprintf("join address: %v", err)
@@ -347,9 +345,9 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 				if err := n.raft.Barrier(n.cfg.HandshakeTimeout / 2).Error(); err != nil {
 					return notLeaderReason
 				}
-			}
-			if _, registered := n.fsm.Image().Broker(id); registered && empty {
-				return fmt.Sprintf("node %d %s: remove it from the voters first (ringlog cluster quorum remove-voter %d)", id, awaitingRemovalReason, id)
+				if !n.firstStartVoter(id, addr) {
+					return fmt.Sprintf("node %d %s: remove it from the voters first (ringlog cluster quorum remove-voter %d)", id, awaitingRemovalReason, id)
+				}
 			}
 			return "" // a voter with its log (cut off a while), or starting for the first time after the others
 		case s.ID == serverID(id) && string(s.Address) == addr:
@@ -383,8 +381,8 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 
 // firstStartVoter reports whether id is a voter of this node's
 // configuration at addr whose broker never registered in this node's
-// image: one starting for the first time, which a follower may let in
-// while no leader is known.
+// image: one starting for the first time, which the leader, or while no
+// leader is known a follower, may let in with an empty log.
 //
 // Without a leader this node's image may lack what its log holds (a
 // restarted follower applies its log only once a leader says how much
@@ -414,7 +412,15 @@ func (n *Node) firstStartVoter(id int32, addr string) bool {
 		if entry.Type != raft.LogCommand {
 			continue
 		}
-		if rec, err := metadata.DecodeRecord(entry.Data); err == nil {
+		rec, err := metadata.DecodeRecord(entry.Data)
+		if err != nil {
+			continue
+		}
+		recs := []metadata.Record{rec}
+		if b, ok := rec.(metadata.Batch); ok {
+			recs = b.Records
+		}
+		for _, rec := range recs {
 			if r, ok := rec.(metadata.RegisterBroker); ok && r.ID == id {
 				return false
 			}
