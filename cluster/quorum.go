@@ -70,26 +70,21 @@ func (c *Cluster) AddVoter(ctx context.Context, id int32, addr string) error {
 	}
 	c.voterMu.Lock() // one voter change at a time: RemoveVoter's check holds
 	defer c.voterMu.Unlock()
+	// A node just started may not have joined yet: wait within ctx.
 	var member *quorum.Member
-	for member == nil {
+	for member == nil && ctx.Err() == nil {
 		ms, err := c.node.Configuration()
 		if err != nil {
 			return fmt.Errorf("add voter %d: %w", id, err)
 		}
-		for i := range ms {
-			if ms[i].ID == id {
-				member = &ms[i]
-			}
-		}
-		if member != nil {
-			break
-		}
-		select { // a node just started may not have joined yet
-		case <-ctx.Done():
-		case <-time.After(c.cfg.HeartbeatInterval):
+		if i := slices.IndexFunc(ms, func(m quorum.Member) bool { return m.ID == id }); i >= 0 {
+			member = &ms[i]
 			continue
 		}
-		break
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.cfg.HeartbeatInterval):
+		}
 	}
 	switch {
 	case member == nil:
