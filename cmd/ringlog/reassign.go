@@ -260,19 +260,17 @@ func (s *session) alterReassignments(plan reassignPlan, cancel, allowRFChange bo
 		last := s.ctx.Err() != nil
 		resp, err := s.sendReassignments(pending, cancel, allowRFChange)
 		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-			if err != nil && !last && kerr.IsRetriable(err) {
-				continue
-			}
-			if err != nil {
-				return cmp.Or(s.denied("reassign partitions", kmsg.AlterPartitionAssignments, err), fmt.Errorf("the controller refused the moves: %w%s", err, messageOf(resp.ErrorMessage)))
+			if err = kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				err = fmt.Errorf("the controller refused the moves: %w%s", err, messageOf(resp.ErrorMessage))
 			}
 		} else {
-			var ke *kerr.Error
-			if !last && errors.As(err, &ke) && ke.Retriable {
-				continue
-			}
-			return cmp.Or(s.denied("reassign partitions", kmsg.AlterPartitionAssignments, err), s.explain(err))
+			err = s.explain(err)
+		}
+		switch {
+		case err != nil && !last && kerr.IsRetriable(err):
+			continue
+		case err != nil:
+			return cmp.Or(s.denied("reassign partitions", kmsg.AlterPartitionAssignments, err), err)
 		}
 		retry := map[string]bool{}
 		for _, t := range resp.Topics {
@@ -411,9 +409,8 @@ func (s *session) awaitReassignments(plan reassignPlan, timeout time.Duration, s
 	deadline := time.Now().Add(timeout)
 	for {
 		moving, err := s.ongoingReassignments(parts)
-		var ke *kerr.Error
 		switch {
-		case err != nil && errors.As(err, &ke) && ke.Retriable && time.Now().Before(deadline):
+		case kerr.IsRetriable(err) && time.Now().Before(deadline):
 			// The controller failing over: ask again.
 			select {
 			case <-s.base.Done():
