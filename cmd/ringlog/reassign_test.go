@@ -108,6 +108,16 @@ func TestTopicReassignCommand(t *testing.T) {
 	if res, err := adm.CreateTopic(ctx, 3, 2, nil, "orders"); err != nil || res.Err != nil {
 		t.Fatalf("create: %v %v", err, res.Err)
 	}
+	// Every broker has applied it before the tool asks any of them (a
+	// broker behind answers that it does not exist, as Kafka's would).
+	testenv.WaitFor(t, 10*time.Second, "orders on every broker", func() bool {
+		for _, n := range c.Nodes() {
+			if b := n.Broker(); b == nil || b.Cluster().Image().Topic("orders") == nil {
+				return false
+			}
+		}
+		return true
+	})
 	seeds := strings.Join(c.Seeds(), ",")
 	run := func(code int, args ...string) toolResult {
 		t.Helper()
