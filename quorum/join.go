@@ -445,9 +445,16 @@ type Member struct {
 
 // Configuration is the Raft configuration this node has, sorted by id.
 func (n *Node) Configuration() ([]Member, error) {
+	ms, _, err := n.configuration()
+	return ms, err
+}
+
+// configuration is Configuration and its log index: a change asked for
+// at that index fails if another change came first.
+func (n *Node) configuration() ([]Member, uint64, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return nil, fmt.Errorf("quorum: %w", err)
+		return nil, 0, fmt.Errorf("quorum: %w", err)
 	}
 	var out []Member
 	for _, s := range f.Configuration().Servers {
@@ -458,7 +465,15 @@ func (n *Node) Configuration() ([]Member, error) {
 		out = append(out, Member{ID: int32(id), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
 	slices.SortFunc(out, func(a, b Member) int { return int(a.ID) - int(b.ID) })
-	return out, nil
+	return out, f.Index(), nil
+}
+
+// member finds id in ms.
+func member(ms []Member, id int32) (Member, bool) {
+	if i := slices.IndexFunc(ms, func(m Member) bool { return m.ID == id }); i >= 0 {
+		return ms[i], true
+	}
+	return Member{}, false
 }
 
 // Members are the voters and the non-voters (broker-only nodes) of the
@@ -483,12 +498,8 @@ func (n *Node) lookupMember(id int32) (Member, bool, error) {
 	if err != nil {
 		return Member{}, false, err
 	}
-	for _, m := range ms {
-		if m.ID == id {
-			return m, true, nil
-		}
-	}
-	return Member{}, false, nil
+	m, ok := member(ms, id)
+	return m, ok, nil
 }
 
 // LastIndex is the index of the last entry in this node's Raft log.
@@ -504,17 +515,19 @@ func (n *Node) RemoveNonVoter(ctx context.Context, id int32) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	m, ok, err := n.lookupMember(id)
+	ms, index, err := n.configuration()
 	if err != nil {
 		return err
 	}
+	m, ok := member(ms, id)
 	if !ok {
 		return nil
 	}
 	if m.Voter {
 		return fmt.Errorf("quorum: node %d is a voter", id)
 	}
-	return n.wait(ctx, n.raft.RemoveServer(serverID(id), 0, timeoutOf(ctx)))
+	// At the configuration read: a promotion since fails it.
+	return n.wait(ctx, n.raft.RemoveServer(serverID(id), index, timeoutOf(ctx)))
 }
 
 // ErrNotMember is returned by AddVoter for a node the configuration does
@@ -529,24 +542,19 @@ func (n *Node) AddVoter(ctx context.Context, id int32) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("quorum: %w", err)
+	ms, index, err := n.configuration()
+	if err != nil {
+		return err
 	}
-	var m *raft.Server
-	for _, s := range f.Configuration().Servers {
-		if s.ID == serverID(id) {
-			m = &s
-		}
-	}
+	m, ok := member(ms, id)
 	switch {
-	case m == nil:
+	case !ok:
 		return fmt.Errorf("%w: node %d (start it; it joins as an observer)", ErrNotMember, id)
-	case m.Suffrage == raft.Voter:
+	case m.Voter:
 		return nil
 	}
 	// At the configuration read: a change committed since fails it.
-	return n.wait(ctx, n.raft.AddVoter(m.ID, m.Address, f.Index(), timeoutOf(ctx)))
+	return n.wait(ctx, n.raft.AddVoter(serverID(id), raft.ServerAddress(m.Addr), index, timeoutOf(ctx)))
 }
 
 // RemoveVoter takes voter id out of the Raft configuration; the last
@@ -557,22 +565,21 @@ func (n *Node) RemoveVoter(ctx context.Context, id int32) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("quorum: %w", err)
+	ms, index, err := n.configuration()
+	if err != nil {
+		return err
 	}
 	var voters []int32
-	for _, s := range f.Configuration().Servers {
-		if v, err := strconv.ParseInt(string(s.ID), 10, 32); err == nil && s.Suffrage == raft.Voter {
-			voters = append(voters, int32(v))
+	for _, m := range ms {
+		if m.Voter {
+			voters = append(voters, m.ID)
 		}
 	}
-	slices.Sort(voters)
 	if !slices.Contains(voters, id) {
 		return fmt.Errorf("quorum: node %d is not a voter (voters: %v)", id, voters)
 	}
 	if len(voters) == 1 {
 		return fmt.Errorf("quorum: node %d is the last voter", id)
 	}
-	return n.wait(ctx, n.raft.RemoveServer(serverID(id), f.Index(), timeoutOf(ctx)))
+	return n.wait(ctx, n.raft.RemoveServer(serverID(id), index, timeoutOf(ctx)))
 }
