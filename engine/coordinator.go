@@ -402,6 +402,7 @@ func (c *Coordinator) group(id string, create bool) *Group {
 	defer c.mu.Unlock()
 	if g = c.groups[id]; g == nil {
 		g = newGroup(id, &c.cfg, c.sched, c.storeGroup)
+		g.topicName = c.topicName
 		c.groups[id] = g
 	}
 	return g
@@ -429,6 +430,14 @@ func (c *Coordinator) Groups() []*Group {
 	c.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// topicName is a topic's name by id ("" when unknown).
+func (c *Coordinator) topicName(id TopicID) string {
+	if t := c.eng.TopicByID(id); t != nil {
+		return t.Name
+	}
+	return ""
 }
 
 func (c *Coordinator) partitionFor(group string) *Partition {
@@ -686,8 +695,11 @@ func (c *Coordinator) DeleteGroup(id string) error {
 		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
 	}
 	g.mu.Lock()
-	if g.state != StateEmpty {
+	if g.state != StateEmpty || !g.leaveConsumerProtocol() {
 		st := g.state
+		if g.consumer != nil {
+			st = GroupState(g.consumer.State())
+		}
 		g.unlock()
 		return fmt.Errorf("%w: group %q is %s; stop its members first", kerr.NonEmptyGroup, id, st)
 	}
@@ -753,6 +765,9 @@ func (c *Coordinator) DeleteOffsets(id string, parts []TopicPartition) ([]error,
 func (g *Group) subscribedTopics() map[string]bool {
 	g.mu.Lock()
 	defer g.unlock()
+	if g.consumer != nil {
+		return g.consumer.SubscribedTopics()
+	}
 	out := map[string]bool{}
 	if g.protocolType != "consumer" {
 		return out

@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/ringlog/ringlog/engine/consumergroup"
 	"log/slog"
 	"maps"
 	"os"
@@ -180,6 +181,7 @@ func DefaultConfig() Config {
 			MaxSessionTimeout:     30 * time.Minute,
 			InitialRebalanceDelay: 3 * time.Second,
 			MaxMetadataBytes:      defaultGroupMetadataBytes,
+			Consumer:              consumergroup.DefaultConfig(),
 		},
 		Transactions: TxnConfig{
 			MaxTimeout:    15 * time.Minute,

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/engine/consumergroup"
 )
 
 // The classic consumer-group protocol (JoinGroup, SyncGroup, Heartbeat,
@@ -74,6 +76,8 @@ type GroupConfig struct {
 	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
 	MaxSize               int           // group.max.size
+	// Consumer holds the settings of KIP-848 consumer-protocol groups.
+	Consumer consumergroup.Config
 	// MaxMetadataBytes bounds the protocol metadata (subscriptions) all
 	// of a group's members hold: a JoinGroup past it is refused
 	// GROUP_MAX_SIZE_REACHED, so members cannot make the coordinator
@@ -224,6 +228,13 @@ type Group struct {
 	stateSince   time.Time
 	offsets      map[TopicPartition]CommittedOffset
 	completions  []func()
+
+	// consumer is the KIP-848 state of a consumer-protocol group (nil
+	// for a classic group), consumerTimer its deadline timer, topicName
+	// the topic names by id (consumer.go).
+	consumer      *consumergroup.Group
+	consumerTimer Timer
+	topicName     func(TopicID) string
 }
 
 // CommittedOffset is a group's committed position in one partition.
@@ -331,6 +342,10 @@ func (g *Group) Join(req JoinRequest, done func(JoinResult)) {
 	}
 	if g.state == StateDead {
 		fail(fmt.Errorf("%w: group %q is being deleted", kerr.CoordinatorNotAvailable, g.ID))
+		return
+	}
+	if !g.leaveConsumerProtocol() {
+		fail(g.errConsumerGroup())
 		return
 	}
 	if req.SessionTimeout < g.cfg.MinSessionTimeout || req.SessionTimeout > g.cfg.MaxSessionTimeout {
@@ -948,6 +963,9 @@ func (g *Group) Leave(members []LeaveMember) []error {
 func (g *Group) CheckCommit(memberID string, instanceID *string, generation int32) error {
 	g.mu.Lock()
 	defer g.unlock()
+	if g.consumer != nil {
+		return g.checkConsumerCommit(memberID, generation)
+	}
 	if generation < 0 && memberID == "" {
 		if len(g.members) > 0 {
 			return fmt.Errorf("%w: group %q has active members; commit as one of them", kerr.UnknownMemberID, g.ID)
@@ -1064,7 +1082,9 @@ type GroupDescription struct {
 	ProtocolType string
 	Protocol     string
 	Generation   int32
-	Members      []MemberDescription
+	// Type is "classic" or "consumer" (KIP-848), as ListGroups v5 says.
+	Type    string
+	Members []MemberDescription
 }
 
 // MemberDescription is one member in a description.
@@ -1081,7 +1101,10 @@ type MemberDescription struct {
 func (g *Group) Describe() GroupDescription {
 	g.mu.Lock()
 	defer g.unlock()
-	d := GroupDescription{ID: g.ID, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation}
+	if g.consumer != nil {
+		return g.consumerDescribe()
+	}
+	d := GroupDescription{ID: g.ID, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation, Type: "classic"}
 	if g.state == StatePreparingRebalance || g.state == StateCompletingRebalance {
 		d.Protocol = ""
 	}
@@ -1105,5 +1128,8 @@ func (g *Group) Describe() GroupDescription {
 func (g *Group) State() GroupState {
 	g.mu.Lock()
 	defer g.unlock()
+	if g.consumer != nil {
+		return GroupState(g.consumer.State())
+	}
 	return g.state
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/ringlog/ringlog/engine"
 )
 
-// OffsetFetch, key 9, versions 0-8.
+// OffsetFetch, key 9, versions 0-9.
 //
 //   - The committed offset, leader epoch and metadata of each partition
 //     asked for (offset -1 when none); null topics (v2+) means every
@@ -21,6 +21,10 @@ import (
 //   - The committed leader epoch is returned: OffsetForLeaderEpoch is
 //     exact here, so clients can validate it.
 //   - v8 fetches several groups at once.
+//   - v9 names the member and its epoch (KIP-848): for a consumer-protocol
+//     group the member must exist (UNKNOWN_MEMBER_ID) with that epoch
+//     (STALE_MEMBER_EPOCH), so a fenced member does not resume from
+//     offsets it no longer owns; without a member id nothing is checked.
 
 func handleOffsetFetch(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrOffsetFetchRequest()
@@ -38,7 +42,7 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			got, err := r.fetchOffsets(co, rg.Group, topics)
+			got, err := r.fetchOffsets(co, rg.Group, topics, rg.MemberID, rg.MemberEpoch)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, errCode(err)
 			r.failed = r.failed || err != nil
@@ -71,7 +75,7 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	got, err := r.fetchOffsets(co, req.Group, topics)
+	got, err := r.fetchOffsets(co, req.Group, topics, nil, -1)
 	resp.ErrorCode = errCode(err)
 	r.failed = err != nil
 	byTopic := map[string]int{}
@@ -101,9 +105,12 @@ func handleOffsetFetch(s *Server, r *request) frameOutcome {
 // fetchOffsets is FetchOffsets behind the ACLs: DESCRIBE on the group
 // (else GROUP_AUTHORIZATION_FAILED), and only the topics the principal
 // may DESCRIBE (the others are left out, as if nothing were committed).
-func (r *request) fetchOffsets(co *engine.Coordinator, group string, topics map[string][]int32) ([]engine.FetchedOffset, error) {
+func (r *request) fetchOffsets(co *engine.Coordinator, group string, topics map[string][]int32, member *string, epoch int32) ([]engine.FetchedOffset, error) {
 	if !r.groupAllowed(kmsg.ACLOperationDescribe, group) {
 		return nil, kerr.GroupAuthorizationFailed
+	}
+	if err := co.CheckFetchMember(group, member, epoch); err != nil {
+		return nil, err
 	}
 	got, err := co.FetchOffsets(group, topics)
 	if r.conn.srv.cfg.Security.Authorizer == nil {

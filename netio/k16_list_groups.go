@@ -10,8 +10,8 @@ import (
 // ListGroups, key 16, versions 0-5.
 //
 //   - Every group with its protocol type; its state (v4+, with a states
-//     filter, case-insensitive) and type "classic" (v5+, with a types
-//     filter).
+//     filter, case-insensitive) and type, "classic" or "consumer" (KIP-848)
+//     (v5+, with a types filter).
 
 func handleListGroups(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrListGroupsRequest()
@@ -27,14 +27,14 @@ func handleListGroups(s *Server, r *request) frameOutcome {
 	all := r.clusterAllowed(kmsg.ACLOperationDescribe)
 	for _, g := range s.eng.Coordinator().Groups() {
 		d := g.Describe()
-		if !match(req.StatesFilter, string(d.State)) || !match(req.TypesFilter, "classic") {
+		if !match(req.StatesFilter, string(d.State)) || !match(req.TypesFilter, d.Type) {
 			continue
 		}
 		if !all && !r.groupAllowed(kmsg.ACLOperationDescribe, d.ID) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = d.ID, d.ProtocolType, string(d.State), "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = d.ID, d.ProtocolType, string(d.State), d.Type
 		resp.Groups = append(resp.Groups, lg)
 	}
 	r.respond(resp)

@@ -40,7 +40,7 @@ var apiTable = []apiHandler{
 	{key: 2, name: "ListOffsets", min: 0, max: 10, advMin: 0, handler: handleListOffsets},
 	{key: 3, name: "Metadata", min: 0, max: 13, advMin: 0, async: true, handler: handleMetadata},
 	{key: 8, name: "OffsetCommit", min: 0, max: 9, advMin: 0, async: true, handler: handleOffsetCommit},
-	{key: 9, name: "OffsetFetch", min: 0, max: 8, advMin: 0, handler: handleOffsetFetch},
+	{key: 9, name: "OffsetFetch", min: 0, max: 9, advMin: 0, handler: handleOffsetFetch},
 	{key: 10, name: "FindCoordinator", min: 0, max: 4, advMin: 0, handler: handleFindCoordinator},
 	{key: 11, name: "JoinGroup", min: 0, max: 9, advMin: 0, handler: handleJoinGroup},
 	{key: 12, name: "Heartbeat", min: 0, max: 4, advMin: 0, handler: handleHeartbeat},
@@ -64,6 +64,8 @@ var apiTable = []apiHandler{
 	{key: 47, name: "OffsetDelete", min: 0, max: 0, advMin: 0, async: true, handler: handleOffsetDelete},
 	{key: 60, name: "DescribeCluster", min: 0, max: 2, advMin: 0, handler: handleDescribeCluster},
 	{key: 61, name: "DescribeProducers", min: 0, max: 0, advMin: 0, async: true, handler: handleDescribeProducers},
+	{key: 68, name: "ConsumerGroupHeartbeat", min: 0, max: 1, advMin: 0, handler: handleConsumerGroupHeartbeat},
+	{key: 69, name: "ConsumerGroupDescribe", min: 0, max: 1, advMin: 0, handler: handleConsumerGroupDescribe},
 }
 
 // clusterAPITable are the internal APIs of cluster mode (cluster.go):

@@ -178,6 +178,9 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&e.ProducerIDExpiration, "producer-id-expiration", def.Engine.ProducerIDExpiration, "forget a partition's producer whose last batch there is this old and that has no open transaction (producer.id.expiration.ms); checked with retention")
 	fs.DurationVar(&e.Groups.MaxSessionTimeout, "group-max-session-timeout", def.Engine.Groups.MaxSessionTimeout, "largest session timeout a group member may ask for (group.max.session.timeout.ms)")
 	fs.IntVar(&e.Groups.MaxMetadataBytes, "group-max-metadata-bytes", def.Engine.Groups.MaxMetadataBytes, "protocol metadata (subscriptions) all members of one group may hold; a JoinGroup past it is refused GROUP_MAX_SIZE_REACHED")
+	fs.DurationVar(&e.Groups.Consumer.SessionTimeout, "group-consumer-session-timeout", def.Engine.Groups.Consumer.SessionTimeout, "KIP-848 consumer-protocol groups: how long a member may go without a heartbeat before it is removed (group.consumer.session.timeout.ms)")
+	fs.DurationVar(&e.Groups.Consumer.HeartbeatInterval, "group-consumer-heartbeat-interval", def.Engine.Groups.Consumer.HeartbeatInterval, "KIP-848 consumer-protocol groups: the heartbeat interval members are told; a new assignment reaches a member at its next heartbeat (group.consumer.heartbeat.interval.ms)")
+	fs.IntVar(&e.Groups.Consumer.MaxSize, "group-consumer-max-size", def.Engine.Groups.Consumer.MaxSize, "KIP-848 consumer-protocol groups: the most members one group may have, 0 for no limit; a join past it gets GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
 	fs.DurationVar(&e.Groups.InitialRebalanceDelay, "group-initial-rebalance-delay", def.Engine.Groups.InitialRebalanceDelay, "how long a new group waits for more members before its first generation (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -228,6 +231,9 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, cli.Usagef("--%v", err)
+	}
+	if c := cfg.Engine.Groups.Consumer; c.HeartbeatInterval <= 0 || c.SessionTimeout <= c.HeartbeatInterval || c.MaxSize < 0 {
+		return cfg, cli.Usagef("--group-consumer-heartbeat-interval (%v) must be positive and shorter than --group-consumer-session-timeout (%v), and --group-consumer-max-size (%d) at least 0", c.HeartbeatInterval, c.SessionTimeout, c.MaxSize)
 	}
 	if f.voters == "" {
 		if f.controllerAddr != "" {

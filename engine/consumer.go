@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine/consumergroup"
+)
+
+// The KIP-848 consumer protocol (ConsumerGroupHeartbeat) on the group
+// coordinator. The protocol's state machine is package consumergroup; this
+// file gives it a group (Group.consumer), the clock, the topics, and a
+// timer for its session and rebalance deadlines, under Group.mu.
+//
+// A group speaks one protocol at a time. An empty classic group (only
+// committed offsets) becomes a consumer group on its first heartbeat, and
+// an empty consumer group becomes classic again on its first JoinGroup; a
+// group with members of the other protocol is refused (a heartbeat gets
+// GROUP_ID_NOT_FOUND, a JoinGroup INCONSISTENT_GROUP_PROTOCOL), as Kafka
+// does with group.consumer.migration.policy=disabled.
+
+// ConsumerTypeName is the protocol type of a consumer-protocol group, and
+// its type in ListGroups.
+const ConsumerTypeName = "consumer"
+
+// engineTopics is the consumer groups' view of the engine's topics.
+type engineTopics struct{ e *Engine }
+
+func (t engineTopics) ByName(name string) (consumergroup.TopicID, int32, bool) {
+	tp := t.e.Topic(name)
+	if tp == nil || tp.Deleted() {
+		return consumergroup.TopicID{}, 0, false
+	}
+	return consumergroup.TopicID(tp.ID), int32(len(tp.Partitions())), true
+}
+
+func (t engineTopics) Names() []string {
+	ts := t.e.Topics()
+	out := make([]string, 0, len(ts))
+	for _, tp := range ts {
+		if !tp.Deleted() {
+			out = append(out, tp.Name)
+		}
+	}
+	return out
+}
+
+// ConsumerHeartbeat handles a ConsumerGroupHeartbeat for groupID.
+func (c *Coordinator) ConsumerHeartbeat(groupID string, req consumergroup.Request) (consumergroup.Response, error) {
+	g, err := c.Group(groupID, req.Epoch == consumergroup.JoinEpoch)
+	if err != nil {
+		return consumergroup.Response{}, err
+	}
+	if g == nil {
+		return consumergroup.Response{}, fmt.Errorf("%w: group %q does not exist (it may have expired); join again", kerr.UnknownMemberID, groupID)
+	}
+	g.mu.Lock()
+	defer g.unlock()
+	if g.state == StateDead {
+		return consumergroup.Response{}, fmt.Errorf("%w: group %q is being deleted", kerr.CoordinatorNotAvailable, g.ID)
+	}
+	if g.consumer == nil {
+		if len(g.members) > 0 || len(g.pending) > 0 {
+			return consumergroup.Response{}, fmt.Errorf("%w: group %q is a classic group with members; it can switch to the consumer protocol once they all left", kerr.GroupIDNotFound, g.ID)
+		}
+		if req.Epoch != consumergroup.JoinEpoch {
+			return consumergroup.Response{}, fmt.Errorf("%w: group %q has no member %s", kerr.UnknownMemberID, g.ID, req.MemberID)
+		}
+		g.consumer = consumergroup.New(g.ID, c.cfg.Consumer)
+		g.protocolType, g.protocol, g.generation = ConsumerTypeName, "", 0
+	}
+	resp, err := g.consumer.Heartbeat(c.sched.Now(), engineTopics{c.eng}, req)
+	g.armConsumerTimer()
+	return resp, err
+}
+
+// armConsumerTimer sets the group's one timer to the consumer group's next
+// session or rebalance deadline (g.mu held).
+func (g *Group) armConsumerTimer() {
+	if g.consumerTimer != nil {
+		g.consumerTimer.Stop()
+		g.consumerTimer = nil
+	}
+	if g.consumer == nil {
+		return
+	}
+	next := g.consumer.NextDeadline()
+	if next.IsZero() {
+		return
+	}
+	cg := g.consumer
+	var t Timer
+	t = g.sched.AfterFunc(next.Sub(g.sched.Now()), func() {
+		g.mu.Lock()
+		defer g.unlock()
+		if g.consumer != cg || g.consumerTimer != t {
+			return // replaced, or re-armed since
+		}
+		g.consumerTimer = nil
+		g.consumer.Expire(g.sched.Now())
+		g.armConsumerTimer()
+	})
+	g.consumerTimer = t
+}
+
+// ConsumerGroup returns a copy of what ConsumerGroupDescribe shows of a
+// consumer-protocol group; ok is false for a classic or unknown group.
+func (c *Coordinator) ConsumerGroup(groupID string) (d ConsumerGroupDescription, ok bool, err error) {
+	g, err := c.Group(groupID, false)
+	if err != nil || g == nil {
+		return d, false, err
+	}
+	g.mu.Lock()
+	defer g.unlock()
+	if g.consumer == nil {
+		return d, false, nil
+	}
+	cg := g.consumer
+	d = ConsumerGroupDescription{ID: g.ID, State: cg.State(), Epoch: cg.Epoch(), AssignmentEpoch: cg.AssignmentEpoch(), Assignor: cg.Assignor()}
+	for _, m := range cg.Members() {
+		d.Members = append(d.Members, ConsumerMemberDescription{
+			MemberID: m.ID, InstanceID: m.InstanceID, RackID: m.RackID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			Epoch: m.Epoch, State: m.State, Topics: slices.Clone(m.Topics), Regex: m.Regex,
+			Assigned: m.Assigned.Clone(), Target: cg.Target(m.ID).Clone(),
+		})
+	}
+	return d, true, nil
+}
+
+// ConsumerGroupDescription is a consumer-protocol group as
+// ConsumerGroupDescribe reports it.
+type ConsumerGroupDescription struct {
+	ID              string
+	State           string
+	Epoch           int32
+	AssignmentEpoch int32
+	Assignor        string
+	Members         []ConsumerMemberDescription
+}
+
+// ConsumerMemberDescription is one member of a consumer-protocol group.
+type ConsumerMemberDescription struct {
+	MemberID   string
+	InstanceID string
+	RackID     string
+	ClientID   string
+	ClientHost string
+	Epoch      int32
+	State      consumergroup.MemberState
+	Topics     []string
+	Regex      string
+	Assigned   consumergroup.Assignment
+	Target     consumergroup.Assignment
+}
+
+// errConsumerGroup refuses a classic request on a consumer-protocol group
+// that has members.
+func (g *Group) errConsumerGroup() error {
+	return fmt.Errorf("%w: group %q uses the consumer protocol (KIP-848) and has members; a classic member can join once they all left", kerr.InconsistentGroupProtocol, g.ID)
+}
+
+// leaveConsumerProtocol turns an empty consumer-protocol group back into a
+// classic one (g.mu held); false if it has members.
+func (g *Group) leaveConsumerProtocol() bool {
+	if g.consumer == nil {
+		return true
+	}
+	if !g.consumer.Empty() {
+		return false
+	}
+	if g.consumerTimer != nil {
+		g.consumerTimer.Stop()
+		g.consumerTimer = nil
+	}
+	g.consumer = nil
+	g.protocolType, g.protocol = "", ""
+	return true
+}
+
+// consumerDescribe is the classic DescribeGroups view of a consumer
+// group (g.mu held): members with their subscription and assignment in
+// the consumer protocol's embedded formats, so tools that only speak the
+// classic API still see who consumes what.
+func (g *Group) consumerDescribe() GroupDescription {
+	cg := g.consumer
+	d := GroupDescription{ID: g.ID, State: GroupState(cg.State()), ProtocolType: ConsumerTypeName, Protocol: cg.Assignor(), Generation: cg.Epoch(), Type: ConsumerTypeName}
+	names := g.topicNames()
+	for _, m := range cg.Members() {
+		md := MemberDescription{MemberID: m.ID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+		if m.InstanceID != "" {
+			inst := m.InstanceID
+			md.InstanceID = &inst
+		}
+		sub := kmsg.ConsumerMemberMetadata{Version: 0, Topics: slices.Clone(m.Topics)}
+		md.Metadata = sub.AppendTo(nil)
+		asg := kmsg.ConsumerMemberAssignment{Version: 0}
+		for id, ps := range m.Assigned {
+			asg.Topics = append(asg.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: names(id), Partitions: slices.Clone(ps)})
+		}
+		slices.SortFunc(asg.Topics, func(a, b kmsg.ConsumerMemberAssignmentTopic) int { return compareStrings(a.Topic, b.Topic) })
+		md.Assignment = asg.AppendTo(nil)
+		d.Members = append(d.Members, md)
+	}
+	return d
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// topicNames returns a lookup of topic names by id ("" when unknown).
+func (g *Group) topicNames() func(consumergroup.TopicID) string {
+	return func(id consumergroup.TopicID) string {
+		if g.topicName == nil {
+			return ""
+		}
+		return g.topicName(TopicID(id))
+	}
+}
+
+// checkConsumerCommit validates an offset commit's member and epoch for a
+// consumer-protocol group (g.mu held). A commit with no member id and a
+// negative epoch is an admin commit, allowed while the group is empty.
+func (g *Group) checkConsumerCommit(memberID string, epoch int32) error {
+	if memberID == "" && epoch < 0 {
+		if !g.consumer.Empty() {
+			return fmt.Errorf("%w: group %q has active members; commit as one of them", kerr.UnknownMemberID, g.ID)
+		}
+		return nil
+	}
+	return g.consumer.CheckOffsetCommit(memberID, epoch)
+}
+
+// CheckFetchMember validates the member id and epoch an OffsetFetch (v9+)
+// names: for a consumer-protocol group the member must exist with that
+// epoch; classic groups and requests without a member are not checked.
+func (c *Coordinator) CheckFetchMember(groupID string, memberID *string, epoch int32) error {
+	if memberID == nil || *memberID == "" {
+		return nil
+	}
+	g, err := c.Group(groupID, false)
+	if err != nil || g == nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.unlock()
+	if g.consumer == nil {
+		return nil
+	}
+	return g.consumer.CheckOffsetCommit(*memberID, epoch)
+}

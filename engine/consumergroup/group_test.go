@@ -1,0 +1,504 @@
+package consumergroup
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+type fakeTopics map[string]int32
+
+func idOf(name string) TopicID {
+	var id TopicID
+	copy(id[:], name)
+	return id
+}
+
+func (f fakeTopics) ByName(name string) (TopicID, int32, bool) {
+	n, ok := f[name]
+	return idOf(name), n, ok
+}
+
+func (f fakeTopics) Names() []string {
+	out := make([]string, 0, len(f))
+	for n := range f {
+		out = append(out, n)
+	}
+	return out
+}
+
+var t0 = time.Unix(1_000_000, 0)
+
+func cfg() Config {
+	c := DefaultConfig()
+	c.SessionTimeout = 10 * time.Second
+	c.RegexRefresh = time.Second
+	return c
+}
+
+func str(s string) *string { return &s }
+
+// client plays one member the way a well-behaved client does: it joins,
+// takes what it is told, revokes what it is told to drop, and reports
+// what it owns on every heartbeat.
+type client struct {
+	id     string
+	epoch  int32
+	owned  Assignment
+	topics []string
+	regex  *string
+	inst   *string
+}
+
+func (c *client) beat(t *testing.T, g *Group, now time.Time, topics Topics) Response {
+	t.Helper()
+	r := Request{MemberID: c.id, Epoch: c.epoch, InstanceID: c.inst, RebalanceTimeout: 5 * time.Second, SubscribedTopics: c.topics, SubscribedRegex: c.regex, Owned: c.owned}
+	if c.epoch == JoinEpoch {
+		r.Owned = Assignment{}
+		if r.SubscribedTopics == nil && r.SubscribedRegex == nil {
+			r.SubscribedTopics = []string{}
+		}
+	}
+	resp, err := g.Heartbeat(now, topics, r)
+	if err != nil {
+		t.Fatalf("%s heartbeat (epoch %d): %v", c.id, c.epoch, err)
+	}
+	c.epoch = resp.Epoch
+	if resp.Assignment != nil {
+		c.owned = resp.Assignment.Clone()
+	}
+	return resp
+}
+
+// checkOwners: a partition is in at most one member's Assigned or
+// Revoking, and the owners index agrees.
+func checkOwners(t *testing.T, g *Group) {
+	t.Helper()
+	seen := map[TopicID]map[int32]string{}
+	for _, m := range g.members {
+		for _, a := range []Assignment{m.Assigned, m.Revoking} {
+			for tp, ps := range a {
+				for _, p := range ps {
+					if seen[tp] == nil {
+						seen[tp] = map[int32]string{}
+					}
+					if o := seen[tp][p]; o != "" {
+						t.Fatalf("partition %x/%d owned by %s and %s", tp[:4], p, o, m.ID)
+					}
+					seen[tp][p] = m.ID
+					if got := g.Owner(tp, p); got != m.ID {
+						t.Fatalf("owners index says %q for %x/%d, member %s has it", got, tp[:4], p, m.ID)
+					}
+				}
+			}
+		}
+	}
+	for tp, o := range g.owners {
+		for p, id := range o {
+			if seen[tp][p] != id {
+				t.Fatalf("owners index has %s for %x/%d, no member holds it", id, tp[:4], p)
+			}
+		}
+	}
+}
+
+// clientsOverlap: two clients consuming one partition at once.
+func clientsOverlap(cs []*client) error {
+	seen := map[TopicID]map[int32]string{}
+	for _, c := range cs {
+		for tp, ps := range c.owned {
+			for _, p := range ps {
+				if seen[tp] == nil {
+					seen[tp] = map[int32]string{}
+				}
+				if o := seen[tp][p]; o != "" {
+					return fmt.Errorf("partition %x/%d consumed by %s and %s", tp[:4], p, o, c.id)
+				}
+				seen[tp][p] = c.id
+			}
+		}
+	}
+	return nil
+}
+
+func TestJoinAndSpread(t *testing.T) {
+	topics := fakeTopics{"a": 6}
+	g := New("g", cfg())
+	now := t0
+	cs := []*client{{id: "m1", topics: []string{"a"}}, {id: "m2", topics: []string{"a"}}, {id: "m3", topics: []string{"a"}}}
+	cs[0].beat(t, g, now, topics)
+	if cs[0].owned.Len() != 6 || cs[0].epoch != 1 {
+		t.Fatalf("first member: %v epoch %d", cs[0].owned, cs[0].epoch)
+	}
+	for round := 0; round < 6; round++ {
+		for _, c := range cs {
+			c.beat(t, g, now, topics)
+			checkOwners(t, g)
+			if err := clientsOverlap(cs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range cs {
+		if c.owned.Len() != 2 || c.epoch != g.Epoch() {
+			t.Fatalf("%s owns %v at epoch %d (group %d)", c.id, c.owned, c.epoch, g.Epoch())
+		}
+	}
+	if g.State() != "Stable" {
+		t.Fatalf("state %s", g.State())
+	}
+}
+
+// TestRevokeBeforeReassign: a partition moves only after its owner reports
+// it revoked, and the owner keeps consuming what it keeps meanwhile.
+func TestRevokeBeforeReassign(t *testing.T) {
+	topics := fakeTopics{"a": 2}
+	g := New("g", cfg())
+	a := &client{id: "a", topics: []string{"a"}}
+	b := &client{id: "b", topics: []string{"a"}}
+	a.beat(t, g, t0, topics)
+	b.beat(t, g, t0, topics) // b joins: target gives it one of a's
+	if b.owned.Len() != 0 {
+		t.Fatalf("b got %v before a revoked", b.owned)
+	}
+	if g.Member("b").State != UnreleasedPartitions {
+		t.Fatalf("b state %v", g.Member("b").State)
+	}
+	// a is told to keep one; it must not lose the other's fetches until
+	// it reports it gone (keepalive: owned nil).
+	epochBefore := a.epoch
+	resp, err := g.Heartbeat(t0, topics, Request{MemberID: "a", Epoch: a.epoch, RebalanceTimeout: -1})
+	if err != nil || resp.Assignment.Len() != 1 || resp.Epoch != epochBefore {
+		t.Fatalf("a's revocation answer: %+v %v", resp, err)
+	}
+	if g.Member("a").State != UnrevokedPartitions {
+		t.Fatalf("a state %v", g.Member("a").State)
+	}
+	b.beat(t, g, t0, topics)
+	if b.owned.Len() != 0 {
+		t.Fatalf("b got %v while a still owns it", b.owned)
+	}
+	a.owned = resp.Assignment
+	a.beat(t, g, t0, topics) // reports the revocation
+	if a.epoch != g.Epoch() {
+		t.Fatalf("a epoch %d, group %d", a.epoch, g.Epoch())
+	}
+	b.beat(t, g, t0, topics)
+	if b.owned.Len() != 1 || g.State() != "Stable" {
+		t.Fatalf("b owns %v, state %s", b.owned, g.State())
+	}
+	checkOwners(t, g)
+}
+
+func TestEpochFencing(t *testing.T) {
+	topics := fakeTopics{"a": 1}
+	g := New("g", cfg())
+	a := &client{id: "a", topics: []string{"a"}}
+	a.beat(t, g, t0, topics)
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "a", Epoch: a.epoch + 1, RebalanceTimeout: -1}); !errors.Is(err, kerr.FencedMemberEpoch) {
+		t.Fatalf("newer epoch: %v", err)
+	}
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "x", Epoch: 3, RebalanceTimeout: -1}); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Fatalf("unknown member: %v", err)
+	}
+	// A lost answer: the member is one epoch behind and owns a subset.
+	prev := a.epoch
+	topics["a"] = 2 // a new partition bumps the group epoch
+	a.beat(t, g, t0, topics)
+	if a.epoch == prev || a.owned.Len() != 2 {
+		t.Fatalf("after growth: epoch %d owned %v", a.epoch, a.owned)
+	}
+	resp, err := g.Heartbeat(t0, topics, Request{MemberID: "a", Epoch: prev, RebalanceTimeout: -1, Owned: Assignment{idOf("a"): {0}}})
+	if err != nil || resp.Epoch != a.epoch || resp.Assignment.Len() != 2 {
+		t.Fatalf("previous epoch with a subset: %+v %v", resp, err)
+	}
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "a", Epoch: prev, RebalanceTimeout: -1}); !errors.Is(err, kerr.FencedMemberEpoch) {
+		t.Fatalf("previous epoch without owned partitions: %v", err)
+	}
+	if err := g.CheckOffsetCommit("a", prev); !errors.Is(err, kerr.StaleMemberEpoch) {
+		t.Fatalf("stale commit: %v", err)
+	}
+	if err := g.CheckOffsetCommit("a", a.epoch); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	topics := fakeTopics{"a": 1}
+	g := New("g", cfg())
+	for _, tc := range []struct {
+		r    Request
+		want *kerr.Error
+	}{
+		{Request{MemberID: "", Epoch: 0, SubscribedTopics: []string{"a"}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0, RebalanceTimeout: -1, SubscribedTopics: []string{"a"}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0, SubscribedTopics: []string{"a"}, Owned: Assignment{idOf("a"): {0}}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: -3, SubscribedTopics: []string{"a"}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0, SubscribedTopics: []string{"a"}, ServerAssignor: str("sticky")}, kerr.UnsupportedAssignor},
+		{Request{MemberID: "m", Epoch: 0, SubscribedRegex: str("a(")}, kerr.InvalidRegularExpression},
+		{Request{MemberID: "m", Epoch: -1}, kerr.UnknownMemberID},
+	} {
+		if _, err := g.Heartbeat(t0, topics, tc.r); !errors.Is(err, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.r, err, tc.want)
+		}
+	}
+	if !g.Empty() {
+		t.Fatalf("a refused request left a member")
+	}
+}
+
+func TestRegexSubscription(t *testing.T) {
+	topics := fakeTopics{"orders": 1, "orders-v2": 1, "payments": 1}
+	g := New("g", cfg())
+	a := &client{id: "a", regex: str("orders.*")}
+	a.beat(t, g, t0, topics)
+	if a.owned.Len() != 2 {
+		t.Fatalf("regex resolved to %v", g.ResolvedRegex("orders.*"))
+	}
+	// A new matching topic is picked up at the next refresh.
+	topics["orders-v3"] = 2
+	a.beat(t, g, t0.Add(100*time.Millisecond), topics)
+	if a.owned.Len() != 2 {
+		t.Fatalf("refreshed before the interval: %v", a.owned)
+	}
+	a.beat(t, g, t0.Add(2*time.Second), topics)
+	if a.owned.Len() != 4 {
+		t.Fatalf("after the refresh: %v (resolved %v)", a.owned, g.ResolvedRegex("orders.*"))
+	}
+	// "payments" matches only anchored at both ends, as Java's matches().
+	b := &client{id: "b", regex: str("pay")}
+	b.beat(t, g, t0.Add(3*time.Second), topics)
+	if len(g.ResolvedRegex("pay")) != 0 {
+		t.Fatalf("unanchored match: %v", g.ResolvedRegex("pay"))
+	}
+	// A regex filter (the member's DESCRIBE permission) hides topics.
+	c := &client{id: "c"}
+	_, err := g.Heartbeat(t0.Add(4*time.Second), topics, Request{MemberID: "c", RebalanceTimeout: time.Second, SubscribedRegex: str("payments"), Owned: Assignment{},
+		RegexAllowed: func(string) bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts := g.SubscribedTopics(); ts["payments"] {
+		t.Fatalf("a topic the member may not describe is subscribed: %v", ts)
+	}
+	_ = c
+}
+
+func TestStaticMember(t *testing.T) {
+	topics := fakeTopics{"a": 4}
+	g := New("g", cfg())
+	a := &client{id: "a1", topics: []string{"a"}, inst: str("i")}
+	b := &client{id: "b", topics: []string{"a"}}
+	for i := 0; i < 4; i++ {
+		a.beat(t, g, t0, topics)
+		b.beat(t, g, t0, topics)
+	}
+	epoch := g.Epoch()
+	owned := a.owned
+	// The static member leaves temporarily: no rebalance.
+	resp, err := g.Heartbeat(t0, topics, Request{MemberID: "a1", Epoch: StaticLeaveEpoch, InstanceID: str("i"), RebalanceTimeout: -1})
+	if err != nil || resp.Epoch != StaticLeaveEpoch || g.Epoch() != epoch {
+		t.Fatalf("static leave: %+v %v, epoch %d→%d", resp, err, epoch, g.Epoch())
+	}
+	// Another member with the same instance while the first is active is
+	// refused; after it left, a new member takes over its assignment.
+	a2 := &client{id: "a2", topics: []string{"a"}, inst: str("i")}
+	a2.beat(t, g, t0.Add(time.Second), topics)
+	if !a2.owned.Equal(owned) || g.Epoch() != epoch || g.Member("a1") != nil {
+		t.Fatalf("takeover: owned %v want %v, epoch %d→%d", a2.owned, owned, epoch, g.Epoch())
+	}
+	a3 := Request{MemberID: "a3", InstanceID: str("i"), RebalanceTimeout: time.Second, SubscribedTopics: []string{"a"}}
+	if _, err := g.Heartbeat(t0, topics, a3); !errors.Is(err, kerr.UnreleasedInstanceID) {
+		t.Fatalf("second active instance: %v", err)
+	}
+	checkOwners(t, g)
+}
+
+func TestExpiry(t *testing.T) {
+	topics := fakeTopics{"a": 2}
+	g := New("g", cfg())
+	a := &client{id: "a", topics: []string{"a"}}
+	b := &client{id: "b", topics: []string{"a"}}
+	for i := 0; i < 3; i++ {
+		a.beat(t, g, t0, topics)
+		b.beat(t, g, t0, topics)
+	}
+	if d := g.NextDeadline(); !d.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("next deadline %v", d)
+	}
+	a.beat(t, g, t0.Add(5*time.Second), topics)
+	if gone := g.Expire(t0.Add(10 * time.Second)); !slices.Equal(gone, []string{"b"}) {
+		t.Fatalf("expired %v", gone)
+	}
+	a.beat(t, g, t0.Add(11*time.Second), topics)
+	if a.owned.Len() != 2 {
+		t.Fatalf("a owns %v after b expired", a.owned)
+	}
+	// A member that does not revoke within its rebalance timeout is
+	// removed, and its partitions are free.
+	c := &client{id: "c", topics: []string{"a"}}
+	c.beat(t, g, t0.Add(12*time.Second), topics)
+	resp, err := g.Heartbeat(t0.Add(12*time.Second), topics, Request{MemberID: "a", Epoch: a.epoch, RebalanceTimeout: -1})
+	if err != nil || g.Member("a").State != UnrevokedPartitions {
+		t.Fatalf("a not revoking: %+v %v", resp, err)
+	}
+	if gone := g.Expire(t0.Add(17 * time.Second)); !slices.Equal(gone, []string{"a"}) {
+		t.Fatalf("expired %v; a kept its partitions past its rebalance timeout", gone)
+	}
+	c.beat(t, g, t0.Add(18*time.Second), topics)
+	if c.owned.Len() != 2 {
+		t.Fatalf("c owns %v", c.owned)
+	}
+}
+
+func TestAssignors(t *testing.T) {
+	topics := fakeTopics{"a": 7, "b": 3}
+	subs := []Subscriber{{ID: "m1", Topics: []string{"a", "b"}}, {ID: "m2", Topics: []string{"a", "b"}}, {ID: "m3", Topics: []string{"a"}}}
+	r := assignRange(subs, topics)
+	if !slices.Equal(r["m1"][idOf("a")], []int32{0, 1, 2}) || !slices.Equal(r["m3"][idOf("a")], []int32{5, 6}) || !slices.Equal(r["m2"][idOf("b")], []int32{2}) {
+		t.Fatalf("range: %v", r)
+	}
+	u := assignUniform(subs, topics)
+	total := 0
+	for _, s := range subs {
+		n := u[s.ID].Len()
+		total += n
+		if n < 3 || n > 4 {
+			t.Fatalf("uniform unbalanced: %s has %d (%v)", s.ID, n, u)
+		}
+	}
+	if total != 10 {
+		t.Fatalf("uniform assigned %d of 10", total)
+	}
+	// Sticky: with the old target as Current, a new member takes only
+	// what balance requires.
+	for i := range subs {
+		subs[i].Current = u[subs[i].ID]
+	}
+	subs = append(subs, Subscriber{ID: "m4", Topics: []string{"a", "b"}})
+	u2 := assignUniform(subs, topics)
+	moved := 0
+	for _, s := range subs[:3] {
+		for tp, ps := range u[s.ID] {
+			for _, p := range ps {
+				if !u2[s.ID].Has(tp, p) {
+					moved++
+				}
+			}
+		}
+	}
+	if moved != u2["m4"].Len() || moved > 3 {
+		t.Fatalf("uniform moved %d partitions, m4 got %d", moved, u2["m4"].Len())
+	}
+}
+
+// TestRandomized drives a group with clients that join, leave, crash,
+// lose answers and change subscriptions, and checks after every step that
+// no partition has two owners, neither on the coordinator nor among the
+// clients, and that a quiet group converges to a full assignment.
+func TestRandomized(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed, 400) })
+	}
+}
+
+func randomRun(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	topics := fakeTopics{"a": 5, "b": 3, "c": 8}
+	g := New("g", cfg())
+	now := t0
+	var cs []*client
+	subsets := [][]string{{"a"}, {"a", "b"}, {"b", "c"}, {"a", "b", "c"}}
+	next := 0
+	alive := func() []*client {
+		var out []*client
+		for _, c := range cs {
+			if c != nil {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	for step := 0; step < steps; step++ {
+		now = now.Add(time.Duration(rng.IntN(500)) * time.Millisecond)
+		switch k := rng.IntN(20); {
+		case k < 2 && len(alive()) < 6: // join
+			next++
+			c := &client{id: fmt.Sprintf("m%d", next), topics: subsets[rng.IntN(len(subsets))]}
+			if rng.IntN(3) == 0 {
+				c.topics, c.regex = nil, str("[ab]")
+			}
+			cs = append(cs, c)
+			c.beat(t, g, now, topics)
+		case k < 3 && len(alive()) > 0: // leave
+			i := rng.IntN(len(cs))
+			if cs[i] == nil {
+				break
+			}
+			if _, err := g.Heartbeat(now, topics, Request{MemberID: cs[i].id, Epoch: LeaveEpoch}); err != nil {
+				t.Fatal(err)
+			}
+			cs[i] = nil
+		case k < 4 && len(alive()) > 0: // change subscription
+			c := alive()[rng.IntN(len(alive()))]
+			c.regex, c.topics = nil, subsets[rng.IntN(len(subsets))]
+			c.beat(t, g, now, topics)
+		case k < 5: // a topic grows
+			topics["c"]++
+		case k < 6 && len(alive()) > 0: // an answer is lost
+			c := alive()[rng.IntN(len(alive()))]
+			saved := *c
+			c.beat(t, g, now, topics)
+			*c = saved
+		default: // heartbeats
+			for _, c := range alive() {
+				r := Request{MemberID: c.id, Epoch: c.epoch, RebalanceTimeout: time.Minute, SubscribedTopics: c.topics, SubscribedRegex: c.regex, Owned: c.owned}
+				resp, err := g.Heartbeat(now, topics, r)
+				if errors.Is(err, kerr.FencedMemberEpoch) || errors.Is(err, kerr.UnknownMemberID) {
+					c.owned, c.epoch = Assignment{}, JoinEpoch // abandon and rejoin
+					if errors.Is(err, kerr.UnknownMemberID) {
+						next++
+						c.id = fmt.Sprintf("m%d", next)
+					}
+					c.beat(t, g, now, topics)
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				c.epoch = resp.Epoch
+				if resp.Assignment != nil {
+					c.owned = resp.Assignment.Clone()
+				}
+			}
+		}
+		g.Expire(now)
+		checkOwners(t, g)
+		if err := clientsOverlap(alive()); err != nil {
+			t.Fatalf("seed %d step %d: %v", seed, step, err)
+		}
+	}
+	// Quiet: everyone heartbeats until stable; every subscribed partition
+	// is then owned by exactly one member.
+	for round := 0; round < 10; round++ {
+		for _, c := range alive() {
+			c.beat(t, g, now, topics)
+		}
+	}
+	if len(alive()) > 0 && g.State() != "Stable" {
+		t.Fatalf("seed %d: not stable after quiet rounds: %s", seed, g.State())
+	}
+	for name := range g.SubscribedTopics() {
+		for p := int32(0); p < topics[name]; p++ {
+			if g.Owner(idOf(name), p) == "" {
+				t.Fatalf("seed %d: %s/%d unassigned in a stable group", seed, name, p)
+			}
+		}
+	}
+}
