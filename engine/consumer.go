@@ -50,6 +50,9 @@ func (t engineTopics) Names() []string {
 
 // ConsumerHeartbeat handles a ConsumerGroupHeartbeat for groupID.
 func (c *Coordinator) ConsumerHeartbeat(groupID string, req consumergroup.Request) (consumergroup.Response, error) {
+	if err := consumergroup.Validate(c.cfg.Consumer, &req); err != nil {
+		return consumergroup.Response{}, err // before a join creates the group
+	}
 	g, err := c.Group(groupID, req.Epoch == consumergroup.JoinEpoch)
 	if err != nil {
 		return consumergroup.Response{}, err

@@ -243,6 +243,12 @@ type Group struct {
 
 // New returns an empty group.
 func New(id string, cfg Config) *Group {
+	cfg = cfg.withDefaults()
+	return &Group{ID: id, cfg: cfg, members: map[string]*Member{}, static: map[string]string{},
+		target: map[string]Assignment{}, owners: map[TopicID]map[int32]string{}, resolved: map[string][]string{}}
+}
+
+func (cfg Config) withDefaults() Config {
 	def := DefaultConfig()
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = def.SessionTimeout
@@ -256,8 +262,7 @@ func New(id string, cfg Config) *Group {
 	if cfg.RegexRefresh <= 0 {
 		cfg.RegexRefresh = def.RegexRefresh
 	}
-	return &Group{ID: id, cfg: cfg, members: map[string]*Member{}, static: map[string]string{},
-		target: map[string]Assignment{}, owners: map[TopicID]map[int32]string{}, resolved: map[string][]string{}}
+	return cfg
 }
 
 // Epoch is the group epoch.
@@ -345,8 +350,32 @@ func errorf(code *kerr.Error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", code, fmt.Sprintf(format, args...))
 }
 
-// validate checks the request's shape (INVALID_REQUEST and friends).
+// Validate checks what a heartbeat can be refused for without looking at
+// a group: its shape (INVALID_REQUEST), the assignor it names
+// (UNSUPPORTED_ASSIGNOR) and its regex (INVALID_REGULAR_EXPRESSION). The
+// coordinator calls it before it creates a group for a join.
+func Validate(cfg Config, r *Request) error {
+	if err := validateShape(r); err != nil {
+		return err
+	}
+	if r.Epoch == LeaveEpoch || r.Epoch == StaticLeaveEpoch {
+		return nil
+	}
+	return checkSubscription(cfg.withDefaults(), r)
+}
+
+// validate is Validate plus the checks that need the group.
 func (g *Group) validate(r *Request) error {
+	if err := validateShape(r); err != nil {
+		return err
+	}
+	if r.Epoch == StaticLeaveEpoch && r.InstanceID == nil && (g.members[r.MemberID] == nil || g.members[r.MemberID].InstanceID == "") {
+		return errorf(kerr.InvalidRequest, "epoch -2 is for static members, and this one has no instance id")
+	}
+	return nil
+}
+
+func validateShape(r *Request) error {
 	switch {
 	case r.MemberID == "":
 		return errorf(kerr.InvalidRequest, "member id is empty (ConsumerGroupHeartbeat v1 clients choose their own)")
@@ -356,8 +385,6 @@ func (g *Group) validate(r *Request) error {
 		return errorf(kerr.InvalidRequest, "member epoch %d", r.Epoch)
 	case r.InstanceID != nil && *r.InstanceID == "":
 		return errorf(kerr.InvalidRequest, "instance id is empty")
-	case r.Epoch == StaticLeaveEpoch && r.InstanceID == nil && (g.members[r.MemberID] == nil || g.members[r.MemberID].InstanceID == ""):
-		return errorf(kerr.InvalidRequest, "epoch -2 is for static members, and this one has no instance id")
 	}
 	if r.Epoch != JoinEpoch {
 		return nil
@@ -373,9 +400,9 @@ func (g *Group) validate(r *Request) error {
 	return nil
 }
 
-func (g *Group) checkSubscription(r *Request) error {
-	if r.ServerAssignor != nil && *r.ServerAssignor != "" && !slices.Contains(g.cfg.Assignors, *r.ServerAssignor) {
-		return errorf(kerr.UnsupportedAssignor, "assignor %q; this broker has %s", *r.ServerAssignor, strings.Join(g.cfg.Assignors, ", "))
+func checkSubscription(cfg Config, r *Request) error {
+	if r.ServerAssignor != nil && *r.ServerAssignor != "" && !slices.Contains(cfg.Assignors, *r.ServerAssignor) {
+		return errorf(kerr.UnsupportedAssignor, "assignor %q; this broker has %s", *r.ServerAssignor, strings.Join(cfg.Assignors, ", "))
 	}
 	if r.SubscribedRegex != nil && *r.SubscribedRegex != "" {
 		if _, err := compile(*r.SubscribedRegex); err != nil {
@@ -405,7 +432,7 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	if r.Epoch == LeaveEpoch || r.Epoch == StaticLeaveEpoch {
 		return g.leave(now, r)
 	}
-	if err := g.checkSubscription(&r); err != nil {
+	if err := checkSubscription(g.cfg, &r); err != nil {
 		return Response{}, err
 	}
 	m, fresh, err := g.memberFor(now, r)

@@ -51,12 +51,15 @@ func Config(dir string) broker.Config {
 type Option func(*broker.Config)
 
 // FastGroups makes group tests quick: members may ask for session
-// timeouts down to 100 ms, and a new group waits 50 ms (not 3 s) for more
-// members before its first generation.
+// timeouts down to 100 ms, a new group waits 50 ms (not 3 s) for more
+// members before its first generation, and consumer-protocol (KIP-848)
+// members heartbeat every 200 ms (not 5 s) with a 5 s session.
 func FastGroups() Option {
 	return func(c *broker.Config) {
 		c.Engine.Groups.MinSessionTimeout = 100 * time.Millisecond
 		c.Engine.Groups.InitialRebalanceDelay = 50 * time.Millisecond
+		c.Engine.Groups.Consumer.HeartbeatInterval = 200 * time.Millisecond
+		c.Engine.Groups.Consumer.SessionTimeout = 5 * time.Second
 	}
 }
 
