@@ -318,7 +318,9 @@ func TestConsumerProtocolBadRequests(t *testing.T) {
 		{"join without a subscription", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames = nil }, kerr.InvalidRequest},
 		{"join without a rebalance timeout", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RebalanceTimeoutMillis = -1 }, kerr.InvalidRequest},
 		{"unknown assignor", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = str("cooperative-sticky") }, kerr.UnsupportedAssignor},
-		{"bad regex", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, str("(") }, kerr.InvalidRegularExpression},
+		{"bad regex", func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+			r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, str("(")
+		}, kerr.InvalidRegularExpression},
 		{"epoch below -2", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -7 }, kerr.InvalidRequest},
 		{"heartbeat of an unknown member", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = 4 }, kerr.UnknownMemberID},
 	} {
