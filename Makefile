@@ -39,7 +39,7 @@ FUZZ_TARGETS := \
 	./security:FuzzScramExchange \
 	./security:FuzzStoreFile
 
-.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos steady crash-long perf-replication sim
+.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos steady crash-long perf-replication sim kgo-compat
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092, native on
 ## PORT+1, HTTP on PORT+2); PORT=19092, DATA=dir and ARGS='--flag value ...' change them
@@ -172,6 +172,13 @@ steady:
 	$(GO) build -o bin/ringlog-chaos ./cmd/ringlog
 	RINGLOG_TEST_BINARY=$(abspath bin/ringlog-chaos) RINGLOG_STEADY_DURATION=$(DURATION) RINGLOG_STEADY_REPORT=$(abspath steady-report.txt) \
 		$(GO) test -count=1 -timeout 0 -run '^TestReplicationSteady$$' -v ./cmd/ringlog
+
+## kgo-compat: franz-go's own group tests (TestGroupSimple, TestGroupETL, TestTxnEtl, with their KIP-848
+## cases, and Test848RegexBrokerResolves; the version go.mod pins) against ringlog serve: one broker, then a
+## three-broker cluster with replication factor 3; fails on a failure or a skipped 848 case. About 1.5 min.
+kgo-compat:
+	$(GO) build -o bin/ringlog-chaos ./cmd/ringlog
+	RINGLOG_TEST_BINARY=$(abspath bin/ringlog-chaos) RINGLOG_KGO_COMPAT=1 $(GO) test -count=1 -timeout 30m -run '^TestKgoCompat$$' -v ./cmd/ringlog
 
 ## sim: cluster's TestSimulation, three brokers in one process (internal/simcluster) through STEPS
 ## (default 10000) random steps of each of SEEDS (default 1,2,3): acks=all produces, link faults
