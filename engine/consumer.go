@@ -76,18 +76,42 @@ func (c *Coordinator) ConsumerHeartbeat(groupID string, req consumergroup.Reques
 		g.protocolType, g.protocol, g.generation = ConsumerTypeName, "", 0
 	}
 	resp, err := g.consumer.Heartbeat(c.sched.Now(), engineTopics{c.eng}, req)
-	g.armConsumerTimer()
+	if werr := c.persistConsumer(g, false); werr != nil && err == nil {
+		// The member must not act on an answer that is not durable: a
+		// coordinator that loads the group would not know it.
+		resp, err = consumergroup.Response{}, werr
+	}
+	c.armConsumerTimer(g)
 	return resp, err
 }
 
-// armConsumerTimer sets the group's one timer to the consumer group's next
+// persistConsumer writes what changed in g's consumer state (all of it
+// after a failed write, or when all is set) to __consumer_offsets and
+// waits until it is durable (g.mu held: the group's heartbeats wait).
+func (c *Coordinator) persistConsumer(g *Group, all bool) error {
+	if g.consumer == nil || g.detached.Load() {
+		return nil
+	}
+	ch := g.consumer.TakeChanges(all || g.consumerUnsaved)
+	if ch.Empty() {
+		return nil
+	}
+	if err := c.write(g.ID, consumerRecords(g.ID, ch)); err != nil {
+		g.consumerUnsaved = true
+		return err
+	}
+	g.consumerUnsaved = false
+	return nil
+}
+
+// armConsumerTimer sets g's one timer to its consumer state's next
 // session or rebalance deadline (g.mu held).
-func (g *Group) armConsumerTimer() {
+func (c *Coordinator) armConsumerTimer(g *Group) {
 	if g.consumerTimer != nil {
 		g.consumerTimer.Stop()
 		g.consumerTimer = nil
 	}
-	if g.consumer == nil {
+	if g.consumer == nil || g.detached.Load() {
 		return
 	}
 	next := g.consumer.NextDeadline()
@@ -99,12 +123,17 @@ func (g *Group) armConsumerTimer() {
 	t = g.sched.AfterFunc(next.Sub(g.sched.Now()), func() {
 		g.mu.Lock()
 		defer g.unlock()
-		if g.consumer != cg || g.consumerTimer != t {
-			return // replaced, or re-armed since
+		if g.consumer != cg || g.consumerTimer != t || g.detached.Load() {
+			return // replaced, re-armed or dropped since
 		}
 		g.consumerTimer = nil
-		g.consumer.Expire(g.sched.Now())
-		g.armConsumerTimer()
+		if gone := g.consumer.Expire(g.sched.Now()); len(gone) > 0 {
+			c.eng.logger.Info("consumer group members expired", "group", g.ID, "members", gone)
+		}
+		if err := c.persistConsumer(g, false); err != nil {
+			c.eng.logger.Warn("could not store a consumer group's expired members; retried with its next change", "group", g.ID, "err", err)
+		}
+		c.armConsumerTimer(g)
 	})
 	g.consumerTimer = t
 }

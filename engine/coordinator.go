@@ -101,6 +101,7 @@ func (c *Coordinator) replay() error {
 		}
 		commits, groups = commits+n, groups+m
 	}
+	c.finishConsumerLoads()
 	c.eng.logger.Info("loaded consumer groups", "records_commits", commits, "records_groups", groups, "groups", len(c.groups))
 	return nil
 }
@@ -239,6 +240,7 @@ func (c *Coordinator) LoadPartition(i int32) error {
 	if err != nil {
 		return err
 	}
+	c.finishConsumerLoads()
 	c.eng.logger.Info("coordinating the groups of an offsets partition", "partition", p.String(), "records_commits", commits, "records_groups", groups)
 	return nil
 }
@@ -269,8 +271,9 @@ func (c *Coordinator) unload(i int32) {
 	c.mu.Lock()
 	delete(c.loaded, i)
 	n := c.partitionCount()
-	for id := range c.groups {
+	for id, g := range c.groups {
 		if n > 0 && OffsetsPartitionFor(id, n) == i {
+			g.detached.Store(true)
 			delete(c.groups, id)
 		}
 	}
@@ -368,8 +371,43 @@ func (c *Coordinator) apply(key, value []byte) (int, error) {
 		}
 		c.group(k.Group, true).restore(snap)
 		return 2, nil
+	case recConsumerGroup, recConsumerPartMeta, recConsumerMember, recConsumerTargetMD, recConsumerTarget, recConsumerCurrent, recConsumerRegex:
+		k, err := readConsumerKey(key)
+		if err != nil {
+			return 0, err
+		}
+		g := c.group(k.group, true)
+		g.mu.Lock()
+		err = g.applyConsumerRecord(c.cfg.Consumer, k, value)
+		g.unlock()
+		if err != nil {
+			return 0, fmt.Errorf("%w: group %q, type %d: %w", errConsumerRecord, k.group, k.typ, err)
+		}
+		return 2, nil
 	default:
 		return 0, fmt.Errorf("unknown key version %d", v)
+	}
+}
+
+// finishConsumerLoads ends the replay of the consumer-protocol groups
+// whose records were just replayed (consumergroup.Group.Loaded): their
+// members get fresh sessions and timers. A group whose records do not
+// add up (two owners of a partition) loses its members, which rejoin.
+func (c *Coordinator) finishConsumerLoads() {
+	for _, g := range c.Groups() {
+		g.mu.Lock()
+		if g.consumerLoading {
+			g.consumerLoading = false
+			if g.consumer != nil {
+				if err := g.consumer.Loaded(c.sched.Now()); err != nil {
+					c.eng.logger.Warn("dropping the members of a consumer group whose records do not add up; they rejoin", "group", g.ID, "err", err)
+					g.consumer.Reset()
+					g.consumerUnsaved = true // the next change writes it all, tombstones included
+				}
+				c.armConsumerTimer(g)
+			}
+		}
+		g.unlock()
 	}
 }
 
@@ -695,6 +733,7 @@ func (c *Coordinator) DeleteGroup(id string) error {
 		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
 	}
 	g.mu.Lock()
+	wasConsumer := g.consumer != nil
 	if g.state != StateEmpty || !g.leaveConsumerProtocol() {
 		st := g.state
 		if g.consumer != nil {
@@ -710,6 +749,11 @@ func (c *Coordinator) DeleteGroup(id string) error {
 	}
 	g.unlock()
 	recs = append(recs, kv{key: (&kmsg.GroupMetadataKey{Version: 2, Group: id}).AppendTo(nil)})
+	if wasConsumer {
+		for _, typ := range []int16{recConsumerTargetMD, recConsumerGroup} {
+			recs = append(recs, kv{key: consumerKey{typ: typ, group: id}.append(nil)})
+		}
+	}
 	if err := c.write(id, recs); err != nil {
 		g.mu.Lock()
 		g.setState(StateEmpty)
@@ -718,6 +762,7 @@ func (c *Coordinator) DeleteGroup(id string) error {
 	}
 	c.mu.Lock()
 	if c.groups[id] == g {
+		g.detached.Store(true)
 		delete(c.groups, id)
 	}
 	c.mu.Unlock()

@@ -3,11 +3,15 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine/consumergroup"
 )
 
 // FuzzDecodeMeta feeds arbitrary bytes to the metadata file decoder
@@ -134,6 +138,9 @@ func FuzzCoordinatorApply(f *testing.F) {
 	f.Add(gk.AppendTo(nil), []byte(nil), true)
 	f.Add([]byte{0}, []byte{}, false)
 	f.Add([]byte{0, 9, 0, 1, 'g'}, []byte{0, 3}, false)
+	for _, r := range sampleConsumerRecords() {
+		f.Add(r.key, r.value, r.value == nil)
+	}
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
 		if tombstone {
 			value = nil
@@ -239,4 +246,85 @@ func FuzzTxnStateApply(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sampleConsumerRecords are the records of a consumer-protocol group with
+// two members, one of them revoking, and a removed third.
+func sampleConsumerRecords() []kv {
+	t1, t2 := consumergroup.TopicID{1}, consumergroup.TopicID{2}
+	return consumerRecords("g", consumergroup.Changes{
+		EpochChanged: true, Epoch: 7, MetadataHash: 0xfeed,
+		TargetChanged: true, AssignmentEpoch: 7, Targets: map[string]consumergroup.Assignment{"a": {t1: {0, 1}}, "b": {t2: {0}, t1: {2}}},
+		Members: []consumergroup.MemberRecord{
+			{ID: "a", InstanceID: "i", ClientID: "c", ClientHost: "/h", Topics: []string{"t1", "t2"}, RebalanceTimeout: time.Minute, Assignor: "uniform",
+				Epoch: 7, PreviousEpoch: 6, State: consumergroup.Stable, Assigned: consumergroup.Assignment{t1: {0, 1}}},
+			{ID: "b", ClientID: "c2", Regex: "t.*", RebalanceTimeout: time.Second,
+				Epoch: 6, PreviousEpoch: 5, State: consumergroup.UnrevokedPartitions, Assigned: consumergroup.Assignment{t2: {0}}, Revoking: consumergroup.Assignment{t2: {1}}},
+		},
+		Removed: []string{"c"},
+	})
+}
+
+// FuzzConsumerRecords replays a sequence of arbitrary consumer-group
+// records (each a length-prefixed key and value) and loads the group: no
+// panic, no allocation a length can drive past the input, and a group
+// that loads has no partition with two owners.
+func FuzzConsumerRecords(f *testing.F) {
+	var seed []byte
+	for _, r := range sampleConsumerRecords() {
+		seed = appendFuzzRecord(seed, r)
+	}
+	f.Add(seed)
+	f.Add(appendFuzzRecord(nil, kv{key: []byte{0, 8, 0, 1, 'g', 0, 1, 'a'}, value: []byte{0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0}}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c := &Coordinator{cfg: DefaultConfig().Groups, sched: frozenScheduler{}, groups: map[string]*Group{}, eng: &Engine{logger: slog.New(slog.DiscardHandler)}}
+		for len(in) >= 4 {
+			kl, vl := int(in[0])<<8|int(in[1]), int(in[2])<<8|int(in[3])
+			in = in[4:]
+			if kl > len(in) {
+				return
+			}
+			key := in[:kl]
+			in = in[kl:]
+			var value []byte
+			if vl != 0xffff {
+				if vl > len(in) {
+					return
+				}
+				value, in = in[:vl], in[vl:]
+			}
+			_, _ = c.apply(key, value)
+		}
+		c.finishConsumerLoads()
+		for _, g := range c.Groups() {
+			g.mu.Lock()
+			if g.consumer != nil {
+				seen := map[string]string{}
+				for _, m := range g.consumer.Members() {
+					for _, a := range []consumergroup.Assignment{m.Assigned, m.Revoking} {
+						for tp, ps := range a {
+							for _, p := range ps {
+								k := fmt.Sprintf("%x/%d", tp, p)
+								if o, ok := seen[k]; ok && o != m.ID {
+									t.Fatalf("partition %s owned by %s and %s after a load", k, o, m.ID)
+								}
+								seen[k] = m.ID
+							}
+						}
+					}
+				}
+			}
+			g.mu.Unlock()
+		}
+	})
+}
+
+func appendFuzzRecord(dst []byte, r kv) []byte {
+	vl := len(r.value)
+	if r.value == nil {
+		vl = 0xffff
+	}
+	dst = append(dst, byte(len(r.key)>>8), byte(len(r.key)), byte(vl>>8), byte(vl))
+	dst = append(dst, r.key...)
+	return append(dst, r.value...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -235,6 +236,14 @@ type Group struct {
 	consumer      *consumergroup.Group
 	consumerTimer Timer
 	topicName     func(TopicID) string
+	// consumerLoading: consumer records were replayed and Loaded is due;
+	// consumerUnsaved: a write of its changes failed, so the next one
+	// writes the whole state.
+	consumerLoading bool
+	consumerUnsaved bool
+	// detached is set once the coordinator dropped the group (unloaded
+	// or deleted): its timers then neither act nor write.
+	detached atomic.Bool
 }
 
 // CommittedOffset is a group's committed position in one partition.
@@ -1054,6 +1063,9 @@ func (g *Group) restore(s GroupSnapshot) {
 		}
 	}
 	g.members, g.static = map[string]*member{}, map[string]string{}
+	// A classic generation after consumer-protocol records: the group
+	// went back to the classic protocol.
+	g.consumer, g.consumerLoading = nil, false
 	g.protocolType, g.generation, g.protocol, g.leader = s.ProtocolType, s.Generation, s.Protocol, s.Leader
 	for _, ms := range s.Members {
 		g.joinSeq++

@@ -28,6 +28,11 @@ import (
 //     by name (TOPIC_AUTHORIZATION_FAILED otherwise). A regex resolves
 //     only to the topics the member's principal may DESCRIBE.
 //   - Fields left null mean "unchanged since the last heartbeat".
+//   - Async: a heartbeat that changes the group's state is answered only
+//     once the change is durable in __consumer_offsets (Kafka's
+//     consumer-group records), so a coordinator that takes over (or
+//     restarts) resumes the group with its members, epochs and
+//     assignments instead of a full rebalance.
 
 func handleConsumerGroupHeartbeat(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()

@@ -64,7 +64,7 @@ var apiTable = []apiHandler{
 	{key: 47, name: "OffsetDelete", min: 0, max: 0, advMin: 0, async: true, handler: handleOffsetDelete},
 	{key: 60, name: "DescribeCluster", min: 0, max: 2, advMin: 0, handler: handleDescribeCluster},
 	{key: 61, name: "DescribeProducers", min: 0, max: 0, advMin: 0, async: true, handler: handleDescribeProducers},
-	{key: 68, name: "ConsumerGroupHeartbeat", min: 0, max: 1, advMin: 0, handler: handleConsumerGroupHeartbeat},
+	{key: 68, name: "ConsumerGroupHeartbeat", min: 0, max: 1, advMin: 0, async: true, handler: handleConsumerGroupHeartbeat},
 	{key: 69, name: "ConsumerGroupDescribe", min: 0, max: 1, advMin: 0, handler: handleConsumerGroupDescribe},
 }
 

@@ -35,6 +35,7 @@ package consumergroup
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"regexp"
 	"slices"
@@ -236,16 +237,26 @@ type Group struct {
 	owners          map[TopicID]map[int32]string
 	assignor        string // the assignor of the current target
 
-	subscription string // fingerprint of the subscribed topics' metadata
+	// metadataHash is a hash of the subscribed topics' names, ids and
+	// partition counts when the target was last computed (persisted, so
+	// a coordinator that loads the group does not rebalance for nothing).
+	metadataHash uint64
 	resolved     map[string][]string
 	resolvedAt   time.Time
+
+	// What changed since TakeChanges (persist.go).
+	dirty         map[string]bool
+	removed       map[string]bool
+	epochDirty    bool
+	targetChanged bool
 }
 
 // New returns an empty group.
 func New(id string, cfg Config) *Group {
 	cfg = cfg.withDefaults()
 	return &Group{ID: id, cfg: cfg, members: map[string]*Member{}, static: map[string]string{},
-		target: map[string]Assignment{}, owners: map[TopicID]map[int32]string{}, resolved: map[string][]string{}}
+		target: map[string]Assignment{}, owners: map[TopicID]map[int32]string{}, resolved: map[string][]string{},
+		dirty: map[string]bool{}, removed: map[string]bool{}}
 }
 
 func (cfg Config) withDefaults() Config {
@@ -439,6 +450,12 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	if err != nil {
 		return Response{}, err
 	}
+	was := recordOf(m)
+	defer func() {
+		if fresh || !was.equal(recordOf(m)) {
+			g.dirty[m.ID] = true
+		}
+	}()
 	bump, before := fresh, m.Assigned
 	if r.InstanceID != nil {
 		m.InstanceID = *r.InstanceID
@@ -479,6 +496,7 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	}
 	if bump {
 		g.epoch++
+		g.epochDirty = true
 	}
 	if g.epoch != g.assignmentEpoch {
 		g.computeTarget(topics)
@@ -575,7 +593,9 @@ func (g *Group) replaceStatic(prev *Member, id string) *Member {
 		State: prev.State, RebalanceTimeout: prev.RebalanceTimeout, Topics: prev.Topics, Regex: prev.Regex, Assignor: prev.Assignor,
 		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, regexAllowed: prev.regexAllowed}
 	delete(g.members, prev.ID)
+	g.markRemoved(prev.ID)
 	g.members[id] = m
+	g.dirty[id] = true
 	g.static[m.InstanceID] = id
 	if t, ok := g.target[prev.ID]; ok {
 		delete(g.target, prev.ID)
@@ -597,6 +617,7 @@ func (g *Group) leave(now time.Time, r Request) (Response, error) {
 	if r.Epoch == StaticLeaveEpoch && m.InstanceID != "" {
 		if !m.Left() {
 			m.PreviousEpoch, m.Epoch = m.Epoch, StaticLeaveEpoch
+			g.dirty[m.ID] = true
 		}
 		m.sessionDeadline = now.Add(g.cfg.SessionTimeout)
 		return Response{MemberID: m.ID, Epoch: StaticLeaveEpoch, HeartbeatInterval: g.cfg.HeartbeatInterval}, nil
@@ -612,14 +633,17 @@ func (g *Group) remove(m *Member) {
 	g.setOwner(m.Revoking, "")
 	delete(g.members, m.ID)
 	delete(g.target, m.ID)
+	g.markRemoved(m.ID)
 	if m.InstanceID != "" && g.static[m.InstanceID] == m.ID {
 		delete(g.static, m.InstanceID)
 	}
 	g.epoch++
+	g.epochDirty = true
 	if len(g.members) == 0 {
 		// Nothing to assign: the (empty) target is current.
 		g.assignmentEpoch = g.epoch
-		g.subscription = ""
+		g.metadataHash = 0
+		g.targetChanged = true
 	}
 }
 
@@ -691,19 +715,19 @@ func (g *Group) refreshSubscription(now time.Time, topics Topics) bool {
 		g.resolveRegexes(topics)
 		g.resolvedAt = now
 	}
-	var b strings.Builder
+	h := fnv.New64a()
 	for _, name := range slices.Sorted(maps.Keys(g.SubscribedTopics())) {
 		id, n, ok := topics.ByName(name)
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(&b, "%s/%x/%d;", name, id, n)
+		fmt.Fprintf(h, "%s/%x/%d;", name, id, n)
 	}
-	fp := b.String()
-	if fp == g.subscription {
+	sum := h.Sum64()
+	if sum == g.metadataHash {
 		return false
 	}
-	g.subscription = fp
+	g.metadataHash = sum
 	return true
 }
 
@@ -755,6 +779,7 @@ func (g *Group) computeTarget(topics Topics) {
 	g.target = assignors[name](subs, topics)
 	g.assignor = name
 	g.assignmentEpoch = g.epoch
+	g.targetChanged = true
 }
 
 // pickAssignor is the assignor most members ask for (ties: the order of

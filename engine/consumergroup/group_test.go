@@ -412,6 +412,7 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	topics := fakeTopics{"a": 5, "b": 3, "c": 8}
 	g := New("g", cfg())
+	replica := New("g", cfg()) // fed only what TakeChanges reports
 	now := t0
 	var cs []*client
 	subsets := [][]string{{"a"}, {"a", "b"}, {"b", "c"}, {"a", "b", "c"}}
@@ -480,6 +481,8 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 		}
 		g.Expire(now)
 		checkOwners(t, g)
+		applyChanges(replica, g.TakeChanges(false))
+		checkReplica(t, g, replica)
 		if err := clientsOverlap(alive()); err != nil {
 			t.Fatalf("seed %d step %d: %v", seed, step, err)
 		}
@@ -500,5 +503,56 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("seed %d: %s/%d unassigned in a stable group", seed, name, p)
 			}
 		}
+	}
+}
+
+// applyChanges replays changes into a group, as the coordinator replays
+// its records.
+func applyChanges(g *Group, c Changes) {
+	if c.EpochChanged {
+		g.RestoreEpoch(c.Epoch, c.MetadataHash)
+	}
+	for _, id := range c.Removed {
+		g.RestoreRemoveMember(id)
+	}
+	for _, m := range c.Members {
+		g.RestoreMemberMetadata(m)
+		g.RestoreMemberAssignment(m)
+	}
+	if c.TargetChanged {
+		g.RestoreAssignmentEpoch(c.AssignmentEpoch)
+		for id := range g.target {
+			if _, ok := c.Targets[id]; !ok {
+				g.RestoreTarget(id, nil)
+			}
+		}
+		for id, a := range c.Targets {
+			g.RestoreTarget(id, a)
+		}
+	}
+}
+
+// checkReplica: what the changes rebuilt is the group.
+func checkReplica(t *testing.T, g, r *Group) {
+	t.Helper()
+	if g.epoch != r.epoch || g.assignmentEpoch != r.assignmentEpoch || g.metadataHash != r.metadataHash {
+		t.Fatalf("replica epochs %d/%d/%x, group %d/%d/%x", r.epoch, r.assignmentEpoch, r.metadataHash, g.epoch, g.assignmentEpoch, g.metadataHash)
+	}
+	if len(g.members) != len(r.members) {
+		t.Fatalf("replica has %d members, group %d", len(r.members), len(g.members))
+	}
+	for id, m := range g.members {
+		rm := r.members[id]
+		if rm == nil || !recordOf(m).equal(recordOf(rm)) {
+			t.Fatalf("member %s: replica %+v, group %+v", id, rm, m)
+		}
+		if !g.target[id].Equal(r.target[id]) {
+			t.Fatalf("member %s's target: replica %v, group %v", id, r.target[id], g.target[id])
+		}
+	}
+	c := New("g", cfg())
+	applyChanges(c, r.TakeChanges(true))
+	if err := c.Loaded(t0); err != nil {
+		t.Fatalf("loading the replica's records: %v", err)
 	}
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/testenv"
+)
+
+// consumerGroupView is what ConsumerGroupDescribe says of a group, in a
+// comparable form: member id -> "epoch:partitions".
+func consumerGroupView(ctx context.Context, cl *kgo.Client, group string) (state string, members map[string]string, err error) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return "", nil, err
+	}
+	g := resp.Groups[0]
+	if g.ErrorCode != 0 {
+		return "", nil, fmt.Errorf("describe %s: error %d", group, g.ErrorCode)
+	}
+	members = map[string]string{}
+	for _, m := range g.Members {
+		var ps []int32
+		for _, t := range m.Assignment.TopicPartitions {
+			ps = append(ps, t.Partitions...)
+		}
+		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+		members[m.MemberID] = fmt.Sprintf("%d:%v", m.MemberEpoch, ps)
+	}
+	return g.State, members, nil
+}
+
+// TestConsumerGroupSurvivesCoordinatorKill: a KIP-848 group's state
+// (members, epochs, assignments) is durable in __consumer_offsets: the
+// coordinator killed with -9 and restarted takes the group back as it
+// was, the members keep heartbeating with their epochs, and nobody's
+// partitions are revoked or lost.
+func TestConsumerGroupSurvivesCoordinatorKill(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	flags := []string{"--group-initial-rebalance-delay", "0", "--group-consumer-heartbeat-interval", "300ms", "--group-consumer-session-timeout", "30s"}
+	b := startServe(t, dir, flags...)
+	if r := tool(t, "", nil, "topic", "create", "cg848", "--partitions", "4", "--brokers", b.Kafka); r.code != 0 {
+		t.Fatalf("topic create: %d %s", r.code, r.stderr)
+	}
+	produceSpread(t, b.Kafka, "cg848", map[int32]int{0: 5, 1: 5, 2: 5, 3: 5}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var killed atomic.Bool
+	var lostMu sync.Mutex
+	var lost []string
+	var wg sync.WaitGroup
+	var clients []*kgo.Client
+	for i := 0; i < 2; i++ {
+		name := fmt.Sprintf("m%d", i)
+		onLoss := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
+			return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+				if killed.Load() && ctx.Err() == nil && len(ps["cg848"]) > 0 {
+					lostMu.Lock()
+					lost = append(lost, fmt.Sprintf("%s %s %v", name, what, ps))
+					lostMu.Unlock()
+				}
+			}
+		}
+		cl := procClient(t, b.Kafka, kgo.ConsumerGroup("g848"), kgo.ConsumeTopics("cg848"), kgo.ServerSideBalancer(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
+			kgo.OnPartitionsRevoked(onLoss("revoked")), kgo.OnPartitionsLost(onLoss("lost")))
+		clients = append(clients, cl)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if fs := cl.PollFetches(ctx); fs.IsClientClosed() {
+					return
+				}
+			}
+		}()
+	}
+	admin := procClient(t, b.Kafka)
+	var before map[string]string
+	if !testenv.Eventually(30*time.Second, func() bool {
+		state, m, err := consumerGroupView(ctx, admin, "g848")
+		before = m
+		if err != nil || state != "Stable" || len(m) != 2 {
+			return false
+		}
+		for _, v := range m {
+			if len(v) < 6 { // "E:[a b]"
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("the group did not settle: %v", before)
+	}
+
+	killed.Store(true)
+	b.kill()
+	b = restartOn(t, dir, b.Kafka, flags...)
+	admin = procClient(t, b.Kafka)
+	var after map[string]string
+	var state string
+	// The restarted coordinator has the group as it was, and the members
+	// heartbeat into it with the epochs they had.
+	testenv.Eventually(30*time.Second, func() bool {
+		var err error
+		state, after, err = consumerGroupView(ctx, admin, "g848")
+		return err == nil && state == "Stable" && fmt.Sprint(after) == fmt.Sprint(before)
+	})
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("after kill -9 and restart the group is %s %v, before it was %v", state, after, before)
+	}
+	time.Sleep(time.Second) // a few more heartbeats
+	lostMu.Lock()
+	if len(lost) > 0 {
+		t.Errorf("partitions taken from members across the coordinator's restart: %v", lost)
+	}
+	lostMu.Unlock()
+
+	// The restored group goes on rebalancing: one member leaves, the
+	// other gets every partition.
+	clients[0].Close()
+	testenv.Eventually(30*time.Second, func() bool {
+		state, after, _ = consumerGroupView(ctx, admin, "g848")
+		for _, v := range after {
+			return len(after) == 1 && state == "Stable" && len(v) > 8
+		}
+		return false
+	})
+	if len(after) != 1 || state != "Stable" {
+		t.Fatalf("after a member left: %s %v", state, after)
+	}
+	cancel()
+	clients[1].Close()
+	wg.Wait()
+}

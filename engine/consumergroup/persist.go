@@ -1,0 +1,197 @@
+package consumergroup
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// What a group keeps durably, in the shape of Kafka's __consumer_offsets
+// records for consumer groups: the group epoch (and the subscribed
+// topics' metadata hash), each member's metadata, the target assignment
+// (its epoch, and each member's part), and each member's current
+// assignment (epochs, state, assigned partitions, partitions pending
+// revocation). The coordinator takes the changes after every call that
+// may make some (TakeChanges), writes them, and replays them into a fresh
+// group with the Restore methods, then Loaded.
+
+// MemberRecord is a member as it is persisted.
+type MemberRecord struct {
+	ID               string
+	InstanceID       string
+	RackID           string
+	ClientID         string
+	ClientHost       string
+	Topics           []string
+	Regex            string
+	RebalanceTimeout time.Duration
+	Assignor         string
+
+	Epoch         int32
+	PreviousEpoch int32
+	State         MemberState
+	Assigned      Assignment
+	Revoking      Assignment
+}
+
+func recordOf(m *Member) MemberRecord {
+	return MemberRecord{ID: m.ID, InstanceID: m.InstanceID, RackID: m.RackID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+		Topics: m.Topics, Regex: m.Regex, RebalanceTimeout: m.RebalanceTimeout, Assignor: m.Assignor,
+		Epoch: m.Epoch, PreviousEpoch: m.PreviousEpoch, State: m.State, Assigned: m.Assigned, Revoking: m.Revoking}
+}
+
+func (r MemberRecord) equal(o MemberRecord) bool {
+	return r.ID == o.ID && r.InstanceID == o.InstanceID && r.RackID == o.RackID && r.ClientID == o.ClientID && r.ClientHost == o.ClientHost &&
+		slices.Equal(r.Topics, o.Topics) && r.Regex == o.Regex && r.RebalanceTimeout == o.RebalanceTimeout && r.Assignor == o.Assignor &&
+		r.Epoch == o.Epoch && r.PreviousEpoch == o.PreviousEpoch && r.State == o.State && r.Assigned.Equal(o.Assigned) && r.Revoking.Equal(o.Revoking)
+}
+
+func (g *Group) markRemoved(id string) {
+	delete(g.dirty, id)
+	g.removed[id] = true
+}
+
+// Changes is what changed in a group since the last TakeChanges.
+type Changes struct {
+	// Epoch and MetadataHash, when EpochChanged.
+	EpochChanged bool
+	Epoch        int32
+	MetadataHash uint64
+	// Targets is every member's target at AssignmentEpoch, when the
+	// target assignment was recomputed (nil otherwise).
+	TargetChanged   bool
+	AssignmentEpoch int32
+	Targets         map[string]Assignment
+	// Members are the members whose metadata or current assignment
+	// changed; Removed the ids of those that left.
+	Members []MemberRecord
+	Removed []string
+}
+
+// Empty reports whether nothing changed.
+func (c Changes) Empty() bool {
+	return !c.EpochChanged && !c.TargetChanged && len(c.Members) == 0 && len(c.Removed) == 0
+}
+
+// TakeChanges returns what changed since the last call and forgets it;
+// with all set, it returns the whole state (after a write failed, say).
+func (g *Group) TakeChanges(all bool) Changes {
+	c := Changes{EpochChanged: g.epochDirty || all, Epoch: g.epoch, MetadataHash: g.metadataHash,
+		TargetChanged: g.targetChanged || all, AssignmentEpoch: g.assignmentEpoch}
+	if c.TargetChanged {
+		c.Targets = make(map[string]Assignment, len(g.target))
+		for id, a := range g.target {
+			c.Targets[id] = a
+		}
+	}
+	for _, m := range g.Members() {
+		if all || g.dirty[m.ID] {
+			c.Members = append(c.Members, recordOf(m))
+		}
+	}
+	for id := range g.removed {
+		if g.members[id] == nil {
+			c.Removed = append(c.Removed, id)
+		}
+	}
+	slices.Sort(c.Removed)
+	g.dirty, g.removed = map[string]bool{}, map[string]bool{}
+	g.epochDirty, g.targetChanged = false, false
+	return c
+}
+
+// RestoreEpoch replays the group epoch record.
+func (g *Group) RestoreEpoch(epoch int32, metadataHash uint64) {
+	g.epoch, g.metadataHash = epoch, metadataHash
+}
+
+// RestoreAssignmentEpoch replays the target assignment's epoch record.
+func (g *Group) RestoreAssignmentEpoch(epoch int32) { g.assignmentEpoch = epoch }
+
+// RestoreTarget replays one member's target (nil: a tombstone).
+func (g *Group) RestoreTarget(id string, a Assignment) {
+	if a == nil {
+		delete(g.target, id)
+		return
+	}
+	g.target[id] = Normalize(a)
+}
+
+func (g *Group) restoredMember(id string) *Member {
+	m := g.members[id]
+	if m == nil {
+		m = &Member{ID: id, Assigned: Assignment{}, Revoking: Assignment{}}
+		g.members[id] = m
+	}
+	return m
+}
+
+// RestoreMemberMetadata replays a member's metadata record.
+func (g *Group) RestoreMemberMetadata(r MemberRecord) {
+	m := g.restoredMember(r.ID)
+	m.InstanceID, m.RackID, m.ClientID, m.ClientHost = r.InstanceID, r.RackID, r.ClientID, r.ClientHost
+	m.Topics, m.Regex, m.RebalanceTimeout, m.Assignor = slices.Clone(r.Topics), r.Regex, r.RebalanceTimeout, r.Assignor
+	slices.Sort(m.Topics)
+	m.Topics = slices.Compact(m.Topics)
+}
+
+// RestoreMemberAssignment replays a member's current-assignment record.
+func (g *Group) RestoreMemberAssignment(r MemberRecord) {
+	m := g.restoredMember(r.ID)
+	m.Epoch, m.PreviousEpoch, m.State = r.Epoch, r.PreviousEpoch, r.State
+	m.Assigned, m.Revoking = Normalize(r.Assigned), Normalize(r.Revoking)
+}
+
+// RestoreRemoveMember replays a member's tombstone.
+func (g *Group) RestoreRemoveMember(id string) {
+	delete(g.members, id)
+	delete(g.target, id)
+}
+
+// Loaded ends a replay at time now: ownership and static members are
+// rebuilt, every member gets a fresh session (those that do not come back
+// expire as usual), and a member still revoking a fresh rebalance
+// timeout. It returns an error naming the first inconsistency (a
+// partition with two owners, a state out of range): the caller then drops
+// the members, which rejoin.
+func (g *Group) Loaded(now time.Time) error {
+	g.owners, g.static = map[TopicID]map[int32]string{}, map[string]string{}
+	for _, m := range g.Members() {
+		if m.State < Stable || m.State > UnreleasedPartitions {
+			return fmt.Errorf("member %s has state %d", m.ID, m.State)
+		}
+		for _, a := range []Assignment{m.Assigned, m.Revoking} {
+			for t, ps := range a {
+				for _, p := range ps {
+					if o := g.owners[t][p]; o != "" && o != m.ID {
+						return fmt.Errorf("partition %x/%d is owned by %s and %s", t[:4], p, o, m.ID)
+					}
+				}
+			}
+			g.setOwner(a, m.ID)
+		}
+		if m.InstanceID != "" {
+			g.static[m.InstanceID] = m.ID
+		}
+		m.sessionDeadline = now.Add(g.cfg.SessionTimeout)
+		if m.State == UnrevokedPartitions {
+			m.revokeDeadline = now.Add(m.RebalanceTimeout)
+		}
+	}
+	if len(g.members) > 0 {
+		g.assignor = g.pickAssignor()
+	}
+	g.resolvedAt = time.Time{}
+	g.dirty, g.removed = map[string]bool{}, map[string]bool{}
+	g.epochDirty, g.targetChanged = false, false
+	return nil
+}
+
+// Reset drops every member (after a replay found the state inconsistent):
+// the epoch grows so that members still holding the old one are fenced.
+func (g *Group) Reset() {
+	for _, m := range g.Members() {
+		g.remove(m)
+	}
+	g.owners = map[TopicID]map[int32]string{}
+}
