@@ -62,7 +62,12 @@ func (c *Coordinator) ConsumerHeartbeat(groupID string, req consumergroup.Reques
 	}
 	g.mu.Lock()
 	defer g.unlock()
-	if g.state == StateDead {
+	switch {
+	case g.detached.Load():
+		return consumergroup.Response{}, errDetached(g)
+	case g.consumerLoading:
+		return consumergroup.Response{}, fmt.Errorf("%w: group %q is being loaded", kerr.CoordinatorLoadInProgress, g.ID)
+	case g.state == StateDead:
 		return consumergroup.Response{}, fmt.Errorf("%w: group %q is being deleted", kerr.CoordinatorNotAvailable, g.ID)
 	}
 	if g.consumer == nil {
@@ -89,8 +94,11 @@ func (c *Coordinator) ConsumerHeartbeat(groupID string, req consumergroup.Reques
 // after a failed write, or when all is set) to __consumer_offsets and
 // waits until it is durable (g.mu held: the group's heartbeats wait).
 func (c *Coordinator) persistConsumer(g *Group, all bool) error {
-	if g.consumer == nil || g.detached.Load() {
+	if g.consumer == nil {
 		return nil
+	}
+	if g.detached.Load() {
+		return errDetached(g)
 	}
 	ch := g.consumer.TakeChanges(all || g.consumerUnsaved)
 	if ch.Empty() {
@@ -100,8 +108,15 @@ func (c *Coordinator) persistConsumer(g *Group, all bool) error {
 		g.consumerUnsaved = true
 		return err
 	}
+	g.consumer.Persisted(ch)
 	g.consumerUnsaved = false
 	return nil
+}
+
+// errDetached answers a request that reached a group this broker stopped
+// coordinating while the request waited for it.
+func errDetached(g *Group) error {
+	return fmt.Errorf("%w: group %q is no longer coordinated here", kerr.NotCoordinator, g.ID)
 }
 
 // armConsumerTimer sets g's one timer to its consumer state's next

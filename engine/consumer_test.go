@@ -18,7 +18,7 @@ func TestConsumerRecordsRoundTrip(t *testing.T) {
 			t.Fatalf("apply %x: kind %d, %v", r.key, kind, err)
 		}
 	}
-	c.finishConsumerLoads()
+	c.finishConsumerLoads(0)
 	g := c.group("g", false)
 	if g == nil || g.consumer == nil {
 		t.Fatal("no consumer group after the replay")

@@ -197,17 +197,17 @@ func consumerRecords(group string, ch consumergroup.Changes) []kv {
 		c = kbin.AppendUvarint(c, 0)
 		recs = append(recs, kv{consumerKey{typ: recConsumerCurrent, group: group, member: m.ID}.append(nil), c})
 	}
-	if ch.TargetChanged {
-		ids := make([]string, 0, len(ch.Targets))
-		for id := range ch.Targets {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			v := appendPartitions(value(), ch.Targets[id])
-			v = kbin.AppendUvarint(v, 0)
-			recs = append(recs, kv{consumerKey{typ: recConsumerTarget, group: group, member: id}.append(nil), v})
-		}
+	ids := make([]string, 0, len(ch.Targets))
+	for id := range ch.Targets {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		v := appendPartitions(value(), ch.Targets[id])
+		v = kbin.AppendUvarint(v, 0)
+		recs = append(recs, kv{consumerKey{typ: recConsumerTarget, group: group, member: id}.append(nil), v})
+	}
+	if ch.AssignmentEpochChanged {
 		v := kbin.AppendInt32(value(), ch.AssignmentEpoch)
 		v = kbin.AppendUvarint(v, 0)
 		recs = append(recs, kv{consumerKey{typ: recConsumerTargetMD, group: group}.append(nil), v})

@@ -61,6 +61,9 @@ func newCoordinator(e *Engine, cfg GroupConfig) *Coordinator {
 	if cfg.MaxSessionTimeout <= 0 {
 		cfg.MaxSessionTimeout = def.MaxSessionTimeout
 	}
+	if cfg.Consumer.MaxMetadataBytes <= 0 {
+		cfg.Consumer.MaxMetadataBytes = cfg.maxMetadataBytes()
+	}
 	return &Coordinator{eng: e, cfg: cfg, sched: realScheduler{}, groups: map[string]*Group{}}
 }
 
@@ -101,7 +104,9 @@ func (c *Coordinator) replay() error {
 		}
 		commits, groups = commits+n, groups+m
 	}
-	c.finishConsumerLoads()
+	for _, p := range c.topic.Partitions() {
+		c.finishConsumerLoads(p.Index)
+	}
 	c.eng.logger.Info("loaded consumer groups", "records_commits", commits, "records_groups", groups, "groups", len(c.groups))
 	return nil
 }
@@ -232,6 +237,7 @@ func (c *Coordinator) LoadPartition(i int32) error {
 			return err
 		}
 		commits, groups = commits+n, groups+m
+		c.finishConsumerLoads(i) // before any heartbeat is served
 		c.mu.Lock()
 		c.loaded[i] = true
 		c.mu.Unlock()
@@ -240,7 +246,6 @@ func (c *Coordinator) LoadPartition(i int32) error {
 	if err != nil {
 		return err
 	}
-	c.finishConsumerLoads()
 	c.eng.logger.Info("coordinating the groups of an offsets partition", "partition", p.String(), "records_commits", commits, "records_groups", groups)
 	return nil
 }
@@ -376,12 +381,18 @@ func (c *Coordinator) apply(key, value []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		g := c.group(k.group, true)
+		g := c.group(k.group, value != nil) // a tombstone creates nothing
+		if g == nil {
+			return 2, nil
+		}
 		g.mu.Lock()
 		err = g.applyConsumerRecord(c.cfg.Consumer, k, value)
 		g.unlock()
 		if err != nil {
 			return 0, fmt.Errorf("%w: group %q, type %d: %w", errConsumerRecord, k.group, k.typ, err)
+		}
+		if value == nil {
+			c.dropIfUnused(k.group)
 		}
 		return 2, nil
 	default:
@@ -389,12 +400,18 @@ func (c *Coordinator) apply(key, value []byte) (int, error) {
 	}
 }
 
-// finishConsumerLoads ends the replay of the consumer-protocol groups
-// whose records were just replayed (consumergroup.Group.Loaded): their
-// members get fresh sessions and timers. A group whose records do not
-// add up (two owners of a partition) loses its members, which rejoin.
-func (c *Coordinator) finishConsumerLoads() {
+// finishConsumerLoads ends the replay of the consumer-protocol groups of
+// an offsets partition whose records were just replayed
+// (consumergroup.Group.Loaded): their members get fresh sessions and
+// timers. It runs before the partition's groups are served. A group whose
+// records do not add up (two owners of a partition, say) loses its
+// members, which rejoin.
+func (c *Coordinator) finishConsumerLoads(partition int32) {
+	n := c.partitionCount()
 	for _, g := range c.Groups() {
+		if n > 0 && OffsetsPartitionFor(g.ID, n) != partition {
+			continue
+		}
 		g.mu.Lock()
 		if g.consumerLoading {
 			g.consumerLoading = false
@@ -421,7 +438,7 @@ func (c *Coordinator) dropIfUnused(id string) {
 		return
 	}
 	g.mu.Lock()
-	unused := len(g.offsets) == 0 && len(g.members) == 0 && g.generation == 0
+	unused := len(g.offsets) == 0 && len(g.members) == 0 && g.generation == 0 && g.consumer == nil
 	g.unlock()
 	if unused {
 		delete(c.groups, id)
@@ -733,7 +750,6 @@ func (c *Coordinator) DeleteGroup(id string) error {
 		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
 	}
 	g.mu.Lock()
-	wasConsumer := g.consumer != nil
 	if g.state != StateEmpty || !g.leaveConsumerProtocol() {
 		st := g.state
 		if g.consumer != nil {
@@ -748,12 +764,12 @@ func (c *Coordinator) DeleteGroup(id string) error {
 		recs = append(recs, kv{key: (&kmsg.OffsetCommitKey{Version: 1, Group: id, Topic: tp.Topic, Partition: tp.Partition}).AppendTo(nil)})
 	}
 	g.unlock()
-	recs = append(recs, kv{key: (&kmsg.GroupMetadataKey{Version: 2, Group: id}).AppendTo(nil)})
-	if wasConsumer {
-		for _, typ := range []int16{recConsumerTargetMD, recConsumerGroup} {
-			recs = append(recs, kv{key: consumerKey{typ: typ, group: id}.append(nil)})
-		}
+	// The consumer protocol's group records too, whichever protocol the
+	// group speaks now: one it spoke before may still be in the log.
+	for _, typ := range []int16{recConsumerTargetMD, recConsumerGroup} {
+		recs = append(recs, kv{key: consumerKey{typ: typ, group: id}.append(nil)})
 	}
+	recs = append(recs, kv{key: (&kmsg.GroupMetadataKey{Version: 2, Group: id}).AppendTo(nil)})
 	if err := c.write(id, recs); err != nil {
 		g.mu.Lock()
 		g.setState(StateEmpty)

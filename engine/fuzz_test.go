@@ -254,7 +254,7 @@ func sampleConsumerRecords() []kv {
 	t1, t2 := consumergroup.TopicID{1}, consumergroup.TopicID{2}
 	return consumerRecords("g", consumergroup.Changes{
 		EpochChanged: true, Epoch: 7, MetadataHash: 0xfeed,
-		TargetChanged: true, AssignmentEpoch: 7, Targets: map[string]consumergroup.Assignment{"a": {t1: {0, 1}}, "b": {t2: {0}, t1: {2}}},
+		AssignmentEpochChanged: true, AssignmentEpoch: 7, Targets: map[string]consumergroup.Assignment{"a": {t1: {0, 1}}, "b": {t2: {0}, t1: {2}}},
 		Members: []consumergroup.MemberRecord{
 			{ID: "a", InstanceID: "i", ClientID: "c", ClientHost: "/h", Topics: []string{"t1", "t2"}, RebalanceTimeout: time.Minute, Assignor: "uniform",
 				Epoch: 7, PreviousEpoch: 6, State: consumergroup.Stable, Assigned: consumergroup.Assignment{t1: {0, 1}}},
@@ -295,7 +295,7 @@ func FuzzConsumerRecords(f *testing.F) {
 			}
 			_, _ = c.apply(key, value)
 		}
-		c.finishConsumerLoads()
+		c.finishConsumerLoads(0)
 		for _, g := range c.Groups() {
 			g.mu.Lock()
 			if g.consumer != nil {

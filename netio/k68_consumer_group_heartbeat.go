@@ -134,8 +134,9 @@ func newConsumerMemberID() string {
 //   - A consumer-protocol group's state, group epoch, assignment epoch and
 //     assignor, and each member's epoch, subscription, current and target
 //     assignment. A classic or unknown group answers GROUP_ID_NOT_FOUND.
-//   - Authorization: DESCRIBE on the group; topics the principal may not
-//     DESCRIBE are left out of the assignments.
+//   - Authorization: DESCRIBE on the group, and on every topic its members
+//     subscribe to or are assigned (TOPIC_AUTHORIZATION_FAILED for the
+//     group otherwise, as in Kafka: the answer would name them).
 
 func handleConsumerGroupDescribe(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
@@ -157,6 +158,9 @@ func handleConsumerGroupDescribe(s *Server, r *request) frameOutcome {
 			err = kerr.GroupAuthorizationFailed
 		} else if d, ok, err = co.ConsumerGroup(id); err == nil && !ok {
 			err = fmt.Errorf("%w: group %q is not a consumer-protocol group", kerr.GroupIDNotFound, id)
+		}
+		if err == nil {
+			err = r.describableTopics(s, d)
 		}
 		if err != nil {
 			rg.ErrorCode, rg.ErrorMessage = errCode(err), errMessage(err)
@@ -207,4 +211,36 @@ func (r *request) describedAssignment(s *Server, a consumergroup.Assignment) []k
 		out = append(out, at)
 	}
 	return out
+}
+
+// describableTopics refuses to describe a group that names a topic the
+// principal may not DESCRIBE, in a subscription, a regex's resolution or
+// an assignment.
+func (r *request) describableTopics(s *Server, d engine.ConsumerGroupDescription) error {
+	if s.cfg.Security.Authorizer == nil {
+		return nil
+	}
+	check := func(name string) error {
+		if !r.topicAllowed(kmsg.ACLOperationDescribe, name) {
+			return fmt.Errorf("%w: the group's members use topics the principal may not describe", kerr.TopicAuthorizationFailed)
+		}
+		return nil
+	}
+	for _, m := range d.Members {
+		for _, t := range m.Topics {
+			if err := check(t); err != nil {
+				return err
+			}
+		}
+		for _, a := range []consumergroup.Assignment{m.Assigned, m.Target} {
+			for id := range a {
+				if t := s.eng.TopicByID(engine.TopicID(id)); t != nil {
+					if err := check(t.Name); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
 }

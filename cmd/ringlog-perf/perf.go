@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -704,4 +705,82 @@ func readProfileSource(src string, timeout time.Duration) ([]byte, error) {
 		return nil, fmt.Errorf("fetching the profile: %s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
 	return b, nil
+}
+
+const perfRebalanceUsage = `
+Usage: ringlog-perf rebalance [flags]
+
+A consumer group of --members consumers reads a topic of --partitions
+partitions under a steady load of --rate records/s; then one more member
+starts. For each protocol (--protocols: consumer is KIP-848 with the
+broker's uniform assignor; cooperative is the classic protocol with the
+cooperative-sticky balancer; eager the classic protocol with range), and
+each of --rounds rounds on a fresh topic and group, it reports:
+
+  absorb_ms         from the new member's start until it consumed from its
+                    fair share of partitions (partitions / (members+1))
+  kept_pause_ms     the longest a partition that kept its consumer went
+                    without a delivery, from the new member's start to one
+                    second after it was absorbed (a stop-the-world
+                    rebalance pauses these too)
+  moved_pause_ms    the same for the partitions that moved
+  paused_partitions how many partitions went more than 1 s without one
+
+One JSON line per round, then a table of the medians over the rounds.
+`
+
+func runPerfRebalance(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("rebalance", perfRebalanceUsage, "\nExamples:\n  ringlog-perf rebalance --brokers 127.0.0.1:9092 --members 10 --partitions 64\n", stdout)
+	var cf cli.ConnFlags
+	cf.Register(fs, 10*time.Second, "timeout of each admin request")
+	c := perf.RebalanceConfig{}
+	fs.IntVar(&c.Members, "members", 10, "members in the group before one more joins")
+	fs.IntVar(&c.Partitions, "partitions", 64, "partitions of the topic")
+	fs.IntVar(&c.Rate, "rate", 2000, "records per second over all partitions")
+	fs.IntVar(&c.Rounds, "rounds", 3, "rounds per protocol")
+	protocols := fs.String("protocols", "consumer,cooperative,eager", "protocols to run: consumer (KIP-848), cooperative, eager (classic)")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return cli.Usagef("rebalance takes no arguments, got %q", rest)
+	}
+	if c.Members < 1 || c.Partitions < c.Members+1 || c.Rate < 1 || c.Rounds < 1 {
+		return cli.Usagef("--members must be at least 1, --partitions more than --members, --rate and --rounds at least 1")
+	}
+	seeds, err := cf.Seeds()
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	c.Brokers = seeds
+	c.Protocols = strings.Split(*protocols, ",")
+	ctx, cancel := perfContext()
+	defer cancel()
+	byProto := map[string][]perf.RebalanceResult{}
+	err = perf.RunRebalance(ctx, c, func(r perf.RebalanceResult) {
+		fmt.Fprintln(stdout, r.JSON())
+		byProto[r.Protocol] = append(byProto[r.Protocol], r)
+	})
+	fmt.Fprintf(stdout, "\n| protocol | members | absorb ms | kept partitions' max pause ms | moved partitions' max pause ms | partitions paused > 1 s |\n|---|---|---|---|---|---|\n")
+	for _, p := range c.Protocols {
+		rs := byProto[p]
+		if len(rs) == 0 {
+			continue
+		}
+		med := func(f func(perf.RebalanceResult) float64) float64 {
+			v := make([]float64, len(rs))
+			for i, r := range rs {
+				v[i] = f(r)
+			}
+			sort.Float64s(v)
+			return v[len(v)/2]
+		}
+		fmt.Fprintf(stdout, "| %s | %d→%d | %.0f | %.0f | %.0f | %.0f |\n", p, c.Members, c.Members+1,
+			med(func(r perf.RebalanceResult) float64 { return r.AbsorbMs }),
+			med(func(r perf.RebalanceResult) float64 { return r.KeptPauseMs }),
+			med(func(r perf.RebalanceResult) float64 { return r.MovedPauseMs }),
+			med(func(r perf.RebalanceResult) float64 { return float64(r.PausedPartitions) }))
+	}
+	return err
 }

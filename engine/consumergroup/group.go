@@ -38,6 +38,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"sort"
 	"strings"
@@ -154,12 +155,23 @@ type Config struct {
 	// RegexRefresh is how often subscription regexes are matched
 	// against the topics again (and at once when one changes).
 	RegexRefresh time.Duration
+	// ReconcileInterval is the heartbeat interval told to a member that
+	// has not reached its target yet (waiting for partitions another
+	// member still owns): it learns they are free within this instead
+	// of a whole HeartbeatInterval, so a moved partition pauses about
+	// this long. At most HeartbeatInterval.
+	ReconcileInterval time.Duration
+	// MaxMetadataBytes bounds what all of a group's members' metadata
+	// (ids, subscribed topic names, regexes) may take, so that members
+	// cannot make the coordinator hold and write without bound; a join
+	// or subscription past it gets GROUP_MAX_SIZE_REACHED. 0: 16 MiB.
+	MaxMetadataBytes int
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second,
-		Assignors: []string{"uniform", "range"}, RegexRefresh: 10 * time.Second}
+		Assignors: []string{"uniform", "range"}, RegexRefresh: 10 * time.Second, ReconcileInterval: 250 * time.Millisecond}
 }
 
 // Member is one member of a group.
@@ -188,7 +200,17 @@ type Member struct {
 	revokeDeadline  time.Time // zero unless revoking
 	// regexAllowed filters what the member's regex may resolve to (the
 	// member's principal's DESCRIBE permission); nil allows all.
+	// filterKnown is false for a member loaded from the log until it
+	// heartbeats (the filter is not persisted).
 	regexAllowed func(topic string) bool
+	filterKnown  bool
+	// metaBytes is what its metadata counts against MaxMetadataBytes.
+	metaBytes int
+	// subs caches memberTopics: valid while subsValid and subsGen is the
+	// group's resolveGen.
+	subs      []string
+	subsGen   uint64
+	subsValid bool
 }
 
 // Left reports whether this is a static member that left with epoch -2
@@ -243,12 +265,22 @@ type Group struct {
 	metadataHash uint64
 	resolved     map[string][]string
 	resolvedAt   time.Time
+	resolveGen   uint64 // grows with every resolution
+	union        []string
+	unionValid   bool
+	metaBytes    int // the members' metaBytes
+	compiled     map[string]*regexp.Regexp
 
 	// What changed since TakeChanges (persist.go).
-	dirty         map[string]bool
-	removed       map[string]bool
-	epochDirty    bool
-	targetChanged bool
+	dirty       map[string]bool // members whose records changed
+	removed     map[string]bool
+	targetDirty map[string]bool // members whose target changed
+	epochDirty  bool
+	// assignmentEpochDirty: the target's epoch changed.
+	assignmentEpochDirty bool
+	// persisted are the members whose records were written (Persisted),
+	// so that a full rewrite can tombstone the others.
+	persisted map[string]bool
 }
 
 // New returns an empty group.
@@ -256,7 +288,7 @@ func New(id string, cfg Config) *Group {
 	cfg = cfg.withDefaults()
 	return &Group{ID: id, cfg: cfg, members: map[string]*Member{}, static: map[string]string{},
 		target: map[string]Assignment{}, owners: map[TopicID]map[int32]string{}, resolved: map[string][]string{},
-		dirty: map[string]bool{}, removed: map[string]bool{}}
+		dirty: map[string]bool{}, removed: map[string]bool{}, targetDirty: map[string]bool{}, persisted: map[string]bool{}}
 }
 
 func (cfg Config) withDefaults() Config {
@@ -272,6 +304,13 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.RegexRefresh <= 0 {
 		cfg.RegexRefresh = def.RegexRefresh
+	}
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = def.ReconcileInterval
+	}
+	cfg.ReconcileInterval = min(cfg.ReconcileInterval, cfg.HeartbeatInterval)
+	if cfg.MaxMetadataBytes <= 0 {
+		cfg.MaxMetadataBytes = 16 << 20
 	}
 	return cfg
 }
@@ -326,35 +365,79 @@ func (g *Group) State() string {
 }
 
 // SubscribedTopics is the set of topic names the members subscribe to,
-// by name or through a regex as last resolved.
+// by name or through a regex as last resolved (a copy).
 func (g *Group) SubscribedTopics() map[string]bool {
 	out := map[string]bool{}
-	for _, m := range g.members {
-		for _, t := range m.Topics {
-			out[t] = true
-		}
-		for _, t := range g.resolvedFor(m) {
-			out[t] = true
-		}
+	for _, t := range g.subscribed(nil) {
+		out[t] = true
 	}
 	return out
 }
 
-func (g *Group) resolvedFor(m *Member) []string {
-	if m.Regex == "" {
-		return nil
+// subscribed is the sorted union of the members' subscriptions, cached
+// until a subscription or a resolution changes (topics, when set, is
+// what a member that has not heartbeaten since a load needs; see
+// memberTopics).
+func (g *Group) subscribed(topics Topics) []string {
+	if g.unionValid {
+		return g.union
 	}
-	names := g.resolved[m.Regex]
-	if m.regexAllowed == nil {
-		return names
+	set := map[string]bool{}
+	for _, m := range g.members {
+		for _, t := range g.memberTopics(m, topics) {
+			set[t] = true
+		}
 	}
-	var out []string
-	for _, n := range names {
-		if m.regexAllowed(n) {
+	g.union = slices.Sorted(maps.Keys(set))
+	g.unionValid = topics != nil
+	return g.union
+}
+
+// memberTopics is what member m subscribes to: its topic names and what
+// its regex resolved to among the topics its principal may DESCRIBE,
+// cached until its subscription, its filter or the resolution changes.
+// A member loaded from the log whose filter is not known yet (it has not
+// heartbeaten since) keeps, of its regex's topics, only those in its
+// target or its assignment, which were filtered when they were computed.
+func (g *Group) memberTopics(m *Member, topics Topics) []string {
+	if m.subsValid && m.subsGen == g.resolveGen {
+		return m.subs
+	}
+	out := slices.Clone(m.Topics)
+	if m.Regex != "" {
+		for _, n := range g.resolved[m.Regex] {
+			switch {
+			case m.filterKnown:
+				if m.regexAllowed != nil && !m.regexAllowed(n) {
+					continue
+				}
+			case topics == nil:
+				continue
+			default:
+				id, _, ok := topics.ByName(n)
+				if !ok || !(g.target[m.ID].owns(id) || m.Assigned.owns(id) || m.Revoking.owns(id)) {
+					continue
+				}
+			}
 			out = append(out, n)
 		}
 	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if !slices.Equal(out, m.subs) {
+		g.unionValid = false
+	}
+	m.subs, m.subsGen, m.subsValid = out, g.resolveGen, topics != nil || m.filterKnown || m.Regex == ""
 	return out
+}
+
+// owns reports whether the assignment has a partition of topic t.
+func (a Assignment) owns(t TopicID) bool { return len(a[t]) > 0 }
+
+// invalidate drops m's cached subscription (it changed).
+func (g *Group) invalidate(m *Member) {
+	m.subsValid = false
+	g.unionValid = false
 }
 
 func errorf(code *kerr.Error, format string, args ...any) error {
@@ -390,12 +473,19 @@ func validateShape(r *Request) error {
 	switch {
 	case r.MemberID == "":
 		return errorf(kerr.InvalidRequest, "member id is empty (ConsumerGroupHeartbeat v1 clients choose their own)")
-	case len(r.MemberID) > 255:
-		return errorf(kerr.InvalidRequest, "member id is %d bytes, at most 255", len(r.MemberID))
+	case len(r.MemberID) > maxIDBytes:
+		return errorf(kerr.InvalidRequest, "member id is %d bytes, at most %d", len(r.MemberID), maxIDBytes)
 	case r.Epoch < StaticLeaveEpoch:
 		return errorf(kerr.InvalidRequest, "member epoch %d", r.Epoch)
-	case r.InstanceID != nil && *r.InstanceID == "":
-		return errorf(kerr.InvalidRequest, "instance id is empty")
+	case r.InstanceID != nil && (*r.InstanceID == "" || len(*r.InstanceID) > maxIDBytes):
+		return errorf(kerr.InvalidRequest, "instance id of %d bytes, want 1 to %d", len(*r.InstanceID), maxIDBytes)
+	case r.RackID != nil && len(*r.RackID) > maxIDBytes:
+		return errorf(kerr.InvalidRequest, "rack id of %d bytes, at most %d", len(*r.RackID), maxIDBytes)
+	}
+	for _, t := range r.SubscribedTopics {
+		if t == "" || len(t) > maxTopicNameBytes {
+			return errorf(kerr.InvalidRequest, "subscribed topic name of %d bytes, want 1 to %d", len(t), maxTopicNameBytes)
+		}
 	}
 	if r.Epoch != JoinEpoch {
 		return nil
@@ -423,16 +513,64 @@ func checkSubscription(cfg Config, r *Request) error {
 	return nil
 }
 
+// Bounds of what a member names: ids (member, instance, rack) and topic
+// names (Kafka's 249).
+const (
+	maxIDBytes        = 255
+	maxTopicNameBytes = 249
+)
+
 // maxRegexBytes bounds a subscription regex.
 const maxRegexBytes = 4096
 
+// maxRegexSize bounds the size of a subscription regex once its
+// repetitions are expanded (about its compiled program's instructions):
+// matching costs that much per byte of every topic name, under the
+// group's lock.
+const maxRegexSize = 1000
+
 // compile compiles a subscription regex, anchored at both ends as Java's
-// Pattern.matches is.
+// Pattern.matches is, refusing one too big to match cheaply.
 func compile(expr string) (*regexp.Regexp, error) {
 	if len(expr) > maxRegexBytes {
 		return nil, fmt.Errorf("%d bytes, at most %d", len(expr), maxRegexBytes)
 	}
+	tree, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	if n := regexSize(tree, maxRegexSize+1); n > maxRegexSize {
+		return nil, fmt.Errorf("it expands to more than %d instructions; simplify its repetitions", maxRegexSize)
+	}
 	return regexp.Compile(`^(?:` + expr + `)$`)
+}
+
+// regexSize estimates a parsed regex's expanded size, stopping once it
+// passes limit.
+func regexSize(re *syntax.Regexp, limit int) int {
+	n := 1
+	switch re.Op {
+	case syntax.OpLiteral:
+		n = len(re.Rune)
+	case syntax.OpRepeat:
+		times := re.Max
+		if times < 0 {
+			times = re.Min + 1
+		}
+		sub := regexSize(re.Sub[0], limit)
+		if times > 0 && sub > limit/times {
+			return limit
+		}
+		n = sub * max(times, 1)
+	default:
+		for _, sub := range re.Sub {
+			n += regexSize(sub, limit)
+			if n >= limit {
+				return limit
+			}
+		}
+	}
+	return min(n, limit)
 }
 
 // Heartbeat handles one ConsumerGroupHeartbeat at time now.
@@ -456,10 +594,7 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 			g.dirty[m.ID] = true
 		}
 	}()
-	bump, before := fresh, m.Assigned
-	if r.InstanceID != nil {
-		m.InstanceID = *r.InstanceID
-	}
+	bump, before, saved := fresh, m.Assigned, *m
 	if r.RackID != nil && *r.RackID != m.RackID {
 		m.RackID, bump = *r.RackID, true
 	}
@@ -475,17 +610,37 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 		ts = slices.Compact(ts)
 		if !slices.Equal(ts, m.Topics) {
 			m.Topics, bump = ts, true
+			g.invalidate(m)
 		}
 	}
-	if r.RegexAllowed != nil {
-		m.regexAllowed = r.RegexAllowed
+	// Every heartbeat carries its principal's filter (nil: all allowed).
+	m.regexAllowed, m.filterKnown = r.RegexAllowed, true
+	if m.Regex != "" {
+		m.subsValid = false // recomputed below; the union only if it changed
 	}
 	if r.SubscribedRegex != nil && *r.SubscribedRegex != m.Regex {
 		m.Regex, bump = *r.SubscribedRegex, true
+		g.invalidate(m)
 		if _, ok := g.resolved[m.Regex]; m.Regex != "" && !ok {
-			g.resolvedAt = time.Time{} // resolve the new one now
+			g.resolveOne(m.Regex, topics)
 		}
 	}
+	if n := memberBytes(m); n != m.metaBytes {
+		if g.metaBytes-m.metaBytes+n > g.cfg.MaxMetadataBytes {
+			err := errorf(kerr.GroupMaxSizeReached, "group %q's members would hold %d bytes of metadata (ids, topic names, regexes), more than %d (--group-max-metadata-bytes)",
+				g.ID, g.metaBytes-m.metaBytes+n, g.cfg.MaxMetadataBytes)
+			if fresh {
+				g.drop(m)
+			} else {
+				*m = saved // the refused subscription is not taken
+				g.invalidate(m)
+			}
+			return Response{}, err
+		}
+		g.metaBytes += n - m.metaBytes
+		m.metaBytes = n
+	}
+	g.memberTopics(m, topics) // with its new filter: the union changes only if its topics did
 	if r.ServerAssignor != nil && *r.ServerAssignor != m.Assignor {
 		m.Assignor, bump = *r.ServerAssignor, true
 	}
@@ -504,6 +659,12 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	g.reconcile(now, m, r.Owned)
 
 	resp := Response{MemberID: m.ID, Epoch: m.Epoch, HeartbeatInterval: g.cfg.HeartbeatInterval}
+	if m.State == UnreleasedPartitions {
+		// It waits for partitions others are giving up: it asks again
+		// soon (Kafka keeps the usual interval, and such a partition
+		// pauses until then).
+		resp.HeartbeatInterval = g.cfg.ReconcileInterval
+	}
 	// The member is told its assignment when it joins, when it reports
 	// what it owns (so a lost answer is corrected), when it is behind,
 	// and when this heartbeat changed it.
@@ -511,6 +672,26 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 		resp.Assignment = m.Assigned.Clone()
 	}
 	return resp, nil
+}
+
+// memberBytes is what a member's metadata counts against
+// MaxMetadataBytes.
+func memberBytes(m *Member) int {
+	n := len(m.ID) + len(m.InstanceID) + len(m.RackID) + len(m.ClientID) + len(m.ClientHost) + len(m.Regex) + len(m.Assignor)
+	for _, t := range m.Topics {
+		n += len(t)
+	}
+	return n
+}
+
+// drop forgets a member that was just created by a refused join.
+func (g *Group) drop(m *Member) {
+	delete(g.members, m.ID)
+	delete(g.dirty, m.ID)
+	if m.InstanceID != "" && g.static[m.InstanceID] == m.ID {
+		delete(g.static, m.InstanceID)
+	}
+	g.unionValid = false
 }
 
 // memberFor finds or creates the heartbeat's member and checks its epoch.
@@ -525,33 +706,41 @@ func (g *Group) memberFor(now time.Time, r Request) (m *Member, fresh bool, err 
 		}
 		return m, false, g.checkEpoch(m, r.Epoch, r.Owned)
 	}
+	inst := ""
 	if r.InstanceID != nil {
-		if old := g.static[*r.InstanceID]; old != "" && old != r.MemberID {
-			prev := g.members[old]
-			if !prev.Left() {
-				return nil, false, errorf(kerr.UnreleasedInstanceID, "instance %q is still member %s; it must leave (or its session of %v expire) first", *r.InstanceID, old, g.cfg.SessionTimeout)
-			}
-			// The instance comes back as a new member: it takes over
-			// the old one's epoch and assignment, with no rebalance.
-			m = g.replaceStatic(prev, r.MemberID)
-			return m, false, nil
-		}
+		inst = *r.InstanceID
 	}
 	if m != nil {
+		// A rejoin under an existing id (a lost answer, or a member
+		// fenced by its epoch): the instance id cannot change, and the
+		// member keeps its epoch and assignment and is told them again.
+		if inst != m.InstanceID {
+			return nil, false, errorf(kerr.FencedInstanceID, "member %s has instance id %q, not %q", m.ID, m.InstanceID, inst)
+		}
 		if m.Left() {
-			// A static member that left rejoins under the same id.
-			m.Epoch = m.PreviousEpoch
+			m.Epoch = m.PreviousEpoch // a static member that left comes back under its id
 		}
-		if r.InstanceID != nil && m.InstanceID != "" && *r.InstanceID != m.InstanceID {
-			return nil, false, errorf(kerr.FencedInstanceID, "member %s has instance id %q, not %q", m.ID, m.InstanceID, *r.InstanceID)
-		}
-		// A rejoin with the same id (a lost answer): the member keeps
-		// its epoch and assignment and is told them again.
 		return m, false, nil
+	}
+	if inst != "" {
+		if old := g.static[inst]; old != "" {
+			prev := g.members[old]
+			switch {
+			case prev == nil:
+				delete(g.static, inst) // stale: cannot happen, but never trust it
+			case !prev.Left():
+				return nil, false, errorf(kerr.UnreleasedInstanceID, "instance %q is still member %s; it must leave (or its session of %v expire) first", inst, old, g.cfg.SessionTimeout)
+			default:
+				// The instance comes back as a new member: it takes over
+				// the old one's epoch and assignment, with no rebalance.
+				return g.replaceStatic(prev, r.MemberID), false, nil
+			}
+		}
 	}
 	if g.cfg.MaxSize > 0 && len(g.members) >= g.cfg.MaxSize {
 		return nil, false, errorf(kerr.GroupMaxSizeReached, "group %q has %d members (group.consumer.max.size)", g.ID, len(g.members))
 	}
+	g.unionValid = false
 	m = &Member{ID: r.MemberID, Assigned: Assignment{}, Revoking: Assignment{}}
 	if r.InstanceID != nil {
 		m.InstanceID = *r.InstanceID
@@ -591,7 +780,8 @@ func subset(a, b Assignment) bool {
 func (g *Group) replaceStatic(prev *Member, id string) *Member {
 	m := &Member{ID: id, InstanceID: prev.InstanceID, RackID: prev.RackID, Epoch: prev.PreviousEpoch, PreviousEpoch: prev.PreviousEpoch,
 		State: prev.State, RebalanceTimeout: prev.RebalanceTimeout, Topics: prev.Topics, Regex: prev.Regex, Assignor: prev.Assignor,
-		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, regexAllowed: prev.regexAllowed}
+		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, metaBytes: prev.metaBytes}
+	g.unionValid = false
 	delete(g.members, prev.ID)
 	g.markRemoved(prev.ID)
 	g.members[id] = m
@@ -600,6 +790,7 @@ func (g *Group) replaceStatic(prev *Member, id string) *Member {
 	if t, ok := g.target[prev.ID]; ok {
 		delete(g.target, prev.ID)
 		g.target[id] = t
+		g.targetDirty[id] = true
 	}
 	g.setOwner(m.Assigned, id)
 	g.setOwner(m.Revoking, id)
@@ -634,6 +825,8 @@ func (g *Group) remove(m *Member) {
 	delete(g.members, m.ID)
 	delete(g.target, m.ID)
 	g.markRemoved(m.ID)
+	g.unionValid = false
+	g.metaBytes -= m.metaBytes
 	if m.InstanceID != "" && g.static[m.InstanceID] == m.ID {
 		delete(g.static, m.InstanceID)
 	}
@@ -643,7 +836,7 @@ func (g *Group) remove(m *Member) {
 		// Nothing to assign: the (empty) target is current.
 		g.assignmentEpoch = g.epoch
 		g.metadataHash = 0
-		g.targetChanged = true
+		g.assignmentEpochDirty = true
 	}
 }
 
@@ -716,7 +909,7 @@ func (g *Group) refreshSubscription(now time.Time, topics Topics) bool {
 		g.resolvedAt = now
 	}
 	h := fnv.New64a()
-	for _, name := range slices.Sorted(maps.Keys(g.SubscribedTopics())) {
+	for _, name := range g.subscribed(topics) {
 		id, n, ok := topics.ByName(name)
 		if !ok {
 			continue
@@ -731,6 +924,7 @@ func (g *Group) refreshSubscription(now time.Time, topics Topics) bool {
 	return true
 }
 
+// resolveRegexes matches every member's regex against the topics again.
 func (g *Group) resolveRegexes(topics Topics) {
 	want := map[string]bool{}
 	for _, m := range g.members {
@@ -738,25 +932,51 @@ func (g *Group) resolveRegexes(topics Topics) {
 			want[m.Regex] = true
 		}
 	}
-	resolved := make(map[string][]string, len(want))
+	g.resolved = make(map[string][]string, len(want))
+	for expr := range g.compiled {
+		if !want[expr] {
+			delete(g.compiled, expr)
+		}
+	}
 	if len(want) > 0 {
 		names := topics.Names()
 		slices.Sort(names)
 		for expr := range want {
-			re, err := compile(expr)
-			if err != nil {
-				continue // checked when it was subscribed
-			}
-			var match []string
-			for _, n := range names {
-				if re.MatchString(n) {
-					match = append(match, n)
-				}
-			}
-			resolved[expr] = match
+			g.resolved[expr] = g.match(expr, names)
 		}
 	}
-	g.resolved = resolved
+	g.resolveGen++
+	g.unionValid = false
+}
+
+// resolveOne resolves a regex a member just subscribed with.
+func (g *Group) resolveOne(expr string, topics Topics) {
+	names := topics.Names()
+	slices.Sort(names)
+	g.resolved[expr] = g.match(expr, names)
+	g.resolveGen++
+	g.unionValid = false
+}
+
+func (g *Group) match(expr string, names []string) []string {
+	re := g.compiled[expr]
+	if re == nil {
+		var err error
+		if re, err = compile(expr); err != nil {
+			return nil // checked when it was subscribed
+		}
+		if g.compiled == nil {
+			g.compiled = map[string]*regexp.Regexp{}
+		}
+		g.compiled[expr] = re
+	}
+	var out []string
+	for _, n := range names {
+		if re.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // ResolvedRegex returns the topics a regex resolved to last.
@@ -767,19 +987,18 @@ func (g *Group) computeTarget(topics Topics) {
 	name := g.pickAssignor()
 	subs := make([]Subscriber, 0, len(g.members))
 	for _, m := range g.Members() {
-		s := Subscriber{ID: m.ID, Rack: m.RackID, Current: g.target[m.ID]}
-		for _, t := range m.Topics {
-			s.Topics = append(s.Topics, t)
-		}
-		s.Topics = append(s.Topics, g.resolvedFor(m)...)
-		slices.Sort(s.Topics)
-		s.Topics = slices.Compact(s.Topics)
-		subs = append(subs, s)
+		subs = append(subs, Subscriber{ID: m.ID, Rack: m.RackID, Current: g.target[m.ID], Topics: g.memberTopics(m, topics)})
 	}
-	g.target = assignors[name](subs, topics)
+	next := assignors[name](subs, topics)
+	for id, a := range next {
+		if old, ok := g.target[id]; !ok || !old.Equal(a) {
+			g.targetDirty[id] = true
+		}
+	}
+	g.target = next
 	g.assignor = name
 	g.assignmentEpoch = g.epoch
-	g.targetChanged = true
+	g.assignmentEpochDirty = true
 }
 
 // pickAssignor is the assignor most members ask for (ties: the order of

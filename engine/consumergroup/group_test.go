@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,6 +243,8 @@ func TestBadRequests(t *testing.T) {
 		{Request{MemberID: "m", Epoch: -3, SubscribedTopics: []string{"a"}}, kerr.InvalidRequest},
 		{Request{MemberID: "m", Epoch: 0, SubscribedTopics: []string{"a"}, ServerAssignor: str("sticky")}, kerr.UnsupportedAssignor},
 		{Request{MemberID: "m", Epoch: 0, SubscribedRegex: str("a(")}, kerr.InvalidRegularExpression},
+		{Request{MemberID: "m", Epoch: 0, SubscribedRegex: str(strings.Repeat("[a-z0-9-]{0,100}", 20))}, kerr.InvalidRegularExpression},
+		{Request{MemberID: "m", Epoch: 0, SubscribedRegex: str("((a{100}){100}){100}")}, kerr.InvalidRegularExpression},
 		{Request{MemberID: "m", Epoch: -1}, kerr.UnknownMemberID},
 	} {
 		if _, err := g.Heartbeat(t0, topics, tc.r); !errors.Is(err, tc.want) {
@@ -457,9 +460,37 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 			saved := *c
 			c.beat(t, g, now, topics)
 			*c = saved
+		case k < 7 && len(alive()) < 6: // a static member joins
+			next++
+			c := &client{id: fmt.Sprintf("m%d", next), topics: subsets[rng.IntN(len(subsets))], inst: str(fmt.Sprintf("i%d", rng.IntN(3)))}
+			r := Request{MemberID: c.id, InstanceID: c.inst, RebalanceTimeout: 5 * time.Second, SubscribedTopics: c.topics, Owned: Assignment{}}
+			resp, err := g.Heartbeat(now, topics, r)
+			if errors.Is(err, kerr.UnreleasedInstanceID) {
+				break // its instance is still in the group
+			}
+			if err != nil {
+				t.Fatalf("step %d: static join: %v", step, err)
+			}
+			c.epoch, c.owned = resp.Epoch, resp.Assignment.Clone()
+			cs = append(cs, c)
+		case k < 8 && len(alive()) > 0: // a static member leaves for a while (-2)
+			i := rng.IntN(len(cs))
+			if cs[i] == nil || cs[i].inst == nil {
+				break
+			}
+			if _, err := g.Heartbeat(now, topics, Request{MemberID: cs[i].id, InstanceID: cs[i].inst, Epoch: StaticLeaveEpoch}); err != nil {
+				t.Fatalf("step %d: static leave: %v", step, err)
+			}
+			cs[i] = nil
+		case k < 9 && len(alive()) > 1: // a hostile join: an existing id with another instance
+			a, b := alive()[0], alive()[len(alive())-1]
+			r := Request{MemberID: a.id, InstanceID: str("hijack-" + b.id), RebalanceTimeout: time.Second, SubscribedTopics: []string{"a"}, Owned: Assignment{}}
+			if _, err := g.Heartbeat(now, topics, r); !errors.Is(err, kerr.FencedInstanceID) && !errors.Is(err, kerr.UnreleasedInstanceID) {
+				t.Fatalf("step %d: a join under member %s's id with another instance id: %v", step, a.id, err)
+			}
 		default: // heartbeats
 			for _, c := range alive() {
-				r := Request{MemberID: c.id, Epoch: c.epoch, RebalanceTimeout: time.Minute, SubscribedTopics: c.topics, SubscribedRegex: c.regex, Owned: c.owned}
+				r := Request{MemberID: c.id, Epoch: c.epoch, InstanceID: c.inst, RebalanceTimeout: time.Minute, SubscribedTopics: c.topics, SubscribedRegex: c.regex, Owned: c.owned}
 				resp, err := g.Heartbeat(now, topics, r)
 				if errors.Is(err, kerr.FencedMemberEpoch) || errors.Is(err, kerr.UnknownMemberID) {
 					c.owned, c.epoch = Assignment{}, JoinEpoch // abandon and rejoin
@@ -481,7 +512,13 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 		}
 		g.Expire(now)
 		checkOwners(t, g)
-		applyChanges(replica, g.TakeChanges(false))
+		ch := g.TakeChanges(false)
+		if rng.IntN(10) == 0 {
+			// The write fails: the next one writes everything.
+			ch = g.TakeChanges(true)
+		}
+		applyChanges(replica, ch)
+		g.Persisted(ch)
 		checkReplica(t, g, replica)
 		if err := clientsOverlap(alive()); err != nil {
 			t.Fatalf("seed %d step %d: %v", seed, step, err)
@@ -499,7 +536,11 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 	}
 	for name := range g.SubscribedTopics() {
 		for p := int32(0); p < topics[name]; p++ {
-			if g.Owner(idOf(name), p) == "" {
+			heldForLeft := false // a static member away (-2) keeps its target until its session ends
+			for _, m := range g.Members() {
+				heldForLeft = heldForLeft || (m.Left() && g.Target(m.ID).Has(idOf(name), p))
+			}
+			if g.Owner(idOf(name), p) == "" && !heldForLeft {
 				t.Fatalf("seed %d: %s/%d unassigned in a stable group", seed, name, p)
 			}
 		}
@@ -519,16 +560,11 @@ func applyChanges(g *Group, c Changes) {
 		g.RestoreMemberMetadata(m)
 		g.RestoreMemberAssignment(m)
 	}
-	if c.TargetChanged {
+	if c.AssignmentEpochChanged {
 		g.RestoreAssignmentEpoch(c.AssignmentEpoch)
-		for id := range g.target {
-			if _, ok := c.Targets[id]; !ok {
-				g.RestoreTarget(id, nil)
-			}
-		}
-		for id, a := range c.Targets {
-			g.RestoreTarget(id, a)
-		}
+	}
+	for id, a := range c.Targets {
+		g.RestoreTarget(id, a)
 	}
 }
 
@@ -554,5 +590,66 @@ func checkReplica(t *testing.T, g, r *Group) {
 	applyChanges(c, r.TakeChanges(true))
 	if err := c.Loaded(t0); err != nil {
 		t.Fatalf("loading the replica's records: %v", err)
+	}
+}
+
+// TestMetadataBudget: a group's members cannot hold more metadata than
+// MaxMetadataBytes; a refused subscription change leaves the member as it
+// was, and a refused join leaves nothing.
+func TestMetadataBudget(t *testing.T) {
+	c := cfg()
+	c.MaxMetadataBytes = 200
+	g := New("g", c)
+	topics := fakeTopics{"a": 1}
+	many := make([]string, 30)
+	for i := range many {
+		many[i] = fmt.Sprintf("topic-%02d", i)
+	}
+	a := &client{id: "a", topics: []string{"a"}}
+	a.beat(t, g, t0, topics)
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "b", RebalanceTimeout: time.Second, SubscribedTopics: many, Owned: Assignment{}}); !errors.Is(err, kerr.GroupMaxSizeReached) {
+		t.Fatalf("a join past the budget: %v", err)
+	}
+	if g.Member("b") != nil {
+		t.Fatal("the refused join left a member")
+	}
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "a", Epoch: a.epoch, RebalanceTimeout: -1, SubscribedTopics: many}); !errors.Is(err, kerr.GroupMaxSizeReached) {
+		t.Fatalf("a subscription past the budget: %v", err)
+	}
+	if m := g.Member("a"); !slices.Equal(m.Topics, []string{"a"}) {
+		t.Fatalf("the refused subscription was taken: %v", m.Topics)
+	}
+	a.beat(t, g, t0, topics)
+	if a.owned.Len() != 1 {
+		t.Fatalf("a after the refusal: %v", a.owned)
+	}
+}
+
+// TestLoadedKeepsFilteredRegexTopics: a regex member's DESCRIBE filter is
+// not persisted; after a load, until it heartbeats, it is subscribed only
+// to the regex topics its target held (which were filtered), never to
+// ones its principal may not see.
+func TestLoadedKeepsFilteredRegexTopics(t *testing.T) {
+	topics := fakeTopics{"pub": 2, "secret": 2}
+	g := New("g", cfg())
+	deny := func(t string) bool { return t != "secret" }
+	r := Request{MemberID: "r", RebalanceTimeout: time.Second, SubscribedRegex: str(".*"), Owned: Assignment{}, RegexAllowed: deny}
+	if _, err := g.Heartbeat(t0, topics, r); err != nil {
+		t.Fatal(err)
+	}
+	if g.Target("r").owns(idOf("secret")) || !g.Target("r").owns(idOf("pub")) {
+		t.Fatalf("target before the load: %v", g.Target("r"))
+	}
+	loaded := New("g", cfg())
+	applyChanges(loaded, g.TakeChanges(true))
+	if err := loaded.Loaded(t0); err != nil {
+		t.Fatal(err)
+	}
+	// Another member joins before r heartbeats: the target is computed
+	// again, and r must not get "secret".
+	b := &client{id: "b", topics: []string{"pub"}}
+	b.beat(t, loaded, t0.Add(time.Second), topics)
+	if loaded.Target("r").owns(idOf("secret")) {
+		t.Fatalf("a loaded regex member was given a topic its principal may not describe: %v", loaded.Target("r"))
 	}
 }

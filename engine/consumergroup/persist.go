@@ -2,6 +2,7 @@ package consumergroup
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -48,6 +49,7 @@ func (r MemberRecord) equal(o MemberRecord) bool {
 
 func (g *Group) markRemoved(id string) {
 	delete(g.dirty, id)
+	delete(g.targetDirty, id)
 	g.removed[id] = true
 }
 
@@ -57,11 +59,11 @@ type Changes struct {
 	EpochChanged bool
 	Epoch        int32
 	MetadataHash uint64
-	// Targets is every member's target at AssignmentEpoch, when the
-	// target assignment was recomputed (nil otherwise).
-	TargetChanged   bool
-	AssignmentEpoch int32
-	Targets         map[string]Assignment
+	// AssignmentEpoch, when AssignmentEpochChanged; Targets are the
+	// members' targets that changed.
+	AssignmentEpochChanged bool
+	AssignmentEpoch        int32
+	Targets                map[string]Assignment
 	// Members are the members whose metadata or current assignment
 	// changed; Removed the ids of those that left.
 	Members []MemberRecord
@@ -70,17 +72,21 @@ type Changes struct {
 
 // Empty reports whether nothing changed.
 func (c Changes) Empty() bool {
-	return !c.EpochChanged && !c.TargetChanged && len(c.Members) == 0 && len(c.Removed) == 0
+	return !c.EpochChanged && !c.AssignmentEpochChanged && len(c.Targets) == 0 && len(c.Members) == 0 && len(c.Removed) == 0
 }
 
 // TakeChanges returns what changed since the last call and forgets it;
-// with all set, it returns the whole state (after a write failed, say).
+// with all set, it returns the whole state, with tombstones for every
+// member persisted before that is gone (after a write failed, say). A
+// write that succeeds is reported with Persisted.
 func (g *Group) TakeChanges(all bool) Changes {
 	c := Changes{EpochChanged: g.epochDirty || all, Epoch: g.epoch, MetadataHash: g.metadataHash,
-		TargetChanged: g.targetChanged || all, AssignmentEpoch: g.assignmentEpoch}
-	if c.TargetChanged {
-		c.Targets = make(map[string]Assignment, len(g.target))
-		for id, a := range g.target {
+		AssignmentEpochChanged: g.assignmentEpochDirty || all, AssignmentEpoch: g.assignmentEpoch}
+	for id, a := range g.target {
+		if all || g.targetDirty[id] {
+			if c.Targets == nil {
+				c.Targets = map[string]Assignment{}
+			}
 			c.Targets[id] = a
 		}
 	}
@@ -89,15 +95,32 @@ func (g *Group) TakeChanges(all bool) Changes {
 			c.Members = append(c.Members, recordOf(m))
 		}
 	}
-	for id := range g.removed {
+	gone := g.removed
+	if all {
+		gone = maps.Clone(g.removed)
+		for id := range g.persisted {
+			gone[id] = true
+		}
+	}
+	for id := range gone {
 		if g.members[id] == nil {
 			c.Removed = append(c.Removed, id)
 		}
 	}
 	slices.Sort(c.Removed)
-	g.dirty, g.removed = map[string]bool{}, map[string]bool{}
-	g.epochDirty, g.targetChanged = false, false
+	g.dirty, g.removed, g.targetDirty = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	g.epochDirty, g.assignmentEpochDirty = false, false
 	return c
+}
+
+// Persisted records that the changes c were written.
+func (g *Group) Persisted(c Changes) {
+	for _, m := range c.Members {
+		g.persisted[m.ID] = true
+	}
+	for _, id := range c.Removed {
+		delete(g.persisted, id)
+	}
 }
 
 // RestoreEpoch replays the group epoch record.
@@ -148,6 +171,10 @@ func (g *Group) RestoreRemoveMember(id string) {
 	delete(g.target, id)
 }
 
+// maxLoadedEpoch bounds the epochs a load accepts, far from the wrap of
+// int32 into the leave epochs.
+const maxLoadedEpoch = 1 << 30
+
 // Loaded ends a replay at time now: ownership and static members are
 // rebuilt, every member gets a fresh session (those that do not come back
 // expire as usual), and a member still revoking a fresh rebalance
@@ -155,10 +182,29 @@ func (g *Group) RestoreRemoveMember(id string) {
 // partition with two owners, a state out of range): the caller then drops
 // the members, which rejoin.
 func (g *Group) Loaded(now time.Time) error {
-	g.owners, g.static = map[TopicID]map[int32]string{}, map[string]string{}
+	g.owners, g.static, g.metaBytes = map[TopicID]map[int32]string{}, map[string]string{}, 0
+	if g.epoch < 0 || g.epoch > maxLoadedEpoch || g.assignmentEpoch < 0 || g.assignmentEpoch > g.epoch {
+		return fmt.Errorf("group epoch %d, assignment epoch %d", g.epoch, g.assignmentEpoch)
+	}
+	for id := range g.target {
+		if g.members[id] == nil {
+			delete(g.target, id) // a target record outlived its member's tombstone
+		}
+	}
 	for _, m := range g.Members() {
 		if m.State < Stable || m.State > UnreleasedPartitions {
 			return fmt.Errorf("member %s has state %d", m.ID, m.State)
+		}
+		if (m.Epoch < 0 && m.Epoch != StaticLeaveEpoch) || m.Epoch > g.epoch || m.PreviousEpoch > g.epoch || (m.Left() && m.InstanceID == "") {
+			return fmt.Errorf("member %s has epoch %d (previous %d) in a group at epoch %d", m.ID, m.Epoch, m.PreviousEpoch, g.epoch)
+		}
+		if m.State == Stable && m.Epoch == g.assignmentEpoch && !subset(m.Assigned, g.target[m.ID]) {
+			return fmt.Errorf("member %s is stable at the assignment epoch but owns partitions outside its target", m.ID)
+		}
+		if m.InstanceID != "" {
+			if other := g.static[m.InstanceID]; other != "" {
+				return fmt.Errorf("instance %q is both %s and %s", m.InstanceID, other, m.ID)
+			}
 		}
 		for _, a := range []Assignment{m.Assigned, m.Revoking} {
 			for t, ps := range a {
@@ -173,6 +219,9 @@ func (g *Group) Loaded(now time.Time) error {
 		if m.InstanceID != "" {
 			g.static[m.InstanceID] = m.ID
 		}
+		m.filterKnown, m.subsValid, m.regexAllowed = false, false, nil
+		m.metaBytes = memberBytes(m)
+		g.metaBytes += m.metaBytes
 		m.sessionDeadline = now.Add(g.cfg.SessionTimeout)
 		if m.State == UnrevokedPartitions {
 			m.revokeDeadline = now.Add(m.RebalanceTimeout)
@@ -181,15 +230,23 @@ func (g *Group) Loaded(now time.Time) error {
 	if len(g.members) > 0 {
 		g.assignor = g.pickAssignor()
 	}
-	g.resolvedAt = time.Time{}
-	g.dirty, g.removed = map[string]bool{}, map[string]bool{}
-	g.epochDirty, g.targetChanged = false, false
+	g.resolvedAt, g.unionValid = time.Time{}, false
+	g.dirty, g.removed, g.targetDirty = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	g.epochDirty, g.assignmentEpochDirty = false, false
+	g.persisted = map[string]bool{}
+	for id := range g.members {
+		g.persisted[id] = true
+	}
 	return nil
 }
 
 // Reset drops every member (after a replay found the state inconsistent):
 // the epoch grows so that members still holding the old one are fenced.
 func (g *Group) Reset() {
+	if g.epoch < 0 || g.epoch > maxLoadedEpoch {
+		g.epoch = 0 // every member is removed below: no epoch of theirs survives
+	}
+	g.assignmentEpoch = min(max(g.assignmentEpoch, 0), g.epoch)
 	for _, m := range g.Members() {
 		g.remove(m)
 	}
