@@ -37,6 +37,8 @@ func (t engineTopics) ByName(name string) (consumergroup.TopicID, int32, bool) {
 	return consumergroup.TopicID(tp.ID), int32(len(tp.Partitions())), true
 }
 
+func (t engineTopics) Version() uint64 { return t.e.TopicsGeneration() }
+
 func (t engineTopics) Names() []string {
 	ts := t.e.Topics()
 	out := make([]string, 0, len(ts))
@@ -60,56 +62,84 @@ func (c *Coordinator) ConsumerHeartbeat(groupID string, req consumergroup.Reques
 	if g == nil {
 		return consumergroup.Response{}, fmt.Errorf("%w: group %q does not exist (it may have expired); join again", kerr.UnknownMemberID, groupID)
 	}
+	// One change of the group's consumer state at a time, from the
+	// heartbeat (or expiry) that makes it until its records are durable;
+	// g.mu itself is not held across the write (the offsets partition's
+	// shard takes it when it replays a load).
+	g.consumerWrite.Lock()
+	defer g.consumerWrite.Unlock()
+	if err := c.checkCoordinator(groupID); err != nil {
+		return consumergroup.Response{}, err // the partition moved since: g may predate the move
+	}
 	g.mu.Lock()
-	defer g.unlock()
-	switch {
-	case g.detached.Load():
-		return consumergroup.Response{}, errDetached(g)
-	case g.consumerLoading:
-		return consumergroup.Response{}, fmt.Errorf("%w: group %q is being loaded", kerr.CoordinatorLoadInProgress, g.ID)
-	case g.state == StateDead:
-		return consumergroup.Response{}, fmt.Errorf("%w: group %q is being deleted", kerr.CoordinatorNotAvailable, g.ID)
-	}
-	if g.consumer == nil {
-		if len(g.members) > 0 || len(g.pending) > 0 {
-			return consumergroup.Response{}, fmt.Errorf("%w: group %q is a classic group with members; it can switch to the consumer protocol once they all left", kerr.GroupIDNotFound, g.ID)
-		}
-		if req.Epoch != consumergroup.JoinEpoch {
-			return consumergroup.Response{}, fmt.Errorf("%w: group %q has no member %s", kerr.UnknownMemberID, g.ID, req.MemberID)
-		}
-		g.consumer = consumergroup.New(g.ID, c.cfg.Consumer)
-		g.protocolType, g.protocol, g.generation = ConsumerTypeName, "", 0
-	}
-	resp, err := g.consumer.Heartbeat(c.sched.Now(), engineTopics{c.eng}, req)
-	if werr := c.persistConsumer(g, false); werr != nil && err == nil {
+	cg, resp, ch, err := c.consumerHeartbeatLocked(g, req)
+	g.unlock()
+	if werr := c.writeConsumer(g, cg, ch); werr != nil && err == nil {
 		// The member must not act on an answer that is not durable: a
 		// coordinator that loads the group would not know it.
 		resp, err = consumergroup.Response{}, werr
 	}
-	c.armConsumerTimer(g)
 	return resp, err
 }
 
-// persistConsumer writes what changed in g's consumer state (all of it
-// after a failed write, or when all is set) to __consumer_offsets and
-// waits until it is durable (g.mu held: the group's heartbeats wait).
-func (c *Coordinator) persistConsumer(g *Group, all bool) error {
+// consumerHeartbeatLocked is ConsumerHeartbeat's part under g.mu: it
+// returns the consumer state it changed and the changes to write.
+func (c *Coordinator) consumerHeartbeatLocked(g *Group, req consumergroup.Request) (*consumergroup.Group, consumergroup.Response, consumergroup.Changes, error) {
+	switch {
+	case g.detached.Load():
+		return nil, consumergroup.Response{}, consumergroup.Changes{}, errDetached(g)
+	case g.consumerLoading:
+		return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q is being loaded", kerr.CoordinatorLoadInProgress, g.ID)
+	case g.state == StateDead:
+		return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q is being deleted", kerr.CoordinatorNotAvailable, g.ID)
+	}
 	if g.consumer == nil {
+		if len(g.members) > 0 || len(g.pending) > 0 {
+			return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q is a classic group with members; it can switch to the consumer protocol once they all left", kerr.GroupIDNotFound, g.ID)
+		}
+		if req.Epoch != consumergroup.JoinEpoch {
+			return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q has no member %s", kerr.UnknownMemberID, g.ID, req.MemberID)
+		}
+		g.consumer = consumergroup.New(g.ID, c.cfg.Consumer)
+		g.protocolType, g.protocol, g.generation = ConsumerTypeName, "", 0
+	}
+	before := g.consumer.AssignmentEpoch()
+	resp, err := g.consumer.Heartbeat(c.sched.Now(), engineTopics{c.eng}, req)
+	if cg := g.consumer; cg.AssignmentEpoch() != before && !cg.Empty() {
+		c.eng.logger.Info("consumer group assignment", "group", g.ID, "epoch", cg.Epoch(), "assignor", cg.Assignor(),
+			"members", len(cg.Members()), "topics", len(cg.SubscribedTopics()), "why", "member "+req.MemberID)
+	}
+	ch := g.consumer.TakeChanges(g.consumerUnsaved)
+	c.armConsumerTimer(g)
+	return g.consumer, resp, ch, err
+}
+
+// writeConsumer writes the changes ch of g's consumer state cg to
+// __consumer_offsets and waits until they are durable (g.consumerWrite
+// held, g.mu not). A failed write makes the next one write the whole
+// state.
+func (c *Coordinator) writeConsumer(g *Group, cg *consumergroup.Group, ch consumergroup.Changes) error {
+	if cg == nil || ch.Empty() {
 		return nil
 	}
+	var err error
 	if g.detached.Load() {
-		return errDetached(g)
+		err = errDetached(g)
+	} else {
+		err = c.write(g.ID, consumerRecords(g.ID, ch))
 	}
-	ch := g.consumer.TakeChanges(all || g.consumerUnsaved)
-	if ch.Empty() {
-		return nil
+	g.mu.Lock()
+	defer g.unlock()
+	if g.consumer != cg {
+		return err // the group changed protocol meanwhile
 	}
-	if err := c.write(g.ID, consumerRecords(g.ID, ch)); err != nil {
+	if err != nil {
 		g.consumerUnsaved = true
 		return err
 	}
-	g.consumer.Persisted(ch)
+	cg.Persisted(ch)
 	g.consumerUnsaved = false
+	c.armConsumerTimer(g)
 	return nil
 }
 
@@ -136,19 +166,23 @@ func (c *Coordinator) armConsumerTimer(g *Group) {
 	cg := g.consumer
 	var t Timer
 	t = g.sched.AfterFunc(next.Sub(g.sched.Now()), func() {
+		g.consumerWrite.Lock()
+		defer g.consumerWrite.Unlock()
 		g.mu.Lock()
-		defer g.unlock()
 		if g.consumer != cg || g.consumerTimer != t || g.detached.Load() {
+			g.unlock()
 			return // replaced, re-armed or dropped since
 		}
 		g.consumerTimer = nil
-		if gone := g.consumer.Expire(g.sched.Now()); len(gone) > 0 {
+		if gone := cg.Expire(g.sched.Now()); len(gone) > 0 {
 			c.eng.logger.Info("consumer group members expired", "group", g.ID, "members", gone)
 		}
-		if err := c.persistConsumer(g, false); err != nil {
+		ch := cg.TakeChanges(g.consumerUnsaved)
+		c.armConsumerTimer(g)
+		g.unlock()
+		if err := c.writeConsumer(g, cg, ch); err != nil {
 			c.eng.logger.Warn("could not store a consumer group's expired members; retried with its next change", "group", g.ID, "err", err)
 		}
-		c.armConsumerTimer(g)
 	})
 	g.consumerTimer = t
 }

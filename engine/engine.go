@@ -206,9 +206,12 @@ type Engine struct {
 	// only under both metaMu and mu, so either one is enough to read
 	// them; pending and closed change under mu alone. meta is copy on
 	// write: a published *brokerMeta (and its maps) is never modified.
-	mu          sync.RWMutex
-	topics      map[string]*Topic
-	byID        map[TopicID]*Topic
+	mu     sync.RWMutex
+	topics map[string]*Topic
+	byID   map[TopicID]*Topic
+	// topicsGen counts the topics created and deleted (regex
+	// subscriptions are resolved again when it moves).
+	topicsGen   atomic.Uint64
 	pending     map[string]*pendingTopic // names being created or deleted
 	meta        *brokerMeta
 	defaultsGen uint64 // counts AlterBrokerDefaults changes
@@ -850,7 +853,10 @@ func (e *Engine) TopicByID(id TopicID) *Topic {
 	return e.byID[id]
 }
 
-// Topics returns every topic sorted by name.
+// TopicsGeneration changes whenever a topic is created or deleted.
+func (e *Engine) TopicsGeneration() uint64 { return e.topicsGen.Load() }
+
+// Topics returns every topic, sorted by name.
 func (e *Engine) Topics() []*Topic {
 	e.mu.RLock()
 	out := make([]*Topic, 0, len(e.topics))
@@ -1071,6 +1077,7 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	e.topics[t.Name] = t
 	e.byID[t.ID] = t
 	delete(e.pending, t.Name)
+	e.topicsGen.Add(1)
 	e.mu.Unlock()
 	e.metaMu.Unlock()
 	close(op.done)
@@ -1263,6 +1270,7 @@ func (e *Engine) removeTopic(name string, stray bool) error {
 	delete(e.topics, name)
 	delete(e.byID, t.ID)
 	e.pending[name] = op
+	e.topicsGen.Add(1)
 	e.mu.Unlock()
 	e.metaMu.Unlock()
 

@@ -43,7 +43,10 @@ import (
 // assignment is handed out as given, each member gets only its own part).
 //
 // Concurrency: a Group is guarded by its mutex; timers lock it too.
-// Completion callbacks run after the mutex is released.
+// Completion callbacks run after the mutex is released. A consumer-protocol
+// group's changes are serialized by consumerWrite (taken before the
+// mutex) until their records are written; the mutex is not held across a
+// write.
 
 // GroupState is a group's state, named as DescribeGroups reports it.
 type GroupState string
@@ -244,6 +247,10 @@ type Group struct {
 	// detached is set once the coordinator dropped the group (unloaded
 	// or deleted): its timers then neither act nor write.
 	detached atomic.Bool
+	// consumerWrite serializes the changes of the consumer state, each
+	// until its records are durable; taken before mu, and never by the
+	// shards.
+	consumerWrite sync.Mutex
 }
 
 // CommittedOffset is a group's committed position in one partition.

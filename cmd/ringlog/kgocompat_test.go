@@ -29,6 +29,10 @@ func TestKgoCompat(t *testing.T) {
 	if os.Getenv("RINGLOG_KGO_COMPAT") == "" {
 		t.Skip("franz-go's group tests against ringlog take minutes: make kgo-compat (RINGLOG_KGO_COMPAT=1)")
 	}
+	tests := kgoCompatTests
+	if p := os.Getenv("RINGLOG_KGO_TESTS"); p != "" {
+		tests = p // a narrower pattern, to chase one failure
+	}
 	records := os.Getenv("RINGLOG_KGO_RECORDS")
 	if records == "" {
 		records = "50000"
@@ -45,11 +49,17 @@ func TestKgoCompat(t *testing.T) {
 	run := func(t *testing.T, seeds []string, rf string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "-test.run", kgoCompatTests, "-test.v", "-test.timeout", "9m")
+		cmd := exec.CommandContext(ctx, bin, "-test.run", tests, "-test.v", "-test.timeout", "9m")
 		cmd.Dir = strings.TrimSpace(string(dir))
 		cmd.Env = append(os.Environ(), "KGO_SEEDS="+strings.Join(seeds, ","), "KGO_TEST_RF="+rf, "KGO_TEST_RECORDS="+records)
 		out, err := cmd.CombinedOutput()
 		text := string(out)
+		if dir := os.Getenv("RINGLOG_TEST_LOG_DIR"); dir != "" {
+			// The whole output of franz-go's tests, next to the brokers'.
+			if werr := os.WriteFile(filepath.Join(dir, "kgo-"+strings.ReplaceAll(t.Name(), "/", "-")+".log"), out, 0o644); werr != nil {
+				t.Logf("keep franz-go's output: %v", werr)
+			}
+		}
 		results := regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL|SKIP): (\S+)`).FindAllStringSubmatch(text, -1)
 		for _, r := range results {
 			t.Logf("%s %s", r[1], r[2])
@@ -58,7 +68,16 @@ func TestKgoCompat(t *testing.T) {
 			}
 		}
 		if err != nil || len(results) == 0 {
-			t.Fatalf("franz-go's tests: %v\n%s", err, lastChars(text, 8000))
+			// What the failing tests said (their t.Errorf lines), then
+			// the end of the output.
+			said := regexp.MustCompile(`(?m)^\s+\w+_test\.go:\d+: .*$`).FindAllString(text, -1)
+			var kept []string
+			for _, l := range said {
+				if !strings.Contains(l, "deleting ") {
+					kept = append(kept, l)
+				}
+			}
+			t.Fatalf("franz-go's tests: %v\n%s\n...\n%s", err, strings.Join(kept, "\n"), lastChars(text, 4000))
 		}
 	}
 	t.Run("single", func(t *testing.T) {

@@ -56,6 +56,9 @@ type Topics interface {
 	ByName(name string) (id TopicID, partitions int32, ok bool)
 	// Names lists the topics a subscription regex is matched against.
 	Names() []string
+	// Version changes whenever a topic is created or deleted: regexes
+	// are then matched again at the next heartbeat.
+	Version() uint64
 }
 
 // Assignment is a set of partitions by topic id; each partition list is
@@ -153,7 +156,8 @@ type Config struct {
 	// (group.consumer.assignors); the first is the default.
 	Assignors []string
 	// RegexRefresh is how often subscription regexes are matched
-	// against the topics again (and at once when one changes).
+	// against the topics again, at the latest (at once when a regex or
+	// the set of topics changes).
 	RegexRefresh time.Duration
 	// ReconcileInterval is the heartbeat interval told to a member that
 	// has not reached its target yet (waiting for partitions another
@@ -266,10 +270,12 @@ type Group struct {
 	resolved     map[string][]string
 	resolvedAt   time.Time
 	resolveGen   uint64 // grows with every resolution
-	union        []string
-	unionValid   bool
-	metaBytes    int // the members' metaBytes
-	compiled     map[string]*regexp.Regexp
+	// resolvedVersion is the Topics version of the last resolution.
+	resolvedVersion uint64
+	union           []string
+	unionValid      bool
+	metaBytes       int // the members' metaBytes
+	compiled        map[string]*regexp.Regexp
 
 	// What changed since TakeChanges (persist.go).
 	dirty       map[string]bool // members whose records changed
@@ -904,9 +910,9 @@ func (g *Group) NextDeadline() time.Time {
 // metadata of the subscribed topics changed since the target was
 // computed.
 func (g *Group) refreshSubscription(now time.Time, topics Topics) bool {
-	if now.Sub(g.resolvedAt) >= g.cfg.RegexRefresh {
+	if v := topics.Version(); now.Sub(g.resolvedAt) >= g.cfg.RegexRefresh || v != g.resolvedVersion {
 		g.resolveRegexes(topics)
-		g.resolvedAt = now
+		g.resolvedAt, g.resolvedVersion = now, v
 	}
 	h := fnv.New64a()
 	for _, name := range g.subscribed(topics) {
