@@ -77,7 +77,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	var out outputFlag
 	var fromBeginning bool
 	var offset, partition optInt
-	var group, format, offsetReset string
+	var group, format, offsetReset, groupProtocol string
 	var maxMessages int
 	var idle time.Duration
 	fs := cli.NewFlagSet("consume", consumeUsage, consumeExamples, stdout)
@@ -86,6 +86,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group this is already where partitions without a commit start; see --offset-reset)")
 	fs.Var(&offset, "offset", "start at offset `N` (of --partition, or of every partition)")
 	fs.StringVar(&group, "group", "", "consume as a member of consumer group `G`, committing what was printed")
+	fs.StringVar(&groupProtocol, "group-protocol", "classic", "with --group: the group protocol, `classic` (the client assigns) or consumer (KIP-848: the broker assigns, no stop-the-world rebalances; group.protocol)")
 	fs.StringVar(&offsetReset, "offset-reset", "", "with --group: where a partition without a committed offset starts, `earliest` or latest (auto.offset.reset; default earliest)")
 	fs.Var(&partition, "partition", "consume only partition `N`")
 	fs.IntVar(&maxMessages, "max-messages", 0, "stop after `N` records (0: no limit)")
@@ -97,6 +98,9 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(rest) != 1 {
 		return cli.Usagef("consume: give exactly one topic, got %d arguments", len(rest))
+	}
+	if groupProtocol != "classic" && groupProtocol != "consumer" {
+		return cli.Usagef("--group-protocol %q: classic or consumer", groupProtocol)
 	}
 	topic := rest[0]
 	switch {
@@ -165,6 +169,9 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 			// committed on the way out of a generation.
 			kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) {}),
 			kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) {}))
+		if groupProtocol == "consumer" {
+			opts = append(opts, kgo.ServerSideBalancer())
+		}
 	case partition.set || offset.set:
 		if offset.set {
 			start = kgo.NewOffset().At(offset.v)

@@ -35,7 +35,8 @@ func runGroup(args []string, stdout, stderr io.Writer) error {
 const groupListUsage = `
 Usage: ringlog group list [flags]
 
-Lists consumer groups with their state and protocol type.
+Lists consumer groups with their type (classic, or consumer: KIP-848), state
+and protocol type.
 `
 
 const groupListExamples = `
@@ -45,7 +46,9 @@ Examples:
 `
 
 type groupListJSON struct {
-	Group        string `json:"group"`
+	Group string `json:"group"`
+	// Type is the group protocol: "classic" or "consumer" (KIP-848).
+	Type         string `json:"group_type"`
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Coordinator  int32  `json:"coordinator"`
@@ -80,15 +83,15 @@ func runGroupList(args []string, stdout, stderr io.Writer) error {
 	}
 	list := []groupListJSON{}
 	for _, g := range groups.Sorted() {
-		list = append(list, groupListJSON{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Coordinator: g.Coordinator})
+		list = append(list, groupListJSON{Group: g.Group, Type: g.GroupType, State: g.State, ProtocolType: g.ProtocolType, Coordinator: g.Coordinator})
 	}
 	if out == "json" {
 		return writeJSON(stdout, list)
 	}
 	tw := newTable(stdout)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE\t")
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE\t")
 	for _, g := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", g.Group, g.State, g.ProtocolType)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", g.Group, g.Type, g.State, g.ProtocolType)
 	}
 	return tw.Flush()
 }
@@ -98,7 +101,8 @@ func runGroupList(args []string, stdout, stderr io.Writer) error {
 const groupDescribeUsage = `
 Usage: ringlog group describe GROUP... [flags]
 
-Shows each group's state, protocol, members (client id, host and assigned
+Shows each group's type (classic, or consumer: the KIP-848 protocol, where
+the broker assigns), state, protocol, members (client id, host and assigned
 partitions) and, per partition, the committed offset, the log end offset
 and the lag (records not yet consumed by the group). Every partition of
 every topic the group has a commit in or subscribes to is listed; one
@@ -140,7 +144,9 @@ type groupOffsetJSON struct {
 }
 
 type groupDescribeJSON struct {
-	Group        string            `json:"group"`
+	Group string `json:"group"`
+	// Type is the group protocol: "classic" or "consumer" (KIP-848).
+	Type         string            `json:"group_type"`
 	State        string            `json:"state"`
 	ProtocolType string            `json:"protocol_type"`
 	Protocol     string            `json:"protocol"`
@@ -200,6 +206,11 @@ func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := s.addUncommitted(result); err != nil {
 		return err
+	}
+	if listed, lerr := s.adm.ListGroups(s.ctx); lerr == nil || isShardErr(lerr) {
+		for i := range result {
+			result[i].Type = listed[result[i].Group].GroupType
+		}
 	}
 	if out == "json" {
 		if err := writeJSON(stdout, result); err != nil {
@@ -351,6 +362,13 @@ func ptr[T any](v T) *T { return &v }
 
 func printGroup(w io.Writer, g groupDescribeJSON) {
 	fmt.Fprintf(w, "Group: %s\n", g.Group)
+	switch g.Type {
+	case "consumer":
+		fmt.Fprintf(w, "Type: consumer (the KIP-848 protocol: the broker assigns)\n")
+	case "":
+	default:
+		fmt.Fprintf(w, "Type: %s\n", g.Type)
+	}
 	fmt.Fprintf(w, "State: %s\n", g.State)
 	proto := g.ProtocolType
 	if g.Protocol != "" {

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/internal/testenv"
 )
 
@@ -144,4 +146,118 @@ func TestConsumerGroupSurvivesCoordinatorKill(t *testing.T) {
 	cancel()
 	clients[1].Close()
 	wg.Wait()
+}
+
+// TestReplicatedConsumerGroupFailover: in a cluster, killing a KIP-848
+// group's coordinator with -9 hands the group to the new leader of its
+// __consumer_offsets partition with its state rebuilt from the log: the
+// same members at the same epochs, the same assignment, and no member
+// loses or gives up a partition.
+func TestReplicatedConsumerGroupFailover(t *testing.T) {
+	ringlogBinary(t)
+	c := newTestCluster(t, 3)
+	for id := 1; id <= 3; id++ {
+		c.startReplicated(id)
+	}
+	ctx := deadlineCtx(t, 3*time.Minute)
+	c.converge(ctx, 3)
+	admCl := procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...))
+	adm := kadm.NewClient(admCl)
+	const topic, group = "cg848r", "g848r"
+	if res, err := adm.CreateTopic(ctx, 4, 3, nil, topic); err != nil || res.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, res.Err)
+	}
+	c.waitFullISR(ctx, topic, 4, 3, 30*time.Second)
+	c.waitFullISR(ctx, "__consumer_offsets", int(cluster.DefaultOffsetsPartitions), 3, 30*time.Second)
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var killed atomic.Bool
+	var lostMu sync.Mutex
+	var lost []string
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		name := fmt.Sprintf("m%d", i)
+		onLoss := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
+			return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+				if killed.Load() && cctx.Err() == nil && len(ps[topic]) > 0 {
+					lostMu.Lock()
+					lost = append(lost, fmt.Sprintf("%s %s %v", name, what, ps))
+					lostMu.Unlock()
+				}
+			}
+		}
+		cl := procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ServerSideBalancer(),
+			kgo.FetchMaxWait(100*time.Millisecond), kgo.OnPartitionsRevoked(onLoss("revoked")), kgo.OnPartitionsLost(onLoss("lost")))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cctx.Err() == nil {
+				if fs := cl.PollFetches(cctx); fs.IsClientClosed() {
+					return
+				}
+			}
+		}()
+		defer cl.Close()
+	}
+	var before map[string]string
+	waitFor(t, ctx, "the group to settle with two members", func() bool {
+		state, m, err := consumerGroupView(ctx, admCl, group)
+		before = m
+		if err != nil || state != "Stable" || len(m) != 2 {
+			return false
+		}
+		for _, v := range m {
+			if len(v) < 6 {
+				return false
+			}
+		}
+		return true
+	})
+	coord := adm.FindGroupCoordinators(ctx, group)
+	if coord[group].Err != nil {
+		t.Fatalf("find %s's coordinator: %+v", group, coord)
+	}
+	victim := coord[group].NodeID
+	killed.Store(true)
+	c.procs[victim-1].kill()
+	killedAt := time.Now()
+	var live []string
+	for _, id := range c.running() {
+		live = append(live, c.kafka[id-1])
+	}
+	var after map[string]string
+	var state string
+	for {
+		// A fresh client each try: franz-go keeps a group's coordinator
+		// cached while dialing it fails.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(live...), kgo.RetryTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fctx, fcancel := context.WithTimeout(ctx, 3*time.Second)
+		state, after, err = consumerGroupView(fctx, cl, group)
+		fcancel()
+		cl.Close()
+		if err == nil && state == "Stable" && fmt.Sprint(after) == fmt.Sprint(before) {
+			break
+		}
+		if time.Since(killedAt) > time.Minute {
+			t.Fatalf("a minute after killing coordinator %d the group is %s %v (%v), before it was %v", victim, state, after, err, before)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("coordinator %d killed: the group was served again, as it was, after %v", victim, time.Since(killedAt).Round(time.Millisecond))
+	time.Sleep(6 * time.Second) // a heartbeat of each member against the new coordinator
+	if _, now, err := consumerGroupView(ctx, procClient(t, live[0], kgo.SeedBrokers(live...)), group); err != nil || fmt.Sprint(now) != fmt.Sprint(before) {
+		t.Fatalf("after the members' heartbeats: %v %v, before %v", now, err, before)
+	}
+	lostMu.Lock()
+	if len(lost) > 0 {
+		t.Errorf("partitions taken from members across the failover: %v", lost)
+	}
+	lostMu.Unlock()
+	cancel()
+	wg.Wait()
+	c.startReplicated(int(victim))
 }
