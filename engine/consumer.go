@@ -102,14 +102,22 @@ func (c *Coordinator) consumerHeartbeatLocked(g *Group, req consumergroup.Reques
 		}
 		g.consumer = consumergroup.New(g.ID, c.cfg.Consumer)
 		g.protocolType, g.protocol, g.generation = ConsumerTypeName, "", 0
+		defer func() {
+			if g.consumer != nil && g.consumer.Empty() && g.consumer.Epoch() == 0 {
+				// The join that would have made it one was refused:
+				// nothing was written, the group stays as it was.
+				g.consumer, g.protocolType = nil, ""
+			}
+		}()
 	}
 	before := g.consumer.AssignmentEpoch()
 	resp, err := g.consumer.Heartbeat(c.sched.Now(), engineTopics{c.eng}, req)
 	if cg := g.consumer; cg.AssignmentEpoch() != before && !cg.Empty() {
 		c.eng.logger.Info("consumer group assignment", "group", g.ID, "epoch", cg.Epoch(), "assignor", cg.Assignor(),
-			"members", len(cg.Members()), "topics", len(cg.SubscribedTopics()), "why", "member "+req.MemberID)
+			"members", len(cg.Members()), "topics", len(cg.SubscribedTopics(nil)), "why", "member "+req.MemberID)
 	}
 	ch := g.consumer.TakeChanges(g.consumerUnsaved)
+	g.consumerWriting = !ch.Empty()
 	c.armConsumerTimer(g)
 	return g.consumer, resp, ch, err
 }
@@ -130,11 +138,13 @@ func (c *Coordinator) writeConsumer(g *Group, cg *consumergroup.Group, ch consum
 	}
 	g.mu.Lock()
 	defer g.unlock()
+	g.consumerWriting = false
 	if g.consumer != cg {
 		return err // the group changed protocol meanwhile
 	}
 	if err != nil {
 		g.consumerUnsaved = true
+		cg.NotPersisted(ch)
 		return err
 	}
 	cg.Persisted(ch)
@@ -178,6 +188,7 @@ func (c *Coordinator) armConsumerTimer(g *Group) {
 			c.eng.logger.Info("consumer group members expired", "group", g.ID, "members", gone)
 		}
 		ch := cg.TakeChanges(g.consumerUnsaved)
+		g.consumerWriting = !ch.Empty()
 		c.armConsumerTimer(g)
 		g.unlock()
 		if err := c.writeConsumer(g, cg, ch); err != nil {
@@ -238,18 +249,22 @@ type ConsumerMemberDescription struct {
 }
 
 // errConsumerGroup refuses a classic request on a consumer-protocol group
-// that has members.
+// that has members (or whose last change is still being written: retry).
 func (g *Group) errConsumerGroup() error {
+	if g.consumerWriting {
+		return fmt.Errorf("%w: group %q's last consumer-protocol change is being written; retry", kerr.CoordinatorLoadInProgress, g.ID)
+	}
 	return fmt.Errorf("%w: group %q uses the consumer protocol (KIP-848) and has members; a classic member can join once they all left", kerr.InconsistentGroupProtocol, g.ID)
 }
 
 // leaveConsumerProtocol turns an empty consumer-protocol group back into a
-// classic one (g.mu held); false if it has members.
+// classic one (g.mu held); false if it has members, or a change of its
+// consumer state is still being written (the caller refuses then).
 func (g *Group) leaveConsumerProtocol() bool {
 	if g.consumer == nil {
 		return true
 	}
-	if !g.consumer.Empty() {
+	if !g.consumer.Empty() || g.consumerWriting {
 		return false
 	}
 	if g.consumerTimer != nil {

@@ -458,6 +458,9 @@ func (c *Coordinator) group(id string, create bool) *Group {
 	if g = c.groups[id]; g == nil {
 		g = newGroup(id, &c.cfg, c.sched, c.storeGroup)
 		g.topicName = c.topicName
+		if c.eng != nil {
+			g.topics = engineTopics{c.eng}
+		}
 		c.groups[id] = g
 	}
 	return g
@@ -749,6 +752,10 @@ func (c *Coordinator) DeleteGroup(id string) error {
 	if g == nil {
 		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
 	}
+	// After any consumer-protocol change being written: its records
+	// must not land after the deletion's tombstones.
+	g.consumerWrite.Lock()
+	defer g.consumerWrite.Unlock()
 	g.mu.Lock()
 	if g.state != StateEmpty || !g.leaveConsumerProtocol() {
 		st := g.state
@@ -827,7 +834,7 @@ func (g *Group) subscribedTopics() map[string]bool {
 	g.mu.Lock()
 	defer g.unlock()
 	if g.consumer != nil {
-		return g.consumer.SubscribedTopics()
+		return g.consumer.SubscribedTopics(g.topics)
 	}
 	out := map[string]bool{}
 	if g.protocolType != "consumer" {

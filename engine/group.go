@@ -239,11 +239,16 @@ type Group struct {
 	consumer      *consumergroup.Group
 	consumerTimer Timer
 	topicName     func(TopicID) string
+	topics        consumergroup.Topics // the engine's, for the consumer state (nil in unit tests)
 	// consumerLoading: consumer records were replayed and Loaded is due;
 	// consumerUnsaved: a write of its changes failed, so the next one
 	// writes the whole state.
 	consumerLoading bool
 	consumerUnsaved bool
+	// consumerWriting: the records of a consumer-state change are being
+	// written (set and cleared under mu); the group does not switch
+	// protocol meanwhile.
+	consumerWriting bool
 	// detached is set once the coordinator dropped the group (unloaded
 	// or deleted): its timers then neither act nor write.
 	detached atomic.Bool
@@ -1070,9 +1075,15 @@ func (g *Group) restore(s GroupSnapshot) {
 		}
 	}
 	g.members, g.static = map[string]*member{}, map[string]string{}
-	// A classic generation after consumer-protocol records: the group
-	// went back to the classic protocol.
-	g.consumer, g.consumerLoading = nil, false
+	// A classic generation with members after consumer-protocol records:
+	// the group went back to the classic protocol. An empty one does not
+	// say so: it may be the classic group's last write, landing after the
+	// first records of the consumer protocol that took the group over.
+	if len(s.Members) > 0 {
+		g.consumer, g.consumerLoading = nil, false
+	} else if g.consumer != nil {
+		return
+	}
 	g.protocolType, g.generation, g.protocol, g.leader = s.ProtocolType, s.Generation, s.Protocol, s.Leader
 	for _, ms := range s.Members {
 		g.joinSeq++

@@ -212,9 +212,10 @@ type Member struct {
 	metaBytes int
 	// subs caches memberTopics: valid while subsValid and subsGen is the
 	// group's resolveGen.
-	subs      []string
-	subsGen   uint64
-	subsValid bool
+	subs         []string
+	subsGen      uint64
+	subsValid    bool
+	subsComputed bool // subs was computed once (a change of it then counts)
 }
 
 // Left reports whether this is a static member that left with epoch -2
@@ -274,7 +275,8 @@ type Group struct {
 	resolvedVersion uint64
 	union           []string
 	unionValid      bool
-	metaBytes       int // the members' metaBytes
+	subsChanged     bool // a member's subscription changed under it (memberTopics)
+	metaBytes       int  // the members' metaBytes
 	compiled        map[string]*regexp.Regexp
 
 	// What changed since TakeChanges (persist.go).
@@ -371,10 +373,23 @@ func (g *Group) State() string {
 }
 
 // SubscribedTopics is the set of topic names the members subscribe to,
-// by name or through a regex as last resolved (a copy).
-func (g *Group) SubscribedTopics() map[string]bool {
+// by name or through a regex as last resolved (a copy); topics may be nil
+// (then regex topics of a member loaded from the log that has not
+// heartbeaten yet are left out).
+func (g *Group) SubscribedTopics(topics Topics) map[string]bool {
+	if topics != nil && g.resolvedAt.IsZero() {
+		for _, m := range g.members {
+			if m.Regex != "" {
+				// Not resolved since a load: resolve now, so that a
+				// regex member's topics count as subscribed.
+				g.resolveRegexes(topics)
+				g.resolvedAt, g.resolvedVersion = time.Time{}, 0
+				break
+			}
+		}
+	}
 	out := map[string]bool{}
-	for _, t := range g.subscribed(nil) {
+	for _, t := range g.subscribed(topics) {
 		out[t] = true
 	}
 	return out
@@ -432,8 +447,14 @@ func (g *Group) memberTopics(m *Member, topics Topics) []string {
 	out = slices.Compact(out)
 	if !slices.Equal(out, m.subs) {
 		g.unionValid = false
+		if m.subsComputed {
+			// What the member subscribes to changed under it (its
+			// filter, or a new resolution): the target must follow,
+			// even where the group's union of topics did not change.
+			g.subsChanged = true
+		}
 	}
-	m.subs, m.subsGen, m.subsValid = out, g.resolveGen, topics != nil || m.filterKnown || m.Regex == ""
+	m.subs, m.subsGen, m.subsValid, m.subsComputed = out, g.resolveGen, topics != nil || m.filterKnown || m.Regex == "", true
 	return out
 }
 
@@ -655,6 +676,12 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	if g.refreshSubscription(now, topics) {
 		bump = true
 	}
+	for _, o := range g.members {
+		g.memberTopics(o, topics) // recomputes only what a resolution or a filter changed
+	}
+	if g.subsChanged {
+		bump, g.subsChanged = true, false
+	}
 	if bump {
 		g.epoch++
 		g.epochDirty = true
@@ -725,6 +752,7 @@ func (g *Group) memberFor(now time.Time, r Request) (m *Member, fresh bool, err 
 		}
 		if m.Left() {
 			m.Epoch = m.PreviousEpoch // a static member that left comes back under its id
+			g.dirty[m.ID] = true
 		}
 		return m, false, nil
 	}
@@ -786,7 +814,8 @@ func subset(a, b Assignment) bool {
 func (g *Group) replaceStatic(prev *Member, id string) *Member {
 	m := &Member{ID: id, InstanceID: prev.InstanceID, RackID: prev.RackID, Epoch: prev.PreviousEpoch, PreviousEpoch: prev.PreviousEpoch,
 		State: prev.State, RebalanceTimeout: prev.RebalanceTimeout, Topics: prev.Topics, Regex: prev.Regex, Assignor: prev.Assignor,
-		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, metaBytes: prev.metaBytes}
+		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, metaBytes: prev.metaBytes,
+		sessionDeadline: prev.sessionDeadline} // until this heartbeat is taken: a refused one must still expire
 	g.unionValid = false
 	delete(g.members, prev.ID)
 	g.markRemoved(prev.ID)

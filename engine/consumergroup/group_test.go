@@ -297,7 +297,7 @@ func TestRegexSubscription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts := g.SubscribedTopics(); ts["payments"] {
+	if ts := g.SubscribedTopics(topics); ts["payments"] {
 		t.Fatalf("a topic the member may not describe is subscribed: %v", ts)
 	}
 	_ = c
@@ -544,7 +544,7 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 	if len(alive()) > 0 && g.State() != "Stable" {
 		t.Fatalf("seed %d: not stable after quiet rounds: %s", seed, g.State())
 	}
-	for name := range g.SubscribedTopics() {
+	for name := range g.SubscribedTopics(topics) {
 		for p := int32(0); p < topics[name]; p++ {
 			heldForLeft := false // a static member away (-2) keeps its target until its session ends
 			for _, m := range g.Members() {
@@ -662,4 +662,75 @@ func TestLoadedKeepsFilteredRegexTopics(t *testing.T) {
 	if loaded.Target("r").owns(idOf("secret")) {
 		t.Fatalf("a loaded regex member was given a topic its principal may not describe: %v", loaded.Target("r"))
 	}
+}
+
+// TestStaticRejoinIsPersisted: a static member that left (-2) and comes
+// back under its id is written back as active; a load must not see it as
+// gone.
+func TestStaticRejoinIsPersisted(t *testing.T) {
+	topics := fakeTopics{"a": 2}
+	g := New("g", cfg())
+	s := &client{id: "s", topics: []string{"a"}, inst: str("i")}
+	s.beat(t, g, t0, topics)
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "s", InstanceID: str("i"), Epoch: StaticLeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	replica := New("g", cfg())
+	applyChanges(replica, g.TakeChanges(false))
+	s.epoch = JoinEpoch
+	s.beat(t, g, t0.Add(time.Second), topics)
+	applyChanges(replica, g.TakeChanges(false))
+	if m := replica.Member("s"); m == nil || m.Left() || m.Epoch != g.Member("s").Epoch {
+		t.Fatalf("the rejoin was not written: replica %+v, group %+v", m, g.Member("s"))
+	}
+}
+
+// TestFilterChangeMovesTarget: a regex member whose DESCRIBE permission
+// grows gets the new topic's partitions, although the group's set of
+// topics (another member subscribes to it by name) did not change.
+func TestFilterChangeMovesTarget(t *testing.T) {
+	topics := fakeTopics{"t1": 1, "t2": 4} // b can only balance with t2
+	g := New("g", cfg())
+	a := &client{id: "a", topics: []string{"t1", "t2"}}
+	a.beat(t, g, t0, topics)
+	only := func(allowed string) func(string) bool { return func(t string) bool { return t == allowed } }
+	r := Request{MemberID: "b", RebalanceTimeout: time.Second, SubscribedRegex: str("t."), Owned: Assignment{}, RegexAllowed: only("t1")}
+	if _, err := g.Heartbeat(t0, topics, r); err != nil {
+		t.Fatal(err)
+	}
+	if g.Target("b").owns(idOf("t2")) {
+		t.Fatalf("b may not describe t2 but is assigned it: %v", g.Target("b"))
+	}
+	epoch := g.Epoch()
+	r.Epoch, r.Owned, r.RegexAllowed = g.Member("b").Epoch, Assignment{}, nil // now it may describe both
+	if _, err := g.Heartbeat(t0, topics, r); err != nil {
+		t.Fatal(err)
+	}
+	if g.Epoch() == epoch || !g.Target("b").owns(idOf("t2")) {
+		t.Fatalf("after b's permission grew: epoch %d→%d, b's target %v", epoch, g.Epoch(), g.Target("b"))
+	}
+}
+
+// TestRefusedStaticReplacementExpires: a static member's new incarnation
+// refused (the metadata budget) leaves nothing that never expires.
+func TestRefusedStaticReplacementExpires(t *testing.T) {
+	c := cfg()
+	c.MaxMetadataBytes = 64
+	g := New("g", c)
+	topics := fakeTopics{"a": 2}
+	s := &client{id: "s1", topics: []string{"a"}, inst: str("i")}
+	s.beat(t, g, t0, topics)
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "s1", InstanceID: str("i"), Epoch: StaticLeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	big := Request{MemberID: "s2", InstanceID: str("i"), RebalanceTimeout: time.Second, SubscribedTopics: []string{"a", strings.Repeat("x", 100)}, Owned: Assignment{}}
+	if _, err := g.Heartbeat(t0.Add(time.Second), topics, big); !errors.Is(err, kerr.GroupMaxSizeReached) {
+		t.Fatalf("a replacement over the budget: %v", err)
+	}
+	if d := g.NextDeadline(); d.IsZero() {
+		t.Fatal("nothing will ever expire the refused replacement")
+	}
+	g.Expire(t0.Add(time.Hour))
+	s2 := &client{id: "s3", topics: []string{"a"}, inst: str("i")}
+	s2.beat(t, g, t0.Add(time.Hour), topics)
 }

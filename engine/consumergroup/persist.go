@@ -113,6 +113,18 @@ func (g *Group) TakeChanges(all bool) Changes {
 	return c
 }
 
+// NotPersisted records that a write of the changes c failed: its member
+// records may still have reached the log, so they count as persisted (a
+// later full rewrite tombstones them if they are gone by then).
+func (g *Group) NotPersisted(c Changes) {
+	for _, m := range c.Members {
+		g.persisted[m.ID] = true
+	}
+	for _, id := range c.Removed {
+		g.persisted[id] = true // its tombstone may not have been written
+	}
+}
+
 // Persisted records that the changes c were written.
 func (g *Group) Persisted(c Changes) {
 	for _, m := range c.Members {
@@ -219,7 +231,7 @@ func (g *Group) Loaded(now time.Time) error {
 		if m.InstanceID != "" {
 			g.static[m.InstanceID] = m.ID
 		}
-		m.filterKnown, m.subsValid, m.regexAllowed = false, false, nil
+		m.filterKnown, m.subsValid, m.regexAllowed, m.subsComputed = false, false, nil, false
 		m.metaBytes = memberBytes(m)
 		g.metaBytes += m.metaBytes
 		m.sessionDeadline = now.Add(g.cfg.SessionTimeout)
