@@ -42,6 +42,35 @@ func consumerGroupView(ctx context.Context, cl *kgo.Client, group string) (state
 	return g.State, members, nil
 }
 
+// lossLog records partitions taken from group members (revoked or lost)
+// once armed, as the failover tests count them.
+type lossLog struct {
+	armed atomic.Bool
+	mu    sync.Mutex
+	lost  []string
+}
+
+// hook is an OnPartitionsRevoked/OnPartitionsLost callback for member
+// name that records losses of topic while armed and ctx is live.
+func (l *lossLog) hook(ctx context.Context, topic, name, what string) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		if l.armed.Load() && ctx.Err() == nil && len(ps[topic]) > 0 {
+			l.mu.Lock()
+			l.lost = append(l.lost, fmt.Sprintf("%s %s %v", name, what, ps))
+			l.mu.Unlock()
+		}
+	}
+}
+
+func (l *lossLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lost) == 0 {
+		return ""
+	}
+	return fmt.Sprint(l.lost)
+}
+
 // TestConsumerGroupSurvivesCoordinatorKill: a KIP-848 group's state
 // (members, epochs, assignments) is durable in __consumer_offsets: the
 // coordinator killed with -9 and restarted takes the group back as it
@@ -59,25 +88,14 @@ func TestConsumerGroupSurvivesCoordinatorKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	var killed atomic.Bool
-	var lostMu sync.Mutex
-	var lost []string
+	var losses lossLog
 	var wg sync.WaitGroup
 	var clients []*kgo.Client
 	for i := 0; i < 2; i++ {
 		name := fmt.Sprintf("m%d", i)
-		onLoss := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
-			return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-				if killed.Load() && ctx.Err() == nil && len(ps["cg848"]) > 0 {
-					lostMu.Lock()
-					lost = append(lost, fmt.Sprintf("%s %s %v", name, what, ps))
-					lostMu.Unlock()
-				}
-			}
-		}
 		cl := procClient(t, b.Kafka, kgo.ConsumerGroup("g848"), kgo.ConsumeTopics("cg848"), kgo.ServerSideBalancer(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-			kgo.OnPartitionsRevoked(onLoss("revoked")), kgo.OnPartitionsLost(onLoss("lost")))
+			kgo.OnPartitionsRevoked(losses.hook(ctx, "cg848", name, "revoked")), kgo.OnPartitionsLost(losses.hook(ctx, "cg848", name, "lost")))
 		clients = append(clients, cl)
 		wg.Add(1)
 		go func() {
@@ -107,7 +125,7 @@ func TestConsumerGroupSurvivesCoordinatorKill(t *testing.T) {
 		t.Fatalf("the group did not settle: %v", before)
 	}
 
-	killed.Store(true)
+	losses.armed.Store(true)
 	b.kill()
 	b = restartOn(t, dir, b.Kafka, flags...)
 	admin = procClient(t, b.Kafka)
@@ -124,11 +142,9 @@ func TestConsumerGroupSurvivesCoordinatorKill(t *testing.T) {
 		t.Fatalf("after kill -9 and restart the group is %s %v, before it was %v", state, after, before)
 	}
 	time.Sleep(time.Second) // a few more heartbeats
-	lostMu.Lock()
-	if len(lost) > 0 {
-		t.Errorf("partitions taken from members across the coordinator's restart: %v", lost)
+	if l := losses.String(); l != "" {
+		t.Errorf("partitions taken from members across the coordinator's restart: %s", l)
 	}
-	lostMu.Unlock()
 
 	// The restored group goes on rebalancing: one member leaves, the
 	// other gets every partition.
@@ -172,23 +188,12 @@ func TestReplicatedConsumerGroupFailover(t *testing.T) {
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var killed atomic.Bool
-	var lostMu sync.Mutex
-	var lost []string
+	var losses lossLog
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		name := fmt.Sprintf("m%d", i)
-		onLoss := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
-			return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-				if killed.Load() && cctx.Err() == nil && len(ps[topic]) > 0 {
-					lostMu.Lock()
-					lost = append(lost, fmt.Sprintf("%s %s %v", name, what, ps))
-					lostMu.Unlock()
-				}
-			}
-		}
 		cl := procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ServerSideBalancer(),
-			kgo.FetchMaxWait(100*time.Millisecond), kgo.OnPartitionsRevoked(onLoss("revoked")), kgo.OnPartitionsLost(onLoss("lost")))
+			kgo.FetchMaxWait(100*time.Millisecond), kgo.OnPartitionsRevoked(losses.hook(cctx, topic, name, "revoked")), kgo.OnPartitionsLost(losses.hook(cctx, topic, name, "lost")))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -219,7 +224,7 @@ func TestReplicatedConsumerGroupFailover(t *testing.T) {
 		t.Fatalf("find %s's coordinator: %+v", group, coord)
 	}
 	victim := coord[group].NodeID
-	killed.Store(true)
+	losses.armed.Store(true)
 	c.procs[victim-1].kill()
 	killedAt := time.Now()
 	var live []string
@@ -252,11 +257,9 @@ func TestReplicatedConsumerGroupFailover(t *testing.T) {
 	if _, now, err := consumerGroupView(ctx, procClient(t, live[0], kgo.SeedBrokers(live...)), group); err != nil || fmt.Sprint(now) != fmt.Sprint(before) {
 		t.Fatalf("after the members' heartbeats: %v %v, before %v", now, err, before)
 	}
-	lostMu.Lock()
-	if len(lost) > 0 {
-		t.Errorf("partitions taken from members across the failover: %v", lost)
+	if l := losses.String(); l != "" {
+		t.Errorf("partitions taken from members across the failover: %s", l)
 	}
-	lostMu.Unlock()
 	cancel()
 	wg.Wait()
 	c.startReplicated(int(victim))

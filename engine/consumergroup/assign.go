@@ -38,16 +38,21 @@ type part struct {
 	p     int32
 }
 
-// subscribedTopics returns, for every subscribed topic that exists, its id
-// and partition count, and who subscribes to it (sorted by member id).
-func subscribedTopics(subs []Subscriber, topics Topics) (names []string, ids map[string]TopicID, counts map[string]int32, who map[string][]int) {
-	ids, counts, who = map[string]TopicID{}, map[string]int32{}, map[string][]int{}
+// byMemberID is the indexes of subs in member id order.
+func byMemberID(subs []Subscriber) []int {
 	order := make([]int, len(subs))
 	for i := range order {
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return subs[order[a]].ID < subs[order[b]].ID })
-	for _, i := range order {
+	return order
+}
+
+// subscribedTopics returns, for every subscribed topic that exists, its id
+// and partition count, and who subscribes to it (sorted by member id).
+func subscribedTopics(subs []Subscriber, topics Topics) (names []string, ids map[string]TopicID, counts map[string]int32, who map[string][]int) {
+	ids, counts, who = map[string]TopicID{}, map[string]int32{}, map[string][]int{}
+	for _, i := range byMemberID(subs) {
 		for _, t := range subs[i].Topics {
 			if _, seen := ids[t]; !seen {
 				id, n, ok := topics.ByName(t)
@@ -113,12 +118,7 @@ func assignUniform(subs []Subscriber, topics Topics) map[string]Assignment {
 		byID[ids[t]] = t
 	}
 	// 1. Stickiness.
-	order := make([]int, len(subs))
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool { return subs[order[a]].ID < subs[order[b]].ID })
-	for _, i := range order {
+	for _, i := range byMemberID(subs) {
 		for id, ps := range subs[i].Current {
 			name, ok := byID[id]
 			if !ok || !eligible(i, name) {
