@@ -209,8 +209,8 @@ type Engine struct {
 	mu     sync.RWMutex
 	topics map[string]*Topic
 	byID   map[TopicID]*Topic
-	// topicsGen counts the topics created and deleted (regex
-	// subscriptions are resolved again when it moves).
+	// topicsGen counts the topics created, deleted and grown (consumer
+	// groups look at their subscriptions again when it moves).
 	topicsGen   atomic.Uint64
 	pending     map[string]*pendingTopic // names being created or deleted
 	meta        *brokerMeta
@@ -853,7 +853,8 @@ func (e *Engine) TopicByID(id TopicID) *Topic {
 	return e.byID[id]
 }
 
-// TopicsGeneration changes whenever a topic is created or deleted.
+// TopicsGeneration changes whenever a topic is created, deleted or gets
+// more partitions.
 func (e *Engine) TopicsGeneration() uint64 { return e.topicsGen.Load() }
 
 // Topics returns every topic, sorted by name.
@@ -1366,6 +1367,7 @@ func (e *Engine) addPartitions(name string, total int32, validateOnly bool, notH
 	e.mu.Lock()
 	e.meta = next
 	t.parts.Store(&parts)
+	e.topicsGen.Add(1)
 	e.mu.Unlock()
 	e.metaMu.Unlock()
 	e.logger.Info("added partitions", "topic", name, "from", cur, "to", total)

@@ -56,8 +56,9 @@ type Topics interface {
 	ByName(name string) (id TopicID, partitions int32, ok bool)
 	// Names lists the topics a subscription regex is matched against.
 	Names() []string
-	// Version changes whenever a topic is created or deleted: regexes
-	// are then matched again at the next heartbeat.
+	// Version changes whenever a topic is created, deleted or gets more
+	// partitions: regexes are then matched again, and the subscribed
+	// topics' metadata looked at again, at the next heartbeat.
 	Version() uint64
 }
 
@@ -275,9 +276,15 @@ type Group struct {
 	resolvedVersion uint64
 	union           []string
 	unionValid      bool
-	subsChanged     bool // a member's subscription changed under it (memberTopics)
-	metaBytes       int  // the members' metaBytes
-	compiled        map[string]*regexp.Regexp
+	subsChanged     bool   // a member's subscription changed under it (memberTopics)
+	unionGen        uint64 // grows with every computation of union
+	// hashed: metadataHash was computed for the union of unionGen
+	// hashedUnionGen and the topics of version hashedVersion.
+	hashed         bool
+	hashedUnionGen uint64
+	hashedVersion  uint64
+	metaBytes      int // the members' metaBytes
+	compiled       map[string]*regexp.Regexp
 
 	// What changed since TakeChanges (persist.go).
 	dirty       map[string]bool // members whose records changed
@@ -411,6 +418,7 @@ func (g *Group) subscribed(topics Topics) []string {
 	}
 	g.union = slices.Sorted(maps.Keys(set))
 	g.unionValid = topics != nil
+	g.unionGen++
 	return g.union
 }
 
@@ -676,9 +684,6 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	if g.refreshSubscription(now, topics) {
 		bump = true
 	}
-	for _, o := range g.members {
-		g.memberTopics(o, topics) // recomputes only what a resolution or a filter changed
-	}
 	if g.subsChanged {
 		bump, g.subsChanged = true, false
 	}
@@ -943,8 +948,16 @@ func (g *Group) refreshSubscription(now time.Time, topics Topics) bool {
 		g.resolveRegexes(topics)
 		g.resolvedAt, g.resolvedVersion = now, v
 	}
+	for _, o := range g.members {
+		g.memberTopics(o, topics) // recomputes only what a resolution or a filter changed
+	}
+	union, v := g.subscribed(topics), topics.Version()
+	if g.hashed && g.unionGen == g.hashedUnionGen && v == g.hashedVersion {
+		return false // neither the topics nor the subscriptions changed
+	}
+	g.hashed, g.hashedUnionGen, g.hashedVersion = true, g.unionGen, v
 	h := fnv.New64a()
-	for _, name := range g.subscribed(topics) {
+	for _, name := range union {
 		id, n, ok := topics.ByName(name)
 		if !ok {
 			continue

@@ -25,16 +25,17 @@ func (f fakeTopics) ByName(name string) (TopicID, int32, bool) {
 	return idOf(name), n, ok
 }
 
-// Version is a hash of the topic names: it changes when one is added or
-// removed, as the engine's generation does.
+// Version is a hash of the topic names and partition counts: it changes
+// when a topic is added, removed or grows, as the engine's generation
+// does.
 func (f fakeTopics) Version() uint64 {
 	var v uint64
-	for n := range f {
+	for n, parts := range f {
 		h := uint64(14695981039346656037)
 		for i := 0; i < len(n); i++ {
 			h = (h ^ uint64(n[i])) * 1099511628211
 		}
-		v += h
+		v += h * uint64(parts+1)
 	}
 	return v
 }

@@ -242,7 +242,7 @@ func (g *Group) Loaded(now time.Time) error {
 	if len(g.members) > 0 {
 		g.assignor = g.pickAssignor()
 	}
-	g.resolvedAt, g.unionValid = time.Time{}, false
+	g.resolvedAt, g.unionValid, g.hashed = time.Time{}, false, false
 	g.dirty, g.removed, g.targetDirty = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	g.epochDirty, g.assignmentEpochDirty = false, false
 	g.persisted = map[string]bool{}
