@@ -416,10 +416,13 @@ func (g *Group) subscribed(topics Topics) []string {
 			set[t] = true
 		}
 	}
-	g.union = slices.Sorted(maps.Keys(set))
-	g.unionValid = topics != nil
+	union := slices.Sorted(maps.Keys(set))
+	if topics == nil {
+		return union // a view for a caller without the topics: not cached
+	}
+	g.union, g.unionValid = union, true
 	g.unionGen++
-	return g.union
+	return union
 }
 
 // memberTopics is what member m subscribes to: its topic names and what
@@ -432,6 +435,9 @@ func (g *Group) memberTopics(m *Member, topics Topics) []string {
 	if m.subsValid && m.subsGen == g.resolveGen {
 		return m.subs
 	}
+	// Without the topics, a member loaded from the log whose filter is
+	// not known yet cannot be resolved: a view, not cached, no change.
+	view := topics == nil && !m.filterKnown && m.Regex != ""
 	out := slices.Clone(m.Topics)
 	if m.Regex != "" {
 		for _, n := range g.resolved[m.Regex] {
@@ -453,6 +459,9 @@ func (g *Group) memberTopics(m *Member, topics Topics) []string {
 	}
 	slices.Sort(out)
 	out = slices.Compact(out)
+	if view {
+		return out
+	}
 	if !slices.Equal(out, m.subs) {
 		g.unionValid = false
 		if m.subsComputed {
@@ -462,7 +471,7 @@ func (g *Group) memberTopics(m *Member, topics Topics) []string {
 			g.subsChanged = true
 		}
 	}
-	m.subs, m.subsGen, m.subsValid, m.subsComputed = out, g.resolveGen, topics != nil || m.filterKnown || m.Regex == "", true
+	m.subs, m.subsGen, m.subsValid, m.subsComputed = out, g.resolveGen, true, true
 	return out
 }
 

@@ -735,3 +735,31 @@ func TestRefusedStaticReplacementExpires(t *testing.T) {
 	s2 := &client{id: "s3", topics: []string{"a"}, inst: str("i")}
 	s2.beat(t, g, t0.Add(time.Hour), topics)
 }
+
+// TestLoadedGroupDoesNotRebalanceByItself: after a load, looking at the
+// group's topics (OffsetDelete, lags) and a keepalive of another member
+// change nothing: no epoch bump, no new target.
+func TestLoadedGroupDoesNotRebalanceByItself(t *testing.T) {
+	topics := fakeTopics{"x": 1, "t1": 1, "t2": 1}
+	g := New("g", cfg())
+	a := &client{id: "a", topics: []string{"x"}}
+	a.beat(t, g, t0, topics)
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "r", RebalanceTimeout: time.Second, SubscribedRegex: str("t.*"), Owned: Assignment{}}); err != nil {
+		t.Fatal(err)
+	}
+	a.beat(t, g, t0, topics)
+	loaded := New("g", cfg())
+	applyChanges(loaded, g.TakeChanges(true))
+	if err := loaded.Loaded(t0); err != nil {
+		t.Fatal(err)
+	}
+	epoch := loaded.Epoch()
+	if ts := loaded.SubscribedTopics(nil); !ts["x"] {
+		t.Fatalf("subscribed after the load: %v", ts)
+	}
+	a.beat(t, loaded, t0.Add(time.Second), topics)
+	a.beat(t, loaded, t0.Add(2*time.Second), topics)
+	if loaded.Epoch() != epoch {
+		t.Fatalf("a loaded group rebalanced by itself: epoch %d→%d", epoch, loaded.Epoch())
+	}
+}
