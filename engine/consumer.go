@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +29,25 @@ const ConsumerTypeName = "consumer"
 
 // engineTopics is the consumer groups' view of the engine's topics.
 type engineTopics struct{ e *Engine }
+
+// view is t as consumergroup.Topics, nil without an engine.
+func (t engineTopics) view() consumergroup.Topics {
+	if t.e == nil {
+		return nil
+	}
+	return t
+}
+
+// name is a topic's name by id ("" when unknown).
+func (t engineTopics) name(id consumergroup.TopicID) string {
+	if t.e == nil {
+		return ""
+	}
+	if tp := t.e.TopicByID(TopicID(id)); tp != nil {
+		return tp.Name
+	}
+	return ""
+}
 
 func (t engineTopics) ByName(name string) (consumergroup.TopicID, int32, bool) {
 	tp := t.e.Topic(name)
@@ -283,7 +303,6 @@ func (g *Group) leaveConsumerProtocol() bool {
 func (g *Group) consumerDescribe() GroupDescription {
 	cg := g.consumer
 	d := GroupDescription{ID: g.ID, State: GroupState(cg.State()), ProtocolType: ConsumerTypeName, Protocol: cg.Assignor(), Generation: cg.Epoch(), Type: ConsumerTypeName}
-	names := g.topicNames()
 	for _, m := range cg.Members() {
 		md := MemberDescription{MemberID: m.ID, ClientID: m.ClientID, ClientHost: m.ClientHost}
 		if m.InstanceID != "" {
@@ -294,33 +313,13 @@ func (g *Group) consumerDescribe() GroupDescription {
 		md.Metadata = sub.AppendTo(nil)
 		asg := kmsg.ConsumerMemberAssignment{Version: 0}
 		for id, ps := range m.Assigned {
-			asg.Topics = append(asg.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: names(id), Partitions: slices.Clone(ps)})
+			asg.Topics = append(asg.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: g.topics.name(id), Partitions: slices.Clone(ps)})
 		}
-		slices.SortFunc(asg.Topics, func(a, b kmsg.ConsumerMemberAssignmentTopic) int { return compareStrings(a.Topic, b.Topic) })
+		slices.SortFunc(asg.Topics, func(a, b kmsg.ConsumerMemberAssignmentTopic) int { return strings.Compare(a.Topic, b.Topic) })
 		md.Assignment = asg.AppendTo(nil)
 		d.Members = append(d.Members, md)
 	}
 	return d
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// topicNames returns a lookup of topic names by id ("" when unknown).
-func (g *Group) topicNames() func(consumergroup.TopicID) string {
-	return func(id consumergroup.TopicID) string {
-		if g.topicName == nil {
-			return ""
-		}
-		return g.topicName(TopicID(id))
-	}
 }
 
 // checkConsumerCommit validates an offset commit's member and epoch for a

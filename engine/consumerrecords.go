@@ -123,11 +123,7 @@ func (r *valueReader) partitions() consumergroup.Assignment {
 }
 
 func appendPartitions(dst []byte, a consumergroup.Assignment) []byte {
-	ids := make([]consumergroup.TopicID, 0, len(a))
-	for id := range a {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(x, y consumergroup.TopicID) int { return compareStrings(string(x[:]), string(y[:])) })
+	ids := a.TopicIDs()
 	dst = kbin.AppendCompactArrayLen(dst, len(ids))
 	for _, id := range ids {
 		dst = kbin.AppendUuid(dst, id)

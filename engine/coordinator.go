@@ -457,10 +457,7 @@ func (c *Coordinator) group(id string, create bool) *Group {
 	defer c.mu.Unlock()
 	if g = c.groups[id]; g == nil {
 		g = newGroup(id, &c.cfg, c.sched, c.storeGroup)
-		g.topicName = c.topicName
-		if c.eng != nil {
-			g.topics = engineTopics{c.eng}
-		}
+		g.topics = engineTopics{c.eng}
 		c.groups[id] = g
 	}
 	return g
@@ -488,14 +485,6 @@ func (c *Coordinator) Groups() []*Group {
 	c.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-// topicName is a topic's name by id ("" when unknown).
-func (c *Coordinator) topicName(id TopicID) string {
-	if t := c.eng.TopicByID(id); t != nil {
-		return t.Name
-	}
-	return ""
 }
 
 func (c *Coordinator) partitionFor(group string) *Partition {
@@ -834,7 +823,7 @@ func (g *Group) subscribedTopics() map[string]bool {
 	g.mu.Lock()
 	defer g.unlock()
 	if g.consumer != nil {
-		return g.consumer.SubscribedTopics(g.topics)
+		return g.consumer.SubscribedTopics(g.topics.view())
 	}
 	out := map[string]bool{}
 	if g.protocolType != "consumer" {

@@ -234,12 +234,11 @@ type Group struct {
 	completions  []func()
 
 	// consumer is the KIP-848 state of a consumer-protocol group (nil
-	// for a classic group), consumerTimer its deadline timer, topicName
-	// the topic names by id (consumer.go).
+	// for a classic group), consumerTimer its deadline timer, topics the
+	// engine's topics it sees (consumer.go; no engine in unit tests).
 	consumer      *consumergroup.Group
 	consumerTimer Timer
-	topicName     func(TopicID) string
-	topics        consumergroup.Topics // the engine's, for the consumer state (nil in unit tests)
+	topics        engineTopics
 	// consumerLoading: consumer records were replayed and Loaded is due;
 	// consumerUnsaved: a write of its changes failed, so the next one
 	// writes the whole state.

@@ -100,25 +100,12 @@ func handleConsumerGroupHeartbeat(s *Server, r *request) frameOutcome {
 // sorted by id.
 func assignmentTopics(a consumergroup.Assignment) []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic {
 	out := make([]kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic, 0, len(a))
-	for _, id := range sortedTopicIDs(a) {
+	for _, id := range a.TopicIDs() {
 		t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
 		t.TopicID, t.Partitions = id, a[id]
 		out = append(out, t)
 	}
 	return out
-}
-
-func sortedTopicIDs(a consumergroup.Assignment) []consumergroup.TopicID {
-	ids := make([]consumergroup.TopicID, 0, len(a))
-	for id := range a {
-		ids = append(ids, id)
-	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && string(ids[j][:]) < string(ids[j-1][:]); j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
-	return ids
 }
 
 // newConsumerMemberID is a member id for a v0 joiner (22 characters of
@@ -188,8 +175,8 @@ func handleConsumerGroupDescribe(s *Server, r *request) frameOutcome {
 				re := m.Regex
 				rm.SubscribedTopicRegex = &re
 			}
-			rm.Assignment.TopicPartitions = r.describedAssignment(s, m.Assigned)
-			rm.TargetAssignment.TopicPartitions = r.describedAssignment(s, m.Target)
+			rm.Assignment.TopicPartitions = describedAssignment(s, m.Assigned)
+			rm.TargetAssignment.TopicPartitions = describedAssignment(s, m.Target)
 			rm.MemberType = 1 // the consumer protocol
 			rg.Members = append(rg.Members, rm)
 		}
@@ -199,11 +186,11 @@ func handleConsumerGroupDescribe(s *Server, r *request) frameOutcome {
 	return frameDone
 }
 
-func (r *request) describedAssignment(s *Server, a consumergroup.Assignment) []kmsg.AssignmentTopicPartition {
+func describedAssignment(s *Server, a consumergroup.Assignment) []kmsg.AssignmentTopicPartition {
 	out := []kmsg.AssignmentTopicPartition{}
-	for _, id := range sortedTopicIDs(a) {
-		t := s.eng.TopicByID(engine.TopicID(id))
-		if t == nil || !r.topicAllowed(kmsg.ACLOperationDescribe, t.Name) {
+	for _, id := range a.TopicIDs() {
+		t := s.eng.TopicByID(engine.TopicID(id)) // describable: describableTopics checked
+		if t == nil {
 			continue
 		}
 		at := kmsg.NewAssignmentTopicPartition()

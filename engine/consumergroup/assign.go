@@ -22,16 +22,6 @@ var assignors = map[string]assignFunc{
 	"range":   assignRange,
 }
 
-// Assignors lists the server-side assignors this package implements.
-func Assignors() []string {
-	out := make([]string, 0, len(assignors))
-	for n := range assignors {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
-
 type part struct {
 	topic TopicID
 	name  string

@@ -34,6 +34,7 @@
 package consumergroup
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -92,6 +93,13 @@ func (a Assignment) Equal(b Assignment) bool {
 		}
 	}
 	return true
+}
+
+// TopicIDs returns the assignment's topic ids, sorted.
+func (a Assignment) TopicIDs() []TopicID {
+	ids := slices.Collect(maps.Keys(a))
+	slices.SortFunc(ids, func(x, y TopicID) int { return bytes.Compare(x[:], y[:]) })
+	return ids
 }
 
 // Clone returns a deep copy.
@@ -355,9 +363,6 @@ func (g *Group) Target(id string) Assignment { return g.target[id] }
 // Assignor is the name of the assignor that computed the target.
 func (g *Group) Assignor() string { return g.assignor }
 
-// Owner returns the member that owns a partition, or "".
-func (g *Group) Owner(t TopicID, p int32) string { return g.owners[t][p] }
-
 // State is the group's state as ConsumerGroupDescribe and ListGroups
 // name it: Empty, Assigning (the target is behind the group epoch),
 // Reconciling (a member has not reached the target), or Stable.
@@ -489,17 +494,19 @@ func errorf(code *kerr.Error, format string, args ...any) error {
 }
 
 // Validate checks what a heartbeat can be refused for without looking at
-// a group: its shape (INVALID_REQUEST), the assignor it names
-// (UNSUPPORTED_ASSIGNOR) and its regex (INVALID_REGULAR_EXPRESSION). The
-// coordinator calls it before it creates a group for a join.
+// a group: its shape (INVALID_REQUEST) and, for a join, the assignor it
+// names (UNSUPPORTED_ASSIGNOR) and its regex (INVALID_REGULAR_EXPRESSION).
+// The coordinator calls it before it creates a group for a join; the
+// group checks the subscription of every heartbeat itself, with its
+// cache of compiled regexes.
 func Validate(cfg Config, r *Request) error {
 	if err := validateShape(r); err != nil {
 		return err
 	}
-	if r.Epoch == LeaveEpoch || r.Epoch == StaticLeaveEpoch {
+	if r.Epoch != JoinEpoch {
 		return nil
 	}
-	return checkSubscription(cfg.withDefaults(), r)
+	return checkSubscription(cfg.withDefaults(), r, compile)
 }
 
 // validate is Validate plus the checks that need the group.
@@ -545,7 +552,7 @@ func validateShape(r *Request) error {
 	return nil
 }
 
-func checkSubscription(cfg Config, r *Request) error {
+func checkSubscription(cfg Config, r *Request, compile func(string) (*regexp.Regexp, error)) error {
 	if r.ServerAssignor != nil && *r.ServerAssignor != "" && !slices.Contains(cfg.Assignors, *r.ServerAssignor) {
 		return errorf(kerr.UnsupportedAssignor, "assignor %q; this broker has %s", *r.ServerAssignor, strings.Join(cfg.Assignors, ", "))
 	}
@@ -555,6 +562,22 @@ func checkSubscription(cfg Config, r *Request) error {
 		}
 	}
 	return nil
+}
+
+// compiledRegex is compile through the group's cache of compiled regexes.
+func (g *Group) compiledRegex(expr string) (*regexp.Regexp, error) {
+	if re := g.compiled[expr]; re != nil {
+		return re, nil
+	}
+	re, err := compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	if g.compiled == nil {
+		g.compiled = map[string]*regexp.Regexp{}
+	}
+	g.compiled[expr] = re // dropped at the next resolution if no member keeps it
+	return re, nil
 }
 
 // Bounds of what a member names: ids (member, instance, rack) and topic
@@ -625,7 +648,7 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	if r.Epoch == LeaveEpoch || r.Epoch == StaticLeaveEpoch {
 		return g.leave(now, r)
 	}
-	if err := checkSubscription(g.cfg, &r); err != nil {
+	if err := checkSubscription(g.cfg, &r, g.compiledRegex); err != nil {
 		return Response{}, err
 	}
 	m, fresh, err := g.memberFor(now, r)
@@ -889,16 +912,6 @@ func (g *Group) remove(m *Member) {
 	}
 }
 
-// Remove takes a member out (an administrative removal); false if unknown.
-func (g *Group) Remove(id string) bool {
-	m := g.members[id]
-	if m == nil {
-		return false
-	}
-	g.remove(m)
-	return true
-}
-
 // setOwner records who owns the partitions of a ("" frees them).
 func (g *Group) setOwner(a Assignment, id string) {
 	for t, ps := range a {
@@ -1016,16 +1029,9 @@ func (g *Group) resolveOne(expr string, topics Topics) {
 }
 
 func (g *Group) match(expr string, names []string) []string {
-	re := g.compiled[expr]
-	if re == nil {
-		var err error
-		if re, err = compile(expr); err != nil {
-			return nil // checked when it was subscribed
-		}
-		if g.compiled == nil {
-			g.compiled = map[string]*regexp.Regexp{}
-		}
-		g.compiled[expr] = re
+	re, err := g.compiledRegex(expr)
+	if err != nil {
+		return nil // checked when it was subscribed
 	}
 	var out []string
 	for _, n := range names {
@@ -1035,9 +1041,6 @@ func (g *Group) match(expr string, names []string) []string {
 	}
 	return out
 }
-
-// ResolvedRegex returns the topics a regex resolved to last.
-func (g *Group) ResolvedRegex(expr string) []string { return g.resolved[expr] }
 
 // computeTarget runs the assignor for the group epoch.
 func (g *Group) computeTarget(topics Topics) {

@@ -107,7 +107,7 @@ func checkOwners(t *testing.T, g *Group) {
 						t.Fatalf("partition %x/%d owned by %s and %s", tp[:4], p, o, m.ID)
 					}
 					seen[tp][p] = m.ID
-					if got := g.Owner(tp, p); got != m.ID {
+					if got := g.owners[tp][p]; got != m.ID {
 						t.Fatalf("owners index says %q for %x/%d, member %s has it", got, tp[:4], p, m.ID)
 					}
 				}
@@ -182,8 +182,8 @@ func TestRevokeBeforeReassign(t *testing.T) {
 	if b.owned.Len() != 0 {
 		t.Fatalf("b got %v before a revoked", b.owned)
 	}
-	if g.Member("b").State != UnreleasedPartitions {
-		t.Fatalf("b state %v", g.Member("b").State)
+	if g.members["b"].State != UnreleasedPartitions {
+		t.Fatalf("b state %v", g.members["b"].State)
 	}
 	// a is told to keep one; it must not lose the other's fetches until
 	// it reports it gone (keepalive: owned nil).
@@ -192,8 +192,8 @@ func TestRevokeBeforeReassign(t *testing.T) {
 	if err != nil || resp.Assignment.Len() != 1 || resp.Epoch != epochBefore {
 		t.Fatalf("a's revocation answer: %+v %v", resp, err)
 	}
-	if g.Member("a").State != UnrevokedPartitions {
-		t.Fatalf("a state %v", g.Member("a").State)
+	if g.members["a"].State != UnrevokedPartitions {
+		t.Fatalf("a state %v", g.members["a"].State)
 	}
 	b.beat(t, g, t0, topics)
 	if b.owned.Len() != 0 {
@@ -277,19 +277,19 @@ func TestRegexSubscription(t *testing.T) {
 	a := &client{id: "a", regex: str("orders.*")}
 	a.beat(t, g, t0, topics)
 	if a.owned.Len() != 2 {
-		t.Fatalf("regex resolved to %v", g.ResolvedRegex("orders.*"))
+		t.Fatalf("regex resolved to %v", g.resolved["orders.*"])
 	}
 	// A new matching topic is picked up at the next heartbeat.
 	topics["orders-v3"] = 2
 	a.beat(t, g, t0.Add(100*time.Millisecond), topics)
 	if a.owned.Len() != 4 {
-		t.Fatalf("after a matching topic was created: %v (resolved %v)", a.owned, g.ResolvedRegex("orders.*"))
+		t.Fatalf("after a matching topic was created: %v (resolved %v)", a.owned, g.resolved["orders.*"])
 	}
 	// "payments" matches only anchored at both ends, as Java's matches().
 	b := &client{id: "b", regex: str("pay")}
 	b.beat(t, g, t0.Add(3*time.Second), topics)
-	if len(g.ResolvedRegex("pay")) != 0 {
-		t.Fatalf("unanchored match: %v", g.ResolvedRegex("pay"))
+	if len(g.resolved["pay"]) != 0 {
+		t.Fatalf("unanchored match: %v", g.resolved["pay"])
 	}
 	// A regex filter (the member's DESCRIBE permission) hides topics.
 	c := &client{id: "c"}
@@ -324,7 +324,7 @@ func TestStaticMember(t *testing.T) {
 	// refused; after it left, a new member takes over its assignment.
 	a2 := &client{id: "a2", topics: []string{"a"}, inst: str("i")}
 	a2.beat(t, g, t0.Add(time.Second), topics)
-	if !a2.owned.Equal(owned) || g.Epoch() != epoch || g.Member("a1") != nil {
+	if !a2.owned.Equal(owned) || g.Epoch() != epoch || g.members["a1"] != nil {
 		t.Fatalf("takeover: owned %v want %v, epoch %d→%d", a2.owned, owned, epoch, g.Epoch())
 	}
 	a3 := Request{MemberID: "a3", InstanceID: str("i"), RebalanceTimeout: time.Second, SubscribedTopics: []string{"a"}}
@@ -359,7 +359,7 @@ func TestExpiry(t *testing.T) {
 	c := &client{id: "c", topics: []string{"a"}}
 	c.beat(t, g, t0.Add(12*time.Second), topics)
 	resp, err := g.Heartbeat(t0.Add(12*time.Second), topics, Request{MemberID: "a", Epoch: a.epoch, RebalanceTimeout: -1})
-	if err != nil || g.Member("a").State != UnrevokedPartitions {
+	if err != nil || g.members["a"].State != UnrevokedPartitions {
 		t.Fatalf("a not revoking: %+v %v", resp, err)
 	}
 	if gone := g.Expire(t0.Add(17 * time.Second)); !slices.Equal(gone, []string{"a"}) {
@@ -551,7 +551,7 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 			for _, m := range g.Members() {
 				heldForLeft = heldForLeft || (m.Left() && g.Target(m.ID).Has(idOf(name), p))
 			}
-			if g.Owner(idOf(name), p) == "" && !heldForLeft {
+			if g.owners[idOf(name)][p] == "" && !heldForLeft {
 				t.Fatalf("seed %d: %s/%d unassigned in a stable group", seed, name, p)
 			}
 		}
@@ -621,13 +621,13 @@ func TestMetadataBudget(t *testing.T) {
 	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "b", RebalanceTimeout: time.Second, SubscribedTopics: many, Owned: Assignment{}}); !errors.Is(err, kerr.GroupMaxSizeReached) {
 		t.Fatalf("a join past the budget: %v", err)
 	}
-	if g.Member("b") != nil {
+	if g.members["b"] != nil {
 		t.Fatal("the refused join left a member")
 	}
 	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "a", Epoch: a.epoch, RebalanceTimeout: -1, SubscribedTopics: many}); !errors.Is(err, kerr.GroupMaxSizeReached) {
 		t.Fatalf("a subscription past the budget: %v", err)
 	}
-	if m := g.Member("a"); !slices.Equal(m.Topics, []string{"a"}) {
+	if m := g.members["a"]; !slices.Equal(m.Topics, []string{"a"}) {
 		t.Fatalf("the refused subscription was taken: %v", m.Topics)
 	}
 	a.beat(t, g, t0, topics)
@@ -681,8 +681,8 @@ func TestStaticRejoinIsPersisted(t *testing.T) {
 	s.epoch = JoinEpoch
 	s.beat(t, g, t0.Add(time.Second), topics)
 	applyChanges(replica, g.TakeChanges(false))
-	if m := replica.Member("s"); m == nil || m.Left() || m.Epoch != g.Member("s").Epoch {
-		t.Fatalf("the rejoin was not written: replica %+v, group %+v", m, g.Member("s"))
+	if m := replica.members["s"]; m == nil || m.Left() || m.Epoch != g.members["s"].Epoch {
+		t.Fatalf("the rejoin was not written: replica %+v, group %+v", m, g.members["s"])
 	}
 }
 
@@ -703,7 +703,7 @@ func TestFilterChangeMovesTarget(t *testing.T) {
 		t.Fatalf("b may not describe t2 but is assigned it: %v", g.Target("b"))
 	}
 	epoch := g.Epoch()
-	r.Epoch, r.Owned, r.RegexAllowed = g.Member("b").Epoch, Assignment{}, nil // now it may describe both
+	r.Epoch, r.Owned, r.RegexAllowed = g.members["b"].Epoch, Assignment{}, nil // now it may describe both
 	if _, err := g.Heartbeat(t0, topics, r); err != nil {
 		t.Fatal(err)
 	}
