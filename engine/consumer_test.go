@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"reflect"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestConsumerRecordsRoundTrip: a consumer-protocol group written as
@@ -49,5 +51,70 @@ func TestConsumerRecordsRoundTrip(t *testing.T) {
 	b := cg.Member("b")
 	if b.State != 1 || b.Revoking.Len() != 1 || b.Regex != "t.*" {
 		t.Fatalf("member b: %+v", b)
+	}
+}
+
+func replayCoordinator() *Coordinator {
+	return &Coordinator{cfg: DefaultConfig().Groups, sched: frozenScheduler{}, groups: map[string]*Group{}, eng: &Engine{logger: slog.New(slog.DiscardHandler)}}
+}
+
+// TestDeletedConsumerGroupStaysDeleted: a deleted group's tombstones, in
+// either order, leave no group on replay (tombstones of a group that is
+// gone used to create it again, empty).
+func TestDeletedConsumerGroupStaysDeleted(t *testing.T) {
+	c := replayCoordinator()
+	recs := sampleConsumerRecords()
+	// The members leave: their tombstones.
+	for _, id := range []string{"a", "b"} {
+		for _, typ := range []int16{recConsumerCurrent, recConsumerTarget, recConsumerMember} {
+			recs = append(recs, kv{key: consumerKey{typ: typ, group: "g", member: id}.append(nil)})
+		}
+	}
+	// DeleteGroup's records, the classic tombstone first (as an older
+	// DeleteGroup wrote them): the consumer tombstones then meet no group.
+	recs = append(recs, kv{key: (&kmsg.GroupMetadataKey{Version: 2, Group: "g"}).AppendTo(nil)})
+	for _, typ := range []int16{recConsumerTargetMD, recConsumerGroup} {
+		recs = append(recs, kv{key: consumerKey{typ: typ, group: "g"}.append(nil)})
+	}
+	for _, r := range recs {
+		if _, err := c.apply(r.key, r.value); err != nil {
+			t.Fatalf("apply %x: %v", r.key, err)
+		}
+	}
+	c.finishConsumerLoads(0)
+	if g := c.group("g", false); g != nil {
+		t.Fatalf("a deleted group came back on replay: consumer %v", g.consumer != nil)
+	}
+}
+
+// TestEmptyClassicGenerationKeepsConsumerState: the classic group's last
+// write (an empty generation) may land after the consumer protocol's
+// first records; replayed in that order, the consumer state stays. A
+// classic generation with members does end it.
+func TestEmptyClassicGenerationKeepsConsumerState(t *testing.T) {
+	c := replayCoordinator()
+	for _, r := range sampleConsumerRecords() {
+		if _, err := c.apply(r.key, r.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gk := (&kmsg.GroupMetadataKey{Version: 2, Group: "g"}).AppendTo(nil)
+	empty := kmsg.GroupMetadataValue{Version: 3, ProtocolType: "consumer", Generation: 4}
+	if _, err := c.apply(gk, empty.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	c.finishConsumerLoads(0)
+	g := c.group("g", false)
+	if g == nil || g.consumer == nil || len(g.consumer.Members()) != 2 {
+		t.Fatal("an empty classic generation replayed after consumer records wiped the consumer state")
+	}
+	withMember := empty
+	withMember.Generation = 5
+	withMember.Members = []kmsg.GroupMetadataValueMember{{MemberID: "m1", ClientID: "c", ClientHost: "h", SessionTimeoutMillis: 30000, RebalanceTimeoutMillis: 30000, Subscription: []byte{}, Assignment: []byte{}}}
+	if _, err := c.apply(gk, withMember.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if g := c.group("g", false); g.consumer != nil {
+		t.Fatal("a classic generation with members did not end the consumer state")
 	}
 }

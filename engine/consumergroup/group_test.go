@@ -261,6 +261,11 @@ func TestBadRequests(t *testing.T) {
 		{Request{MemberID: "m", Epoch: 0, SubscribedRegex: str(strings.Repeat("[a-z0-9-]{0,100}", 20))}, kerr.InvalidRegularExpression},
 		{Request{MemberID: "m", Epoch: 0, SubscribedRegex: str("((a{100}){100}){100}")}, kerr.InvalidRegularExpression},
 		{Request{MemberID: "m", Epoch: -1}, kerr.UnknownMemberID},
+		{Request{MemberID: strings.Repeat("m", 256), Epoch: 0, SubscribedTopics: []string{"a"}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0, InstanceID: str(strings.Repeat("i", 256)), SubscribedTopics: []string{"a"}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0, RackID: str(strings.Repeat("r", 256)), SubscribedTopics: []string{"a"}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0, SubscribedTopics: []string{strings.Repeat("t", 250)}}, kerr.InvalidRequest},
+		{Request{MemberID: "m", Epoch: 0, SubscribedTopics: []string{""}}, kerr.InvalidRequest},
 	} {
 		if _, err := g.Heartbeat(t0, topics, tc.r); !errors.Is(err, tc.want) {
 			t.Errorf("%+v: %v, want %v", tc.r, err, tc.want)
@@ -761,5 +766,35 @@ func TestLoadedGroupDoesNotRebalanceByItself(t *testing.T) {
 	a.beat(t, loaded, t0.Add(2*time.Second), topics)
 	if loaded.Epoch() != epoch {
 		t.Fatalf("a loaded group rebalanced by itself: epoch %d→%d", epoch, loaded.Epoch())
+	}
+}
+
+// TestTwoFailedWritesKeepTombstones: a member first written by a write
+// that failed (it may still have reached the log), then removed with a
+// second write that failed too, is tombstoned by the full rewrite that
+// follows; it used to be forgotten and come back on the next load.
+func TestTwoFailedWritesKeepTombstones(t *testing.T) {
+	topics := fakeTopics{"a": 2}
+	g := New("g", cfg())
+	y := &client{id: "y", topics: []string{"a"}}
+	y.beat(t, g, t0, topics)
+	first := g.TakeChanges(false) // fails: y's records may be in the log
+	g.NotPersisted(first)
+	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "y", Epoch: LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	second := g.TakeChanges(true) // the full rewrite after a failure; fails too
+	g.NotPersisted(second)
+	third := g.TakeChanges(true)
+	if !slices.Contains(third.Removed, "y") {
+		t.Fatalf("the rewrite after two failed writes does not tombstone y: removed %v", third.Removed)
+	}
+	// A log holding the first (failed but durable) write and the third
+	// loads without y.
+	replica := New("g", cfg())
+	applyChanges(replica, first)
+	applyChanges(replica, third)
+	if err := replica.Loaded(t0); err != nil || replica.members["y"] != nil {
+		t.Fatalf("y after the load: %v, %v", replica.members["y"], err)
 	}
 }
