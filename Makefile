@@ -21,6 +21,7 @@ FUZZ_TARGETS := \
 	./engine:FuzzDecodeMeta \
 	./engine:FuzzProducerSnapshot \
 	./engine:FuzzCoordinatorApply \
+	./engine:FuzzShareState \
 	./engine:FuzzConsumerRecords \
 	./engine:FuzzTxnStateApply \
 	./engine:FuzzHWCheckpoint \

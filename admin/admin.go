@@ -153,6 +153,9 @@ const (
 	// BrokerDefaults are the brokers' defaults of topic configs, which
 	// every topic without its own override follows.
 	BrokerDefaults
+	// GroupConfigs are one group's overrides of the group settings
+	// (share.auto.offset.reset, ...; engine.GroupConfigKeys).
+	GroupConfigs
 )
 
 // OpKind is what a ConfigOp does.
@@ -297,7 +300,7 @@ func checkAssignment(as [][]int32) error {
 // (as Kafka does), a bad value, or a list operation on a key that is not
 // a list.
 func (c ConfigChange) Check() error {
-	if c.Type != TopicConfigs && c.Type != BrokerDefaults {
+	if c.Type != TopicConfigs && c.Type != BrokerDefaults && c.Type != GroupConfigs {
 		return fmt.Errorf("%w: config resource type %d cannot be altered", kerr.InvalidRequest, c.Type)
 	}
 	seen := map[string]bool{}
@@ -306,6 +309,12 @@ func (c ConfigChange) Check() error {
 			return fmt.Errorf("%w: config %q is named more than once", kerr.InvalidRequest, op.Key)
 		}
 		seen[op.Key] = true
+		if c.Type == GroupConfigs {
+			if err := checkGroupOp(op); err != nil {
+				return err
+			}
+			continue
+		}
 		d, ok := engine.LookupTopicConfig(op.Key)
 		if !ok {
 			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Key)
@@ -323,6 +332,24 @@ func (c ConfigChange) Check() error {
 		default:
 			return fmt.Errorf("%w: unknown config operation %d", kerr.InvalidRequest, op.Kind)
 		}
+	}
+	return nil
+}
+
+// checkGroupOp checks one change of a group config: a known key, a valid
+// value; group configs are not lists.
+func checkGroupOp(op ConfigOp) error {
+	switch op.Kind {
+	case Set:
+		if err := engine.ValidateGroupConfig(op.Key, op.Value); err != nil {
+			return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
+		}
+	case Delete:
+		if !slices.Contains(engine.GroupConfigKeys, op.Key) {
+			return fmt.Errorf("%w: unknown group config %q", kerr.InvalidConfig, op.Key)
+		}
+	default:
+		return fmt.Errorf("%w: %s is not a list; APPEND and SUBTRACT work on lists", kerr.InvalidConfig, op.Key)
 	}
 	return nil
 }
@@ -363,9 +390,13 @@ func (c ConfigChange) Resolve(current map[string]string, effective func(key stri
 			out[op.Key] = &v
 		}
 	}
+	validate := engine.ValidateTopicConfig
+	if c.Type == GroupConfigs {
+		validate = engine.ValidateGroupConfig
+	}
 	for _, k := range slices.Sorted(maps.Keys(out)) {
 		if v := out[k]; v != nil {
-			if err := engine.ValidateTopicConfig(k, *v); err != nil {
+			if err := validate(k, *v); err != nil {
 				return nil, fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 			}
 		}

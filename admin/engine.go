@@ -105,6 +105,14 @@ func (s engineService) CreatePartitions(_ context.Context, p NewPartitions, vali
 }
 
 func (s engineService) AlterConfigs(_ context.Context, c ConfigChange, validateOnly bool) error {
+	if c.Type == GroupConfigs {
+		current := s.e.GroupConfigs(c.Name)
+		set, err := c.Resolve(current, func(k string) string { return current[k] })
+		if err != nil {
+			return err
+		}
+		return s.e.AlterGroupConfigs(c.Name, set, validateOnly)
+	}
 	if c.Type == BrokerDefaults {
 		current := s.e.BrokerConfigs()
 		set, err := c.Resolve(current, func(k string) string {

@@ -272,6 +272,9 @@ func (c *Cluster) CreatePartitions(ctx context.Context, p admin.NewPartitions, v
 // AlterConfigs changes a topic's overrides or the cluster-wide broker
 // defaults of topic configs (per-broker settings are not replicated).
 func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, validateOnly bool) error {
+	if ch.Type == admin.GroupConfigs {
+		return fmt.Errorf("%w: group configs are not available in cluster mode yet (share groups are single-broker for now)", kerr.InvalidRequest)
+	}
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()
 	img, err := c.controllerImage(ctx)

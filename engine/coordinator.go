@@ -42,6 +42,11 @@ type Coordinator struct {
 	// (txnoffsets.go); a leaf lock.
 	txnMu      sync.Mutex
 	txnOffsets map[txnOffsetsKey][]groupOffset
+
+	// shareGroups are the share groups (sharecoord.go), guarded by mu;
+	// a group id is a share group or a classic/consumer one, not both
+	// while it has members.
+	shareGroups map[string]*shareGroup
 }
 
 // Offsets-topic layout.
@@ -472,6 +477,9 @@ func (c *Coordinator) Group(id string, create bool) (*Group, error) {
 	if err := c.checkCoordinator(id); err != nil {
 		return nil, err
 	}
+	if create && c.isShareGroup(id) {
+		return nil, fmt.Errorf("%w: group %q is a share group with members", kerr.InconsistentGroupProtocol, id)
+	}
 	return c.group(id, create), nil
 }
 
@@ -737,8 +745,15 @@ func (c *Coordinator) DeleteGroup(id string) error {
 	if err := c.checkCoordinator(id); err != nil {
 		return err
 	}
+	share, err := c.deleteShareGroup(id)
+	if err != nil {
+		return err
+	}
 	g := c.group(id, false)
 	if g == nil {
+		if share {
+			return nil
+		}
 		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
 	}
 	// After any consumer-protocol change being written: its records

@@ -18,6 +18,7 @@ const (
 	SourceDynamicDefault ConfigSource = 3 // DYNAMIC_DEFAULT_BROKER_CONFIG
 	SourceStaticBroker   ConfigSource = 4 // STATIC_BROKER_CONFIG
 	SourceDefault        ConfigSource = 5 // DEFAULT_CONFIG
+	SourceGroup          ConfigSource = 8 // GROUP_CONFIG
 )
 
 // ConfigSynonym is one of the places a value could come from, in order of

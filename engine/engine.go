@@ -182,6 +182,7 @@ func DefaultConfig() Config {
 			InitialRebalanceDelay: 3 * time.Second,
 			MaxMetadataBytes:      defaultGroupMetadataBytes,
 			Consumer:              consumergroup.DefaultConfig(),
+			Share:                 DefaultShareConfig(),
 		},
 		Transactions: TxnConfig{
 			MaxTimeout:    15 * time.Minute,
@@ -231,6 +232,8 @@ type Engine struct {
 	stats       Stats
 	coord       *Coordinator
 	txn         *TxnCoordinator
+	shareStates *ShareStates
+	shares      *SharePartitions
 
 	hooks       atomic.Pointer[ClusterHooks] // nil: single node
 	cleanerStop chan struct{}
@@ -415,6 +418,11 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.txn.start(); err != nil {
 		e.stopShards()
 		return nil, fmt.Errorf("engine: transaction coordinator: %w", err)
+	}
+	e.shareStates, e.shares = newShareStates(e), newSharePartitions(e)
+	if err := e.shareStates.start(); err != nil {
+		e.stopShards()
+		return nil, fmt.Errorf("engine: share coordinator: %w", err)
 	}
 	e.cleanerStop, e.cleanerDone = make(chan struct{}), make(chan struct{})
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)

@@ -82,6 +82,8 @@ type GroupConfig struct {
 	MaxSize               int           // group.max.size
 	// Consumer holds the settings of KIP-848 consumer-protocol groups.
 	Consumer consumergroup.Config
+	// Share holds the settings of KIP-932 share groups.
+	Share ShareConfig
 	// MaxMetadataBytes bounds the protocol metadata (subscriptions) all
 	// of a group's members hold: a JoinGroup past it is refused
 	// GROUP_MAX_SIZE_REACHED, so members cannot make the coordinator

@@ -79,6 +79,9 @@ type brokerMeta struct {
 	NextProducerID int64             `json:"next_producer_id"`
 	Topics         []topicMeta       `json:"topics"`
 	BrokerConfigs  map[string]string `json:"broker_configs,omitempty"`
+	// GroupConfigs are the groups' config overrides (IncrementalAlterConfigs
+	// on a GROUP resource), by group id.
+	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
 }
 
 // clone copies m for a change: the topic list is copied, the maps are

@@ -36,8 +36,11 @@ func (r *request) groupAllowed(op kmsg.ACLOperation, group string) bool {
 // configAllowed checks a config resource: a topic's as that TOPIC, a
 // broker's (and its loggers') as the CLUSTER, as Kafka does.
 func (r *request) configAllowed(op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) bool {
-	if rt == kmsg.ConfigResourceTypeTopic {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
 		return r.topicAllowed(op, name)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return r.groupAllowed(op, name)
 	}
 	return r.clusterAllowed(op)
 }
@@ -45,8 +48,11 @@ func (r *request) configAllowed(op kmsg.ACLOperation, rt kmsg.ConfigResourceType
 // configAuthError is the refusal of a config resource: TOPIC_ or
 // CLUSTER_AUTHORIZATION_FAILED.
 func configAuthError(rt kmsg.ConfigResourceType) error {
-	if rt == kmsg.ConfigResourceTypeTopic {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
 		return kerr.TopicAuthorizationFailed
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return kerr.GroupAuthorizationFailed
 	}
 	return kerr.ClusterAuthorizationFailed
 }

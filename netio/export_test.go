@@ -15,11 +15,11 @@ type APIRow struct {
 }
 
 // APITable lists the rows a single-node Kafka listener without SASL or
-// an authorizer serves (apiTable and txnAPITable), by key, as ApiVersions
+// an authorizer serves (apiTable, txnAPITable and shareAPITable), by key, as ApiVersions
 // lists them.
 func APITable() []APIRow {
 	var rows []APIRow
-	for _, t := range [][]apiHandler{apiTable, txnAPITable} {
+	for _, t := range [][]apiHandler{apiTable, txnAPITable, shareAPITable} {
 		for _, h := range t {
 			rows = append(rows, APIRow{Key: h.key, Min: h.min, Max: h.max, AdvMin: h.advMin, Name: h.name})
 		}

@@ -515,6 +515,59 @@ func fuzzRequests(f *testing.F, key, v int16, topic *engine.Topic) []kmsg.Reques
 		rt.Topic, rt.Partitions = fuzzTopic, []int32{0, 1}
 		r.Topics = append(r.Topics, rt)
 		return []kmsg.Request{r, kmsg.NewPtrListPartitionReassignmentsRequest()}
+	case 76:
+		r := kmsg.NewPtrShareGroupHeartbeatRequest()
+		r.GroupID, r.MemberID, r.SubscribedTopicNames = "fuzz-share", "fuzz-member", []string{fuzzTopic}
+		beat := *r
+		beat.MemberEpoch, beat.SubscribedTopicNames = 1, nil
+		leave := beat
+		leave.MemberEpoch = -1
+		return []kmsg.Request{r, &beat, &leave}
+	case 78, 79:
+		// A session's opening fetch, a later one acknowledging (accept
+		// and release, one type per offset) and forgetting a partition,
+		// and a closing acknowledgement.
+		g, m := "fuzz-share", "fuzz-member"
+		open := kmsg.NewPtrShareFetchRequest()
+		open.GroupID, open.MemberID = &g, &m
+		open.MaxWaitMillis, open.MinBytes, open.MaxBytes, open.MaxRecords, open.BatchSize = 1, 1, 1<<20, 100, 100
+		ft := kmsg.NewShareFetchRequestTopic()
+		ft.TopicID = topic.ID
+		for p := int32(0); p < 2; p++ {
+			fp := kmsg.NewShareFetchRequestTopicPartition()
+			fp.Partition = p
+			ft.Partitions = append(ft.Partitions, fp)
+		}
+		open.Topics = append(open.Topics, ft)
+		next := *open
+		next.ShareSessionEpoch = 1
+		nt := kmsg.NewShareFetchRequestTopic()
+		nt.TopicID = topic.ID
+		np := kmsg.NewShareFetchRequestTopicPartition()
+		np.AcknowledgementBatches = []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 2, AcknowledgeTypes: []int8{1, 2, 1}}}
+		nt.Partitions = append(nt.Partitions, np)
+		next.Topics = []kmsg.ShareFetchRequestTopic{nt}
+		next.ForgottenTopicsData = []kmsg.ShareFetchRequestForgottenTopicsData{{TopicID: topic.ID, Partitions: []int32{1}}}
+		if key == 78 {
+			return []kmsg.Request{open, &next}
+		}
+		ack := kmsg.NewPtrShareAcknowledgeRequest()
+		ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = &g, &m, -1
+		at := kmsg.NewShareAcknowledgeRequestTopic()
+		at.TopicID = topic.ID
+		ap := kmsg.NewShareAcknowledgeRequestTopicPartition()
+		ap.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 5, AcknowledgeTypes: []int8{3}}}
+		at.Partitions = append(at.Partitions, ap)
+		ack.Topics = append(ack.Topics, at)
+		return []kmsg.Request{ack}
+	case 91:
+		r := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		r.GroupID = "fuzz-share"
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = fuzzTopic
+		rt.Partitions = []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 1}}
+		r.Topics = append(r.Topics, rt)
+		return []kmsg.Request{r}
 	case 10:
 		r := kmsg.NewPtrFindCoordinatorRequest()
 		r.CoordinatorKey, r.CoordinatorKeys = "fuzz-group", []string{"fuzz-group"}
@@ -557,5 +610,11 @@ func setGroup(req kmsg.Request, g string) {
 		r.Groups = []string{g}
 	case *kmsg.OffsetDeleteRequest:
 		r.Group = g
+	case *kmsg.ShareGroupDescribeRequest:
+		r.GroupIDs = []string{g}
+	case *kmsg.DescribeShareGroupOffsetsRequest:
+		r.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: g}}
+	case *kmsg.DeleteShareGroupOffsetsRequest:
+		r.GroupID, r.Topics = g, []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: fuzzTopic}}
 	}
 }

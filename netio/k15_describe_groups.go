@@ -3,12 +3,16 @@ package netio
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/engine"
 )
 
 // DescribeGroups, key 15, versions 0-5.
 //
 //   - State, protocol type, chosen protocol (only when Stable) and members
 //     with their client id, host, subscription metadata and assignment.
+//   - A share group (KIP-932) answers its state and members, protocol
+//     type "share", no metadata.
 //   - An unknown group is described as Dead with no members, as Kafka does.
 
 func handleDescribeGroups(s *Server, r *request) frameOutcome {
@@ -34,6 +38,17 @@ func handleDescribeGroups(s *Server, r *request) frameOutcome {
 			r.failed = true
 		case g == nil:
 			rg.State = "Dead"
+			if d, ok, _ := s.eng.Coordinator().ShareGroup(id); ok {
+				// A share group: its members, no protocol metadata
+				// (ShareGroupDescribe has their assignments).
+				rg.State, rg.ProtocolType = d.State, engine.ShareTypeName
+				for _, m := range d.Members {
+					rm := kmsg.NewDescribeGroupsResponseGroupMember()
+					rm.MemberID, rm.ClientID, rm.ClientHost = m.ID, m.ClientID, m.ClientHost
+					rm.ProtocolMetadata, rm.MemberAssignment = []byte{}, []byte{}
+					rg.Members = append(rg.Members, rm)
+				}
+			}
 		default:
 			d := g.Describe()
 			rg.State, rg.ProtocolType, rg.Protocol = string(d.State), d.ProtocolType, d.Protocol

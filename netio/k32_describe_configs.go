@@ -96,8 +96,16 @@ func (s *Server) describeResource(typ kmsg.ConfigResourceType, name string) ([]e
 			"max.connections":          strconv.Itoa(s.cfg.MaxConnections),
 			"io.backend":               s.eng.BackendName(),
 		}), nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if s.cfg.Cluster != nil {
+			return nil, fmt.Errorf("%w: group configs are not available in cluster mode yet", kerr.InvalidRequest)
+		}
+		if name == "" {
+			return nil, fmt.Errorf("%w: a group config resource needs the group id as its name", kerr.InvalidRequest)
+		}
+		return s.eng.DescribeGroupConfig(name), nil
 	}
-	return nil, fmt.Errorf("%w: resource type %d is not supported (use 2 for topics, 4 for the broker)", kerr.InvalidRequest, typ)
+	return nil, fmt.Errorf("%w: resource type %d is not supported (use 2 for topics, 4 for the broker, 32 for a group)", kerr.InvalidRequest, typ)
 }
 
 func (s *Server) checkBrokerName(name string) error {

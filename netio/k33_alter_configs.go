@@ -92,6 +92,11 @@ func (s *Server) configChangeOf(typ kmsg.ConfigResourceType, name string) (ch ad
 			return ch, keyOf, err
 		}
 		return admin.ConfigChange{Type: admin.BrokerDefaults}, engine.TopicKeyForBrokerKey, nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if name == "" {
+			return ch, keyOf, fmt.Errorf("%w: a group config resource needs the group id as its name", kerr.InvalidRequest)
+		}
+		return admin.ConfigChange{Type: admin.GroupConfigs, Name: name}, keyOf, nil
 	}
-	return ch, keyOf, fmt.Errorf("%w: resource type %d cannot be altered (use 2 for topics, 4 for the broker)", kerr.InvalidRequest, typ)
+	return ch, keyOf, fmt.Errorf("%w: resource type %d cannot be altered (use 2 for topics, 4 for the broker, 32 for a group)", kerr.InvalidRequest, typ)
 }

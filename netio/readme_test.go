@@ -28,7 +28,7 @@ func TestREADMEListsServedAPIs(t *testing.T) {
 		listed[int16(key)] = [2]int16{int16(lo), int16(hi)}
 	}
 	var served []apiHandler
-	for _, tbl := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAdminAPITable} {
+	for _, tbl := range [][]apiHandler{apiTable, txnAPITable, shareAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAdminAPITable} {
 		served = append(served, tbl...)
 	}
 	for _, h := range served {

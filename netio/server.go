@@ -81,6 +81,10 @@ type Config struct {
 	// went unused for 2 minutes, else the client fetches without one.
 	// Negative: no sessions. DefaultConfig: 1000.
 	FetchSessions int
+	// ShareSessions is how many share sessions (KIP-932 share consumers,
+	// one per member) the listener keeps; a new one past it is refused
+	// SHARE_SESSION_LIMIT_REACHED. 0: the default.
+	ShareSessions int
 	// MaxUncompressedBatchBytes bounds what a produced compressed batch's
 	// records may decompress to (the broker looks inside every batch, as
 	// Kafka's log validator does, streaming, never the whole batch in
@@ -136,6 +140,7 @@ func DefaultConfig() Config {
 		MaxPausedBytes:            256 << 20,
 		FetchCopyBelow:            16 << 10,
 		FetchSessions:             1000,
+		ShareSessions:             1000,
 		Protocol:                  Plaintext,
 		MaxUncompressedBatchBytes: 64 << 20,
 		Security:                  DefaultSecurity(),
@@ -146,7 +151,7 @@ func DefaultConfig() Config {
 // metrics.New.
 func APIs() []metrics.API {
 	var all []apiHandler
-	for _, t := range [][]apiHandler{apiTable, txnAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable, clusterAdminAPITable} {
+	for _, t := range [][]apiHandler{apiTable, txnAPITable, shareAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable, clusterAdminAPITable} {
 		all = append(all, t...)
 	}
 	apis := make([]metrics.API, 0, len(all))
@@ -199,6 +204,8 @@ type Server struct {
 	rr          sync.Map // topic -> *atomic.Uint32: native round-robin
 	// fetchSessions holds the listener's fetch sessions (k01_fetch.go).
 	fetchSessions *fetchsession.Cache
+	// shareSessions holds the listener's share sessions (k78_share_fetch.go).
+	shareSessions *shareSessions
 }
 
 // NewServer prepares a server; Start binds and serves. It registers
@@ -225,6 +232,9 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	}
 	if cfg.EventLoops <= 0 {
 		cfg.EventLoops = runtime.GOMAXPROCS(0)
+	}
+	if cfg.ShareSessions <= 0 {
+		cfg.ShareSessions = def.ShareSessions
 	}
 	if cfg.FetchSessions == 0 {
 		cfg.FetchSessions = def.FetchSessions
@@ -263,11 +273,15 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 	s.fetchSessions = fetchsession.NewCache(cfg.FetchSessions, 0, fetchsession.Observer{
 		Sessions: cfg.Metrics.FetchSessions, Evictions: cfg.Metrics.FetchSessionEvictions,
 	})
+	s.shareSessions = newShareSessions(cfg.ShareSessions)
 	for i := range apiTable {
 		h := &apiTable[i]
 		s.handlers[h.key] = h
 	}
 	var extra []apiHandler
+	if cfg.Cluster == nil && !cfg.Native {
+		extra = append(extra, shareAPITable...)
+	}
 	if !cfg.Native {
 		extra = append(extra, txnAPITable...)
 	}
@@ -535,6 +549,7 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 		}
 		s.releaseUnread(c)
 		s.uncountAuth(c)
+		s.releaseShareSessions(c)
 		c.close(true)
 		s.live.Delete(c)
 		s.conns.Add(-1)

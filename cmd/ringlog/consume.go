@@ -53,6 +53,12 @@ yet committed when the broker went away are printed again: at-least-once
 across a broker failure). If the broker is still unreachable when
 --idle-timeout passes, it exits 1.
 
+With --share-group S it is a member of share group S (a queue): the
+group's members split the records, each printed record is accepted once
+printed (never delivered again), the ones fetched but not printed are
+released for other members. A new group starts where its
+share.auto.offset.reset config says (latest unless set).
+
 --format placeholders:
   %k key    %v value    %t topic    %p partition    %o offset
   %T timestamp (Unix milliseconds)    %h headers (k=v,k=v)    %% a percent sign
@@ -66,6 +72,7 @@ Examples:
   ringlog consume events --partition 0 --offset 42 --max-messages 10 --format '%o %T %h %v\n'
   ringlog consume events --group billing --idle-timeout 5s
   ringlog consume events --group billing --offset-reset latest   # a new group skips the backlog
+  ringlog consume jobs --share-group workers --max-messages 100   # run several: each record goes to one
   ringlog consume events --from-beginning --output json --idle-timeout 1s | jq -r .value
 
 Exit status: 0 when it stopped as asked (count, idle, timeout or signal),
@@ -77,7 +84,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	var out outputFlag
 	var fromBeginning bool
 	var offset, partition optInt
-	var group, format, offsetReset, groupProtocol string
+	var group, format, offsetReset, groupProtocol, shareGroup string
 	var maxMessages int
 	var idle time.Duration
 	fs := cli.NewFlagSet("consume", consumeUsage, consumeExamples, stdout)
@@ -86,6 +93,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest record (with --group this is already where partitions without a commit start; see --offset-reset)")
 	fs.Var(&offset, "offset", "start at offset `N` (of --partition, or of every partition)")
 	fs.StringVar(&group, "group", "", "consume as a member of consumer group `G`, committing what was printed")
+	fs.StringVar(&shareGroup, "share-group", "", "consume as a member of share group `S` (KIP-932, a queue): records are split between the group's members, each printed record is accepted (never delivered again), the rest released; where a new group starts is its share.auto.offset.reset config (latest by default)")
 	fs.StringVar(&groupProtocol, "group-protocol", "classic", "with --group: the group protocol, `classic` (the client assigns) or consumer (KIP-848: the broker assigns, no stop-the-world rebalances; group.protocol)")
 	fs.StringVar(&offsetReset, "offset-reset", "", "with --group: where a partition without a committed offset starts, `earliest` or latest (auto.offset.reset; default earliest)")
 	fs.Var(&partition, "partition", "consume only partition `N`")
@@ -108,6 +116,8 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		return cli.Usagef("--offset must be 0 or more, got %d", offset.v)
 	case offset.set && fromBeginning:
 		return cli.Usagef("give --from-beginning or --offset, not both")
+	case shareGroup != "" && (group != "" || offset.set || partition.set || fromBeginning || offsetReset != ""):
+		return cli.Usagef("--share-group cannot be used with --group, --offset, --partition, --from-beginning or --offset-reset: a share group starts where its share.auto.offset.reset group config says (set it with IncrementalAlterConfigs on the group, e.g. kafka-configs --entity-type groups)")
 	case group != "" && offset.set:
 		return cli.Usagef("--offset cannot be used with --group: a group starts at its committed offsets (reset them, or consume without --group)")
 	case group != "" && partition.set:
@@ -161,6 +171,9 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	var assigned atomic.Bool
 	opts := []kgo.Opt{kgo.ClientID("ringlog-consume"), kgo.FetchMaxWait(500 * time.Millisecond)}
 	switch {
+	case shareGroup != "":
+		opts = append(opts, kgo.ShareGroup(shareGroup), kgo.ConsumeTopics(topic))
+		assigned.Store(true)
 	case group != "":
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(start),
 			kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
@@ -248,7 +261,7 @@ poll:
 			if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, kgo.ErrClientClosed) {
 				continue
 			}
-			if group != "" && transient(fe.Err) && runCtx.Err() == nil {
+			if (group != "" || shareGroup != "") && transient(fe.Err) && runCtx.Err() == nil {
 				// The client retries on its own (reconnects, rejoins the
 				// group); say so once per outage.
 				if outage == nil {
@@ -283,6 +296,25 @@ poll:
 			if outage != nil {
 				fmt.Fprintf(stderr, "ringlog: reconnected; consuming again\n")
 				outage = nil
+			}
+			if shareGroup != "" {
+				// Accepted after printing, as a commit below: a crash
+				// between the two delivers them again.
+				for _, r := range recs {
+					r.Ack(kgo.AckAccept)
+				}
+				cctx, cancel := context.WithTimeout(context.Background(), commitTimeout(cf.Timeout))
+				err := cs.cl.FlushAcks(cctx)
+				cancel()
+				switch {
+				case err != nil && transient(err) && runCtx.Err() == nil:
+					fmt.Fprintf(stderr, "ringlog: warning: acknowledging to share group %q: %v; these records will be delivered again\n", shareGroup, err)
+					outage = err
+				case err != nil:
+					runErr = cmp.Or(cs.denied("consume "+topic, kmsg.ShareAcknowledge, err, groupResource(shareGroup), topicResource(topic)),
+						fmt.Errorf("acknowledging to share group %q: %w", shareGroup, cs.explain(err)))
+					break poll
+				}
 			}
 			if group != "" {
 				// Committed after printing: a crash between the two

@@ -15,15 +15,18 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/netio"
 )
 
 func runGroup(args []string, stdout, stderr io.Writer) error {
 	return cli.Dispatch("ringlog", "group", "Lists, describes and administers consumer groups.", []cli.Subcommand{
 		{Name: "list", Summary: "list consumer groups", Run: runGroupList},
 		{Name: "describe", Summary: "show members, assignments, committed offsets and lag", Run: runGroupDescribe},
+		{Name: "alter", Summary: "change a group's configs (share groups: where they start, lock duration, delivery limit)", Run: runGroupAlter},
 		{Name: "reset-offsets", Summary: "move a group's committed offsets (earliest, latest, an offset, a time)", Run: runGroupResetOffsets},
 		{Name: "delete", Summary: "delete groups and their committed offsets", Run: runGroupDelete},
 		{Name: "delete-offsets", Summary: "delete a group's committed offsets of a topic", Run: runGroupDeleteOffsets},
@@ -143,6 +146,22 @@ type groupOffsetJSON struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// shareOffsetJSON is one partition of a share group: its start offset
+// (every record below is acknowledged or archived), the log end, the
+// records between not yet done, and, when the broker holds the partition's
+// state live, the records locked to members now and those waiting for
+// another delivery.
+type shareOffsetJSON struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	StartOffset int64  `json:"start_offset"`
+	LogEnd      *int64 `json:"log_end"`
+	Lag         int64  `json:"lag"`
+	Acquired    *int   `json:"acquired,omitempty"`
+	Redeliver   *int   `json:"redeliver,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
 type groupDescribeJSON struct {
 	Group string `json:"group"`
 	// Type is the group protocol: "classic" or "consumer" (KIP-848).
@@ -154,6 +173,9 @@ type groupDescribeJSON struct {
 	Members      []groupMemberJSON `json:"members"`
 	Offsets      []groupOffsetJSON `json:"offsets"`
 	TotalLag     int64             `json:"total_lag"`
+	// Share are a share group's (KIP-932) offsets: where each partition's
+	// delivery stands, instead of commits.
+	Share []shareOffsetJSON `json:"share_offsets,omitempty"`
 
 	// topics are those the group has a commit in, is assigned or its
 	// members subscribe to.
@@ -210,6 +232,11 @@ func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 	if listed, lerr := s.adm.ListGroups(s.ctx); lerr == nil || isShardErr(lerr) {
 		for i := range result {
 			result[i].Type = listed[result[i].Group].GroupType
+			if result[i].Type == "share" {
+				if err := s.addShare(&result[i]); err != nil {
+					errs = append(errs, fmt.Errorf("group %q: %w", result[i].Group, s.explain(err)))
+				}
+			}
 		}
 	}
 	if out == "json" {
@@ -360,6 +387,69 @@ func isShardErr(err error) bool {
 
 func ptr[T any](v T) *T { return &v }
 
+// addShare fills in a share group's assignments (ShareGroupDescribe) and
+// offsets (DescribeShareGroupOffsets, with ringlog's in-flight counts).
+func (s *session) addShare(g *groupDescribeJSON) error {
+	g.Offsets, g.TotalLag = []groupOffsetJSON{}, 0
+	dreq := kmsg.NewPtrShareGroupDescribeRequest()
+	dreq.GroupIDs = []string{g.Group}
+	dresp, err := dreq.RequestWith(s.ctx, s.cl)
+	if err != nil {
+		return err
+	}
+	if len(dresp.Groups) == 1 {
+		dg := dresp.Groups[0]
+		if err := kerr.ErrorForCode(dg.ErrorCode); err != nil {
+			return err
+		}
+		g.Members = []groupMemberJSON{}
+		for _, m := range dg.Members {
+			gm := groupMemberJSON{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
+			for _, a := range m.Assignment.TopicPartitions {
+				gm.Assigned = append(gm.Assigned, groupAssignmentJSON{Topic: a.Topic, Partitions: a.Partitions})
+			}
+			g.Members = append(g.Members, gm)
+		}
+	}
+	oreq := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	og := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	og.GroupID = g.Group
+	oreq.Groups = append(oreq.Groups, og)
+	oresp, err := oreq.RequestWith(s.ctx, s.cl)
+	if err != nil {
+		return err
+	}
+	g.Share = []shareOffsetJSON{}
+	for _, rg := range oresp.Groups {
+		if err := kerr.ErrorForCode(rg.ErrorCode); err != nil {
+			return err
+		}
+		for _, t := range rg.Topics {
+			for _, p := range t.Partitions {
+				o := shareOffsetJSON{Topic: t.Topic, Partition: p.Partition, StartOffset: p.StartOffset, Lag: max(p.Lag, 0)}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					o.Error = err.Error()
+				} else if p.StartOffset >= 0 && p.Lag >= 0 {
+					o.LogEnd = ptr(p.StartOffset + p.Lag)
+				}
+				p.UnknownTags.Each(func(tag uint32, v []byte) {
+					if tag == netio.InFlightTag {
+						if a, r, ok := netio.ReadInFlight(v); ok {
+							o.Acquired, o.Redeliver = ptr(a), ptr(r)
+						}
+					}
+				})
+				g.TotalLag += o.Lag
+				g.Share = append(g.Share, o)
+			}
+		}
+	}
+	slices.SortFunc(g.Share, func(a, b shareOffsetJSON) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return nil
+}
+
 func printGroup(w io.Writer, g groupDescribeJSON) {
 	fmt.Fprintf(w, "Group: %s\n", g.Group)
 	switch g.Type {
@@ -395,6 +485,10 @@ func printGroup(w io.Writer, g groupDescribeJSON) {
 		}
 		tw.Flush()
 	}
+	if g.Type == "share" {
+		printShareOffsets(w, g)
+		return
+	}
 	fmt.Fprintf(w, "\nOffsets:\n")
 	if len(g.Offsets) == 0 {
 		fmt.Fprintf(w, "  (none committed or assigned)\n")
@@ -415,6 +509,33 @@ func printGroup(w io.Writer, g groupDescribeJSON) {
 		tw.Flush()
 	}
 	fmt.Fprintf(w, "\nTotal lag: %d\n", g.TotalLag)
+}
+
+// printShareOffsets prints a share group's partitions: where delivery
+// stands and what is in flight.
+func printShareOffsets(w io.Writer, g groupDescribeJSON) {
+	fmt.Fprintf(w, "\nShare offsets (every record below START is acknowledged or archived):\n")
+	if len(g.Share) == 0 {
+		fmt.Fprintf(w, "  (no partition fetched yet)\n")
+	} else {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  TOPIC\tPARTITION\tSTART\tLOG-END\tLAG\tACQUIRED\tREDELIVER\t")
+		opt := func(v *int) string {
+			if v == nil {
+				return "-"
+			}
+			return strconv.Itoa(*v)
+		}
+		for _, o := range g.Share {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%d\t%s\t%s\t", o.Topic, o.Partition, o.StartOffset, optInt64(o.LogEnd), o.Lag, opt(o.Acquired), opt(o.Redeliver))
+			if o.Error != "" {
+				fmt.Fprintf(tw, "error: %s", o.Error)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nTotal lag: %d (records not yet acknowledged or archived, in flight included)\n", g.TotalLag)
 }
 
 func optInt64(v *int64) string {

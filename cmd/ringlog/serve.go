@@ -74,24 +74,27 @@ type serveFlags struct {
 	ioBackendSource     string // where the backend choice came from: flag, config, env or default
 	logLevel, logFormat string
 	topicDefaults       kvList
-	voters              string
-	controllerAddr      string
-	sessionTimeout      time.Duration
-	heartbeatInterval   time.Duration
-	replicaLagMax       time.Duration
-	autoRebalance       bool
-	metadataAddr        string
-	replThrottle        int64
-	rack                string
-	imbalanceInterval   time.Duration
-	imbalancePercent    int
-	replicationFactor   int
-	peerDialMap         string
-	listeners           string
-	advertisedListeners string
-	kafkaProtocol       string
-	saslMechanisms      string
-	superUsers          string
+	// The share-group settings engine.ShareConfig keeps in other units.
+	shareLock, shareSession, shareHeartbeat time.Duration
+	shareDeliveryLimit                      int
+	voters                                  string
+	controllerAddr                          string
+	sessionTimeout                          time.Duration
+	heartbeatInterval                       time.Duration
+	replicaLagMax                           time.Duration
+	autoRebalance                           bool
+	metadataAddr                            string
+	replThrottle                            int64
+	rack                                    string
+	imbalanceInterval                       time.Duration
+	imbalancePercent                        int
+	replicationFactor                       int
+	peerDialMap                             string
+	listeners                               string
+	advertisedListeners                     string
+	kafkaProtocol                           string
+	saslMechanisms                          string
+	superUsers                              string
 }
 
 // serveFlagSet defines the serve flags on f. Every default is
@@ -181,6 +184,14 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&e.Groups.Consumer.SessionTimeout, "group-consumer-session-timeout", def.Engine.Groups.Consumer.SessionTimeout, "KIP-848 consumer-protocol groups: how long a member may go without a heartbeat before it is removed (group.consumer.session.timeout.ms)")
 	fs.DurationVar(&e.Groups.Consumer.HeartbeatInterval, "group-consumer-heartbeat-interval", def.Engine.Groups.Consumer.HeartbeatInterval, "KIP-848 consumer-protocol groups: the heartbeat interval members are told; a new assignment reaches a member at its next heartbeat (group.consumer.heartbeat.interval.ms)")
 	fs.IntVar(&e.Groups.Consumer.MaxSize, "group-consumer-max-size", def.Engine.Groups.Consumer.MaxSize, "KIP-848 consumer-protocol groups: the most members one group may have, 0 for no limit; a join past it gets GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
+	fs.IntVar(&e.Groups.Share.MaxGroups, "group-share-max-groups", def.Engine.Groups.Share.MaxGroups, "KIP-932 share groups: the most share groups the broker holds; a join of one more gets GROUP_MAX_SIZE_REACHED (group.share.max.groups; Kafka's default is 10)")
+	fs.IntVar(&e.Groups.Share.Group.MaxSize, "group-share-max-size", def.Engine.Groups.Share.Group.MaxSize, "share groups: the most members one share group may have (group.share.max.size)")
+	fs.IntVar(&e.Groups.Share.MaxInFlight, "group-share-max-record-locks", def.Engine.Groups.Share.MaxInFlight, "share groups: the most records in flight (from the start offset to the last acquired) per share-partition; fetches acquire nothing new past it (group.share.partition.max.record.locks)")
+	fs.DurationVar(&f.shareLock, "group-share-record-lock-duration", def.Engine.Groups.Share.LockDuration, "share groups: how long a fetched record stays locked to its member before it is delivered again; the group config share.record.lock.duration.ms overrides it (group.share.record.lock.duration.ms)")
+	fs.IntVar(&f.shareDeliveryLimit, "group-share-delivery-count-limit", int(def.Engine.Groups.Share.DeliveryLimit), "share groups: deliveries of a record before it is archived instead of delivered again, 2 to 10; the group config share.delivery.count.limit overrides it")
+	fs.DurationVar(&f.shareSession, "group-share-session-timeout", time.Duration(def.Engine.Groups.Share.Group.SessionMillis)*time.Millisecond, "share groups: a member silent this long is removed and its records released (group.share.session.timeout.ms)")
+	fs.DurationVar(&f.shareHeartbeat, "group-share-heartbeat-interval", time.Duration(def.Engine.Groups.Share.Group.HeartbeatMillis)*time.Millisecond, "share groups: the heartbeat interval members are told (group.share.heartbeat.interval.ms)")
+	fs.IntVar(&c.Kafka.ShareSessions, "share-sessions", def.Kafka.ShareSessions, "share sessions (KIP-932 share consumers, one per member and broker) kept per listener; a new one past it gets SHARE_SESSION_LIMIT_REACHED")
 	fs.DurationVar(&e.Groups.InitialRebalanceDelay, "group-initial-rebalance-delay", def.Engine.Groups.InitialRebalanceDelay, "how long a new group waits for more members before its first generation (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -235,6 +246,14 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if c := cfg.Engine.Groups.Consumer; c.HeartbeatInterval <= 0 || c.SessionTimeout <= c.HeartbeatInterval || c.MaxSize < 0 {
 		return cfg, cli.Usagef("--group-consumer-heartbeat-interval (%v) must be positive and shorter than --group-consumer-session-timeout (%v), and --group-consumer-max-size (%d) at least 0", c.HeartbeatInterval, c.SessionTimeout, c.MaxSize)
 	}
+	sh := &cfg.Engine.Groups.Share
+	if f.shareLock < time.Second || f.shareDeliveryLimit < 2 || f.shareDeliveryLimit > 10 || f.shareHeartbeat <= 0 || f.shareSession <= f.shareHeartbeat ||
+		sh.MaxGroups < 1 || sh.Group.MaxSize < 1 || sh.MaxInFlight < 1 || cfg.Kafka.ShareSessions < 1 {
+		return cfg, cli.Usagef("share groups: --group-share-record-lock-duration (%v) must be at least 1s, --group-share-delivery-count-limit (%d) 2 to 10, --group-share-heartbeat-interval (%v) positive and shorter than --group-share-session-timeout (%v), and --group-share-max-groups, --group-share-max-size, --group-share-max-record-locks and --share-sessions at least 1",
+			f.shareLock, f.shareDeliveryLimit, f.shareHeartbeat, f.shareSession)
+	}
+	sh.LockDuration, sh.DeliveryLimit = f.shareLock, int16(f.shareDeliveryLimit)
+	sh.Group.SessionMillis, sh.Group.HeartbeatMillis = f.shareSession.Milliseconds(), int32(f.shareHeartbeat.Milliseconds())
 	if f.voters == "" {
 		if f.controllerAddr != "" {
 			return cfg, cli.Usagef("--controller-addr needs --voters (cluster mode)")

@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// GroupConfigKeys are the group configs a GROUP resource takes
+// (IncrementalAlterConfigs, DescribeConfigs), Kafka's names; each
+// overrides a broker-wide setting for one group.
+var GroupConfigKeys = []string{
+	"share.auto.offset.reset",
+	"share.delivery.count.limit",
+	"share.heartbeat.interval.ms",
+	"share.isolation.level",
+	"share.record.lock.duration.ms",
+	"share.session.timeout.ms",
+}
+
+// ValidateGroupConfig checks one group config's value.
+func ValidateGroupConfig(key, value string) error {
+	intIn := func(lo, hi int64) error {
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("%s=%q: want an integer from %d to %d", key, value, lo, hi)
+		}
+		return nil
+	}
+	switch key {
+	case "share.auto.offset.reset":
+		if value == "earliest" || value == "latest" {
+			return nil
+		}
+		if d, ok := strings.CutPrefix(value, "by_duration:"); ok {
+			if _, err := parseISODuration(d); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			return nil
+		}
+		return fmt.Errorf("%s=%q: want earliest, latest or by_duration:<ISO-8601 duration>", key, value)
+	case "share.isolation.level":
+		if value == "read_uncommitted" {
+			return nil
+		}
+		return fmt.Errorf("%s=%q: only read_uncommitted is supported", key, value)
+	case "share.delivery.count.limit":
+		return intIn(2, 10)
+	case "share.heartbeat.interval.ms":
+		return intIn(1000, 15*60*1000)
+	case "share.session.timeout.ms":
+		return intIn(1000, 30*60*1000)
+	case "share.record.lock.duration.ms":
+		return intIn(1000, 60*60*1000)
+	}
+	return fmt.Errorf("unknown group config %q (known: %s)", key, strings.Join(GroupConfigKeys, ", "))
+}
+
+// GroupConfigs returns group's config overrides (do not modify).
+func (e *Engine) GroupConfigs(group string) map[string]string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.meta.GroupConfigs[group]
+}
+
+// GroupConfigDefaults returns the broker-wide value of each group config.
+func (e *Engine) GroupConfigDefaults() map[string]string {
+	s := e.cfg.Groups.Share
+	return map[string]string{
+		"share.auto.offset.reset":       "latest",
+		"share.delivery.count.limit":    strconv.Itoa(int(s.DeliveryLimit)),
+		"share.heartbeat.interval.ms":   strconv.Itoa(int(s.Group.HeartbeatMillis)),
+		"share.isolation.level":         "read_uncommitted",
+		"share.record.lock.duration.ms": strconv.FormatInt(s.LockDuration.Milliseconds(), 10),
+		"share.session.timeout.ms":      strconv.FormatInt(s.Group.SessionMillis, 10),
+	}
+}
+
+// AlterGroupConfigs sets (non-nil) or removes (nil) group's config
+// overrides, durably.
+func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validateOnly bool) error {
+	if group == "" {
+		return fmt.Errorf("%w: a group config needs a group id", kerr.InvalidRequest)
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if v := set[k]; v != nil {
+			if err := ValidateGroupConfig(k, *v); err != nil {
+				return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
+			}
+		} else if !slices.Contains(GroupConfigKeys, k) {
+			return fmt.Errorf("%w: unknown group config %q", kerr.InvalidConfig, k)
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	if err := e.beginAdmin(); err != nil {
+		return err
+	}
+	defer e.admin.Done()
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	next := e.meta.clone()
+	next.GroupConfigs = maps.Clone(e.meta.GroupConfigs)
+	if next.GroupConfigs == nil {
+		next.GroupConfigs = map[string]map[string]string{}
+	}
+	cur := maps.Clone(next.GroupConfigs[group])
+	if cur == nil {
+		cur = map[string]string{}
+	}
+	for k, v := range set {
+		if v == nil {
+			delete(cur, k)
+		} else {
+			cur[k] = *v
+		}
+	}
+	if len(cur) == 0 {
+		delete(next.GroupConfigs, group)
+	} else {
+		next.GroupConfigs[group] = cur
+	}
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	}
+	e.mu.Lock()
+	e.meta = next
+	e.mu.Unlock()
+	e.shares.applyLimits(group)
+	return nil
+}
+
+// shareSettings returns group's share settings: the broker's, with the
+// group's overrides applied.
+func (e *Engine) shareSettings(group string) ShareConfig {
+	c := e.cfg.Groups.Share
+	for k, v := range e.GroupConfigs(group) {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "share.delivery.count.limit":
+			c.DeliveryLimit = int16(n)
+		case "share.heartbeat.interval.ms":
+			c.Group.HeartbeatMillis = int32(n)
+		case "share.session.timeout.ms":
+			c.Group.SessionMillis = n
+		case "share.record.lock.duration.ms":
+			c.LockDuration = time.Duration(n) * time.Millisecond
+		}
+	}
+	return c
+}
+
+// DescribeGroupConfig lists every group config of group with its value
+// and where it comes from (the group's override, else the broker's).
+func (e *Engine) DescribeGroupConfig(group string) []ConfigEntry {
+	over, defs := e.GroupConfigs(group), e.GroupConfigDefaults()
+	out := make([]ConfigEntry, 0, len(GroupConfigKeys))
+	for _, k := range GroupConfigKeys {
+		ent := ConfigEntry{Name: k, Value: defs[k], Source: SourceStaticBroker, Type: TypeInt}
+		if strings.HasSuffix(k, ".ms") {
+			ent.Type = TypeLong
+		}
+		if k == "share.auto.offset.reset" || k == "share.isolation.level" {
+			ent.Type = TypeString
+		}
+		if v, ok := over[k]; ok {
+			ent.Synonyms = append(ent.Synonyms, ConfigSynonym{k, v, SourceGroup})
+			ent.Value, ent.Source = v, SourceGroup
+		}
+		ent.Synonyms = append(ent.Synonyms, ConfigSynonym{k, defs[k], SourceStaticBroker})
+		out = append(out, ent)
+	}
+	return out
+}

@@ -1,0 +1,505 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/engine/sharegroup"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// ShareConfig holds the broker-wide settings of share groups (KIP-932);
+// a group config of the same meaning overrides them per group
+// (GroupConfigKeys).
+type ShareConfig struct {
+	// Group: session timeout, heartbeat interval, max members.
+	Group sharegroup.Config
+	// LockDuration is how long a fetch's acquisition lasts
+	// (group.share.record.lock.duration.ms).
+	LockDuration time.Duration
+	// DeliveryLimit is how many deliveries a record gets before it is
+	// archived (group.share.delivery.count.limit).
+	DeliveryLimit int16
+	// MaxInFlight bounds a share-partition's in-flight records
+	// (group.share.partition.max.record.locks).
+	MaxInFlight int
+	// MaxGroups bounds the share groups a coordinator holds
+	// (group.share.max.groups): each may keep in-flight state for every
+	// partition it reads.
+	MaxGroups int
+}
+
+// DefaultShareConfig returns Kafka's defaults.
+func DefaultShareConfig() ShareConfig {
+	return ShareConfig{
+		Group:         sharegroup.Config{SessionMillis: 45000, HeartbeatMillis: 5000, MaxSize: 200},
+		LockDuration:  30 * time.Second,
+		DeliveryLimit: 5,
+		MaxInFlight:   2000,
+		MaxGroups:     100,
+	}
+}
+
+// ShareAcquisition is a range of offsets a share fetch acquired.
+type ShareAcquisition = sharegroup.Acquisition
+
+// ShareAck is one acknowledgement batch of a share fetch or acknowledge.
+type ShareAck struct {
+	First, Last int64
+	Types       []int8
+}
+
+// SharePartitions is the share-partition leader's side of share groups:
+// for each share-partition of a topic partition this broker leads, the
+// in-flight records (sharegroup.Partition), loaded from the share
+// coordinator (ShareStates) on first use, written back there before an
+// acknowledgement is answered.
+type SharePartitions struct {
+	eng *Engine
+	mu  sync.Mutex
+	// parts is guarded by mu; each part by its own lock.
+	parts map[ShareKey]*sharePart
+}
+
+// sharePart is one share-partition on its leader. mu guards the state;
+// write serializes the writes of its state (taken before mu, never held
+// by a reader).
+type sharePart struct {
+	key         ShareKey
+	write       sync.Mutex
+	mu          sync.Mutex
+	p           *sharegroup.Partition
+	leaderEpoch int32
+	stateEpoch  int32
+	saved       uint64 // p.Changes() at the last durable write
+}
+
+func newSharePartitions(e *Engine) *SharePartitions {
+	return &SharePartitions{eng: e, parts: map[ShareKey]*sharePart{}}
+}
+
+// Shares returns the engine's share-partition leader side.
+func (e *Engine) Shares() *SharePartitions { return e.shares }
+
+// limits returns group's share-partition limits.
+func (s *SharePartitions) limits(group string) sharegroup.Limits {
+	c := s.eng.shareSettings(group)
+	return sharegroup.Limits{LockMillis: c.LockDuration.Milliseconds(), DeliveryLimit: c.DeliveryLimit, MaxInFlight: c.MaxInFlight}
+}
+
+// LockMillis is group's acquisition lock duration, as ShareFetch reports it.
+func (s *SharePartitions) LockMillis(group string) int32 {
+	return int32(s.eng.shareSettings(group).LockDuration.Milliseconds())
+}
+
+// part returns k's share-partition for p, loading it from the share
+// coordinator, or starting it from share.auto.offset.reset, when this
+// broker has none for p's current leader epoch.
+func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
+	if err := s.checkLeader(p); err != nil {
+		return nil, err
+	}
+	epoch := p.LeaderEpoch()
+	s.mu.Lock()
+	sp := s.parts[k]
+	if sp == nil || sp.leaderEpoch != epoch {
+		sp = &sharePart{key: k, leaderEpoch: epoch}
+		s.parts[k] = sp
+	}
+	s.mu.Unlock()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.p != nil {
+		return sp, nil
+	}
+	st, ok, err := s.eng.shareStates.Read(k)
+	if err != nil {
+		return nil, err
+	}
+	lim := s.limits(k.Group)
+	if ok {
+		rp, err := sharegroup.Restore(st.State, lim, maxShareSpan)
+		if err != nil {
+			return nil, fmt.Errorf("%w: share-partition %s: %w", kerr.KafkaStorageError, k, err)
+		}
+		sp.p, sp.stateEpoch = rp, st.StateEpoch
+		sp.saved = rp.Changes()
+		return sp, nil
+	}
+	start, err := s.initialOffset(k.Group, p)
+	if err != nil {
+		return nil, err
+	}
+	sp.p = sharegroup.NewPartition(start, lim)
+	sp.saved = sp.p.Changes() + 1 // a new state is written at the first acknowledgement
+	return sp, nil
+}
+
+func (s *SharePartitions) checkLeader(p *Partition) error {
+	if err := p.Offline(); err != nil {
+		return err
+	}
+	if p.Replicated() && p.Role() != RoleLeader {
+		return fmt.Errorf("%w: %s is not led here", kerr.NotLeaderForPartition, p)
+	}
+	if !p.Hosted() {
+		return fmt.Errorf("%w: %s is not hosted here", kerr.NotLeaderForPartition, p)
+	}
+	return nil
+}
+
+// initialOffset is where a share-partition with no state starts, as the
+// group's share.auto.offset.reset says: latest (the high watermark, the
+// default), earliest (the log start), or by_duration:<ISO-8601> (the
+// first record at or after now minus the duration).
+func (s *SharePartitions) initialOffset(group string, p *Partition) (int64, error) {
+	reset := s.eng.GroupConfigs(group)["share.auto.offset.reset"]
+	switch {
+	case reset == "earliest":
+		return p.LogStartOffset(), nil
+	case strings.HasPrefix(reset, "by_duration:"):
+		d, err := parseISODuration(strings.TrimPrefix(reset, "by_duration:"))
+		if err != nil {
+			return p.HighWatermark(), nil // validated when set
+		}
+		l, err := p.Log()
+		if err != nil {
+			return 0, err
+		}
+		got, ok, err := l.OffsetForTime(time.Now().Add(-d).UnixMilli())
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return p.HighWatermark(), nil
+		}
+		return got.Offset, nil
+	default:
+		return p.HighWatermark(), nil
+	}
+}
+
+// Fetch acquires for member up to maxRecords records (0: no limit) of
+// group's share-partition of p, reading at most maxBytes (at least one
+// batch), and returns the whole batches holding them and the acquired
+// ranges (strict: never more than maxRecords, see
+// sharegroup.Partition.Acquire). No records is not an error.
+func (s *SharePartitions) Fetch(group, member string, p *Partition, maxBytes, maxRecords int, strict bool) ([]byte, []sharegroup.Acquisition, error) {
+	k := ShareKey{Group: group, Topic: p.Topic().ID, Partition: p.Index}
+	sp, err := s.part(k, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := p.Log()
+	if err != nil {
+		return nil, nil, err
+	}
+	sp.write.Lock()
+	defer sp.write.Unlock()
+	sp.mu.Lock()
+	now := time.Now().UnixMilli()
+	sp.p.Expire(now)
+	if ls := p.LogStartOffset(); sp.p.Start() < ls {
+		sp.p.SkipTo(ls) // retention deleted them: nothing to deliver
+	}
+	if sp.p.Changes() != sp.saved {
+		// Locks expired (records available again with their delivery
+		// counts, or archived at the limit) or the start moved: durable
+		// before anything is delivered again, so a restart neither
+		// forgets an archiving nor undercounts a delivery.
+		if err := s.persistLocked(sp); err != nil {
+			return nil, nil, err
+		}
+		sp.mu.Lock()
+	}
+	defer sp.mu.Unlock()
+	hw := p.HighWatermark()
+	from, ok := sp.p.FetchFrom()
+	if !ok || from >= hw {
+		return nil, nil, nil
+	}
+	buf, err := l.ReadBytes(nil, from, maxBytes, hw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s at %d: %w", p, from, err)
+	}
+	var spans []sharegroup.Span
+	var at [][2]int // each batch's bytes in buf
+	for pos := 0; pos+batch.LogOverhead <= len(buf); {
+		n := int(batch.BatchLength(buf[pos:])) + batch.LogOverhead
+		if n <= batch.LogOverhead || pos+n > len(buf) {
+			break
+		}
+		h, err := batch.ParseHeader(buf[pos : pos+n])
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s at %d: %w", kerr.CorruptMessage, p, from, err)
+		}
+		spans = append(spans, sharegroup.Span{First: h.BaseOffset, Last: h.LastOffset(), Control: h.Control()})
+		at = append(at, [2]int{pos, pos + n})
+		pos += n
+	}
+	acq, send := sp.p.Acquire(member, now, spans, maxRecords, strict)
+	if len(acq) == 0 {
+		return nil, nil, nil
+	}
+	out := buf[:0] // the batches to send, moved down in place
+	for i, ok := range send {
+		if ok {
+			out = append(out, buf[at[i][0]:at[i][1]]...)
+		}
+	}
+	return out, acq, nil
+}
+
+// Acknowledge applies member's acknowledgement batches to group's
+// share-partition of p and returns once the new state is durable. The
+// first failing batch's error is returned; the batches before it apply.
+func (s *SharePartitions) Acknowledge(group, member string, p *Partition, acks []ShareAck) error {
+	k := ShareKey{Group: group, Topic: p.Topic().ID, Partition: p.Index}
+	sp, err := s.part(k, p)
+	if err != nil {
+		return err
+	}
+	sp.write.Lock()
+	defer sp.write.Unlock()
+	sp.mu.Lock()
+	now := time.Now().UnixMilli()
+	var ackErr error
+	for _, a := range acks {
+		if ackErr = sp.p.Acknowledge(member, now, a.First, a.Last, a.Types); ackErr != nil {
+			break
+		}
+	}
+	err = s.persistLocked(sp)
+	return errors.Join(ackErr, err)
+}
+
+// persistLocked writes sp's state when it changed since the last durable
+// write; it is called with sp.write and sp.mu held and releases sp.mu.
+func (s *SharePartitions) persistLocked(sp *sharePart) error {
+	ch := sp.p.Changes()
+	if ch == sp.saved {
+		sp.mu.Unlock()
+		return nil
+	}
+	st := ShareState{State: sp.p.State(), StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch}
+	sp.mu.Unlock()
+	err := s.eng.shareStates.Write(sp.key, st)
+	if err != nil {
+		if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) {
+			s.forget(sp) // load it again: an admin or a newer leader changed it
+		}
+		return err
+	}
+	sp.mu.Lock()
+	sp.saved = ch
+	sp.mu.Unlock()
+	return nil
+}
+
+func (s *SharePartitions) forget(sp *sharePart) {
+	s.mu.Lock()
+	if s.parts[sp.key] == sp {
+		delete(s.parts, sp.key)
+	}
+	s.mu.Unlock()
+}
+
+// ReleaseMember makes the records member of group holds on any
+// share-partition here available again (it left the group, or its share
+// session or connection closed), and persists what changed.
+func (s *SharePartitions) ReleaseMember(group, member string) {
+	s.mu.Lock()
+	var sps []*sharePart
+	for k, sp := range s.parts {
+		if k.Group == group {
+			sps = append(sps, sp)
+		}
+	}
+	s.mu.Unlock()
+	for _, sp := range sps {
+		k := sp.key
+		sp.write.Lock()
+		sp.mu.Lock()
+		if sp.p == nil {
+			sp.mu.Unlock()
+		} else {
+			sp.p.ReleaseMember(member)
+			if err := s.persistLocked(sp); err != nil {
+				s.eng.logger.Warn("share-partition state not written after a release", "share_partition", k.String(), "err", err)
+			}
+		}
+		sp.write.Unlock()
+	}
+}
+
+// InFlight counts group's in-flight records on the share-partitions this
+// broker leads: available, acquired and done (acknowledged or archived,
+// above the start offset).
+func (s *SharePartitions) InFlight(group string) (available, acquired, done int) {
+	s.mu.Lock()
+	var sps []*sharePart
+	for k, sp := range s.parts {
+		if k.Group == group {
+			sps = append(sps, sp)
+		}
+	}
+	s.mu.Unlock()
+	for _, sp := range sps {
+		sp.mu.Lock()
+		if sp.p != nil {
+			a, q, d := sp.p.InFlight()
+			available, acquired, done = available+a, acquired+q, done+d
+		}
+		sp.mu.Unlock()
+	}
+	return available, acquired, done
+}
+
+// InFlightOf counts one share-partition's records acquired now and
+// available for another delivery (released, or their lock expired);
+// false when this broker holds no state of it in memory.
+func (s *SharePartitions) InFlightOf(k ShareKey) (acquired, redeliver int, ok bool) {
+	s.mu.Lock()
+	sp := s.parts[k]
+	s.mu.Unlock()
+	if sp == nil {
+		return 0, 0, false
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.p == nil {
+		return 0, 0, false
+	}
+	a, q, _ := sp.p.InFlight()
+	return q, a, true
+}
+
+// Reset sets group's share-partition of p to start at offset, with no
+// record in flight (AlterShareGroupOffsets; the group has no member), and
+// returns once it is durable.
+func (s *SharePartitions) Reset(group string, topic TopicID, partition int32, offset int64) error {
+	k := ShareKey{Group: group, Topic: topic, Partition: partition}
+	st, _, err := s.eng.shareStates.Read(k)
+	if err != nil {
+		return err
+	}
+	s.dropKey(k)
+	next := ShareState{State: sharegroup.State{Start: offset}, StateEpoch: st.StateEpoch + 1, LeaderEpoch: st.LeaderEpoch}
+	return s.eng.shareStates.Write(k, next)
+}
+
+// dropGroup forgets every share-partition of group held in memory (the
+// group was deleted).
+func (s *SharePartitions) dropGroup(group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.parts {
+		if k.Group == group {
+			delete(s.parts, k)
+		}
+	}
+}
+
+// Delete removes group's state of topic's partitions (DeleteShareGroupOffsets,
+// DeleteGroups).
+func (s *SharePartitions) Delete(keys []ShareKey) error {
+	var errs []error
+	for _, k := range keys {
+		s.dropKey(k)
+		errs = append(errs, s.eng.shareStates.Delete(k))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *SharePartitions) dropKey(k ShareKey) {
+	s.mu.Lock()
+	delete(s.parts, k)
+	s.mu.Unlock()
+}
+
+// groupKeys lists the share-partitions of group this broker knows of, by
+// their state, sorted.
+func (s *SharePartitions) groupKeys(group string) []ShareKey {
+	keys := s.eng.shareStates.Keys(group)
+	slices.SortFunc(keys, func(a, b ShareKey) int {
+		if c := strings.Compare(string(a.Topic[:]), string(b.Topic[:])); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return keys
+}
+
+// parseISODuration parses the subset of ISO-8601 durations Kafka's
+// by_duration reset takes: PnDTnHnMnS (each part optional, seconds may
+// be fractional).
+func parseISODuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("duration %q: want ISO-8601 like P1DT2H30M or PT15M", s)
+	if !strings.HasPrefix(s, "P") || len(s) < 3 {
+		return 0, bad
+	}
+	s = s[1:]
+	var d time.Duration
+	inTime := false
+	for s != "" {
+		if s[0] == 'T' {
+			if inTime {
+				return 0, bad
+			}
+			inTime, s = true, s[1:]
+			continue
+		}
+		i := strings.IndexAny(s, "DHMS")
+		if i <= 0 {
+			return 0, bad
+		}
+		v, err := strconv.ParseFloat(s[:i], 64)
+		if err != nil || v < 0 {
+			return 0, bad
+		}
+		var unit time.Duration
+		switch {
+		case s[i] == 'D' && !inTime:
+			unit = 24 * time.Hour
+		case s[i] == 'H' && inTime:
+			unit = time.Hour
+		case s[i] == 'M' && inTime:
+			unit = time.Minute
+		case s[i] == 'S' && inTime:
+			unit = time.Second
+		default:
+			return 0, bad
+		}
+		d += time.Duration(v * float64(unit))
+		s = s[i+1:]
+	}
+	return d, nil
+}
+
+// applyLimits gives group's share-partitions the group's current limits
+// (a group config changed).
+func (s *SharePartitions) applyLimits(group string) {
+	lim := s.limits(group)
+	s.mu.Lock()
+	var sps []*sharePart
+	for k, sp := range s.parts {
+		if k.Group == group {
+			sps = append(sps, sp)
+		}
+	}
+	s.mu.Unlock()
+	for _, sp := range sps {
+		sp.mu.Lock()
+		if sp.p != nil {
+			sp.p.SetLimits(lim)
+		}
+		sp.mu.Unlock()
+	}
+}

@@ -1,0 +1,397 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/engine/sharegroup"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// ShareStateTopic is the internal compacted topic holding the state of
+// every share-partition (KIP-932): one snapshot record per change, keyed
+// by group, topic id and partition; the last one of a key wins.
+const ShareStateTopic = "__share_group_state"
+
+// shareStatePartitions is the partition count of ShareStateTopic on a
+// single broker (created on first use).
+const shareStatePartitions = 8
+
+// maxShareSpan bounds the offsets a persisted state's batches may span
+// past its start: a state is never wider than its in-flight window, and a
+// hostile or corrupt record must not size an allocation.
+const maxShareSpan = 1 << 20
+
+// ShareKey names a share-partition: a share group's view of one topic
+// partition.
+type ShareKey struct {
+	Group     string
+	Topic     TopicID
+	Partition int32
+}
+
+func (k ShareKey) String() string {
+	return strconv.Quote(k.Group) + "/" + k.Topic.String() + "-" + strconv.Itoa(int(k.Partition))
+}
+
+// ShareState is a share-partition's persisted state.
+type ShareState struct {
+	sharegroup.State
+	// StateEpoch grows when an admin resets or deletes the state: the
+	// share-partition leader's writes of an older epoch are refused.
+	StateEpoch int32
+	// LeaderEpoch is the partition leader epoch of the last writer.
+	LeaderEpoch int32
+}
+
+// The share-state record: key = int16 type 0 (Kafka's ShareSnapshot),
+// group, topic id, partition; value = int16 version 0, snapshot epoch,
+// state epoch, leader epoch, start offset, and the state batches (first,
+// last, state, delivery count). A nil value deletes the key.
+const (
+	shareSnapshotKey     int16 = 0
+	shareSnapshotVersion int16 = 0
+	// shareBatchBytes is the encoded size of one state batch.
+	shareBatchBytes = 8 + 8 + 1 + 2
+)
+
+func appendShareKey(dst []byte, k ShareKey) []byte {
+	dst = kbin.AppendInt16(dst, shareSnapshotKey)
+	dst = kbin.AppendString(dst, k.Group)
+	dst = append(dst, k.Topic[:]...)
+	return kbin.AppendInt32(dst, k.Partition)
+}
+
+func readShareKey(b []byte) (ShareKey, error) {
+	r := kbin.Reader{Src: b}
+	var k ShareKey
+	if typ := r.Int16(); typ != shareSnapshotKey {
+		return k, fmt.Errorf("share state key type %d", typ)
+	}
+	k.Group = r.String()
+	k.Topic = r.Uuid()
+	k.Partition = r.Int32()
+	if err := r.Complete(); err != nil {
+		return k, fmt.Errorf("share state key: %w", err)
+	}
+	return k, nil
+}
+
+func appendShareValue(dst []byte, s ShareState, snapshotEpoch int32) []byte {
+	dst = kbin.AppendInt16(dst, shareSnapshotVersion)
+	dst = kbin.AppendInt32(dst, snapshotEpoch)
+	dst = kbin.AppendInt32(dst, s.StateEpoch)
+	dst = kbin.AppendInt32(dst, s.LeaderEpoch)
+	dst = kbin.AppendInt64(dst, s.Start)
+	dst = kbin.AppendArrayLen(dst, len(s.Batches))
+	for _, b := range s.Batches {
+		dst = kbin.AppendInt64(dst, b.First)
+		dst = kbin.AppendInt64(dst, b.Last)
+		dst = kbin.AppendInt8(dst, int8(b.State))
+		dst = kbin.AppendInt16(dst, b.DeliveryCount)
+	}
+	return dst
+}
+
+func readShareValue(b []byte) (ShareState, error) {
+	r := kbin.Reader{Src: b}
+	var s ShareState
+	if v := r.Int16(); v != shareSnapshotVersion {
+		return s, fmt.Errorf("share state value version %d", v)
+	}
+	r.Int32() // snapshot epoch
+	s.StateEpoch = r.Int32()
+	s.LeaderEpoch = r.Int32()
+	s.Start = r.Int64()
+	n := r.ArrayLen()
+	if n < 0 || int(n) > len(r.Src)/shareBatchBytes {
+		return s, fmt.Errorf("share state value: %d batches in %d bytes", n, len(r.Src))
+	}
+	s.Batches = make([]sharegroup.StateBatch, n)
+	for i := range s.Batches {
+		s.Batches[i] = sharegroup.StateBatch{First: r.Int64(), Last: r.Int64(), State: sharegroup.RecordState(r.Int8()), DeliveryCount: r.Int16()}
+	}
+	if err := r.Complete(); err != nil {
+		return s, fmt.Errorf("share state value: %w", err)
+	}
+	return s, nil
+}
+
+// ShareStates is the share coordinator: it owns ShareStateTopic, keeps
+// the last state of each share-partition in memory (rebuilt from the
+// topic at start, or when this broker becomes the leader of one of its
+// partitions in cluster mode) and writes every new state there before it
+// answers. The share-partition leaders (SharePartitions) read and write
+// through it.
+type ShareStates struct {
+	eng *Engine
+	// mu guards states and loaded; it is not held across a write (a
+	// key's writes are serialized by their share-partition).
+	mu     sync.Mutex
+	states map[ShareKey]ShareState
+	// loaded: the partitions replayed (cluster mode); nil on a single
+	// broker, where every partition is replayed at start.
+	loaded map[int32]bool
+	snap   int32
+	// createMu serializes the creation of ShareStateTopic on first use.
+	createMu sync.Mutex
+}
+
+func newShareStates(e *Engine) *ShareStates {
+	s := &ShareStates{eng: e, states: map[ShareKey]ShareState{}}
+	if e.cfg.Replicated {
+		s.loaded = map[int32]bool{}
+	}
+	return s
+}
+
+// ShareStates returns the engine's share coordinator.
+func (e *Engine) ShareStates() *ShareStates { return e.shareStates }
+
+// PartitionFor is the ShareStateTopic partition of a key among n.
+func sharePartitionFor(k ShareKey, n int) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(k.Group))
+	h.Write(k.Topic[:])
+	h.Write([]byte(strconv.Itoa(int(k.Partition))))
+	return int32(h.Sum32() % uint32(n))
+}
+
+// topic returns ShareStateTopic, created on a single broker on first use
+// (replaying nothing: it is new). In cluster mode the controller creates
+// it; nil until then.
+func (s *ShareStates) topic(create bool) (*Topic, error) {
+	if t := s.eng.Topic(ShareStateTopic); t != nil {
+		return t, nil
+	}
+	if s.loaded != nil || !create {
+		return nil, nil
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	if t := s.eng.Topic(ShareStateTopic); t != nil {
+		return t, nil
+	}
+	t, err := s.eng.CreateTopic(CreateTopicRequest{
+		Name: ShareStateTopic, Partitions: shareStatePartitions, ReplicationFactor: 1, Internal: true,
+		Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": offsetsSegmentBytes},
+	})
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return s.eng.Topic(ShareStateTopic), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: create %s: %w", kerr.CoordinatorNotAvailable, ShareStateTopic, err)
+	}
+	return t, nil
+}
+
+// partition returns the ShareStateTopic partition holding k, checking
+// this broker coordinates it (cluster mode).
+func (s *ShareStates) partition(k ShareKey, create bool) (*Partition, error) {
+	t, err := s.topic(create)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, ShareStateTopic)
+	}
+	ps := t.Partitions()
+	p := ps[sharePartitionFor(k, len(ps))]
+	if s.loaded != nil {
+		if err := checkLeads(p, ShareStateTopic, "share-partition "+k.String(), s.Loaded); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// start replays ShareStateTopic on a single broker.
+func (s *ShareStates) start() error {
+	if s.loaded != nil {
+		return nil
+	}
+	t := s.eng.Topic(ShareStateTopic)
+	if t == nil {
+		return nil
+	}
+	n := 0
+	for _, p := range t.Partitions() {
+		m, err := s.replay(p)
+		if err != nil {
+			return err
+		}
+		n += m
+	}
+	s.eng.logger.Info("loaded share-partition states", "records", n, "states", len(s.states))
+	return nil
+}
+
+// replay applies one ShareStateTopic partition's records.
+func (s *ShareStates) replay(p *Partition) (int, error) {
+	l, err := p.Log()
+	if err != nil {
+		return 0, fmt.Errorf("%s is offline: %w", p, err)
+	}
+	n := 0
+	err = replayBatches(p, l, func(h *batch.Header, b []byte) error {
+		if h.Control() {
+			return nil
+		}
+		return forEachRecord(b, h, func(r *batch.Record) {
+			n++
+			k, err := readShareKey(r.Key)
+			if err != nil {
+				s.eng.logger.Warn("skipping unreadable record in "+ShareStateTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
+				return
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if r.Value == nil {
+				delete(s.states, k)
+				return
+			}
+			st, err := readShareValue(r.Value)
+			if err == nil {
+				_, err = sharegroup.Restore(st.State, sharegroup.Limits{}, maxShareSpan)
+			}
+			if err != nil {
+				s.eng.logger.Warn("skipping unreadable record in "+ShareStateTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
+				return
+			}
+			s.states[k] = st
+		})
+	})
+	return n, err
+}
+
+// LoadPartition replays partition i of ShareStateTopic: this broker now
+// leads it (cluster mode).
+func (s *ShareStates) LoadPartition(i int32) error {
+	t := s.eng.Topic(ShareStateTopic)
+	if t == nil || t.Partition(i) == nil {
+		return fmt.Errorf("engine: %s has no partition %d", ShareStateTopic, i)
+	}
+	s.dropPartition(t, i)
+	if _, err := s.replay(t.Partition(i)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.loaded[i] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// Loaded reports whether partition i was replayed (cluster mode).
+func (s *ShareStates) Loaded(i int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loaded == nil || s.loaded[i]
+}
+
+// UnloadPartition forgets partition i's states: another broker leads it.
+func (s *ShareStates) UnloadPartition(i int32) {
+	if t := s.eng.Topic(ShareStateTopic); t != nil {
+		s.dropPartition(t, i)
+	}
+	s.mu.Lock()
+	delete(s.loaded, i)
+	s.mu.Unlock()
+}
+
+func (s *ShareStates) dropPartition(t *Topic, i int32) {
+	n := len(t.Partitions())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.states {
+		if sharePartitionFor(k, n) == i {
+			delete(s.states, k)
+		}
+	}
+}
+
+// Read returns k's state; false when none was written.
+func (s *ShareStates) Read(k ShareKey) (ShareState, bool, error) {
+	if _, err := s.partition(k, false); err != nil && s.loaded != nil {
+		return ShareState{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.states[k]
+	return st, ok, nil
+}
+
+// Write makes st k's state once it is durable. A write of an older state
+// epoch (an admin reset it since) is FENCED_STATE_EPOCH, of an older
+// leader epoch (a newer leader of the partition wrote) FENCED_LEADER_EPOCH.
+// The caller serializes the writes of one key.
+func (s *ShareStates) Write(k ShareKey, st ShareState) error {
+	p, err := s.partition(k, true)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if cur, ok := s.states[k]; ok {
+		if st.StateEpoch < cur.StateEpoch {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: share-partition %s was reset (state epoch %d, written %d)", kerr.FencedStateEpoch, k, cur.StateEpoch, st.StateEpoch)
+		}
+		if st.LeaderEpoch < cur.LeaderEpoch {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: share-partition %s has a newer leader (epoch %d, written %d)", kerr.FencedLeaderEpoch, k, cur.LeaderEpoch, st.LeaderEpoch)
+		}
+	}
+	s.snap++
+	val := appendShareValue(nil, st, s.snap)
+	s.mu.Unlock()
+	if err := appendRecords(p, time.Now().UnixMilli(), []kv{{appendShareKey(nil, k), val}}); err != nil {
+		if errors.Is(err, kerr.NotLeaderForPartition) {
+			return fmt.Errorf("%w: %s moved to another broker: %w", kerr.NotCoordinator, p, err)
+		}
+		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, ShareStateTopic, err)
+	}
+	s.mu.Lock()
+	s.states[k] = st
+	s.mu.Unlock()
+	return nil
+}
+
+// Delete removes k's state (a tombstone); nothing when there is none.
+func (s *ShareStates) Delete(k ShareKey) error {
+	s.mu.Lock()
+	_, ok := s.states[k]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	p, err := s.partition(k, false)
+	if err != nil {
+		return err
+	}
+	if err := appendRecords(p, time.Now().UnixMilli(), []kv{{appendShareKey(nil, k), nil}}); err != nil {
+		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, ShareStateTopic, err)
+	}
+	s.mu.Lock()
+	delete(s.states, k)
+	s.mu.Unlock()
+	return nil
+}
+
+// Keys returns the keys of group's states held here.
+func (s *ShareStates) Keys(group string) []ShareKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ShareKey
+	for k := range s.states {
+		if k.Group == group {
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package netio
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Share sessions (KIP-932): a share consumer's ShareFetch and
+// ShareAcknowledge requests to one broker form a session, keyed by group
+// and member, whose epoch the client counts up from 0 (open) with every
+// answered request; -1 closes it. The session remembers the partitions
+// the member fetches, so a later request names only what changed
+// (Topics adds, ForgottenTopicsData removes). A session belongs to the
+// connection that opened it: when the connection closes, or the session
+// does, the member's acquired records here are released for others.
+
+type shareSessionKey struct{ group, member string }
+
+type sharePartKey struct {
+	topic     [16]byte
+	partition int32
+}
+
+type shareSession struct {
+	epoch int32
+	conn  *conn
+	// busy: a request of the session is being answered (set by begin,
+	// cleared by done, under shareSessions.mu); only that request
+	// touches parts and order, and a second one meanwhile is refused.
+	busy  bool
+	parts map[sharePartKey]struct{}
+	order []sharePartKey // the partitions in the order they were added
+}
+
+func (ss *shareSession) add(k sharePartKey) {
+	if _, ok := ss.parts[k]; !ok {
+		ss.parts[k] = struct{}{}
+		ss.order = append(ss.order, k)
+	}
+}
+
+func (ss *shareSession) forget(k sharePartKey) {
+	if _, ok := ss.parts[k]; !ok {
+		return
+	}
+	delete(ss.parts, k)
+	for i, o := range ss.order {
+		if o == k {
+			ss.order = append(ss.order[:i], ss.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// shareSessions is a listener's share sessions, at most max of them.
+type shareSessions struct {
+	mu       sync.Mutex
+	max      int
+	sessions map[shareSessionKey]*shareSession
+}
+
+func newShareSessions(max int) *shareSessions {
+	return &shareSessions{max: max, sessions: map[shareSessionKey]*shareSession{}}
+}
+
+// begin checks a request's session epoch and returns its session: a new
+// one for epoch 0 (replacing the member's old one), the stored one for a
+// positive epoch that matches, the stored one for -1 (closing). The
+// session's epoch moves on in done.
+func (s *shareSessions) begin(c *conn, k shareSessionKey, epoch int32) (*shareSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[k]
+	switch {
+	case epoch == 0:
+		if ss == nil && len(s.sessions) >= s.max {
+			return nil, fmt.Errorf("%w: this broker holds %d share sessions (--share-sessions)", kerr.ShareSessionLimitReached, s.max)
+		}
+		ss = &shareSession{conn: c, parts: map[sharePartKey]struct{}{}, busy: true}
+		s.sessions[k] = ss
+		return ss, nil
+	case ss == nil:
+		return nil, fmt.Errorf("%w: no share session of member %q in group %q", kerr.ShareSessionNotFound, k.member, k.group)
+	case ss.busy:
+		return nil, fmt.Errorf("%w: a request of this share session is still being answered", kerr.InvalidShareSessionEpoch)
+	case ss.conn != c:
+		return nil, fmt.Errorf("%w: the share session was opened on another connection", kerr.ShareSessionNotFound)
+	case epoch != -1 && epoch != ss.epoch:
+		return nil, fmt.Errorf("%w: share session epoch %d, expected %d", kerr.InvalidShareSessionEpoch, epoch, ss.epoch)
+	}
+	ss.busy = true
+	return ss, nil
+}
+
+// done ends a request of session ss: its epoch moves on (ok), or, for a
+// closing request, the session is removed; a failed request leaves the
+// epoch where it was.
+func (s *shareSessions) done(k shareSessionKey, ss *shareSession, ok, closing bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.busy = false
+	if closing {
+		if s.sessions[k] == ss {
+			delete(s.sessions, k)
+		}
+		return
+	}
+	if ok {
+		ss.epoch = max(1, ss.epoch+1)
+	}
+}
+
+// closeConn removes the sessions of c and returns their keys (their
+// members' records are then released).
+func (s *shareSessions) closeConn(c *conn) []shareSessionKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []shareSessionKey
+	for k, ss := range s.sessions {
+		if ss.conn == c {
+			delete(s.sessions, k)
+			out = append(out, k)
+		}
+	}
+	return out
+}
