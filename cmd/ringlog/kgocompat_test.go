@@ -14,10 +14,16 @@ import (
 )
 
 // kgoCompatTests are franz-go's own kgo tests that exercise the group
-// protocols, classic and KIP-848 (TestPauseIssueOct2023 runs first, not
-// in parallel, so that the suite has asked the broker's ApiVersions
-// before TestGroupSimple decides whether to skip its 848 case).
-const kgoCompatTests = `^(TestPauseIssueOct2023|TestGroupSimple|Test848RegexBrokerResolves|TestGroupETL|TestTxnEtl)$`
+// protocols, classic, KIP-848 and share groups (KIP-932)
+// (TestPauseIssueOct2023 runs first, not in parallel, so that the suite
+// has asked the broker's ApiVersions before TestGroupSimple decides
+// whether to skip its 848 case).
+const kgoCompatTests = `^(TestPauseIssueOct2023|TestGroupSimple|Test848RegexBrokerResolves|TestGroupETL|TestTxnEtl|` +
+	`TestShareGroup|TestShareGroupETL|TestShareGroupAckOnClose|TestShareGroupOffsetsAdmin|TestConsumeRegexShareSkipsInternal)$`
+
+// shareTest names the franz-go tests that skip when the broker does not
+// offer share groups.
+var shareTest = regexp.MustCompile(`Share`)
 
 // TestKgoCompat runs franz-go's kgo test suite's group tests (the
 // version go.mod pins, from the module cache) against `ringlog serve`:
@@ -46,7 +52,9 @@ func TestKgoCompat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("find franz-go's kgo package: %v", err)
 	}
-	run := func(t *testing.T, seeds []string, rf string) {
+	// shares: share groups are offered (a single broker; a cluster does
+	// not serve them yet, and their tests skip there).
+	run := func(t *testing.T, seeds []string, rf string, shares bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "-test.run", tests, "-test.v", "-test.timeout", "9m")
@@ -66,6 +74,9 @@ func TestKgoCompat(t *testing.T) {
 			if r[1] == "SKIP" && strings.Contains(r[2], "848") {
 				t.Errorf("%s skipped: the broker did not offer KIP-848", r[2])
 			}
+			if r[1] == "SKIP" && shares && shareTest.MatchString(r[2]) {
+				t.Errorf("%s skipped: the broker did not offer share groups", r[2])
+			}
 		}
 		if err != nil || len(results) == 0 {
 			// What the failing tests said (their t.Errorf lines), then
@@ -82,7 +93,7 @@ func TestKgoCompat(t *testing.T) {
 	}
 	t.Run("single", func(t *testing.T) {
 		b := startServe(t, t.TempDir(), "--group-initial-rebalance-delay", "0s")
-		run(t, []string{b.Kafka}, "1")
+		run(t, []string{b.Kafka}, "1", true)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := newTestCluster(t, 3)
@@ -106,6 +117,6 @@ func TestKgoCompat(t *testing.T) {
 			}
 			return n == 2
 		})
-		run(t, c.kafka, "3")
+		run(t, c.kafka, "3", false)
 	})
 }
