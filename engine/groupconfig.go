@@ -23,6 +23,10 @@ var GroupConfigKeys = []string{
 	"share.session.timeout.ms",
 }
 
+// MaxGroupConfigs bounds the groups that have config overrides (they
+// live in the broker's metadata file, rewritten whole on each change).
+const MaxGroupConfigs = 10000
+
 // ValidateGroupConfig checks one group config's value.
 func ValidateGroupConfig(key, value string) error {
 	intIn := func(lo, hi int64) error {
@@ -124,6 +128,9 @@ func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validat
 	if len(cur) == 0 {
 		delete(next.GroupConfigs, group)
 	} else {
+		if _, had := next.GroupConfigs[group]; !had && len(next.GroupConfigs) >= MaxGroupConfigs {
+			return fmt.Errorf("%w: %d groups have configs already (at most %d); delete some (IncrementalAlterConfigs DELETE)", kerr.PolicyViolation, len(next.GroupConfigs), MaxGroupConfigs)
+		}
 		next.GroupConfigs[group] = cur
 	}
 	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
@@ -140,6 +147,7 @@ func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validat
 // group's overrides applied.
 func (e *Engine) shareSettings(group string) ShareConfig {
 	c := e.cfg.Groups.Share
+	c.Group.MaxMetadataBytes = e.cfg.Groups.maxMetadataBytes()
 	for k, v := range e.GroupConfigs(group) {
 		n, _ := strconv.ParseInt(v, 10, 64)
 		switch k {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ringlog/ringlog/engine/sharegroup"
+	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -68,17 +69,35 @@ type SharePartitions struct {
 	parts map[ShareKey]*sharePart
 }
 
-// sharePart is one share-partition on its leader. mu guards the state;
-// write serializes the writes of its state (taken before mu, never held
-// by a reader).
+// sharePart is one share-partition on its leader. mu guards everything
+// in it; a write of its state runs with mu released (writing set, others
+// wait on written), and covers every change made before it started, so
+// concurrent acknowledgements share one write (group commit).
 type sharePart struct {
 	key         ShareKey
-	write       sync.Mutex
 	mu          sync.Mutex
+	written     *sync.Cond // on mu: a write ended
+	writing     bool
 	p           *sharegroup.Partition
 	leaderEpoch int32
 	stateEpoch  int32
 	saved       uint64 // p.Changes() at the last durable write
+	stored      bool   // a state was written (or read): a new one is written at first use
+}
+
+// Owner is who holds acquired records: one share session of a member
+// (records acquired in a session are acknowledged in it; a member's new
+// session never acknowledges the old one's).
+func Owner(member string, session uint64) string {
+	return member + "\x00" + strconv.FormatUint(session, 10)
+}
+
+// ownedBy matches the owners of member, whatever the session.
+func ownedBy(member string) func(string) bool {
+	return func(o string) bool {
+		rest, ok := strings.CutPrefix(o, member+"\x00")
+		return ok && !strings.Contains(rest, "\x00")
+	}
 }
 
 func newSharePartitions(e *Engine) *SharePartitions {
@@ -111,6 +130,7 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 	sp := s.parts[k]
 	if sp == nil || sp.leaderEpoch != epoch {
 		sp = &sharePart{key: k, leaderEpoch: epoch}
+		sp.written = sync.NewCond(&sp.mu)
 		s.parts[k] = sp
 	}
 	s.mu.Unlock()
@@ -124,21 +144,22 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 		return nil, err
 	}
 	lim := s.limits(k.Group)
+	sp.stateEpoch = st.StateEpoch // after a deletion: past the tombstone's
 	if ok {
 		rp, err := sharegroup.Restore(st.State, lim, maxShareSpan)
 		if err != nil {
 			return nil, fmt.Errorf("%w: share-partition %s: %w", kerr.KafkaStorageError, k, err)
 		}
-		sp.p, sp.stateEpoch = rp, st.StateEpoch
-		sp.saved = rp.Changes()
+		sp.p, sp.saved, sp.stored = rp, rp.Changes(), true
 		return sp, nil
 	}
 	start, err := s.initialOffset(k.Group, p)
 	if err != nil {
 		return nil, err
 	}
+	// Written at its first use (persist), so that a restart does not
+	// start it again somewhere else (latest moves).
 	sp.p = sharegroup.NewPartition(start, lim)
-	sp.saved = sp.p.Changes() + 1 // a new state is written at the first acknowledgement
 	return sp, nil
 }
 
@@ -186,12 +207,18 @@ func (s *SharePartitions) initialOffset(group string, p *Partition) (int64, erro
 	}
 }
 
-// Fetch acquires for member up to maxRecords records (0: no limit) of
-// group's share-partition of p, reading at most maxBytes (at least one
-// batch), and returns the whole batches holding them and the acquired
-// ranges (strict: never more than maxRecords, see
-// sharegroup.Partition.Acquire). No records is not an error.
-func (s *SharePartitions) Fetch(group, member string, p *Partition, maxBytes, maxRecords int, strict bool) ([]byte, []sharegroup.Acquisition, error) {
+// maxShareRead bounds what one share fetch reads of one partition (at
+// least one batch): a window of records, not the whole backlog
+// MaxBytes would allow.
+const maxShareRead = 4 << 20
+
+// Fetch acquires for owner (Owner: a member's session) up to maxRecords
+// records (0: no limit) of group's share-partition of p, reading at most
+// maxBytes (at least one batch, at most maxShareRead), and returns the
+// whole batches holding them and the acquired ranges (strict: never more
+// than maxRecords, see sharegroup.Partition.Acquire). No records is not
+// an error.
+func (s *SharePartitions) Fetch(group, owner string, p *Partition, maxBytes, maxRecords int, strict bool) ([]byte, []sharegroup.Acquisition, error) {
 	k := ShareKey{Group: group, Topic: p.Topic().ID, Partition: p.Index}
 	sp, err := s.part(k, p)
 	if err != nil {
@@ -201,31 +228,31 @@ func (s *SharePartitions) Fetch(group, member string, p *Partition, maxBytes, ma
 	if err != nil {
 		return nil, nil, err
 	}
-	sp.write.Lock()
-	defer sp.write.Unlock()
 	sp.mu.Lock()
-	now := time.Now().UnixMilli()
-	sp.p.Expire(now)
+	sp.p.Expire(time.Now().UnixMilli())
 	if ls := p.LogStartOffset(); sp.p.Start() < ls {
 		sp.p.SkipTo(ls) // retention deleted them: nothing to deliver
 	}
-	if sp.p.Changes() != sp.saved {
-		// Locks expired (records available again with their delivery
-		// counts, or archived at the limit) or the start moved: durable
-		// before anything is delivered again, so a restart neither
-		// forgets an archiving nor undercounts a delivery.
-		if err := s.persistLocked(sp); err != nil {
-			return nil, nil, err
-		}
-		sp.mu.Lock()
+	// Locks expired (records available again with their delivery counts,
+	// or archived at the limit) or the start moved: durable before
+	// anything is delivered again, so a restart neither forgets an
+	// archiving nor undercounts a delivery.
+	if err := s.persist(sp); err != nil {
+		sp.mu.Unlock()
+		return nil, nil, err
 	}
-	defer sp.mu.Unlock()
 	hw := p.HighWatermark()
 	from, ok := sp.p.FetchFrom()
+	sp.mu.Unlock()
 	if !ok || from >= hw {
 		return nil, nil, nil
 	}
-	buf, err := l.ReadBytes(nil, from, maxBytes, hw)
+	// The read runs unlocked; Acquire looks at every offset's state
+	// again, and what the log holds does not change below hw.
+	buf, err := l.ReadBytes(nil, from, min(max(maxBytes, 1), maxShareRead), hw)
+	if errors.Is(err, wal.ErrOffsetOutOfRange) {
+		return nil, nil, nil // retention moved the log start meanwhile: the next fetch skips
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s at %d: %w", p, from, err)
 	}
@@ -244,7 +271,13 @@ func (s *SharePartitions) Fetch(group, member string, p *Partition, maxBytes, ma
 		at = append(at, [2]int{pos, pos + n})
 		pos += n
 	}
-	acq, send := sp.p.Acquire(member, now, spans, maxRecords, strict)
+	sp.mu.Lock()
+	if s.stale(sp) {
+		sp.mu.Unlock()
+		return nil, nil, nil // reset or deleted meanwhile: the next fetch loads it again
+	}
+	acq, send := sp.p.Acquire(owner, time.Now().UnixMilli(), from, spans, maxRecords, strict)
+	sp.mu.Unlock()
 	if len(acq) == 0 {
 		return nil, nil, nil
 	}
@@ -257,52 +290,74 @@ func (s *SharePartitions) Fetch(group, member string, p *Partition, maxBytes, ma
 	return out, acq, nil
 }
 
-// Acknowledge applies member's acknowledgement batches to group's
-// share-partition of p and returns once the new state is durable. The
-// first failing batch's error is returned; the batches before it apply.
-func (s *SharePartitions) Acknowledge(group, member string, p *Partition, acks []ShareAck) error {
+// stale reports whether sp is no longer the share-partition's current
+// state here (an admin reset or deleted it, a newer leader epoch took
+// over): nothing may be acquired from it.
+func (s *SharePartitions) stale(sp *sharePart) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parts[sp.key] != sp
+}
+
+// Acknowledge applies owner's acknowledgement batches to group's
+// share-partition of p, all or none (the first bad batch's error, and
+// nothing applied), and returns once the new state is durable.
+func (s *SharePartitions) Acknowledge(group, owner string, p *Partition, acks []ShareAck) error {
 	k := ShareKey{Group: group, Topic: p.Topic().ID, Partition: p.Index}
 	sp, err := s.part(k, p)
 	if err != nil {
 		return err
 	}
-	sp.write.Lock()
-	defer sp.write.Unlock()
 	sp.mu.Lock()
-	now := time.Now().UnixMilli()
-	var ackErr error
+	defer sp.mu.Unlock()
+	if s.stale(sp) {
+		return fmt.Errorf("%w: the share-partition was reset; these records are not held any more", kerr.InvalidRecordState)
+	}
 	for _, a := range acks {
-		if ackErr = sp.p.Acknowledge(member, now, a.First, a.Last, a.Types); ackErr != nil {
-			break
+		if err := sp.p.CheckAcknowledge(owner, a.First, a.Last, a.Types); err != nil {
+			return err
 		}
 	}
-	err = s.persistLocked(sp)
-	return errors.Join(ackErr, err)
+	now := time.Now().UnixMilli()
+	for _, a := range acks {
+		if err := sp.p.Acknowledge(owner, now, a.First, a.Last, a.Types); err != nil {
+			return err // checked above: not reached
+		}
+	}
+	return s.persist(sp)
 }
 
-// persistLocked writes sp's state when it changed since the last durable
-// write; it is called with sp.write and sp.mu held and releases sp.mu.
-func (s *SharePartitions) persistLocked(sp *sharePart) error {
-	ch := sp.p.Changes()
-	if ch == sp.saved {
-		sp.mu.Unlock()
-		return nil
-	}
-	st := ShareState{State: sp.p.State(), StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch}
-	sp.mu.Unlock()
-	err := s.eng.shareStates.Write(sp.key, st)
-	if err != nil {
-		if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) {
-			s.forget(sp) // load it again: an admin or a newer leader changed it
+// persist returns once every change of sp made so far is durable (sp.mu
+// held; released while writing). One write covers all the changes made
+// before it started: acknowledgements that arrive during a write share
+// the next one.
+func (s *SharePartitions) persist(sp *sharePart) error {
+	target := sp.p.Changes()
+	for !sp.stored || sp.saved < target {
+		if sp.writing {
+			sp.written.Wait()
+			continue
 		}
-		return err
+		sp.writing = true
+		ch := sp.p.Changes()
+		st := ShareState{State: sp.p.State(), StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch}
+		sp.mu.Unlock()
+		err := s.eng.shareStates.Write(sp.key, st)
+		sp.mu.Lock()
+		sp.writing = false
+		sp.written.Broadcast()
+		if err != nil {
+			if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) {
+				s.forget(sp) // load it again: an admin or a newer leader changed it
+			}
+			return err
+		}
+		sp.saved, sp.stored = max(sp.saved, ch), true
 	}
-	sp.mu.Lock()
-	sp.saved = ch
-	sp.mu.Unlock()
 	return nil
 }
 
+// forget drops sp: the next use loads the state again.
 func (s *SharePartitions) forget(sp *sharePart) {
 	s.mu.Lock()
 	if s.parts[sp.key] == sp {
@@ -311,38 +366,21 @@ func (s *SharePartitions) forget(sp *sharePart) {
 	s.mu.Unlock()
 }
 
-// ReleaseMember makes the records member of group holds on any
-// share-partition here available again (it left the group, or its share
-// session or connection closed), and persists what changed.
+// ReleaseMember makes the records member of group holds here, in any
+// session, available again (it left the group or was removed), and
+// persists what changed.
 func (s *SharePartitions) ReleaseMember(group, member string) {
-	s.mu.Lock()
-	var sps []*sharePart
-	for k, sp := range s.parts {
-		if k.Group == group {
-			sps = append(sps, sp)
-		}
-	}
-	s.mu.Unlock()
-	for _, sp := range sps {
-		k := sp.key
-		sp.write.Lock()
-		sp.mu.Lock()
-		if sp.p == nil {
-			sp.mu.Unlock()
-		} else {
-			sp.p.ReleaseMember(member)
-			if err := s.persistLocked(sp); err != nil {
-				s.eng.logger.Warn("share-partition state not written after a release", "share_partition", k.String(), "err", err)
-			}
-		}
-		sp.write.Unlock()
-	}
+	s.release(group, ownedBy(member))
 }
 
-// InFlight counts group's in-flight records on the share-partitions this
-// broker leads: available, acquired and done (acknowledged or archived,
-// above the start offset).
-func (s *SharePartitions) InFlight(group string) (available, acquired, done int) {
+// ReleaseOwner makes the records of one share session (Owner) available
+// again (the session or its connection closed), and persists what
+// changed.
+func (s *SharePartitions) ReleaseOwner(group, owner string) {
+	s.release(group, func(o string) bool { return o == owner })
+}
+
+func (s *SharePartitions) release(group string, match func(string) bool) {
 	s.mu.Lock()
 	var sps []*sharePart
 	for k, sp := range s.parts {
@@ -354,12 +392,13 @@ func (s *SharePartitions) InFlight(group string) (available, acquired, done int)
 	for _, sp := range sps {
 		sp.mu.Lock()
 		if sp.p != nil {
-			a, q, d := sp.p.InFlight()
-			available, acquired, done = available+a, acquired+q, done+d
+			sp.p.Release(match)
+			if err := s.persist(sp); err != nil {
+				s.eng.logger.Warn("share-partition state not written after a release", "share_partition", sp.key.String(), "err", err)
+			}
 		}
 		sp.mu.Unlock()
 	}
-	return available, acquired, done
 }
 
 // InFlightOf counts one share-partition's records acquired now and
@@ -383,16 +422,12 @@ func (s *SharePartitions) InFlightOf(k ShareKey) (acquired, redeliver int, ok bo
 
 // Reset sets group's share-partition of p to start at offset, with no
 // record in flight (AlterShareGroupOffsets; the group has no member), and
-// returns once it is durable.
+// returns once it is durable. A fetch or acknowledgement racing it
+// loses: its state epoch is older.
 func (s *SharePartitions) Reset(group string, topic TopicID, partition int32, offset int64) error {
 	k := ShareKey{Group: group, Topic: topic, Partition: partition}
-	st, _, err := s.eng.shareStates.Read(k)
-	if err != nil {
-		return err
-	}
 	s.dropKey(k)
-	next := ShareState{State: sharegroup.State{Start: offset}, StateEpoch: st.StateEpoch + 1, LeaderEpoch: st.LeaderEpoch}
-	return s.eng.shareStates.Write(k, next)
+	return s.eng.shareStates.Reset(k, offset)
 }
 
 // dropGroup forgets every share-partition of group held in memory (the

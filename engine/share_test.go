@@ -57,7 +57,7 @@ func TestShareStateSurvivesRestart(t *testing.T) {
 			e.Close()
 			e = openEngine(t, dir2, nil)
 			p = e.Topic("q").Partition(0)
-			if err := e.Coordinator().CheckShareGroup("g"); err == nil {
+			if err := e.Coordinator().CheckShareMember("g", "a"); err == nil {
 				t.Fatal("share group membership survived a restart (it is not persisted)")
 			}
 			joinShare(t, e, "g", "b", "q")
@@ -136,8 +136,76 @@ func FuzzShareState(f *testing.F) {
 		if p.End()-p.Start() > maxShareSpan {
 			t.Fatalf("restored window %d-%d wider than %d", p.Start(), p.End(), maxShareSpan)
 		}
-		p.Acquire("m", 0, []sharegroup.Span{{First: p.Start(), Last: p.Start() + 10}}, 5, false)
+		p.Acquire("m", 0, p.Start(), []sharegroup.Span{{First: p.Start(), Last: p.Start() + 10}}, 5, false)
 	})
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestShareStateFencing: a share-partition leader's write of a state an
+// admin reset or deleted since is refused (FENCED_STATE_EPOCH), so a
+// reset is never undone by a late write, and a new state after a
+// deletion starts past it.
+func TestShareStateFencing(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	s := e.ShareStates()
+	k := ShareKey{Group: "g", Topic: TopicID{9}, Partition: 0}
+	old := ShareState{State: sharegroup.State{Start: 5}}
+	if err := s.Write(k, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(k, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(k, old); !errors.Is(err, kerr.FencedStateEpoch) {
+		t.Fatalf("a write of the epoch before the reset: %v", err)
+	}
+	st, ok, _ := s.Read(k)
+	if !ok || st.Start != 2 || st.StateEpoch != 1 {
+		t.Fatalf("after the reset: %+v %v", st, ok)
+	}
+	if err := s.Delete(k); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(k, st); !errors.Is(err, kerr.FencedStateEpoch) {
+		t.Fatalf("a write of the deleted state's epoch: %v", err)
+	}
+	st, ok, _ = s.Read(k)
+	if ok || st.StateEpoch != 2 {
+		t.Fatalf("after the deletion Read says %+v %v, want none, epoch 2 to start at", st, ok)
+	}
+	if err := s.Write(k, ShareState{State: sharegroup.State{Start: 7}, StateEpoch: st.StateEpoch}); err != nil {
+		t.Fatalf("a new state after the deletion: %v", err)
+	}
+}
+
+// TestShareAcknowledgeAllOrNothing: a partition's acknowledgement batches
+// apply together or not at all.
+func TestShareAcknowledgeAllOrNothing(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: "q", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	appendOK(t, p, buildBatch(t, 1, -1, 0, 0, values("v", 10)...))
+	if err := e.AlterGroupConfigs("g", map[string]*string{"share.auto.offset.reset": ptr("earliest")}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Shares().Fetch("g", "a", p, 1<<20, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	err = e.Shares().Acknowledge("g", "a", p, []ShareAck{{First: 0, Last: 4, Types: []int8{1}}, {First: 3, Last: 20, Types: []int8{1}}})
+	if !errors.Is(err, kerr.InvalidRecordState) {
+		t.Fatalf("a good batch and a bad one: %v", err)
+	}
+	if offs, _ := e.Coordinator().ShareOffsets("g", nil); len(offs) != 1 || offs[0].StartOffset != 0 {
+		t.Fatalf("the good batch was applied: %+v", offs)
+	}
+	if err := e.Shares().Acknowledge("g", "a", p, []ShareAck{{First: 0, Last: 4, Types: []int8{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if offs, _ := e.Coordinator().ShareOffsets("g", nil); len(offs) != 1 || offs[0].StartOffset != 5 || offs[0].Acquired != 5 {
+		t.Fatalf("offsets %+v, want start 5 and 5 acquired", offs)
+	}
+}

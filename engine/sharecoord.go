@@ -63,18 +63,24 @@ func (c *Coordinator) shareGroupFor(id string, create bool) (*shareGroup, error)
 	return sg, nil
 }
 
-// CheckShareGroup refuses a share fetch or acknowledgement for a group
-// that is not a share group here (GROUP_ID_NOT_FOUND: its members
-// heartbeat first, and join again after a restart); it bounds the
-// share-partitions a broker keeps to those of its share groups.
-func (c *Coordinator) CheckShareGroup(id string) error {
+// CheckShareMember refuses a share fetch of a member that is not a member
+// of share group id here (UNKNOWN_MEMBER_ID: it heartbeats, joining
+// again after a restart or its removal, then fetches). It bounds the
+// share-partitions a broker keeps to those of its share groups, and
+// stops a removed member from acquiring more.
+func (c *Coordinator) CheckShareMember(id, member string) error {
 	c.mu.RLock()
 	sg := c.shareGroups[id]
 	c.mu.RUnlock()
-	if sg == nil {
-		return fmt.Errorf("%w: %q is not a share group with members here; heartbeat (join) first", kerr.GroupIDNotFound, id)
+	if sg != nil {
+		sg.mu.Lock()
+		ok := sg.g.IsMember(member)
+		sg.mu.Unlock()
+		if ok {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("%w: %q is not a member of share group %q here; heartbeat (join) first", kerr.UnknownMemberID, member, id)
 }
 
 // isShareGroup reports whether id is a share group with members (a
@@ -104,9 +110,15 @@ func (c *Coordinator) ShareHeartbeat(groupID string, req sharegroup.Request) (sh
 		return sharegroup.Response{}, fmt.Errorf("%w: share group %q does not exist (it may have expired); join again", kerr.GroupIDNotFound, groupID)
 	}
 	sg.mu.Lock()
-	if sg.dead {
+	for sg.dead { // emptied or deleted meanwhile: a join makes it again
 		sg.mu.Unlock()
-		return sharegroup.Response{}, fmt.Errorf("%w: share group %q was deleted; join again", kerr.GroupIDNotFound, groupID)
+		if req.MemberEpoch != sharegroup.JoinEpoch {
+			return sharegroup.Response{}, fmt.Errorf("%w: share group %q has no member %s; join again", kerr.UnknownMemberID, groupID, req.MemberID)
+		}
+		if sg, err = c.shareGroupFor(groupID, true); err != nil {
+			return sharegroup.Response{}, err
+		}
+		sg.mu.Lock()
 	}
 	sg.g.SetConfig(c.eng.shareSettings(groupID).Group)
 	before := sg.g.AssignmentEpoch()
@@ -115,11 +127,32 @@ func (c *Coordinator) ShareHeartbeat(groupID string, req sharegroup.Request) (sh
 		c.eng.logger.Info("share group assignment", "group", groupID, "epoch", sg.g.Epoch(), "members", len(sg.g.Members()), "why", "member "+req.MemberID)
 	}
 	c.armShareTimer(sg)
+	c.dropIfEmpty(sg)
 	sg.mu.Unlock()
 	if err == nil && req.MemberEpoch == sharegroup.LeaveEpoch {
 		c.eng.shares.ReleaseMember(groupID, req.MemberID)
 	}
 	return resp, err
+}
+
+// dropIfEmpty forgets a share group with no member left (sg.mu held):
+// membership is all a coordinator keeps of one (the records' state is
+// in __share_group_state), so ids clients made up cost nothing once
+// their members are gone.
+func (c *Coordinator) dropIfEmpty(sg *shareGroup) {
+	if !sg.g.Empty() || sg.dead {
+		return
+	}
+	sg.dead = true
+	if sg.timer != nil {
+		sg.timer.Stop()
+		sg.timer = nil
+	}
+	c.mu.Lock()
+	if c.shareGroups[sg.id] == sg {
+		delete(c.shareGroups, sg.id)
+	}
+	c.mu.Unlock()
 }
 
 // armShareTimer arms sg's session-expiry timer (sg.mu held).
@@ -139,6 +172,7 @@ func (c *Coordinator) armShareTimer(sg *shareGroup) {
 			c.eng.logger.Info("share group members expired", "group", sg.id, "members", removed)
 		}
 		c.armShareTimer(sg)
+		c.dropIfEmpty(sg)
 		sg.mu.Unlock()
 		for _, m := range removed {
 			c.eng.shares.ReleaseMember(sg.id, m)
@@ -154,37 +188,44 @@ type ShareGroupDescription struct {
 	Epoch           int32
 	AssignmentEpoch int32
 	Members         []sharegroup.Member
-	// Available, Acquired and Done count the in-flight records of the
-	// share-partitions this broker leads.
-	Available, Acquired, Done int
 }
 
-// ShareGroup describes a share group; false when there is none.
-func (c *Coordinator) ShareGroup(id string) (ShareGroupDescription, bool, error) {
-	sg, err := c.shareGroupFor(id, false)
-	if err != nil || sg == nil {
-		return ShareGroupDescription{}, false, err
-	}
-	sg.mu.Lock()
-	d := ShareGroupDescription{ID: id, State: sg.g.State(), Epoch: sg.g.Epoch(), AssignmentEpoch: sg.g.AssignmentEpoch()}
-	for _, m := range sg.g.Members() {
-		d.Members = append(d.Members, *m)
-	}
-	sg.mu.Unlock()
-	d.Available, d.Acquired, d.Done = c.eng.shares.InFlight(id)
-	return d, true, nil
-}
-
-// ShareGroupIDs lists the share groups this coordinator knows, sorted.
+// ShareGroupIDs lists the share groups this coordinator knows, sorted:
+// those with members, and those with share-partition state.
 func (c *Coordinator) ShareGroupIDs() []string {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	out := make([]string, 0, len(c.shareGroups))
 	for id := range c.shareGroups {
 		out = append(out, id)
 	}
+	c.mu.RUnlock()
+	out = append(out, c.eng.shareStates.Groups()...)
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
+}
+
+// ShareGroup describes a share group; false when it has neither members
+// nor share-partition state here.
+func (c *Coordinator) ShareGroup(id string) (ShareGroupDescription, bool, error) {
+	if err := c.checkCoordinator(id); err != nil {
+		return ShareGroupDescription{}, false, err
+	}
+	c.mu.RLock()
+	sg := c.shareGroups[id]
+	c.mu.RUnlock()
+	if sg == nil {
+		if len(c.eng.shareStates.Keys(id)) == 0 {
+			return ShareGroupDescription{}, false, nil
+		}
+		return ShareGroupDescription{ID: id, State: "Empty"}, true, nil
+	}
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	d := ShareGroupDescription{ID: id, State: sg.g.State(), Epoch: sg.g.Epoch(), AssignmentEpoch: sg.g.AssignmentEpoch()}
+	for _, m := range sg.g.Members() {
+		d.Members = append(d.Members, *m)
+	}
+	return d, true, nil
 }
 
 // deleteShareGroup deletes share group id and its share-partition states
@@ -295,17 +336,20 @@ func (c *Coordinator) ShareOffsets(group string, topics map[string][]int32) ([]S
 }
 
 // AlterShareOffsets sets group's start offsets (AlterShareGroupOffsets):
-// the group must have no member; a group never seen is created empty.
+// the group must have no member; for a group never seen, the states
+// written make it one (listed, described).
 func (c *Coordinator) AlterShareOffsets(group string, topics map[string]map[int32]int64) (map[string]map[int32]error, error) {
-	sg, err := c.shareGroupFor(group, true)
+	sg, err := c.shareGroupFor(group, false)
 	if err != nil {
 		return nil, err
 	}
-	sg.mu.Lock()
-	empty := sg.g.Empty()
-	sg.mu.Unlock()
-	if !empty {
-		return nil, fmt.Errorf("%w: share group %q has members; stop them before altering its offsets", kerr.NonEmptyGroup, group)
+	if sg != nil {
+		sg.mu.Lock()
+		empty := sg.g.Empty()
+		sg.mu.Unlock()
+		if !empty {
+			return nil, fmt.Errorf("%w: share group %q has members; stop them before altering its offsets", kerr.NonEmptyGroup, group)
+		}
 	}
 	out := map[string]map[int32]error{}
 	for name, parts := range topics {

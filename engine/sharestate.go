@@ -140,12 +140,24 @@ type ShareStates struct {
 	// broker, where every partition is replayed at start.
 	loaded map[int32]bool
 	snap   int32
+	// deleted holds the state epoch of each key deleted since start: a
+	// writer of an older epoch is fenced, and a new state starts past it.
+	deleted map[ShareKey]int32
 	// createMu serializes the creation of ShareStateTopic on first use.
 	createMu sync.Mutex
+	// keyMu serialize a key's check, append and store (striped by key):
+	// a write checked against an epoch lands before any newer one.
+	keyMu [64]sync.Mutex
+}
+
+func (s *ShareStates) lockKey(k ShareKey) func() {
+	m := &s.keyMu[sharePartitionFor(k, len(s.keyMu))]
+	m.Lock()
+	return m.Unlock
 }
 
 func newShareStates(e *Engine) *ShareStates {
-	s := &ShareStates{eng: e, states: map[ShareKey]ShareState{}}
+	s := &ShareStates{eng: e, states: map[ShareKey]ShareState{}, deleted: map[ShareKey]int32{}}
 	if e.cfg.Replicated {
 		s.loaded = map[int32]bool{}
 	}
@@ -316,7 +328,8 @@ func (s *ShareStates) dropPartition(t *Topic, i int32) {
 	}
 }
 
-// Read returns k's state; false when none was written.
+// Read returns k's state; false when there is none (then the state
+// epoch a new state must start at, past a deletion's, is set).
 func (s *ShareStates) Read(k ShareKey) (ShareState, bool, error) {
 	if _, err := s.partition(k, false); err != nil && s.loaded != nil {
 		return ShareState{}, false, err
@@ -324,20 +337,39 @@ func (s *ShareStates) Read(k ShareKey) (ShareState, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.states[k]
+	if !ok {
+		if e, del := s.deleted[k]; del {
+			st.StateEpoch = e + 1
+		}
+	}
 	return st, ok, nil
 }
 
 // Write makes st k's state once it is durable. A write of an older state
-// epoch (an admin reset it since) is FENCED_STATE_EPOCH, of an older
-// leader epoch (a newer leader of the partition wrote) FENCED_LEADER_EPOCH.
-// The caller serializes the writes of one key.
+// epoch (an admin reset or deleted it since) is FENCED_STATE_EPOCH, of an
+// older leader epoch (a newer leader of the partition wrote)
+// FENCED_LEADER_EPOCH.
 func (s *ShareStates) Write(k ShareKey, st ShareState) error {
+	if len(st.Batches) > 0 && st.Batches[len(st.Batches)-1].Last-st.Start >= maxShareSpan {
+		return fmt.Errorf("%w: share-partition %s spans %d offsets, more than %d", kerr.InvalidRecordState, k, st.Batches[len(st.Batches)-1].Last-st.Start+1, maxShareSpan)
+	}
+	defer s.lockKey(k)()
+	return s.writeLocked(k, st)
+}
+
+func (s *ShareStates) writeLocked(k ShareKey, st ShareState) error {
 	p, err := s.partition(k, true)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	if cur, ok := s.states[k]; ok {
+	cur, ok := s.states[k]
+	if !ok {
+		if e, del := s.deleted[k]; del {
+			cur, ok = ShareState{StateEpoch: e + 1}, true
+		}
+	}
+	if ok {
 		if st.StateEpoch < cur.StateEpoch {
 			s.mu.Unlock()
 			return fmt.Errorf("%w: share-partition %s was reset (state epoch %d, written %d)", kerr.FencedStateEpoch, k, cur.StateEpoch, st.StateEpoch)
@@ -358,14 +390,29 @@ func (s *ShareStates) Write(k ShareKey, st ShareState) error {
 	}
 	s.mu.Lock()
 	s.states[k] = st
+	delete(s.deleted, k)
 	s.mu.Unlock()
 	return nil
 }
 
-// Delete removes k's state (a tombstone); nothing when there is none.
+// Reset makes k's state start at offset with nothing in flight, at a
+// newer state epoch (AlterShareGroupOffsets): the share-partition
+// leader's writes of the old epoch are fenced from then on.
+func (s *ShareStates) Reset(k ShareKey, offset int64) error {
+	defer s.lockKey(k)()
+	cur, _, err := s.Read(k)
+	if err != nil {
+		return err
+	}
+	return s.writeLocked(k, ShareState{State: sharegroup.State{Start: offset}, StateEpoch: cur.StateEpoch + 1, LeaderEpoch: cur.LeaderEpoch})
+}
+
+// Delete removes k's state (a tombstone); nothing when there is none. A
+// writer still holding the old state is fenced by the deletion's epoch.
 func (s *ShareStates) Delete(k ShareKey) error {
+	defer s.lockKey(k)()
 	s.mu.Lock()
-	_, ok := s.states[k]
+	cur, ok := s.states[k]
 	s.mu.Unlock()
 	if !ok {
 		return nil
@@ -379,8 +426,24 @@ func (s *ShareStates) Delete(k ShareKey) error {
 	}
 	s.mu.Lock()
 	delete(s.states, k)
+	s.deleted[k] = cur.StateEpoch
 	s.mu.Unlock()
 	return nil
+}
+
+// Groups lists the groups with a state held here.
+func (s *ShareStates) Groups() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for k := range s.states {
+		if !seen[k.Group] {
+			seen[k.Group] = true
+			out = append(out, k.Group)
+		}
+	}
+	return out
 }
 
 // Keys returns the keys of group's states held here.

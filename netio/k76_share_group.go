@@ -62,8 +62,10 @@ func handleShareGroupHeartbeat(s *Server, r *request) frameOutcome {
 	if len(req.MemberID) > 64 {
 		return fail(fmt.Errorf("%w: a member id of %d characters (at most 64)", kerr.InvalidRequest, len(req.MemberID)))
 	}
-	if len(req.SubscribedTopicNames) > engine.MaxPartitions {
-		return fail(fmt.Errorf("%w: %d subscribed topics", kerr.InvalidRequest, len(req.SubscribedTopicNames)))
+	for _, t := range req.SubscribedTopicNames {
+		if err := engine.ValidateTopicName(t); err != nil {
+			return fail(fmt.Errorf("%w: subscribed topic: %w", kerr.InvalidRequest, err))
+		}
 	}
 	memberID := req.MemberID
 	if memberID == "" && r.version == 0 && req.MemberEpoch == sharegroup.JoinEpoch {
@@ -168,8 +170,10 @@ func handleShareGroupDescribe(s *Server, r *request) frameOutcome {
 //     watermark) and drops the in-flight state; it creates a group never
 //     seen, and refuses one with members (NON_EMPTY_GROUP). Delete drops
 //     the state of whole topics, likewise only with no member.
-//   - Authorization: DESCRIBE (describe) or READ (alter, delete) on the
-//     group, and READ on each topic (TOPIC_AUTHORIZATION_FAILED for it).
+//   - Authorization: DESCRIBE (describe), READ (alter) or DELETE (delete)
+//     on the group, and READ on each topic (TOPIC_AUTHORIZATION_FAILED for
+//     it; a describe of all topics leaves out those the principal may not
+//     DESCRIBE).
 
 func handleDescribeShareGroupOffsets(s *Server, r *request) frameOutcome {
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
@@ -200,6 +204,9 @@ func handleDescribeShareGroupOffsets(s *Server, r *request) frameOutcome {
 		}
 		byTopic := map[string]int{}
 		for _, o := range offs {
+			if topics == nil && !r.topicAllowed(kmsg.ACLOperationDescribe, o.Topic) {
+				continue // all topics: only those the principal may see, named
+			}
 			i, ok := byTopic[o.Topic]
 			if !ok {
 				rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
@@ -320,7 +327,7 @@ func handleDeleteShareGroupOffsets(s *Server, r *request) frameOutcome {
 	}
 	var errs map[string]error
 	err := error(kerr.GroupAuthorizationFailed)
-	if r.groupAllowed(kmsg.ACLOperationRead, req.GroupID) {
+	if r.groupAllowed(kmsg.ACLOperationDelete, req.GroupID) {
 		errs, err = s.eng.Coordinator().DeleteShareOffsets(req.GroupID, names)
 	}
 	if err != nil {

@@ -44,6 +44,7 @@ type shareRequest struct {
 	r      *request
 	key    shareSessionKey
 	ss     *shareSession
+	owner  string // engine.Owner of the member's session
 	epoch  int32
 	acks   map[sharePartKey][]engine.ShareAck
 	acked  []sharePartKey // in request order
@@ -63,7 +64,7 @@ func (q *shareRequest) begin(group, member *string, epoch int32) error {
 		return kerr.GroupAuthorizationFailed
 	}
 	if epoch != -1 {
-		if err := q.s.eng.Coordinator().CheckShareGroup(*group); err != nil {
+		if err := q.s.eng.Coordinator().CheckShareMember(*group, *member); err != nil {
 			return err
 		}
 	}
@@ -72,7 +73,7 @@ func (q *shareRequest) begin(group, member *string, epoch int32) error {
 	if err != nil {
 		return err
 	}
-	q.ss = ss
+	q.ss, q.owner = ss, engine.Owner(*member, ss.id)
 	return nil
 }
 
@@ -135,32 +136,35 @@ func (q *shareRequest) applyPartAcks(k sharePartKey, acks []engine.ShareAck, ren
 	if err != nil {
 		return err
 	}
-	return q.s.eng.Shares().Acknowledge(q.key.group, q.key.member, p, acks)
+	return q.s.eng.Shares().Acknowledge(q.key.group, q.owner, p, acks)
 }
 
 // end finishes the session's part of the request: a closing request
-// releases the member's records and removes the session.
+// releases the session's records and removes it; so does a request
+// whose session went away meanwhile (its connection closed during a
+// long poll: what it acquired since must not stay locked to nobody).
 func (q *shareRequest) end(ok bool) {
 	if q.ss == nil {
 		return
 	}
 	closing := q.epoch == -1
+	live := q.s.shareSessions.live(q.key, q.ss)
 	q.s.shareSessions.done(q.key, q.ss, ok, closing)
-	if closing {
-		q.s.eng.Shares().ReleaseMember(q.key.group, q.key.member)
+	if closing || !live {
+		q.s.eng.Shares().ReleaseOwner(q.key.group, q.owner)
 	}
 }
 
-// releaseShareSessions releases the records of the members whose share
-// sessions c held (the connection closed).
+// releaseShareSessions releases the records of the share sessions c
+// held (the connection closed).
 func (s *Server) releaseShareSessions(c *conn) {
-	keys := s.shareSessions.closeConn(c)
-	if len(keys) == 0 {
+	closed := s.shareSessions.closeConn(c)
+	if len(closed) == 0 {
 		return
 	}
 	go func() { // Release writes the share state: not on the event loop
-		for _, k := range keys {
-			s.eng.Shares().ReleaseMember(k.group, k.member)
+		for _, cs := range closed {
+			s.eng.Shares().ReleaseOwner(cs.key.group, engine.Owner(cs.key.member, cs.id))
 		}
 	}()
 }
@@ -285,7 +289,7 @@ func (q *shareRequest) fetch(req *kmsg.ShareFetchRequest, out func(sharePartKey)
 			if err == nil {
 				var recs []byte
 				var acq []engine.ShareAcquisition
-				recs, acq, err = q.s.eng.Shares().Fetch(q.key.group, q.key.member, p, maxBytes, maxRecords, strict)
+				recs, acq, err = q.s.eng.Shares().Fetch(q.key.group, q.owner, p, maxBytes, maxRecords, strict)
 				if err == nil && len(acq) > 0 {
 					rp := out(k)
 					rp.Records = recs
@@ -344,10 +348,11 @@ func handleShareAcknowledge(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	q := &shareRequest{s: s, r: r}
-	err := q.begin(req.GroupID, req.MemberID, req.ShareSessionEpoch)
-	if err == nil && req.ShareSessionEpoch == 0 {
-		q.end(false)
+	var err error
+	if req.ShareSessionEpoch == 0 { // checked first: the open session stays
 		err = fmt.Errorf("%w: ShareAcknowledge needs an open share session (epoch above 0, or -1 to close)", kerr.InvalidShareSessionEpoch)
+	} else {
+		err = q.begin(req.GroupID, req.MemberID, req.ShareSessionEpoch)
 	}
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)

@@ -228,10 +228,12 @@ func TestShareSessionsAndBadRequests(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	setGroupConfigs(t, ctx, b.client(), group, "share.auto.offset.reset", "earliest")
 
-	// Before any heartbeat: not a share group.
-	stranger := &shareRaw{c: b.e2eRaw(), group: "nobody", member: "m"}
-	if resp := stranger.fetch(t, 0); resp.ErrorCode != kerr.GroupIDNotFound.Code {
-		t.Fatalf("fetch for an unknown group: %s", kerr.ErrorForCode(resp.ErrorCode))
+	// Before any heartbeat: not a member (of no group, or of this one).
+	for _, g := range []string{"nobody", group} {
+		stranger := &shareRaw{c: b.e2eRaw(), group: g, member: "m"}
+		if resp := stranger.fetch(t, 0); resp.ErrorCode != kerr.UnknownMemberID.Code {
+			t.Fatalf("fetch of a stranger to %s: %s", g, kerr.ErrorForCode(resp.ErrorCode))
+		}
 	}
 	a := &shareRaw{c: b.e2eRaw(), group: group, member: "member-a"}
 	a.join(t, topic)
@@ -266,6 +268,10 @@ func TestShareSessionsAndBadRequests(t *testing.T) {
 	ackReq.GroupID, ackReq.MemberID, ackReq.ShareSessionEpoch = &a.group, &a.member, 0
 	if resp := a.c.do(ackReq, 2).(*kmsg.ShareAcknowledgeResponse); resp.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
 		t.Fatalf("ShareAcknowledge at epoch 0: %s", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	// ... and the session it was refused for goes on.
+	if resp := a.fetch(t, 0); resp.ErrorCode != 0 {
+		t.Fatalf("the session after a refused epoch-0 ShareAcknowledge: %s", kerr.ErrorForCode(resp.ErrorCode))
 	}
 	// Another member cannot acknowledge a's records.
 	c2 := &shareRaw{c: b.e2eRaw(), group: group, member: "member-c"}

@@ -24,6 +24,9 @@ type sharePartKey struct {
 }
 
 type shareSession struct {
+	// id tells this session's acquisitions from those of the member's
+	// other sessions (engine.Owner).
+	id    uint64
 	epoch int32
 	conn  *conn
 	// busy: a request of the session is being answered (set by begin,
@@ -54,12 +57,19 @@ func (ss *shareSession) forget(k sharePartKey) {
 	}
 }
 
-// shareSessions is a listener's share sessions, at most max of them.
+// shareSessions is a listener's share sessions, at most max of them,
+// at most maxSharePerConn of one connection.
 type shareSessions struct {
 	mu       sync.Mutex
 	max      int
 	sessions map[shareSessionKey]*shareSession
+	nextID   uint64
 }
+
+// maxSharePerConn bounds the share sessions one connection opens (a
+// client has one member, so one session per broker): one connection
+// cannot take the listener's whole budget.
+const maxSharePerConn = 16
 
 func newShareSessions(max int) *shareSessions {
 	return &shareSessions{max: max, sessions: map[shareSessionKey]*shareSession{}}
@@ -78,7 +88,22 @@ func (s *shareSessions) begin(c *conn, k shareSessionKey, epoch int32) (*shareSe
 		if ss == nil && len(s.sessions) >= s.max {
 			return nil, fmt.Errorf("%w: this broker holds %d share sessions (--share-sessions)", kerr.ShareSessionLimitReached, s.max)
 		}
-		ss = &shareSession{conn: c, parts: map[sharePartKey]struct{}{}, busy: true}
+		if ss != nil && ss.busy && ss.conn != c {
+			return nil, fmt.Errorf("%w: member %q has a share session in use on another connection", kerr.InvalidShareSessionEpoch, k.member)
+		}
+		if ss == nil || ss.conn != c {
+			n := 0
+			for _, o := range s.sessions {
+				if o.conn == c {
+					n++
+				}
+			}
+			if n >= maxSharePerConn {
+				return nil, fmt.Errorf("%w: this connection holds %d share sessions", kerr.ShareSessionLimitReached, n)
+			}
+		}
+		s.nextID++
+		ss = &shareSession{id: s.nextID, conn: c, parts: map[sharePartKey]struct{}{}, busy: true}
 		s.sessions[k] = ss
 		return ss, nil
 	case ss == nil:
@@ -112,17 +137,31 @@ func (s *shareSessions) done(k shareSessionKey, ss *shareSession, ok, closing bo
 	}
 }
 
-// closeConn removes the sessions of c and returns their keys (their
-// members' records are then released).
-func (s *shareSessions) closeConn(c *conn) []shareSessionKey {
+// closedSession is a session a closed connection held.
+type closedSession struct {
+	key shareSessionKey
+	id  uint64
+}
+
+// closeConn removes the sessions of c and returns them (their records
+// are then released).
+func (s *shareSessions) closeConn(c *conn) []closedSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []shareSessionKey
+	var out []closedSession
 	for k, ss := range s.sessions {
 		if ss.conn == c {
 			delete(s.sessions, k)
-			out = append(out, k)
+			out = append(out, closedSession{k, ss.id})
 		}
 	}
 	return out
+}
+
+// live reports whether ss is still k's session (its connection did not
+// close, no epoch 0 replaced it).
+func (s *shareSessions) live(k shareSessionKey, ss *shareSession) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[k] == ss
 }

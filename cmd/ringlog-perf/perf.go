@@ -784,3 +784,83 @@ func runPerfRebalance(args []string, stdout, stderr io.Writer) error {
 	}
 	return err
 }
+
+const perfShareUsage = `
+Usage: ringlog-perf share [flags]
+
+A topic of one partition holds --records records of --value-bytes; a
+share group (KIP-932) of each of --consumers consumers in turn reads it,
+each consumer accepting every record it gets (after --work per record:
+a sleep standing for the processing a queue spreads over its
+consumers). Each of --rounds rounds uses a fresh topic and group. It
+reports, per round:
+
+  records_per_sec  records accepted per second, from the consumers' start
+                   until every record was delivered
+  redelivered      deliveries beyond a record's first (0 expected)
+  busiest_share    the largest share of the records one consumer took
+
+One JSON line per round, then a table of the medians over the rounds.
+`
+
+func runPerfShare(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("share", perfShareUsage, "\nExamples:\n  ringlog-perf share --brokers 127.0.0.1:9092 --consumers 1,4,16 --records 200000\n  ringlog-perf share --consumers 1,4,16 --records 20000 --work 1ms\n", stdout)
+	var cf cli.ConnFlags
+	cf.Register(fs, 10*time.Second, "timeout of each admin request")
+	c := perf.ShareConfig{}
+	consumers := fs.String("consumers", "1,4,16", "consumer counts to run, comma-separated")
+	fs.IntVar(&c.Records, "records", 200000, "records in the partition")
+	fs.IntVar(&c.ValueBytes, "value-bytes", 100, "bytes of each record's value")
+	fs.DurationVar(&c.Work, "work", 0, "processing time per record in a consumer")
+	fs.IntVar(&c.MaxRecords, "max-records", 500, "records each share fetch asks for (kgo.ShareMaxRecords); with many consumers of one partition keep consumers × 2 × this under the broker's --group-share-max-record-locks (2000)")
+	fs.IntVar(&c.Rounds, "rounds", 3, "rounds per consumer count")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return cli.Usagef("share takes no arguments, got %q", rest)
+	}
+	for _, f := range strings.Split(*consumers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return cli.Usagef("--consumers %q: want positive counts, comma-separated", *consumers)
+		}
+		c.Consumers = append(c.Consumers, n)
+	}
+	if c.Records < 1 || c.ValueBytes < 0 || c.Work < 0 || c.Rounds < 1 || c.MaxRecords < 1 {
+		return cli.Usagef("--records, --rounds and --max-records must be at least 1, --value-bytes and --work not negative")
+	}
+	seeds, err := cf.Seeds()
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	c.Brokers = seeds
+	ctx, cancel := perfContext()
+	defer cancel()
+	byN := map[int][]perf.ShareResult{}
+	err = perf.RunShare(ctx, c, func(r perf.ShareResult) {
+		fmt.Fprintln(stdout, r.JSON())
+		byN[r.Consumers] = append(byN[r.Consumers], r)
+	})
+	fmt.Fprintf(stdout, "\n| consumers | work per record | max records | records/s | redelivered | busiest consumer's share |\n|---|---|---|---|---|---|\n")
+	for _, n := range c.Consumers {
+		rs := byN[n]
+		if len(rs) == 0 {
+			continue
+		}
+		med := func(f func(perf.ShareResult) float64) float64 {
+			v := make([]float64, len(rs))
+			for i, r := range rs {
+				v[i] = f(r)
+			}
+			sort.Float64s(v)
+			return v[len(v)/2]
+		}
+		fmt.Fprintf(stdout, "| %d | %v | %d | %.0f | %.0f | %.2f |\n", n, c.Work, c.MaxRecords,
+			med(func(r perf.ShareResult) float64 { return r.PerSecond }),
+			med(func(r perf.ShareResult) float64 { return float64(r.Redelivered) }),
+			med(func(r perf.ShareResult) float64 { return r.Busiest }))
+	}
+	return err
+}

@@ -49,6 +49,9 @@ type Config struct {
 	HeartbeatMillis int32
 	// MaxSize bounds the members (group.share.max.size); 0 means none.
 	MaxSize int
+	// MaxMetadataBytes bounds the bytes of all members' subscriptions
+	// (topic names); 0 means none.
+	MaxMetadataBytes int
 }
 
 // The member epochs a request carries besides a member's own.
@@ -95,9 +98,11 @@ type Member struct {
 
 // Group is a share group's membership and assignment.
 type Group struct {
-	cfg     Config
-	epoch   int32
-	members map[string]*Member
+	cfg   Config
+	epoch int32
+	// subBytes is the bytes of all members' subscriptions.
+	subBytes int
+	members  map[string]*Member
 	// dirty: membership or a subscription changed since the assignment
 	// was computed; topicsVersion: the topics it was computed for.
 	dirty         bool
@@ -157,8 +162,7 @@ func (g *Group) Heartbeat(now int64, topics Topics, req Request) (Response, erro
 	switch {
 	case req.MemberEpoch == LeaveEpoch:
 		if m != nil {
-			delete(g.members, m.ID)
-			g.dirty = true
+			g.remove(m)
 			g.assign(topics)
 		}
 		return Response{MemberID: req.MemberID, MemberEpoch: LeaveEpoch}, nil
@@ -185,6 +189,14 @@ func (g *Group) Heartbeat(now int64, topics Topics, req Request) (Response, erro
 	if req.Topics != nil {
 		subs := slices.Compact(slices.Sorted(slices.Values(req.Topics)))
 		if !slices.Equal(subs, m.Topics) {
+			grow := namesBytes(subs) - namesBytes(m.Topics)
+			if g.cfg.MaxMetadataBytes > 0 && g.subBytes+grow > g.cfg.MaxMetadataBytes {
+				if m.Epoch == 0 && m.Topics == nil {
+					delete(g.members, m.ID) // the join did not happen
+				}
+				return Response{}, fmt.Errorf("%w: the share group's subscriptions would hold %d bytes, more than %d", kerr.GroupMaxSizeReached, g.subBytes+grow, g.cfg.MaxMetadataBytes)
+			}
+			g.subBytes += grow
 			m.Topics = subs
 			g.dirty = true
 		}
@@ -205,7 +217,7 @@ func (g *Group) Heartbeat(now int64, topics Topics, req Request) (Response, erro
 func (g *Group) Expire(now int64, topics Topics) (removed []string) {
 	for id, m := range g.members {
 		if m.deadline <= now {
-			delete(g.members, id)
+			g.remove(m)
 			removed = append(removed, id)
 		}
 	}
@@ -214,6 +226,20 @@ func (g *Group) Expire(now int64, topics Topics) (removed []string) {
 		g.assign(topics)
 	}
 	return removed
+}
+
+func (g *Group) remove(m *Member) {
+	delete(g.members, m.ID)
+	g.subBytes -= namesBytes(m.Topics)
+	g.dirty = true
+}
+
+func namesBytes(names []string) int {
+	n := 0
+	for _, s := range names {
+		n += len(s) + 2
+	}
+	return n
 }
 
 // NextDeadline is the earliest session deadline, 0 with no member.

@@ -18,6 +18,7 @@ package sharegroup
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -188,36 +189,71 @@ func (p *Partition) FetchFrom() (offset int64, ok bool) {
 	return p.End(), true
 }
 
-// Acquire locks for member the available records of batches (read from
-// the log in order, from FetchFrom) until maxRecords are acquired (0: no
-// limit) or the window is full, and returns what it acquired and which
-// batches hold any of it (the ones to send). Batches are acquired whole
-// (maxRecords may be exceeded to the end of a batch) unless strict is set
-// (ShareAcquireMode 1: never more than maxRecords). Offsets between
-// batches and the offsets of control batches are archived: they hold
-// nothing to deliver.
-func (p *Partition) Acquire(member string, now int64, batches []Span, maxRecords int, strict bool) (acq []Acquisition, send []bool) {
+// Acquire locks for member the available records of batches, read from
+// the log in order starting at from (what FetchFrom said), until
+// maxRecords are acquired (0: no limit) or the window is full, and
+// returns what it acquired and which batches hold any of it (the ones to
+// send).
+//
+// Batches are acquired whole where they fit: maxRecords may be exceeded
+// to the end of a batch, by at most maxRecords more (a huge batch is
+// shared out between members rather than locked to one), and never
+// with strict (ShareAcquireMode 1: exactly maxRecords at most). The
+// window (MaxInFlight offsets from the start) bounds new offsets inside
+// a batch too. Offsets from from on that no batch holds (compacted away,
+// or never written) and the offsets of control batches are archived:
+// there is nothing to deliver.
+func (p *Partition) Acquire(member string, now int64, from int64, batches []Span, maxRecords int, strict bool) (acq []Acquisition, send []bool) {
 	send = make([]bool, len(batches))
 	n := 0
+	limit := func() bool {
+		if maxRecords <= 0 || n < maxRecords {
+			return false
+		}
+		return strict || n >= 2*maxRecords
+	}
+	full := func() bool { return p.lim.MaxInFlight > 0 && len(p.recs) >= p.lim.MaxInFlight }
+	next := max(from, p.start) // the first offset the read could show
+batches:
 	for bi, b := range batches {
 		if maxRecords > 0 && n >= maxRecords {
 			break
 		}
-		if b.Last < b.First || b.Last < p.start {
+		if b.Last < b.First || b.Last < next {
 			continue
 		}
-		if b.Last >= p.End() && p.lim.MaxInFlight > 0 && len(p.recs) >= p.lim.MaxInFlight {
-			break // the window is full: nothing new
+		// Offsets between the last batch (or the read's start) and this
+		// one hold no record: archive the in-flight ones that wait for a
+		// delivery, and step over the rest.
+		for off := max(next, p.start); off < b.First && off < p.End(); off++ {
+			if r := &p.recs[off-p.start]; r.state == Available {
+				r.state = Archived
+				p.changes++
+			}
 		}
-		for p.End() < b.First {
-			p.recs = append(p.recs, record{state: Archived}) // no record there
+		p.advance() // what became done leaves the window first
+		if b.First > p.End() {
+			if len(p.recs) == 0 {
+				p.start = b.First // nothing in flight: jump the gap
+				p.changes++
+			} else if b.First-p.start > int64(p.lim.MaxInFlight) && p.lim.MaxInFlight > 0 {
+				break // the gap alone would overflow the window
+			} else {
+				for p.End() < b.First {
+					p.recs = append(p.recs, record{state: Archived}) // no record there
+				}
+			}
 		}
+		next = b.Last + 1
 		for off := max(b.First, p.start); off <= b.Last; off++ {
-			if strict && maxRecords > 0 && n >= maxRecords {
-				break
+			if limit() {
+				break batches
 			}
 			i := int(off - p.start)
 			if i == len(p.recs) {
+				if full() {
+					break batches // nothing new past the window
+				}
 				st := Available
 				if b.Control {
 					st = Archived
@@ -243,12 +279,11 @@ func (p *Partition) Acquire(member string, now int64, batches []Span, maxRecords
 	return acq, send
 }
 
-// Acknowledge applies one acknowledgement batch of member: types has one
-// type for the whole range or one per offset. Every offset must be
-// acquired by member (gap offsets too: they were acquired with their
-// batch); otherwise nothing is applied and the error is
-// INVALID_RECORD_STATE (or INVALID_REQUEST for a malformed batch).
-func (p *Partition) Acknowledge(member string, now int64, first, last int64, types []int8) error {
+// CheckAcknowledge reports whether Acknowledge would accept the batch:
+// INVALID_REQUEST for a malformed one, INVALID_RECORD_STATE when an
+// offset is not acquired by member (gap offsets too: they were acquired
+// with their batch).
+func (p *Partition) CheckAcknowledge(member string, first, last int64, types []int8) error {
 	if first > last || first < 0 {
 		return fmt.Errorf("%w: acknowledgement batch %d-%d", kerr.InvalidRequest, first, last)
 	}
@@ -269,6 +304,16 @@ func (p *Partition) Acknowledge(member string, now int64, first, last int64, typ
 		if r.state != Acquired || r.owner != member {
 			return fmt.Errorf("%w: offset %d is not acquired by this member", kerr.InvalidRecordState, off)
 		}
+	}
+	return nil
+}
+
+// Acknowledge applies one acknowledgement batch of member (types: one
+// type for the whole range or one per offset) once CheckAcknowledge
+// accepts it; otherwise nothing is applied and its error is returned.
+func (p *Partition) Acknowledge(member string, now int64, first, last int64, types []int8) error {
+	if err := p.CheckAcknowledge(member, first, last, types); err != nil {
+		return err
 	}
 	for off := first; off <= last; off++ {
 		t := AckType(types[0])
@@ -293,11 +338,11 @@ func (p *Partition) Acknowledge(member string, now int64, first, last int64, typ
 	return nil
 }
 
-// ReleaseMember makes every record member holds available again (its
-// share session closed or it left the group).
-func (p *Partition) ReleaseMember(member string) {
+// Release makes every record held by an owner that match accepts
+// available again (a share session closed, its member left the group).
+func (p *Partition) Release(match func(owner string) bool) {
 	for i := range p.recs {
-		if r := &p.recs[i]; r.state == Acquired && r.owner == member {
+		if r := &p.recs[i]; r.state == Acquired && match(r.owner) {
 			p.free(r)
 		}
 	}
@@ -393,7 +438,7 @@ func (p *Partition) State() State {
 // otherwise size the window).
 func Restore(s State, lim Limits, maxSpan int64) (*Partition, error) {
 	p := NewPartition(s.Start, lim)
-	if s.Start < 0 {
+	if s.Start < 0 || s.Start > math.MaxInt64-maxSpan {
 		return nil, fmt.Errorf("share-partition state: start offset %d", s.Start)
 	}
 	end := s.Start

@@ -23,7 +23,7 @@ func spans(first, last int64, n int64) []Span {
 
 func TestAcquireAcknowledgeRelease(t *testing.T) {
 	p := NewPartition(10, testLimits)
-	acq, send := p.Acquire("a", 0, spans(10, 19, 5), 0, false)
+	acq, send := p.Acquire("a", 0, -1, spans(10, 19, 5), 0, false)
 	if want := []Acquisition{{10, 19, 1}}; !reflect.DeepEqual(acq, want) || !reflect.DeepEqual(send, []bool{true, true}) {
 		t.Fatalf("acquired %v send %v, want %v", acq, send, want)
 	}
@@ -31,7 +31,7 @@ func TestAcquireAcknowledgeRelease(t *testing.T) {
 		t.Fatalf("FetchFrom = %d %v, want 20 (all in flight)", from, ok)
 	}
 	// Another member reading the same batches gets nothing.
-	if acq, _ := p.Acquire("b", 0, spans(10, 19, 5), 0, false); len(acq) != 0 {
+	if acq, _ := p.Acquire("b", 0, -1, spans(10, 19, 5), 0, false); len(acq) != 0 {
 		t.Fatalf("b acquired %v of a's records", acq)
 	}
 	if err := p.Acknowledge("a", 0, 10, 14, []int8{int8(AckAccept)}); err != nil {
@@ -47,7 +47,7 @@ func TestAcquireAcknowledgeRelease(t *testing.T) {
 	if from, ok := p.FetchFrom(); !ok || from != 15 {
 		t.Fatalf("FetchFrom = %d, want the released 15", from)
 	}
-	acq, send = p.Acquire("b", 5, spans(15, 19, 5), 0, false)
+	acq, send = p.Acquire("b", 5, -1, spans(15, 19, 5), 0, false)
 	if want := []Acquisition{{15, 16, 2}}; !reflect.DeepEqual(acq, want) || !send[0] {
 		t.Fatalf("b re-acquired %v, want %v (delivery 2)", acq, want)
 	}
@@ -70,7 +70,7 @@ func TestLockExpiryAndDeliveryLimit(t *testing.T) {
 	p := NewPartition(0, testLimits)
 	now := int64(0)
 	for delivery := int16(1); delivery <= testLimits.DeliveryLimit; delivery++ {
-		acq, _ := p.Acquire("a", now, spans(0, 3, 4), 0, false)
+		acq, _ := p.Acquire("a", now, -1, spans(0, 3, 4), 0, false)
 		if want := []Acquisition{{0, 3, delivery}}; !reflect.DeepEqual(acq, want) {
 			t.Fatalf("delivery %d: acquired %v, want %v", delivery, acq, want)
 		}
@@ -85,7 +85,7 @@ func TestLockExpiryAndDeliveryLimit(t *testing.T) {
 	if p.Start() != 4 {
 		t.Fatalf("start %d after the delivery limit, want 4 (archived)", p.Start())
 	}
-	if acq, _ := p.Acquire("a", now, spans(0, 3, 4), 0, false); len(acq) != 0 {
+	if acq, _ := p.Acquire("a", now, -1, spans(0, 3, 4), 0, false); len(acq) != 0 {
 		t.Fatalf("archived records acquired again: %v", acq)
 	}
 }
@@ -93,22 +93,23 @@ func TestLockExpiryAndDeliveryLimit(t *testing.T) {
 func TestAcquireLimits(t *testing.T) {
 	p := NewPartition(0, Limits{LockMillis: 1000, DeliveryLimit: 5, MaxInFlight: 10})
 	// Whole batches: 4+4 reach maxRecords 5, the second batch is taken whole.
-	acq, send := p.Acquire("a", 0, spans(0, 11, 4), 5, false)
+	acq, send := p.Acquire("a", 0, -1, spans(0, 11, 4), 5, false)
 	if want := []Acquisition{{0, 7, 1}}; !reflect.DeepEqual(acq, want) || !reflect.DeepEqual(send, []bool{true, true, false}) {
 		t.Fatalf("acquired %v send %v, want %v", acq, send, want)
 	}
 	// Strict: exactly 3, stopping inside a batch.
-	acq, _ = p.Acquire("b", 0, spans(8, 15, 4), 3, true)
-	if want := []Acquisition{{8, 10, 1}}; !reflect.DeepEqual(acq, want) {
+	// Strict: at most 3, and never past the window (10 offsets).
+	acq, _ = p.Acquire("b", 0, -1, spans(8, 15, 4), 3, true)
+	if want := []Acquisition{{8, 9, 1}}; !reflect.DeepEqual(acq, want) {
 		t.Fatalf("strict acquired %v, want %v", acq, want)
 	}
-	// The window (10) is full past 11: nothing new.
+	// The window is full: nothing new.
 	if _, ok := p.FetchFrom(); ok {
 		t.Fatal("FetchFrom offers more with a full window")
 	}
 	// Control batches and gaps are archived, never delivered.
 	q := NewPartition(0, testLimits)
-	acq, send = q.Acquire("a", 0, []Span{{First: 0, Last: 1}, {First: 2, Last: 2, Control: true}, {First: 5, Last: 6}}, 0, false)
+	acq, send = q.Acquire("a", 0, -1, []Span{{First: 0, Last: 1}, {First: 2, Last: 2, Control: true}, {First: 5, Last: 6}}, 0, false)
 	if want := []Acquisition{{0, 1, 1}, {5, 6, 1}}; !reflect.DeepEqual(acq, want) || !reflect.DeepEqual(send, []bool{true, false, true}) {
 		t.Fatalf("acquired %v send %v, want %v", acq, send, want)
 	}
@@ -120,9 +121,74 @@ func TestAcquireLimits(t *testing.T) {
 	}
 }
 
+// TestAcquireNeverStalls: what FetchFrom points at can always be
+// acquired or is archived, so a share-partition never stops delivering:
+// a strict fetch inside a batch wider than the window, and a released
+// record the cleaner compacted away.
+func TestAcquireNeverStalls(t *testing.T) {
+	lim := Limits{LockMillis: 1000, DeliveryLimit: 5, MaxInFlight: 10}
+	p := NewPartition(0, lim)
+	acq, _ := p.Acquire("a", 0, 0, spans(0, 49, 50), 10, true)
+	if want := []Acquisition{{0, 9, 1}}; !reflect.DeepEqual(acq, want) {
+		t.Fatalf("acquired %v, want %v", acq, want)
+	}
+	if err := p.Acknowledge("a", 0, 0, 9, []int8{int8(AckRelease)}); err != nil {
+		t.Fatal(err)
+	}
+	from, ok := p.FetchFrom()
+	if !ok || from != 0 {
+		t.Fatalf("FetchFrom %d %v", from, ok)
+	}
+	acq, _ = p.Acquire("b", 0, from, spans(0, 49, 50), 10, true)
+	if want := []Acquisition{{0, 9, 2}}; !reflect.DeepEqual(acq, want) {
+		t.Fatalf("after a release in a batch wider than the window: acquired %v, want %v", acq, want)
+	}
+
+	q := NewPartition(0, lim)
+	q.Acquire("a", 0, 0, spans(0, 9, 10), 0, false)
+	if err := q.Acknowledge("a", 0, 0, 9, []int8{1, 1, 1, 2, 2, 1, 1, 1, 1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	// 3 and 4 were released, then compacted away: the log reads from 5.
+	from, _ = q.FetchFrom()
+	if from != 3 {
+		t.Fatalf("FetchFrom %d, want 3", from)
+	}
+	acq, _ = q.Acquire("b", 0, from, spans(10, 14, 5), 0, false)
+	if want := []Acquisition{{10, 14, 1}}; !reflect.DeepEqual(acq, want) || q.Start() != 10 {
+		t.Fatalf("acquired %v start %d, want %v and start 10 (3-4 archived: gone from the log)", acq, q.Start(), want)
+	}
+}
+
+// TestAcquireHugeBatch: one batch of a million records is shared out,
+// the window stays within its bound, and a gap of millions of offsets
+// costs nothing when nothing is in flight.
+func TestAcquireHugeBatch(t *testing.T) {
+	p := NewPartition(0, Limits{LockMillis: 1000, DeliveryLimit: 5, MaxInFlight: 100})
+	huge := []Span{{First: 0, Last: 999_999}}
+	acq, _ := p.Acquire("a", 0, 0, huge, 10, false)
+	if want := []Acquisition{{0, 19, 1}}; !reflect.DeepEqual(acq, want) {
+		t.Fatalf("a acquired %v, want %v (at most twice MaxRecords of one batch)", acq, want)
+	}
+	acq, _ = p.Acquire("b", 0, 20, huge, 0, false)
+	if want := []Acquisition{{20, 99, 1}}; !reflect.DeepEqual(acq, want) || p.End()-p.Start() != 100 {
+		t.Fatalf("b acquired %v, window %d-%d, want %v and a window of 100", acq, p.Start(), p.End(), want)
+	}
+	q := NewPartition(0, Limits{LockMillis: 1000, DeliveryLimit: 5, MaxInFlight: 100})
+	acq, _ = q.Acquire("a", 0, 0, []Span{{First: 5_000_000, Last: 5_000_004}}, 0, false)
+	if want := []Acquisition{{5_000_000, 5_000_004, 1}}; !reflect.DeepEqual(acq, want) || q.End()-q.Start() != 5 {
+		t.Fatalf("after a gap: acquired %v, window %d-%d", acq, q.Start(), q.End())
+	}
+	// A gap wider than the window behind a record in flight waits.
+	acq, _ = q.Acquire("a", 0, 5_000_005, []Span{{First: 9_000_000, Last: 9_000_001}}, 0, false)
+	if len(acq) != 0 || q.End() != 5_000_005 {
+		t.Fatalf("acquired %v across a gap wider than the window, end %d", acq, q.End())
+	}
+}
+
 func TestAcknowledgeMalformed(t *testing.T) {
 	p := NewPartition(0, testLimits)
-	p.Acquire("a", 0, spans(0, 9, 10), 0, false)
+	p.Acquire("a", 0, -1, spans(0, 9, 10), 0, false)
 	for _, c := range []struct {
 		first, last int64
 		types       []int8
@@ -145,7 +211,7 @@ func TestAcknowledgeMalformed(t *testing.T) {
 
 func TestStateRestore(t *testing.T) {
 	p := NewPartition(100, testLimits)
-	p.Acquire("a", 0, spans(100, 119, 10), 0, false)
+	p.Acquire("a", 0, -1, spans(100, 119, 10), 0, false)
 	if err := p.Acknowledge("a", 0, 100, 104, []int8{1}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +231,13 @@ func TestStateRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Locks do not survive: everything not done is available, with its count.
-	acq, _ := r.Acquire("b", 0, spans(100, 119, 10), 0, false)
+	acq, _ := r.Acquire("b", 0, -1, spans(100, 119, 10), 0, false)
 	if want := []Acquisition{{105, 105, 2}, {107, 107, 2}, {109, 119, 2}}; !reflect.DeepEqual(acq, want) {
 		t.Fatalf("after restore acquired %v, want %v", acq, want)
 	}
 	for _, bad := range []State{
 		{Start: -1},
+		{Start: 1<<63 - 2, Batches: []StateBatch{{1<<63 - 2, 1<<63 - 1, Available, 1}}},
 		{Start: 0, Batches: []StateBatch{{5, 4, Available, 1}}},
 		{Start: 10, Batches: []StateBatch{{5, 6, Available, 1}}},
 		{Start: 0, Batches: []StateBatch{{0, 5, Acknowledged, 1}, {3, 7, Available, 1}}},
@@ -224,7 +291,7 @@ func randomized(t *testing.T, seed uint64, steps int) {
 				continue
 			}
 			base := from - int64(rng.IntN(3)) // a read may start inside a batch
-			acq, _ := p.Acquire(mem, now, spans(max(base, 0), hw-1, int64(1+rng.IntN(5))), rng.IntN(12), rng.IntN(2) == 0)
+			acq, _ := p.Acquire(mem, now, from, spans(max(base, 0), hw-1, int64(1+rng.IntN(5))), rng.IntN(12), rng.IntN(2) == 0)
 			for _, a := range acq {
 				for off := a.First; off <= a.Last; off++ {
 					r := m[off]
