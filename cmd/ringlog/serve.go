@@ -186,7 +186,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.IntVar(&e.Groups.Consumer.MaxSize, "group-consumer-max-size", def.Engine.Groups.Consumer.MaxSize, "KIP-848 consumer-protocol groups: the most members one group may have, 0 for no limit; a join past it gets GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
 	fs.IntVar(&e.Groups.Share.MaxGroups, "group-share-max-groups", def.Engine.Groups.Share.MaxGroups, "KIP-932 share groups: the most share groups the broker holds; a join of one more gets GROUP_MAX_SIZE_REACHED (group.share.max.groups; Kafka's default is 10)")
 	fs.IntVar(&e.Groups.Share.Group.MaxSize, "group-share-max-size", def.Engine.Groups.Share.Group.MaxSize, "share groups: the most members one share group may have (group.share.max.size)")
-	fs.IntVar(&e.Groups.Share.MaxInFlight, "group-share-max-record-locks", def.Engine.Groups.Share.MaxInFlight, "share groups: the most records in flight (from the start offset to the last acquired) per share-partition; fetches acquire nothing new past it (group.share.partition.max.record.locks)")
+	fs.IntVar(&e.Groups.Share.MaxInFlight, "group-share-max-record-locks", def.Engine.Groups.Share.MaxInFlight, "share groups: the most records in flight (from the start offset to the last acquired) per share-partition, 100 to 100000; fetches acquire nothing new past it (group.share.partition.max.record.locks)")
 	fs.DurationVar(&f.shareLock, "group-share-record-lock-duration", def.Engine.Groups.Share.LockDuration, "share groups: how long a fetched record stays locked to its member before it is delivered again; the group config share.record.lock.duration.ms overrides it (group.share.record.lock.duration.ms)")
 	fs.IntVar(&f.shareDeliveryLimit, "group-share-delivery-count-limit", int(def.Engine.Groups.Share.DeliveryLimit), "share groups: deliveries of a record before it is archived instead of delivered again, 2 to 10; the group config share.delivery.count.limit overrides it")
 	fs.DurationVar(&f.shareSession, "group-share-session-timeout", time.Duration(def.Engine.Groups.Share.Group.SessionMillis)*time.Millisecond, "share groups: a member silent this long is removed and its records released (group.share.session.timeout.ms)")
@@ -248,8 +248,8 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	sh := &cfg.Engine.Groups.Share
 	if f.shareLock < time.Second || f.shareDeliveryLimit < 2 || f.shareDeliveryLimit > 10 || f.shareHeartbeat <= 0 || f.shareSession <= f.shareHeartbeat ||
-		sh.MaxGroups < 1 || sh.Group.MaxSize < 1 || sh.MaxInFlight < 1 || cfg.Kafka.ShareSessions < 1 {
-		return cfg, cli.Usagef("share groups: --group-share-record-lock-duration (%v) must be at least 1s, --group-share-delivery-count-limit (%d) 2 to 10, --group-share-heartbeat-interval (%v) positive and shorter than --group-share-session-timeout (%v), and --group-share-max-groups, --group-share-max-size, --group-share-max-record-locks and --share-sessions at least 1",
+		sh.MaxGroups < 1 || sh.Group.MaxSize < 1 || sh.MaxInFlight < 100 || sh.MaxInFlight > 100000 || cfg.Kafka.ShareSessions < 1 {
+		return cfg, cli.Usagef("share groups: --group-share-record-lock-duration (%v) must be at least 1s, --group-share-delivery-count-limit (%d) 2 to 10, --group-share-heartbeat-interval (%v) positive and shorter than --group-share-session-timeout (%v), --group-share-max-record-locks 100 to 100000, and --group-share-max-groups, --group-share-max-size and --share-sessions at least 1",
 			f.shareLock, f.shareDeliveryLimit, f.shareHeartbeat, f.shareSession)
 	}
 	sh.LockDuration, sh.DeliveryLimit = f.shareLock, int16(f.shareDeliveryLimit)
