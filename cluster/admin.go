@@ -272,14 +272,19 @@ func (c *Cluster) CreatePartitions(ctx context.Context, p admin.NewPartitions, v
 // AlterConfigs changes a topic's overrides or the cluster-wide broker
 // defaults of topic configs (per-broker settings are not replicated).
 func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, validateOnly bool) error {
-	if ch.Type == admin.GroupConfigs {
-		return fmt.Errorf("%w: group configs are not available in cluster mode yet (share groups are single-broker for now)", kerr.InvalidRequest)
-	}
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()
 	img, err := c.controllerImage(ctx)
 	if err != nil {
 		return err
+	}
+	if ch.Type == admin.GroupConfigs {
+		current := img.GroupConfigs()[ch.Name]
+		set, err := ch.Resolve(current, func(k string) string { return current[k] })
+		if err != nil {
+			return err
+		}
+		return c.proposeConfigs(ctx, img, metadata.AlterConfigs{Type: metadata.ConfigGroup, Name: ch.Name}, set, validateOnly)
 	}
 	typ, current := metadata.ConfigBroker, img.BrokerConfigs()
 	effective := func(k string) string {
@@ -311,7 +316,12 @@ func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, valid
 	if err != nil {
 		return err
 	}
-	rec := metadata.AlterConfigs{Type: typ, Name: ch.Name}
+	return c.proposeConfigs(ctx, img, metadata.AlterConfigs{Type: typ, Name: ch.Name}, set, validateOnly)
+}
+
+// proposeConfigs proposes rec with the changes of set (nil: back to the
+// default), or only checks it against img with validateOnly.
+func (c *Cluster) proposeConfigs(ctx context.Context, img *metadata.Image, rec metadata.AlterConfigs, set map[string]*string, validateOnly bool) error {
 	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if v := set[k]; v != nil {
 			rec.Ops = append(rec.Ops, metadata.ConfigOp{Key: k, Value: *v})
@@ -322,7 +332,7 @@ func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, valid
 	if validateOnly {
 		return check(img, rec)
 	}
-	_, err = c.propose(ctx, rec)
+	_, err := c.propose(ctx, rec)
 	return err
 }
 

@@ -367,6 +367,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		VerifyTxn:           c.verifyTxn,
 		WriteTxnMarkers:     c.writeTxnMarkers,
 		MayLead:             c.MayLead,
+		ShareStates:         shareRemote{c},
 	})
 	return c, nil
 }
@@ -919,6 +920,12 @@ func (c *Cluster) reconcile() bool {
 	if !c.reconcileReplicas(img) {
 		ok = false
 	}
+	if want := img.GroupConfigs(); !maps.EqualFunc(want, c.eng.AllGroupConfigs(), maps.Equal[map[string]string]) {
+		if err := c.eng.ReplaceGroupConfigs(want); err != nil {
+			c.log.Error("cannot apply the group configs", "err", err)
+			ok = false
+		}
+	}
 	if want, have := img.BrokerConfigs(), c.eng.DynamicBrokerConfigs(); !maps.Equal(want, have) {
 		set := map[string]*string{}
 		for k := range have {
@@ -1053,6 +1060,8 @@ func (c *Cluster) coordinatorOf(it *metadata.Topic) partitionLoader {
 		return c.eng.Coordinator()
 	case engine.TransactionStateTopic:
 		return c.eng.Transactions()
+	case engine.ShareStateTopic:
+		return c.eng.ShareStates()
 	}
 	return nil
 }

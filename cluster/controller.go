@@ -275,6 +275,7 @@ func (c *Cluster) controlOnce(since time.Time, prev int32) {
 	}
 	c.ensureInternalTopic(ctx, img, engine.OffsetsTopic, c.cfg.OffsetsPartitions)
 	c.ensureInternalTopic(ctx, img, engine.TransactionStateTopic, c.cfg.TxnStatePartitions)
+	c.ensureInternalTopic(ctx, img, engine.ShareStateTopic, engine.ShareStatePartitions)
 	c.elect(ctx)
 	if now.Sub(c.ctrl.prunedAt) >= min(pruneInterval, c.cfg.BrokerOnlyGrace) {
 		c.ctrl.prunedAt = now

@@ -36,6 +36,9 @@ type ClusterHooks struct {
 	// reach the controller, may have had its leaderships moved before
 	// its metadata says so.
 	MayLead func() bool
+	// ShareStates reaches the share coordinator of a share-partition
+	// state led by another broker (KIP-932).
+	ShareStates ShareStateRemote
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the

@@ -72,6 +72,39 @@ func (e *Engine) GroupConfigs(group string) map[string]string {
 	return e.meta.GroupConfigs[group]
 }
 
+// AllGroupConfigs returns every group's overrides (do not modify).
+func (e *Engine) AllGroupConfigs() map[string]map[string]string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.meta.GroupConfigs
+}
+
+// ReplaceGroupConfigs makes all the group configs (cluster mode: the
+// metadata image's), durably.
+func (e *Engine) ReplaceGroupConfigs(all map[string]map[string]string) error {
+	if err := e.beginAdmin(); err != nil {
+		return err
+	}
+	defer e.admin.Done()
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	next := e.meta.clone()
+	next.GroupConfigs = maps.Clone(all)
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	}
+	e.mu.Lock()
+	old := e.meta.GroupConfigs
+	e.meta = next
+	e.mu.Unlock()
+	for g := range all {
+		if !maps.Equal(all[g], old[g]) {
+			e.shares.applyLimits(g)
+		}
+	}
+	return nil
+}
+
 // GroupConfigDefaults returns the broker-wide value of each group config.
 func (e *Engine) GroupConfigDefaults() map[string]string {
 	s := e.cfg.Groups.Share

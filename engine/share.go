@@ -100,6 +100,32 @@ func ownedBy(member string) func(string) bool {
 	}
 }
 
+// maxShareParts bounds the share-partitions a broker keeps in memory;
+// past it, those with nothing acquired and nothing unwritten are dropped
+// (they load again from their state when used).
+const maxShareParts = 100_000
+
+// evictIdle drops share-partitions with nothing acquired and nothing
+// unwritten, and reports whether any was (s.mu held).
+func (s *SharePartitions) evictIdle() bool {
+	n := 0
+	for k, sp := range s.parts {
+		if !sp.mu.TryLock() {
+			continue
+		}
+		idle := sp.p == nil || (!sp.writing && sp.stored && sp.saved == sp.p.Changes() && !sp.p.Holds())
+		sp.mu.Unlock()
+		if idle {
+			delete(s.parts, k)
+			n++
+			if n >= maxShareParts/10 {
+				break
+			}
+		}
+	}
+	return n > 0
+}
+
 func newSharePartitions(e *Engine) *SharePartitions {
 	return &SharePartitions{eng: e, parts: map[ShareKey]*sharePart{}}
 }
@@ -129,6 +155,10 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 	s.mu.Lock()
 	sp := s.parts[k]
 	if sp == nil || sp.leaderEpoch != epoch {
+		if sp == nil && len(s.parts) >= maxShareParts && !s.evictIdle() {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: this broker holds %d share-partitions, all with records in flight", kerr.CoordinatorNotAvailable, len(s.parts))
+		}
 		sp = &sharePart{key: k, leaderEpoch: epoch}
 		sp.written = sync.NewCond(&sp.mu)
 		s.parts[k] = sp
@@ -139,7 +169,7 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 	if sp.p != nil {
 		return sp, nil
 	}
-	st, ok, err := s.eng.shareStates.Read(k)
+	st, ok, err := s.eng.shareStates.Read(k, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -459,10 +489,33 @@ func (s *SharePartitions) dropKey(k ShareKey) {
 	s.mu.Unlock()
 }
 
-// groupKeys lists the share-partitions of group this broker knows of, by
-// their state, sorted.
+// groupKeys lists the share-partitions of group that have a state,
+// sorted: those this broker coordinates, and in cluster mode those other
+// brokers do, found by reading the state of every partition of every
+// topic from its share coordinator (one call each: an admin's cost, paid
+// by DescribeShareGroupOffsets of all topics and by deleting a group).
 func (s *SharePartitions) groupKeys(group string) []ShareKey {
 	keys := s.eng.shareStates.Keys(group)
+	if s.eng.shareStates.loaded != nil {
+		seen := map[ShareKey]bool{}
+		for _, k := range keys {
+			seen[k] = true
+		}
+		for _, t := range s.eng.Topics() {
+			if t.Internal || t.Deleted() {
+				continue
+			}
+			for _, p := range t.Partitions() {
+				k := ShareKey{Group: group, Topic: t.ID, Partition: p.Index}
+				if seen[k] {
+					continue
+				}
+				if _, ok, err := s.eng.shareStates.Read(k, -1); err == nil && ok {
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
 	slices.SortFunc(keys, func(a, b ShareKey) int {
 		if c := strings.Compare(string(a.Topic[:]), string(b.Topic[:])); c != 0 {
 			return c

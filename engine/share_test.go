@@ -160,7 +160,7 @@ func TestShareStateFencing(t *testing.T) {
 	if err := s.Write(k, old); !errors.Is(err, kerr.FencedStateEpoch) {
 		t.Fatalf("a write of the epoch before the reset: %v", err)
 	}
-	st, ok, _ := s.Read(k)
+	st, ok, _ := s.Read(k, -1)
 	if !ok || st.Start != 2 || st.StateEpoch != 1 {
 		t.Fatalf("after the reset: %+v %v", st, ok)
 	}
@@ -170,7 +170,7 @@ func TestShareStateFencing(t *testing.T) {
 	if err := s.Write(k, st); !errors.Is(err, kerr.FencedStateEpoch) {
 		t.Fatalf("a write of the deleted state's epoch: %v", err)
 	}
-	st, ok, _ = s.Read(k)
+	st, ok, _ = s.Read(k, -1)
 	if ok || st.StateEpoch != 2 {
 		t.Fatalf("after the deletion Read says %+v %v, want none, epoch 2 to start at", st, ok)
 	}

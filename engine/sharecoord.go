@@ -69,6 +69,12 @@ func (c *Coordinator) shareGroupFor(id string, create bool) (*shareGroup, error)
 // share-partitions a broker keeps to those of its share groups, and
 // stops a removed member from acquiring more.
 func (c *Coordinator) CheckShareMember(id, member string) error {
+	if c.checkCoordinator(id) != nil {
+		// Cluster mode, another broker coordinates the group: the
+		// partition leader does not know its members (SharePartitions
+		// bounds what it keeps instead).
+		return nil
+	}
 	c.mu.RLock()
 	sg := c.shareGroups[id]
 	c.mu.RUnlock()
@@ -300,10 +306,12 @@ func (c *Coordinator) ShareOffsets(group string, topics map[string][]int32) ([]S
 			return
 		}
 		so.TopicID = t.ID
-		st, ok, err := c.eng.shareStates.Read(ShareKey{Group: group, Topic: t.ID, Partition: part})
+		st, ok, err := c.eng.shareStates.Read(ShareKey{Group: group, Topic: t.ID, Partition: part}, -1)
 		switch {
 		case err != nil:
 			so.Err = err
+		case ok && !t.Partition(part).Hosted():
+			so.StartOffset, so.LeaderEpoch = st.Start, st.LeaderEpoch // lag unknown here
 		case ok:
 			p := t.Partition(part)
 			so.StartOffset, so.LeaderEpoch = st.Start, st.LeaderEpoch
@@ -359,7 +367,11 @@ func (c *Coordinator) AlterShareOffsets(group string, topics map[string]map[int3
 			switch {
 			case t == nil || t.Deleted() || t.Partition(part) == nil:
 				out[name][part] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, name, part)
-			case off < t.Partition(part).LogStartOffset() || off > t.Partition(part).HighWatermark():
+			case off < 0:
+				out[name][part] = fmt.Errorf("%w: offset %d of %s-%d", kerr.InvalidRequest, off, name, part)
+			case t.Partition(part).Hosted() && (off < t.Partition(part).LogStartOffset() || off > t.Partition(part).HighWatermark()):
+				// (A partition hosted elsewhere in a cluster: its leader
+				// moves a start below its log start up when it loads.)
 				out[name][part] = fmt.Errorf("%w: offset %d of %s-%d is outside %d-%d", kerr.InvalidRequest, off, name, part, t.Partition(part).LogStartOffset(), t.Partition(part).HighWatermark())
 			default:
 				out[name][part] = c.eng.shares.Reset(group, t.ID, part, off)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -20,9 +21,9 @@ import (
 // by group, topic id and partition; the last one of a key wins.
 const ShareStateTopic = "__share_group_state"
 
-// shareStatePartitions is the partition count of ShareStateTopic on a
-// single broker (created on first use).
-const shareStatePartitions = 8
+// ShareStatePartitions is the partition count of ShareStateTopic (a
+// single broker creates it on first use, a cluster's controller at once).
+const ShareStatePartitions = 8
 
 // maxShareSpan bounds the offsets a persisted state's batches may span
 // past its start: a state is never wider than its in-flight window, and a
@@ -167,7 +168,9 @@ func newShareStates(e *Engine) *ShareStates {
 // ShareStates returns the engine's share coordinator.
 func (e *Engine) ShareStates() *ShareStates { return e.shareStates }
 
-// PartitionFor is the ShareStateTopic partition of a key among n.
+// SharePartitionFor is the ShareStateTopic partition of a key among n.
+func SharePartitionFor(k ShareKey, n int) int32 { return sharePartitionFor(k, n) }
+
 func sharePartitionFor(k ShareKey, n int) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(k.Group))
@@ -192,7 +195,7 @@ func (s *ShareStates) topic(create bool) (*Topic, error) {
 		return t, nil
 	}
 	t, err := s.eng.CreateTopic(CreateTopicRequest{
-		Name: ShareStateTopic, Partitions: shareStatePartitions, ReplicationFactor: 1, Internal: true,
+		Name: ShareStateTopic, Partitions: ShareStatePartitions, ReplicationFactor: 1, Internal: true,
 		Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": offsetsSegmentBytes},
 	})
 	if errors.Is(err, kerr.TopicAlreadyExists) {
@@ -247,12 +250,22 @@ func (s *ShareStates) start() error {
 
 // replay applies one ShareStateTopic partition's records.
 func (s *ShareStates) replay(p *Partition) (int, error) {
-	l, err := p.Log()
+	n, _, err := s.replayFrom(p, -1)
+	return n, err
+}
+
+// replayFrom applies a ShareStateTopic partition's records from offset
+// from (-1: the log start) and returns how many and the offset after.
+func (s *ShareStates) replayFrom(p *Partition, from int64) (int, int64, error) {
+	l, err := p.ReplicaLog()
 	if err != nil {
-		return 0, fmt.Errorf("%s is offline: %w", p, err)
+		return 0, 0, fmt.Errorf("%s is offline: %w", p, err)
+	}
+	if from < 0 {
+		from = l.StartOffset()
 	}
 	n := 0
-	err = replayBatches(p, l, func(h *batch.Header, b []byte) error {
+	next, err := replayBatchesFrom(p, l, from, func(h *batch.Header, b []byte) error {
 		if h.Control() {
 			return nil
 		}
@@ -280,23 +293,40 @@ func (s *ShareStates) replay(p *Partition) (int, error) {
 			s.states[k] = st
 		})
 	})
-	return n, err
+	return n, next, err
 }
 
 // LoadPartition replays partition i of ShareStateTopic: this broker now
-// leads it (cluster mode).
+// leads it (cluster mode; the publisher calls it). Its keys answer
+// COORDINATOR_LOAD_IN_PROGRESS until then.
 func (s *ShareStates) LoadPartition(i int32) error {
 	t := s.eng.Topic(ShareStateTopic)
 	if t == nil || t.Partition(i) == nil {
 		return fmt.Errorf("engine: %s has no partition %d", ShareStateTopic, i)
 	}
-	s.dropPartition(t, i)
-	if _, err := s.replay(t.Partition(i)); err != nil {
+	p := t.Partition(i)
+	s.UnloadPartition(i) // what a previous leadership left
+	// The replay runs on the partition's shard: no write lands between
+	// the replay and the partition counting as loaded.
+	n, next, err := s.replayFrom(p, -1)
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.loaded[i] = true
-	s.mu.Unlock()
+	err = p.shard.Call(func() error {
+		m, _, err := s.replayFrom(p, next) // the tail written meanwhile
+		if err != nil {
+			return err
+		}
+		n += m
+		s.mu.Lock()
+		s.loaded[i] = true
+		s.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.eng.logger.Info("coordinating the share-partition states of a partition", "partition", p.String(), "records", n)
 	return nil
 }
 
@@ -328,9 +358,53 @@ func (s *ShareStates) dropPartition(t *Topic, i int32) {
 	}
 }
 
-// Read returns k's state; false when there is none (then the state
-// epoch a new state must start at, past a deletion's, is set).
-func (s *ShareStates) Read(k ShareKey) (ShareState, bool, error) {
+// ShareStateRemote reaches the share coordinator of a key another broker
+// leads (cluster mode; package cluster implements it over Kafka's
+// share-state APIs). Its errors wrap a Kafka error.
+type ShareStateRemote interface {
+	Read(k ShareKey, leaderEpoch int32) (ShareState, bool, error)
+	Write(k ShareKey, st ShareState) error
+	Reset(k ShareKey, start int64) error
+	Delete(k ShareKey) error
+}
+
+// remote returns the share coordinator elsewhere that serves k, nil when
+// this broker does (or should: a single broker, a partition it leads but
+// is still loading, whose error is returned).
+func (s *ShareStates) remote(k ShareKey) (ShareStateRemote, error) {
+	if s.loaded == nil {
+		return nil, nil
+	}
+	_, err := s.partition(k, false)
+	if err == nil {
+		return nil, nil
+	}
+	if h := s.eng.clusterHooks(); errors.Is(err, kerr.NotCoordinator) && h != nil && h.ShareStates != nil {
+		return h.ShareStates, nil
+	}
+	return nil, err
+}
+
+// Read returns k's state, from the share coordinator wherever it is;
+// false when there is none (then the state epoch a new state must start
+// at, past a deletion's, is set). leaderEpoch is the reading partition
+// leader's (-1: not a leader): an older leader's writes are fenced from
+// then on.
+func (s *ShareStates) Read(k ShareKey, leaderEpoch int32) (ShareState, bool, error) {
+	r, err := s.remote(k)
+	if err != nil {
+		return ShareState{}, false, err
+	}
+	if r != nil {
+		return r.Read(k, leaderEpoch)
+	}
+	return s.ServeRead(k, leaderEpoch)
+}
+
+// ServeRead is Read on this broker only (the share coordinator's side of
+// a ReadShareGroupState): NOT_COORDINATOR when it does not lead k's
+// partition.
+func (s *ShareStates) ServeRead(k ShareKey, leaderEpoch int32) (ShareState, bool, error) {
 	if _, err := s.partition(k, false); err != nil && s.loaded != nil {
 		return ShareState{}, false, err
 	}
@@ -341,8 +415,13 @@ func (s *ShareStates) Read(k ShareKey) (ShareState, bool, error) {
 		if e, del := s.deleted[k]; del {
 			st.StateEpoch = e + 1
 		}
+		return st, false, nil
 	}
-	return st, ok, nil
+	if leaderEpoch > st.LeaderEpoch {
+		st.LeaderEpoch = leaderEpoch
+		s.states[k] = st // in memory: a write of an older leader is fenced
+	}
+	return st, true, nil
 }
 
 // Write makes st k's state once it is durable. A write of an older state
@@ -350,8 +429,23 @@ func (s *ShareStates) Read(k ShareKey) (ShareState, bool, error) {
 // older leader epoch (a newer leader of the partition wrote)
 // FENCED_LEADER_EPOCH.
 func (s *ShareStates) Write(k ShareKey, st ShareState) error {
+	r, err := s.remote(k)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		return r.Write(k, st)
+	}
+	return s.ServeWrite(k, st)
+}
+
+// ServeWrite is Write on this broker only (WriteShareGroupState).
+func (s *ShareStates) ServeWrite(k ShareKey, st ShareState) error {
 	if len(st.Batches) > 0 && st.Batches[len(st.Batches)-1].Last-st.Start >= maxShareSpan {
 		return fmt.Errorf("%w: share-partition %s spans %d offsets, more than %d", kerr.InvalidRecordState, k, st.Batches[len(st.Batches)-1].Last-st.Start+1, maxShareSpan)
+	}
+	if _, err := sharegroup.Restore(st.State, sharegroup.Limits{}, maxShareSpan); err != nil {
+		return fmt.Errorf("%w: %w", kerr.InvalidRequest, err) // what replay would refuse
 	}
 	defer s.lockKey(k)()
 	return s.writeLocked(k, st)
@@ -399,8 +493,23 @@ func (s *ShareStates) writeLocked(k ShareKey, st ShareState) error {
 // newer state epoch (AlterShareGroupOffsets): the share-partition
 // leader's writes of the old epoch are fenced from then on.
 func (s *ShareStates) Reset(k ShareKey, offset int64) error {
+	r, err := s.remote(k)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		return r.Reset(k, offset)
+	}
+	return s.ServeReset(k, offset)
+}
+
+// ServeReset is Reset on this broker only (InitializeShareGroupState).
+func (s *ShareStates) ServeReset(k ShareKey, offset int64) error {
+	if offset < 0 || offset > math.MaxInt64-maxShareSpan {
+		return fmt.Errorf("%w: start offset %d", kerr.InvalidRequest, offset)
+	}
 	defer s.lockKey(k)()
-	cur, _, err := s.Read(k)
+	cur, _, err := s.ServeRead(k, -1)
 	if err != nil {
 		return err
 	}
@@ -410,6 +519,18 @@ func (s *ShareStates) Reset(k ShareKey, offset int64) error {
 // Delete removes k's state (a tombstone); nothing when there is none. A
 // writer still holding the old state is fenced by the deletion's epoch.
 func (s *ShareStates) Delete(k ShareKey) error {
+	r, err := s.remote(k)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		return r.Delete(k)
+	}
+	return s.ServeDelete(k)
+}
+
+// ServeDelete is Delete on this broker only (DeleteShareGroupState).
+func (s *ShareStates) ServeDelete(k ShareKey) error {
 	defer s.lockKey(k)()
 	s.mu.Lock()
 	cur, ok := s.states[k]

@@ -62,6 +62,7 @@ type txn struct {
 	ownBrokers    bool
 	ownTopics     bool // topics, topicIDs and collisions
 	ownBrokerCfgs bool
+	ownGroupCfgs  bool
 	ownScram      bool
 	ownTopic      map[string]bool
 }
@@ -107,6 +108,19 @@ func (t *txn) brokerConfigs() map[string]string {
 		t.ownBrokerCfgs = true
 	}
 	return t.img.brokerConfigs
+}
+
+// groupConfigs returns a private copy of the group-config map; each
+// group's own map is replaced, never written.
+func (t *txn) groupConfigs() map[string]map[string]string {
+	if !t.ownGroupCfgs {
+		t.img.groupConfigs = maps.Clone(t.img.groupConfigs)
+		if t.img.groupConfigs == nil {
+			t.img.groupConfigs = map[string]map[string]string{}
+		}
+		t.ownGroupCfgs = true
+	}
+	return t.img.groupConfigs
 }
 
 func (t *txn) apply(rec Record, res *Result, top bool) *RefusedError {
@@ -643,8 +657,24 @@ func (t *txn) alterConfigs(r AlterConfigs) *RefusedError {
 		if len(r.Ops) > 0 {
 			applyConfigOps(t.brokerConfigs(), r.Ops)
 		}
+	case ConfigGroup:
+		if r.Name == "" {
+			return refuse(kerr.InvalidRequest, "a group config needs the group id")
+		}
+		if len(r.Ops) == 0 {
+			return nil
+		}
+		gc := t.groupConfigs()
+		if gc[r.Name] == nil && len(gc) >= MaxGroupConfigs {
+			return refuse(kerr.PolicyViolation, "%d groups have configs already (at most %d)", len(gc), MaxGroupConfigs)
+		}
+		if cfg := applyConfigOps(maps.Clone(gc[r.Name]), r.Ops); cfg == nil {
+			delete(gc, r.Name)
+		} else {
+			gc[r.Name] = cfg
+		}
 	default:
-		return refuse(kerr.InvalidRequest, "config resource type %d: use topic (2) or broker (4)", r.Type)
+		return refuse(kerr.InvalidRequest, "config resource type %d: use topic (2), broker (4) or group (32)", r.Type)
 	}
 	return nil
 }

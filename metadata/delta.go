@@ -27,6 +27,8 @@ type Delta struct {
 	TopicConfigs []*Topic
 	// BrokerConfigs is set when the cluster-wide broker defaults changed.
 	BrokerConfigs bool
+	// GroupConfigs is set when a group's config overrides changed.
+	GroupConfigs bool
 	// ClusterID is set when the cluster id changed (InitCluster).
 	ClusterID bool
 }
@@ -48,7 +50,7 @@ type PartitionChange struct {
 // Empty reports whether nothing changed.
 func (d *Delta) Empty() bool {
 	return len(d.Brokers) == 0 && len(d.CreatedTopics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Partitions) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.ClusterID
+		len(d.Partitions) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.GroupConfigs && !d.ClusterID
 }
 
 // Diff computes what changed from old to new. It is cheap when little
@@ -57,7 +59,8 @@ func (d *Delta) Empty() bool {
 // point into old and new and must not be modified.
 func Diff(old, new *Image) Delta {
 	d := Delta{Old: old, New: new, ClusterID: old.clusterID != new.clusterID,
-		BrokerConfigs: !maps.Equal(old.brokerConfigs, new.brokerConfigs)}
+		BrokerConfigs: !maps.Equal(old.brokerConfigs, new.brokerConfigs),
+		GroupConfigs:  !maps.EqualFunc(old.groupConfigs, new.groupConfigs, maps.Equal[map[string]string])}
 	for _, b := range new.Brokers() {
 		ob, ok := old.brokers[b.ID]
 		switch {

@@ -183,6 +183,7 @@ type Image struct {
 	topicIDs       map[UUID]string   // id → name
 	collisions     map[string]string // collisionKey(name) → name
 	brokerConfigs  map[string]string
+	groupConfigs   map[string]map[string]string                  // group id → overrides; nil: none
 	scram          map[string]map[ScramMechanism]ScramCredential // user → mechanism → credential
 	acls           []ACLBinding                                  // sorted by compareACLs, unique
 }
@@ -285,6 +286,13 @@ func (img *Image) BrokerConfigs() map[string]string {
 	}
 	return out
 }
+
+// MaxGroupConfigs bounds the groups with config overrides in the image.
+const MaxGroupConfigs = 10000
+
+// GroupConfigs returns every group's config overrides (shared: do not
+// modify).
+func (img *Image) GroupConfigs() map[string]map[string]string { return img.groupConfigs }
 
 // BrokerConfig returns one cluster-wide broker config default.
 func (img *Image) BrokerConfig(key string) (string, bool) {

@@ -207,6 +207,9 @@ type ConfigResourceType uint8
 const (
 	ConfigTopic  ConfigResourceType = 2
 	ConfigBroker ConfigResourceType = 4
+	// ConfigGroup is one group's overrides of the group settings (the
+	// share-group configs), Name the group id.
+	ConfigGroup ConfigResourceType = 32
 )
 
 // ConfigOp sets Key to Value, or deletes Key (back to its default).

@@ -27,8 +27,10 @@ type snapshot struct {
 	Brokers        []Broker          `json:"brokers,omitempty"`
 	Topics         []*Topic          `json:"topics,omitempty"`
 	BrokerConfigs  map[string]string `json:"broker_configs,omitempty"`
-	Scram          []snapshotScram   `json:"scram,omitempty"`
-	ACLs           []ACLBinding      `json:"acls,omitempty"`
+	// GroupConfigs: group id → config overrides (share-group configs).
+	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
+	Scram        []snapshotScram              `json:"scram,omitempty"`
+	ACLs         []ACLBinding                 `json:"acls,omitempty"`
 }
 
 // EncodeImage encodes the whole image as JSON (the Raft snapshot).
@@ -42,6 +44,7 @@ func encodeImage(img *Image, withIndex bool) []byte {
 		Brokers:        img.Brokers(),
 		Topics:         img.Topics(),
 		BrokerConfigs:  img.brokerConfigs,
+		GroupConfigs:   img.groupConfigs,
 		Scram:          img.scramList(),
 		ACLs:           img.acls,
 	}
@@ -174,6 +177,26 @@ func buildImage(s *snapshot) (*Image, error) {
 			return nil, fmt.Errorf("broker config %q is not UTF-8", k)
 		}
 		img.brokerConfigs[k] = v
+	}
+	if len(s.GroupConfigs) > MaxGroupConfigs {
+		return nil, fmt.Errorf("%d groups with configs, at most %d", len(s.GroupConfigs), MaxGroupConfigs)
+	}
+	for g, cfg := range s.GroupConfigs {
+		if g == "" || !utf8.ValidString(g) || len(cfg) == 0 {
+			return nil, fmt.Errorf("group config of group %q: empty or not UTF-8", g)
+		}
+		for k, v := range cfg {
+			if err := validConfigKey(k); err != nil {
+				return nil, errors.New(err.Reason)
+			}
+			if !utf8.ValidString(v) {
+				return nil, fmt.Errorf("group config %q is not UTF-8", k)
+			}
+		}
+		if img.groupConfigs == nil {
+			img.groupConfigs = map[string]map[string]string{}
+		}
+		img.groupConfigs[g] = cfg
 	}
 	if err := img.restoreSecurity(s.Scram, s.ACLs); err != nil {
 		return nil, err

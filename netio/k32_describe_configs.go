@@ -97,9 +97,6 @@ func (s *Server) describeResource(typ kmsg.ConfigResourceType, name string) ([]e
 			"io.backend":               s.eng.BackendName(),
 		}), nil
 	case kmsg.ConfigResourceTypeGroupConfig:
-		if s.cfg.Cluster != nil {
-			return nil, fmt.Errorf("%w: group configs are not available in cluster mode yet", kerr.InvalidRequest)
-		}
 		if name == "" {
 			return nil, fmt.Errorf("%w: a group config resource needs the group id as its name", kerr.InvalidRequest)
 		}

@@ -151,7 +151,7 @@ func DefaultConfig() Config {
 // metrics.New.
 func APIs() []metrics.API {
 	var all []apiHandler
-	for _, t := range [][]apiHandler{apiTable, txnAPITable, shareAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable, clusterAdminAPITable} {
+	for _, t := range [][]apiHandler{apiTable, txnAPITable, shareAPITable, saslAPITable, credentialAPITable, aclAPITable, clusterAPITable, clusterAdminAPITable, shareStateAPITable} {
 		all = append(all, t...)
 	}
 	apis := make([]metrics.API, 0, len(all))
@@ -279,7 +279,7 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		s.handlers[h.key] = h
 	}
 	var extra []apiHandler
-	if cfg.Cluster == nil && !cfg.Native {
+	if !cfg.Native {
 		extra = append(extra, shareAPITable...)
 	}
 	if !cfg.Native {
@@ -299,7 +299,7 @@ func NewServer(eng *engine.Engine, cfg Config) *Server {
 		s.handlers[h.key] = h
 	}
 	if cfg.Cluster != nil {
-		for _, t := range [][]apiHandler{clusterAPITable, clusterAdminAPITable} {
+		for _, t := range [][]apiHandler{clusterAPITable, clusterAdminAPITable, shareStateAPITable} {
 			for i := range t {
 				s.handlers[t[i].key] = &t[i]
 			}

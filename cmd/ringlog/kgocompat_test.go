@@ -52,8 +52,7 @@ func TestKgoCompat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("find franz-go's kgo package: %v", err)
 	}
-	// shares: share groups are offered (a single broker; a cluster does
-	// not serve them yet, and their tests skip there).
+	// shares: share groups are offered (a skipped share test fails).
 	run := func(t *testing.T, seeds []string, rf string, shares bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -102,8 +101,8 @@ func TestKgoCompat(t *testing.T) {
 		}
 		ctx := deadlineCtx(t, 2*time.Minute)
 		c.converge(ctx, 3)
-		// The offsets and transaction topics exist before the suite asks
-		// for a coordinator.
+		// The offsets, transaction and share-state topics exist before
+		// the suite asks for a coordinator.
 		testenv.Eventually(time.Minute, func() bool {
 			m, err := metadataFrom(ctx, c.kafka[0])
 			if err != nil {
@@ -111,12 +110,12 @@ func TestKgoCompat(t *testing.T) {
 			}
 			n := 0
 			for _, tp := range m.Topics {
-				if tp.Topic != nil && (*tp.Topic == "__consumer_offsets" || *tp.Topic == "__transaction_state") {
+				if tp.Topic != nil && (*tp.Topic == "__consumer_offsets" || *tp.Topic == "__transaction_state" || *tp.Topic == "__share_group_state") {
 					n++
 				}
 			}
-			return n == 2
+			return n == 3
 		})
-		run(t, c.kafka, "3", false)
+		run(t, c.kafka, "3", true)
 	})
 }

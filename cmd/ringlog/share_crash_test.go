@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/kwire"
 )
 
@@ -76,6 +79,9 @@ func (s *shareWire) fetch(ctx context.Context, acks [][2]int64) (acquired [][2]i
 		for _, p := range t.Partitions {
 			if p.AcknowledgeErrorCode != 0 {
 				acked = false
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, false, fmt.Errorf("partition %d: %w", p.Partition, err) // a moved leader: find it again
 			}
 			for _, a := range p.AcquiredRecords {
 				acquired = append(acquired, [2]int64{a.FirstOffset, a.LastOffset})
@@ -167,4 +173,181 @@ func TestShareGroupSurvivesKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d records confirmed across %d kills; %d delivered again (acquired, not confirmed, when the broker died)", len(confirmed), kills, again)
+}
+
+// leaderOf returns the node id leading partition p of topic, -1 when
+// none is known.
+func leaderOf(ctx context.Context, addrs []string, topic string, p int32) int32 {
+	for _, a := range addrs {
+		m, err := metadataFrom(ctx, a)
+		if err != nil {
+			continue
+		}
+		for _, t := range m.Topics {
+			if t.Topic != nil && *t.Topic == topic {
+				for _, pp := range t.Partitions {
+					if pp.Partition == p && pp.ErrorCode == 0 {
+						return pp.Leader
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// TestShareGroupClusterFailover: a share consumer in a 3-broker cluster
+// accepts records while the topic partition's leader is killed with -9,
+// then the leader of the share state's partition (the share
+// coordinator): the new leaders take over from the replicated
+// __share_group_state, every record is accepted in the end, and no
+// record whose acceptance was confirmed is delivered again.
+func TestShareGroupClusterFailover(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c.converge(ctx, 3)
+	const topic, group, total = "csq", "cworkers", 3000
+	admCl := procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...))
+	adm := kadm.NewClient(admCl)
+	if res, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || res.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, res.Err)
+	}
+	c.waitFullISR(ctx, topic, 1, 3, 30*time.Second)
+	c.waitFullISR(ctx, engine.ShareStateTopic, int(engine.ShareStatePartitions), 3, 60*time.Second)
+	if r := tool(t, "", nil, "group", "alter", group, "--set", "share.auto.offset.reset=earliest", "--brokers", c.kafka[0]); r.code != 0 {
+		t.Fatalf("group alter: %d %s", r.code, r.stderr)
+	}
+	produceSpread(t, c.kafka[0], topic, map[int32]int{0: total}, nil)
+
+	confirmed := map[int64]bool{}
+	deliveries := map[int64]int{}
+	var killed []int32
+	var lastErr error
+	var s *shareWire
+	var pending [][2]int64
+	for len(confirmed) < total {
+		if ctx.Err() != nil {
+			t.Fatalf("only %d of %d records confirmed (killed %v); last error: %v", len(confirmed), total, killed, lastErr)
+		}
+		if len(killed) < 2 && len(confirmed) >= (len(killed)+1)*total/3 {
+			victim := leaderOf(ctx, c.kafka, topic, 0) // first the partition's leader
+			if len(killed) == 1 {
+				// then the share coordinator of the group's state
+				tid := topicID(ctx, t, admCl, topic)
+				victim = leaderOf(ctx, c.kafka, engine.ShareStateTopic, engine.SharePartitionFor(engine.ShareKey{Group: group, Topic: tid, Partition: 0}, int(engine.ShareStatePartitions)))
+			}
+			if victim < 1 {
+				continue
+			}
+			c.procs[victim-1].kill()
+			killed = append(killed, victim)
+			if s != nil {
+				s.c.Close()
+				s = nil
+			}
+			c.start(int(victim))
+			continue
+		}
+		if s == nil {
+			leader := leaderOf(ctx, c.kafka, topic, 0)
+			if leader < 1 {
+				lastErr = fmt.Errorf("no leader of %s", topic)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			if lastErr = shareJoin(ctx, c.kafka, group, "m1", topic); lastErr != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			var err error
+			if s, err = dialShareConn(ctx, c.kafka[leader-1], group, "m1", topicID(ctx, t, admCl, topic)); err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			pending = nil
+		}
+		got, acked, err := s.fetch(ctx, pending)
+		if err != nil {
+			lastErr = fmt.Errorf("fetch: %w", err)
+			s.c.Close()
+			s = nil
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if !acked && len(pending) > 0 {
+			lastErr = fmt.Errorf("acknowledgement of %v refused", pending)
+		}
+		if acked {
+			for _, a := range pending {
+				for off := a[0]; off <= a[1]; off++ {
+					confirmed[off] = true
+				}
+			}
+		}
+		pending = nil
+		for _, a := range got {
+			for off := a[0]; off <= a[1]; off++ {
+				if confirmed[off] {
+					t.Fatalf("offset %d delivered again after its acceptance was confirmed (killed %v)", off, killed)
+				}
+				deliveries[off]++
+			}
+			pending = append(pending, a)
+		}
+	}
+	again := 0
+	for _, n := range deliveries {
+		if n > 1 {
+			again++
+		}
+	}
+	t.Logf("%d records confirmed; killed %v (partition leader, share coordinator); %d delivered again", len(confirmed), killed, again)
+}
+
+// shareJoin joins member to group through whichever broker coordinates
+// it (franz-go routes ShareGroupHeartbeat to the group's coordinator).
+func shareJoin(ctx context.Context, addrs []string, group, member, topic string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(3*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, member, []string{topic}
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := hb.RequestWith(hctx, cl)
+	if err != nil {
+		return fmt.Errorf("join: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("join: %w", err)
+	}
+	return nil
+}
+
+// dialShareConn opens a share connection to a partition leader, for a
+// member that joined already.
+func dialShareConn(ctx context.Context, addr, group, member string, topicID [16]byte) (*shareWire, error) {
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := kwire.Dial(dctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &shareWire{c: c, group: group, member: member, topicID: topicID}, nil
+}
+
+func topicID(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) [16]byte {
+	t.Helper()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		t.Fatalf("topic id of %s: %v %v", topic, err, td[topic].Err)
+	}
+	return td[topic].ID
 }

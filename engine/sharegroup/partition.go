@@ -152,6 +152,16 @@ func (p *Partition) Expire(now int64) {
 	p.advance()
 }
 
+// Holds reports whether any record is acquired.
+func (p *Partition) Holds() bool {
+	for _, r := range p.recs {
+		if r.state == Acquired {
+			return true
+		}
+	}
+	return false
+}
+
 // NextDeadline is the earliest lock deadline, 0 when nothing is acquired.
 func (p *Partition) NextDeadline() int64 {
 	var d int64

@@ -211,3 +211,41 @@ type Txns interface {
 	// partition, in the order of m.Partitions.
 	WriteTxnMarkers(ctx context.Context, addr string, m TxnMarkers) ([]error, error)
 }
+
+// ShareKey names a share-partition's state (KIP-932): a share group's
+// view of one topic partition.
+type ShareKey struct {
+	Group     string
+	TopicID   [16]byte
+	Partition int32
+}
+
+// ShareBatch is a run of offsets of a share-partition's state with one
+// delivery state and count.
+type ShareBatch struct {
+	First, Last   int64
+	State         int8
+	DeliveryCount int16
+}
+
+// ShareState is a share-partition's persisted state.
+type ShareState struct {
+	StateEpoch, LeaderEpoch int32
+	Start                   int64
+	Batches                 []ShareBatch
+}
+
+// ShareStates is what a share-partition leader and a group coordinator
+// ask the share coordinator of a key (the leader of its
+// __share_group_state partition): Kafka's ReadShareGroupState,
+// WriteShareGroupState, InitializeShareGroupState (a reset to a start
+// offset at a new state epoch) and DeleteShareGroupState.
+type ShareStates interface {
+	// ReadShareState returns the state, false when there is none (then
+	// StateEpoch is where a new one starts); leaderEpoch is the reading
+	// partition leader's, which fences older leaders' writes.
+	ReadShareState(ctx context.Context, addr string, k ShareKey, leaderEpoch int32) (ShareState, bool, error)
+	WriteShareState(ctx context.Context, addr string, k ShareKey, st ShareState) error
+	ResetShareState(ctx context.Context, addr string, k ShareKey, start int64) error
+	DeleteShareState(ctx context.Context, addr string, k ShareKey) error
+}
