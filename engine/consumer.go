@@ -130,6 +130,7 @@ func (c *Coordinator) consumerHeartbeatLocked(g *Group, req consumergroup.Reques
 			}
 		}()
 	}
+	g.consumer.SetTimeouts(c.consumerTimeouts(g.ID))
 	before := g.consumer.AssignmentEpoch()
 	resp, err := g.consumer.Heartbeat(c.sched.Now(), engineTopics{c.eng}, req)
 	if cg := g.consumer; cg.AssignmentEpoch() != before && !cg.Empty() {

@@ -15,6 +15,8 @@ import (
 // (IncrementalAlterConfigs, DescribeConfigs), Kafka's names; each
 // overrides a broker-wide setting for one group.
 var GroupConfigKeys = []string{
+	"consumer.heartbeat.interval.ms",
+	"consumer.session.timeout.ms",
 	"share.auto.offset.reset",
 	"share.delivery.count.limit",
 	"share.heartbeat.interval.ms",
@@ -55,6 +57,10 @@ func ValidateGroupConfig(key, value string) error {
 		return fmt.Errorf("%s=%q: only read_uncommitted is supported", key, value)
 	case "share.delivery.count.limit":
 		return intIn(2, 10)
+	case "consumer.heartbeat.interval.ms":
+		return intIn(500, 15*60*1000)
+	case "consumer.session.timeout.ms":
+		return intIn(1000, 30*60*1000)
 	case "share.heartbeat.interval.ms":
 		return intIn(1000, 15*60*1000)
 	case "share.session.timeout.ms":
@@ -108,7 +114,10 @@ func (e *Engine) ReplaceGroupConfigs(all map[string]map[string]string) error {
 // GroupConfigDefaults returns the broker-wide value of each group config.
 func (e *Engine) GroupConfigDefaults() map[string]string {
 	s := e.cfg.Groups.Share
+	c := e.cfg.Groups.Consumer
 	return map[string]string{
+		"consumer.heartbeat.interval.ms": strconv.FormatInt(c.HeartbeatInterval.Milliseconds(), 10),
+		"consumer.session.timeout.ms":    strconv.FormatInt(c.SessionTimeout.Milliseconds(), 10),
 		"share.auto.offset.reset":       "latest",
 		"share.delivery.count.limit":    strconv.Itoa(int(s.DeliveryLimit)),
 		"share.heartbeat.interval.ms":   strconv.Itoa(int(s.Group.HeartbeatMillis)),
@@ -174,6 +183,24 @@ func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validat
 	e.mu.Unlock()
 	e.shares.applyLimits(group)
 	return nil
+}
+
+// consumerTimeouts returns a consumer-protocol group's session timeout
+// and heartbeat interval: the coordinator's, with the group's configs
+// applied (the interval kept below the timeout).
+func (c *Coordinator) consumerTimeouts(group string) (session, heartbeat time.Duration) {
+	session, heartbeat = c.cfg.Consumer.SessionTimeout, c.cfg.Consumer.HeartbeatInterval
+	over := c.eng.GroupConfigs(group)
+	if v, err := strconv.ParseInt(over["consumer.session.timeout.ms"], 10, 64); err == nil {
+		session = time.Duration(v) * time.Millisecond
+	}
+	if v, err := strconv.ParseInt(over["consumer.heartbeat.interval.ms"], 10, 64); err == nil {
+		heartbeat = time.Duration(v) * time.Millisecond
+	}
+	if session > 0 {
+		heartbeat = min(heartbeat, session/2)
+	}
+	return session, heartbeat
 }
 
 // shareSettings returns group's share settings: the broker's, with the

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/engine/consumergroup"
 	"github.com/ringlog/ringlog/engine/sharegroup"
 )
 
@@ -207,5 +209,42 @@ func TestShareAcknowledgeAllOrNothing(t *testing.T) {
 	}
 	if offs, _ := e.Coordinator().ShareOffsets("g", nil); len(offs) != 1 || offs[0].StartOffset != 5 || offs[0].Acquired != 5 {
 		t.Fatalf("offsets %+v, want start 5 and 5 acquired", offs)
+	}
+}
+
+// TestGroupConfigsApply: a group's consumer.* configs set the session
+// timeout and heartbeat interval of its KIP-848 members, are checked,
+// described with their source, and kept across a restart.
+func TestGroupConfigsApply(t *testing.T) {
+	dir := t.TempDir()
+	e := openTestEngine(t, dir, nil)
+	if _, err := e.CreateTopic(CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AlterGroupConfigs("cg", map[string]*string{"consumer.heartbeat.interval.ms": ptr("1500")}, false); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"consumer.heartbeat.interval.ms": "10", "consumer.session.timeout.ms": "x", "group.bogus": "1"} {
+		if err := e.AlterGroupConfigs("cg", map[string]*string{k: ptr(v)}, false); !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s=%s: %v, want INVALID_CONFIG", k, v, err)
+		}
+	}
+	resp, err := e.Coordinator().ConsumerHeartbeat("cg", consumergroup.Request{MemberID: "m", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.HeartbeatInterval != 1500*time.Millisecond {
+		t.Fatalf("heartbeat interval %v, want the group's 1.5s", resp.HeartbeatInterval)
+	}
+	e.Close()
+	e = openEngine(t, dir, nil)
+	found := false
+	for _, c := range e.DescribeGroupConfig("cg") {
+		if c.Name == "consumer.heartbeat.interval.ms" {
+			found = c.Value == "1500" && c.Source == SourceGroup
+		}
+	}
+	if !found {
+		t.Fatalf("after a restart the group config is gone: %+v", e.DescribeGroupConfig("cg"))
 	}
 }

@@ -20,11 +20,14 @@ Changes a group's configs (Kafka's group configs, IncrementalAlterConfigs
 on the GROUP resource): --set key=value, --delete key (back to the
 broker's default). A group need not exist yet: share groups read them
 when they start (share.auto.offset.reset: where a new share group starts
-on a partition, earliest, latest or by_duration:PT1H).
+on a partition, earliest, latest or by_duration:PT1H), consumer groups at
+each heartbeat.
 
 Keys: share.auto.offset.reset, share.record.lock.duration.ms,
 share.delivery.count.limit, share.session.timeout.ms,
-share.heartbeat.interval.ms, share.isolation.level.
+share.heartbeat.interval.ms, share.isolation.level (share groups);
+consumer.session.timeout.ms, consumer.heartbeat.interval.ms (KIP-848
+consumer groups: they override the broker's --group-consumer-* flags).
 `
 
 const groupAlterExamples = `

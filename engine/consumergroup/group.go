@@ -181,6 +181,16 @@ type Config struct {
 	MaxMetadataBytes int
 }
 
+// SetTimeouts changes the session timeout and heartbeat interval (a
+// group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+// configs); they apply from the next heartbeat of each member.
+func (g *Group) SetTimeouts(session, heartbeat time.Duration) {
+	g.cfg.SessionTimeout, g.cfg.HeartbeatInterval = session, heartbeat
+	if g.cfg.ReconcileInterval > heartbeat {
+		g.cfg.ReconcileInterval = heartbeat
+	}
+}
+
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second,
