@@ -118,12 +118,12 @@ func (e *Engine) GroupConfigDefaults() map[string]string {
 	return map[string]string{
 		"consumer.heartbeat.interval.ms": strconv.FormatInt(c.HeartbeatInterval.Milliseconds(), 10),
 		"consumer.session.timeout.ms":    strconv.FormatInt(c.SessionTimeout.Milliseconds(), 10),
-		"share.auto.offset.reset":       "latest",
-		"share.delivery.count.limit":    strconv.Itoa(int(s.DeliveryLimit)),
-		"share.heartbeat.interval.ms":   strconv.Itoa(int(s.Group.HeartbeatMillis)),
-		"share.isolation.level":         "read_uncommitted",
-		"share.record.lock.duration.ms": strconv.FormatInt(s.LockDuration.Milliseconds(), 10),
-		"share.session.timeout.ms":      strconv.FormatInt(s.Group.SessionMillis, 10),
+		"share.auto.offset.reset":        "latest",
+		"share.delivery.count.limit":     strconv.Itoa(int(s.DeliveryLimit)),
+		"share.heartbeat.interval.ms":    strconv.Itoa(int(s.Group.HeartbeatMillis)),
+		"share.isolation.level":          "read_uncommitted",
+		"share.record.lock.duration.ms":  strconv.FormatInt(s.LockDuration.Milliseconds(), 10),
+		"share.session.timeout.ms":       strconv.FormatInt(s.Group.SessionMillis, 10),
 	}
 }
 
