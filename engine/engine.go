@@ -1494,29 +1494,20 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 	defer e.admin.Done()
 	e.metaMu.Lock()
 	defer e.metaMu.Unlock()
-	next := e.meta.clone()
-	next.BrokerConfigs = maps.Clone(e.meta.BrokerConfigs)
-	if next.BrokerConfigs == nil {
-		next.BrokerConfigs = map[string]string{}
-	}
-	for k, v := range set {
-		if v == nil {
-			delete(next.BrokerConfigs, k)
-		} else {
-			next.BrokerConfigs[k] = *v
+	var topics []*Topic
+	err := e.writeMetaLocked(func(next *brokerMeta) error {
+		next.BrokerConfigs = applySet(next.BrokerConfigs, set)
+		return nil
+	}, func() {
+		e.defaultsGen++
+		topics = make([]*Topic, 0, len(e.topics))
+		for _, t := range e.topics {
+			topics = append(topics, t)
 		}
+	})
+	if err != nil {
+		return err
 	}
-	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
-		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
-	}
-	e.mu.Lock()
-	e.meta = next
-	e.defaultsGen++
-	topics := make([]*Topic, 0, len(e.topics))
-	for _, t := range e.topics {
-		topics = append(topics, t)
-	}
-	e.mu.Unlock()
 	// Topics being created see defaultsGen move; partitions being added
 	// see their topic's config change (both checked under metaMu).
 	for _, t := range topics {
@@ -1525,6 +1516,47 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 		t.applyConfig(cfg)
 	}
 	return nil
+}
+
+// writeMetaLocked writes a changed copy of the metadata durably and swaps
+// it in (Engine.metaMu held): change edits the copy (its maps are still
+// the old ones: replace them, never write them), swapped, when set, runs
+// under Engine.mu right after the swap.
+func (e *Engine) writeMetaLocked(change func(next *brokerMeta) error, swapped func()) error {
+	next := e.meta.clone()
+	if err := change(next); err != nil {
+		return err
+	}
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
+		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	}
+	e.mu.Lock()
+	e.meta = next
+	if swapped != nil {
+		swapped()
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// applySet returns a copy of m with set applied: a key with a value set,
+// one with nil removed; nil when empty.
+func applySet(m map[string]string, set map[string]*string) map[string]string {
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range set {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = *v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // producerIDBlock is how many producer ids are reserved in the metadata

@@ -94,18 +94,19 @@ func (e *Engine) ReplaceGroupConfigs(all map[string]map[string]string) error {
 	defer e.admin.Done()
 	e.metaMu.Lock()
 	defer e.metaMu.Unlock()
-	next := e.meta.clone()
-	next.GroupConfigs = maps.Clone(all)
-	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
-		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
+	var old map[string]map[string]string
+	err := e.writeMetaLocked(func(next *brokerMeta) error {
+		old, next.GroupConfigs = next.GroupConfigs, maps.Clone(all)
+		return nil
+	}, nil)
+	if err != nil {
+		return err
 	}
-	e.mu.Lock()
-	old := e.meta.GroupConfigs
-	e.meta = next
-	e.mu.Unlock()
-	for g := range all {
-		if !maps.Equal(all[g], old[g]) {
-			e.shares.applyLimits(g)
+	for _, m := range []map[string]map[string]string{all, old} {
+		for g := range m {
+			if !maps.Equal(all[g], old[g]) {
+				e.shares.applyLimits(g) // twice for a changed group: harmless
+			}
 		}
 	}
 	return nil
@@ -151,36 +152,25 @@ func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validat
 	defer e.admin.Done()
 	e.metaMu.Lock()
 	defer e.metaMu.Unlock()
-	next := e.meta.clone()
-	next.GroupConfigs = maps.Clone(e.meta.GroupConfigs)
-	if next.GroupConfigs == nil {
-		next.GroupConfigs = map[string]map[string]string{}
-	}
-	cur := maps.Clone(next.GroupConfigs[group])
-	if cur == nil {
-		cur = map[string]string{}
-	}
-	for k, v := range set {
-		if v == nil {
-			delete(cur, k)
-		} else {
-			cur[k] = *v
+	err := e.writeMetaLocked(func(next *brokerMeta) error {
+		next.GroupConfigs = maps.Clone(next.GroupConfigs)
+		if next.GroupConfigs == nil {
+			next.GroupConfigs = map[string]map[string]string{}
 		}
-	}
-	if len(cur) == 0 {
-		delete(next.GroupConfigs, group)
-	} else {
+		cur := applySet(next.GroupConfigs[group], set)
+		if cur == nil {
+			delete(next.GroupConfigs, group)
+			return nil
+		}
 		if _, had := next.GroupConfigs[group]; !had && len(next.GroupConfigs) >= MaxGroupConfigs {
 			return fmt.Errorf("%w: %d groups have configs already (at most %d); delete some (IncrementalAlterConfigs DELETE)", kerr.PolicyViolation, len(next.GroupConfigs), MaxGroupConfigs)
 		}
 		next.GroupConfigs[group] = cur
+		return nil
+	}, nil)
+	if err != nil {
+		return err
 	}
-	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
-		return fmt.Errorf("%w: write metadata: %w", kerr.KafkaStorageError, err)
-	}
-	e.mu.Lock()
-	e.meta = next
-	e.mu.Unlock()
 	e.shares.applyLimits(group)
 	return nil
 }

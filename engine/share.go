@@ -410,16 +410,21 @@ func (s *SharePartitions) ReleaseOwner(group, owner string) {
 	s.release(group, func(o string) bool { return o == owner })
 }
 
-func (s *SharePartitions) release(group string, match func(string) bool) {
+// ofGroup returns the share-partitions of group held here.
+func (s *SharePartitions) ofGroup(group string) []*sharePart {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	var sps []*sharePart
 	for k, sp := range s.parts {
 		if k.Group == group {
 			sps = append(sps, sp)
 		}
 	}
-	s.mu.Unlock()
-	for _, sp := range sps {
+	return sps
+}
+
+func (s *SharePartitions) release(group string, match func(string) bool) {
+	for _, sp := range s.ofGroup(group) {
 		sp.mu.Lock()
 		if sp.p != nil {
 			sp.p.Release(match)
@@ -575,15 +580,7 @@ func parseISODuration(s string) (time.Duration, error) {
 // (a group config changed).
 func (s *SharePartitions) applyLimits(group string) {
 	lim := s.limits(group)
-	s.mu.Lock()
-	var sps []*sharePart
-	for k, sp := range s.parts {
-		if k.Group == group {
-			sps = append(sps, sp)
-		}
-	}
-	s.mu.Unlock()
-	for _, sp := range sps {
+	for _, sp := range s.ofGroup(group) {
 		sp.mu.Lock()
 		if sp.p != nil {
 			sp.p.SetLimits(lim)

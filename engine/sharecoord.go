@@ -266,6 +266,21 @@ func (c *Coordinator) deleteShareGroup(id string) (found bool, err error) {
 	return true, c.eng.shares.Delete(keys)
 }
 
+// knownShareGroup returns share group id (nil when it has no member) and
+// the share-partitions it has a state of: GROUP_ID_NOT_FOUND when it has
+// neither.
+func (c *Coordinator) knownShareGroup(id string) (*shareGroup, []ShareKey, error) {
+	sg, err := c.shareGroupFor(id, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := c.eng.shares.groupKeys(id)
+	if sg == nil && len(keys) == 0 {
+		return nil, nil, fmt.Errorf("%w: share group %q", kerr.GroupIDNotFound, id)
+	}
+	return sg, keys, nil
+}
+
 // ShareOffset is one share-partition's start offset, as
 // DescribeShareGroupOffsets answers it.
 type ShareOffset struct {
@@ -289,13 +304,9 @@ type ShareOffset struct {
 // every partition the group has a state of). GROUP_ID_NOT_FOUND when
 // the group is neither known nor has any state.
 func (c *Coordinator) ShareOffsets(group string, topics map[string][]int32) ([]ShareOffset, error) {
-	sg, err := c.shareGroupFor(group, false)
+	_, keys, err := c.knownShareGroup(group)
 	if err != nil {
 		return nil, err
-	}
-	keys := c.eng.shares.groupKeys(group)
-	if sg == nil && len(keys) == 0 {
-		return nil, fmt.Errorf("%w: share group %q", kerr.GroupIDNotFound, group)
 	}
 	var out []ShareOffset
 	add := func(t *Topic, name string, part int32) {
@@ -384,13 +395,9 @@ func (c *Coordinator) AlterShareOffsets(group string, topics map[string]map[int3
 // DeleteShareOffsets removes group's state of topics
 // (DeleteShareGroupOffsets): the group must have no member.
 func (c *Coordinator) DeleteShareOffsets(group string, topics []string) (map[string]error, error) {
-	sg, err := c.shareGroupFor(group, false)
+	sg, keys, err := c.knownShareGroup(group)
 	if err != nil {
 		return nil, err
-	}
-	keys := c.eng.shares.groupKeys(group)
-	if sg == nil && len(keys) == 0 {
-		return nil, fmt.Errorf("%w: share group %q", kerr.GroupIDNotFound, group)
 	}
 	if sg != nil {
 		sg.mu.Lock()
