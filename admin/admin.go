@@ -203,11 +203,12 @@ func (t Topic) CheckID(want [16]byte) error {
 }
 
 // IsInternalName reports whether name is, or collides with ('.' and
-// '_' are the same in metric names), __consumer_offsets or
-// __transaction_state: topics the brokers create, never a client.
+// '_' are the same in metric names), __consumer_offsets,
+// __transaction_state or __share_group_state: topics the brokers create,
+// never a client.
 func IsInternalName(name string) bool {
 	n := strings.ToLower(strings.ReplaceAll(name, ".", "_"))
-	return n == engine.OffsetsTopic || n == engine.TransactionStateTopic
+	return n == engine.OffsetsTopic || n == engine.TransactionStateTopic || n == engine.ShareStateTopic
 }
 
 // Check refuses a request whose shape is wrong whatever the state: a bad

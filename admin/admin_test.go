@@ -11,7 +11,8 @@ import (
 // refused.
 func TestInternalNameCollision(t *testing.T) {
 	for name, want := range map[string]bool{"__consumer_offsets": true, "__consumer.offsets": true, "__Consumer_Offsets": true, "consumer_offsets": false, "orders": false,
-		"__transaction_state": true, "__transaction.state": true, "transaction_state": false} {
+		"__transaction_state": true, "__transaction.state": true, "transaction_state": false,
+		"__share_group_state": true, "__share.group.state": true, "share_group_state": false} {
 		if got := IsInternalName(name); got != want {
 			t.Errorf("IsInternalName(%q) = %v, want %v", name, got, want)
 		}

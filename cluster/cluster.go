@@ -368,6 +368,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		WriteTxnMarkers:     c.writeTxnMarkers,
 		MayLead:             c.MayLead,
 		ShareStates:         shareRemote{c},
+		ShareMember:         c.shareMember,
 	})
 	return c, nil
 }

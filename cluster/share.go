@@ -7,14 +7,17 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/sharegroup"
 	"github.com/ringlog/ringlog/internal/peer"
 )
 
-// shareCallTimeout bounds one call to a share coordinator.
-const shareCallTimeout = 10 * time.Second
+// shareCallTimeout bounds one call to a share coordinator: longer than a
+// write's acks=all wait there (30 s), so that a write answered with a
+// timeout here did not land later.
+const shareCallTimeout = 40 * time.Second
 
 // shareRemote is the engine's ShareStates hook: a share-partition state
 // led by another broker is read and written there, through Kafka's
@@ -95,4 +98,40 @@ func (r shareRemote) Delete(k engine.ShareKey) error {
 	return r.call(k, func(ctx context.Context, addr string) error {
 		return r.c.peers.DeleteShareState(ctx, addr, peerShareKey(k))
 	})
+}
+
+// shareMember asks the coordinator of group whether member is one of its
+// members (ShareGroupDescribe), as a partition leader does when a share
+// session opens (the engine's ShareMember hook).
+func (c *Cluster) shareMember(group, member string) error {
+	coord := c.CoordinatorFor(group)
+	if coord < 0 {
+		return fmt.Errorf("%w: group %q's __consumer_offsets partition has no leader", kerr.CoordinatorNotAvailable, group)
+	}
+	addr, err := brokerKafkaAddr(c.Image(), coord)
+	if err != nil {
+		return fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shareCallTimeout)
+	defer cancel()
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = []string{group}
+	raw, err := c.peers.Call(ctx, addr, req)
+	if err != nil {
+		return fmt.Errorf("%w: asking group %q's coordinator, broker %d: %v", kerr.CoordinatorNotAvailable, group, coord, err)
+	}
+	resp := raw.(*kmsg.ShareGroupDescribeResponse)
+	if len(resp.Groups) != 1 {
+		return fmt.Errorf("%w: the coordinator answered %d groups", kerr.CoordinatorNotAvailable, len(resp.Groups))
+	}
+	g := resp.Groups[0]
+	if err := kerr.ErrorForCode(g.ErrorCode); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return fmt.Errorf("group %q's coordinator, broker %d: %w", group, coord, err)
+	}
+	for _, m := range g.Members {
+		if m.MemberID == member {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q is not a member of share group %q; heartbeat (join) first", kerr.UnknownMemberID, member, group)
 }

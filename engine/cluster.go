@@ -39,6 +39,9 @@ type ClusterHooks struct {
 	// ShareStates reaches the share coordinator of a share-partition
 	// state led by another broker (KIP-932).
 	ShareStates ShareStateRemote
+	// ShareMember asks the coordinator of share group group, another
+	// broker, whether member is a member (nil when it is).
+	ShareMember func(group, member string) error
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the

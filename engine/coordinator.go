@@ -745,14 +745,14 @@ func (c *Coordinator) DeleteGroup(id string) error {
 	if err := c.checkCoordinator(id); err != nil {
 		return err
 	}
-	share, err := c.deleteShareGroup(id)
-	if err != nil {
-		return err
-	}
 	g := c.group(id, false)
 	if g == nil {
-		if share {
-			return nil
+		// Not a classic or consumer group: a share group, if anything
+		// (the share-partition states are looked for only then: in a
+		// cluster that reads every partition's).
+		share, err := c.deleteShareGroup(id)
+		if err != nil || share {
+			return err
 		}
 		return fmt.Errorf("%w: group %q", kerr.GroupIDNotFound, id)
 	}

@@ -990,7 +990,7 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 		return nil, err
 	}
 	if strings.HasPrefix(req.Name, "__") && !req.Internal {
-		if req.Name == OffsetsTopic || req.Name == TransactionStateTopic {
+		if req.Name == OffsetsTopic || req.Name == TransactionStateTopic || req.Name == ShareStateTopic {
 			return nil, fmt.Errorf("%w: %s is the broker's internal topic", kerr.InvalidTopicException, req.Name)
 		}
 	}

@@ -93,12 +93,12 @@ func (e *Engine) ReplaceGroupConfigs(all map[string]map[string]string) error {
 	}
 	defer e.admin.Done()
 	e.metaMu.Lock()
-	defer e.metaMu.Unlock()
 	var old map[string]map[string]string
 	err := e.writeMetaLocked(func(next *brokerMeta) error {
 		old, next.GroupConfigs = next.GroupConfigs, maps.Clone(all)
 		return nil
 	}, nil)
+	e.metaMu.Unlock() // the limits below wait for share-partitions' locks
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,6 @@ func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validat
 	}
 	defer e.admin.Done()
 	e.metaMu.Lock()
-	defer e.metaMu.Unlock()
 	err := e.writeMetaLocked(func(next *brokerMeta) error {
 		next.GroupConfigs = maps.Clone(next.GroupConfigs)
 		if next.GroupConfigs == nil {
@@ -168,6 +167,7 @@ func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validat
 		next.GroupConfigs[group] = cur
 		return nil
 	}, nil)
+	e.metaMu.Unlock() // the limits below wait for share-partitions' locks
 	if err != nil {
 		return err
 	}

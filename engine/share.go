@@ -259,6 +259,10 @@ func (s *SharePartitions) Fetch(group, owner string, p *Partition, maxBytes, max
 		return nil, nil, err
 	}
 	sp.mu.Lock()
+	if s.stale(sp) {
+		sp.mu.Unlock()
+		return nil, nil, nil // evicted or reset meanwhile: the next fetch loads it again
+	}
 	sp.p.Expire(time.Now().UnixMilli())
 	if ls := p.LogStartOffset(); sp.p.Start() < ls {
 		sp.p.SkipTo(ls) // retention deleted them: nothing to deliver
@@ -367,6 +371,11 @@ func (s *SharePartitions) persist(sp *sharePart) error {
 		if sp.writing {
 			sp.written.Wait()
 			continue
+		}
+		if s.stale(sp) {
+			// Evicted, reset or deleted: another sharePart may hold the
+			// key's newer state; this one must not overwrite it.
+			return fmt.Errorf("%w: the share-partition was reset or reloaded; fetch again", kerr.InvalidRecordState)
 		}
 		sp.writing = true
 		ch := sp.p.Changes()
@@ -499,7 +508,7 @@ func (s *SharePartitions) dropKey(k ShareKey) {
 // brokers do, found by reading the state of every partition of every
 // topic from its share coordinator (one call each: an admin's cost, paid
 // by DescribeShareGroupOffsets of all topics and by deleting a group).
-func (s *SharePartitions) groupKeys(group string) []ShareKey {
+func (s *SharePartitions) groupKeys(group string) ([]ShareKey, error) {
 	keys := s.eng.shareStates.Keys(group)
 	if s.eng.shareStates.loaded != nil {
 		seen := map[ShareKey]bool{}
@@ -515,7 +524,11 @@ func (s *SharePartitions) groupKeys(group string) []ShareKey {
 				if seen[k] {
 					continue
 				}
-				if _, ok, err := s.eng.shareStates.Read(k, -1); err == nil && ok {
+				_, ok, err := s.eng.shareStates.Read(k, -1)
+				if err != nil {
+					return nil, fmt.Errorf("the share state of %s-%d: %w", t.Name, p.Index, err)
+				}
+				if ok {
 					keys = append(keys, k)
 				}
 			}
@@ -527,7 +540,7 @@ func (s *SharePartitions) groupKeys(group string) []ShareKey {
 		}
 		return int(a.Partition - b.Partition)
 	})
-	return keys
+	return keys, nil
 }
 
 // parseISODuration parses the subset of ISO-8601 durations Kafka's

@@ -59,7 +59,7 @@ func TestShareStateSurvivesRestart(t *testing.T) {
 			e.Close()
 			e = openEngine(t, dir2, nil)
 			p = e.Topic("q").Partition(0)
-			if err := e.Coordinator().CheckShareMember("g", "a"); err == nil {
+			if err := e.Coordinator().CheckShareMember("g", "a", true); err == nil {
 				t.Fatal("share group membership survived a restart (it is not persisted)")
 			}
 			joinShare(t, e, "g", "b", "q")
@@ -246,5 +246,65 @@ func TestGroupConfigsApply(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("after a restart the group config is gone: %+v", e.DescribeGroupConfig("cg"))
+	}
+}
+
+// TestShareStateLeaderFence: on a replicated share coordinator, a read by
+// a newer topic-partition leader makes the leader-epoch raise durable
+// before it answers (a placeholder when there is no state yet), so the
+// old leader's writes are refused, there and after the coordinator
+// replays its partition (a move, a restart); a deletion's state epoch is
+// durable the same way.
+func TestShareStateLeaderFence(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(c *Config) { c.NodeID, c.Replicated = 1, true })
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: ShareStateTopic, Partitions: ShareStatePartitions, ReplicationFactor: -1, Internal: true,
+		Configs: map[string]string{"cleanup.policy": "compact"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.ShareStates()
+	k := ShareKey{Group: "g", Topic: TopicID{7}, Partition: 0}
+	i := SharePartitionFor(k, ShareStatePartitions)
+	lead := ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}
+	if err := tp.Partition(i).SetReplicaState(lead); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadPartition(i); err != nil {
+		t.Fatal(err)
+	}
+	// Leader epoch 3 reads a key with no state: the placeholder fences 2.
+	if _, ok, err := s.ServeRead(k, 3); err != nil || ok {
+		t.Fatalf("read: %v %v", ok, err)
+	}
+	old := ShareState{State: sharegroup.State{Start: 10}, LeaderEpoch: 2}
+	if err := s.ServeWrite(k, old); !errors.Is(err, kerr.FencedLeaderEpoch) {
+		t.Fatalf("a write of leader epoch 2 after a read at 3: %v", err)
+	}
+	if err := s.ServeWrite(k, ShareState{State: sharegroup.State{Start: 10}, LeaderEpoch: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Epoch 4 reads the state: the raise is written before the answer.
+	if st, ok, err := s.ServeRead(k, 4); err != nil || !ok || st.Start != 10 {
+		t.Fatalf("read: %+v %v %v", st, ok, err)
+	}
+	s.UnloadPartition(i)
+	if err := s.LoadPartition(i); err != nil { // what a new coordinator replays
+		t.Fatal(err)
+	}
+	if err := s.ServeWrite(k, ShareState{State: sharegroup.State{Start: 11}, LeaderEpoch: 3}); !errors.Is(err, kerr.FencedLeaderEpoch) {
+		t.Fatalf("a write of leader epoch 3 after a read at 4 and a replay: %v", err)
+	}
+	if err := s.ServeDelete(k); err != nil {
+		t.Fatal(err)
+	}
+	s.UnloadPartition(i)
+	if err := s.LoadPartition(i); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ServeWrite(k, ShareState{State: sharegroup.State{Start: 12}, LeaderEpoch: 4}); !errors.Is(err, kerr.FencedStateEpoch) {
+		t.Fatalf("a write of the deleted state's epoch after a replay: %v", err)
+	}
+	if st, ok, _ := s.ServeRead(k, 4); ok || st.StateEpoch != 1 {
+		t.Fatalf("after the deletion: %+v %v, want none at state epoch 1", st, ok)
 	}
 }

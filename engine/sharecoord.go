@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -68,12 +69,22 @@ func (c *Coordinator) shareGroupFor(id string, create bool) (*shareGroup, error)
 // again after a restart or its removal, then fetches). It bounds the
 // share-partitions a broker keeps to those of its share groups, and
 // stops a removed member from acquiring more.
-func (c *Coordinator) CheckShareMember(id, member string) error {
-	if c.checkCoordinator(id) != nil {
-		// Cluster mode, another broker coordinates the group: the
-		// partition leader does not know its members (SharePartitions
-		// bounds what it keeps instead).
-		return nil
+//
+// In cluster mode, where another broker coordinates the group, the
+// partition leader asks it when a share session opens (opening), and
+// trusts the session after that.
+func (c *Coordinator) CheckShareMember(id, member string, opening bool) error {
+	if err := c.checkCoordinator(id); err != nil {
+		if !errors.Is(err, kerr.NotCoordinator) {
+			return err // loading here, or no offsets topic yet: retriable
+		}
+		if !opening {
+			return nil
+		}
+		if h := c.eng.clusterHooks(); h != nil && h.ShareMember != nil {
+			return h.ShareMember(id, member)
+		}
+		return err
 	}
 	c.mu.RLock()
 	sg := c.shareGroups[id]
@@ -241,7 +252,10 @@ func (c *Coordinator) deleteShareGroup(id string) (found bool, err error) {
 	c.mu.Lock()
 	sg := c.shareGroups[id]
 	c.mu.Unlock()
-	keys := c.eng.shares.groupKeys(id)
+	keys, err := c.eng.shares.groupKeys(id)
+	if err != nil {
+		return sg != nil, err
+	}
 	if sg == nil && len(keys) == 0 {
 		return false, nil
 	}
@@ -274,7 +288,10 @@ func (c *Coordinator) knownShareGroup(id string) (*shareGroup, []ShareKey, error
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := c.eng.shares.groupKeys(id)
+	keys, err := c.eng.shares.groupKeys(id)
+	if err != nil {
+		return nil, nil, err
+	}
 	if sg == nil && len(keys) == 0 {
 		return nil, nil, fmt.Errorf("%w: share group %q", kerr.GroupIDNotFound, id)
 	}

@@ -42,7 +42,9 @@ func (k ShareKey) String() string {
 	return strconv.Quote(k.Group) + "/" + k.Topic.String() + "-" + strconv.Itoa(int(k.Partition))
 }
 
-// ShareState is a share-partition's persisted state.
+// ShareState is a share-partition's persisted state. A state whose Start
+// is NoState is a placeholder: no state (never written, or deleted) but
+// the epochs a writer must not go below.
 type ShareState struct {
 	sharegroup.State
 	// StateEpoch grows when an admin resets or deletes the state: the
@@ -51,6 +53,9 @@ type ShareState struct {
 	// LeaderEpoch is the partition leader epoch of the last writer.
 	LeaderEpoch int32
 }
+
+// NoState is the Start of a placeholder state (ShareState).
+const NoState = -1
 
 // The share-state record: key = int16 type 0 (Kafka's ShareSnapshot),
 // group, topic id, partition; value = int16 version 0, snapshot epoch,
@@ -125,6 +130,26 @@ func readShareValue(b []byte) (ShareState, error) {
 	return s, nil
 }
 
+// checkShareState refuses a state replay could not read back (a
+// placeholder: no batches).
+func checkShareState(st ShareState) error {
+	if st.Start == NoState {
+		if len(st.Batches) > 0 {
+			return fmt.Errorf("share-partition state: a placeholder with %d batches", len(st.Batches))
+		}
+		return nil
+	}
+	return sharegroup.CheckState(st.State, maxShareSpan)
+}
+
+// checkShareKey refuses a key the record format cannot hold.
+func checkShareKey(k ShareKey) error {
+	if k.Group == "" || len(k.Group) > math.MaxInt16 || k.Partition < 0 {
+		return fmt.Errorf("%w: share-partition key: group of %d bytes, partition %d", kerr.InvalidRequest, len(k.Group), k.Partition)
+	}
+	return nil
+}
+
 // ShareStates is the share coordinator: it owns ShareStateTopic, keeps
 // the last state of each share-partition in memory (rebuilt from the
 // topic at start, or when this broker becomes the leader of one of its
@@ -141,9 +166,6 @@ type ShareStates struct {
 	// broker, where every partition is replayed at start.
 	loaded map[int32]bool
 	snap   int32
-	// deleted holds the state epoch of each key deleted since start: a
-	// writer of an older epoch is fenced, and a new state starts past it.
-	deleted map[ShareKey]int32
 	// createMu serializes the creation of ShareStateTopic on first use.
 	createMu sync.Mutex
 	// keyMu serialize a key's check, append and store (striped by key):
@@ -158,7 +180,7 @@ func (s *ShareStates) lockKey(k ShareKey) func() {
 }
 
 func newShareStates(e *Engine) *ShareStates {
-	s := &ShareStates{eng: e, states: map[ShareKey]ShareState{}, deleted: map[ShareKey]int32{}}
+	s := &ShareStates{eng: e, states: map[ShareKey]ShareState{}}
 	if e.cfg.Replicated {
 		s.loaded = map[int32]bool{}
 	}
@@ -284,7 +306,7 @@ func (s *ShareStates) replayFrom(p *Partition, from int64) (int, int64, error) {
 			}
 			st, err := readShareValue(r.Value)
 			if err == nil {
-				_, err = sharegroup.Restore(st.State, sharegroup.Limits{}, maxShareSpan)
+				err = checkShareState(st)
 			}
 			if err != nil {
 				s.eng.logger.Warn("skipping unreadable record in "+ShareStateTopic, "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
@@ -403,23 +425,37 @@ func (s *ShareStates) Read(k ShareKey, leaderEpoch int32) (ShareState, bool, err
 
 // ServeRead is Read on this broker only (the share coordinator's side of
 // a ReadShareGroupState): NOT_COORDINATOR when it does not lead k's
-// partition.
+// partition. A reader of a newer leader epoch than the state's makes
+// the raise durable (a placeholder when there is no state) before it is
+// answered: the older leader's writes are fenced from then on, here and
+// after the coordinator moves.
 func (s *ShareStates) ServeRead(k ShareKey, leaderEpoch int32) (ShareState, bool, error) {
+	if err := checkShareKey(k); err != nil {
+		return ShareState{}, false, err
+	}
 	if _, err := s.partition(k, false); err != nil && s.loaded != nil {
 		return ShareState{}, false, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.states[k]
-	if !ok {
-		if e, del := s.deleted[k]; del {
-			st.StateEpoch = e + 1
-		}
-		return st, false, nil
+	if h := s.eng.clusterHooks(); h != nil && h.MayLead != nil && !h.MayLead() {
+		return ShareState{}, false, fmt.Errorf("%w: this broker's leadership lease lapsed", kerr.NotCoordinator)
 	}
-	if leaderEpoch > st.LeaderEpoch {
-		st.LeaderEpoch = leaderEpoch
-		s.states[k] = st // in memory: a write of an older leader is fenced
+	defer s.lockKey(k)()
+	s.mu.Lock()
+	st, ok := s.states[k]
+	s.mu.Unlock()
+	if !ok {
+		st = ShareState{State: sharegroup.State{Start: NoState}, LeaderEpoch: -1}
+	}
+	if s.loaded != nil && leaderEpoch > st.LeaderEpoch {
+		raised := st
+		raised.LeaderEpoch = leaderEpoch
+		if err := s.writeLocked(k, raised); err != nil {
+			return ShareState{}, false, err
+		}
+		st = raised
+	}
+	if st.Start == NoState {
+		return ShareState{StateEpoch: st.StateEpoch, LeaderEpoch: st.LeaderEpoch}, false, nil
 	}
 	return st, true, nil
 }
@@ -444,7 +480,10 @@ func (s *ShareStates) ServeWrite(k ShareKey, st ShareState) error {
 	if len(st.Batches) > 0 && st.Batches[len(st.Batches)-1].Last-st.Start >= maxShareSpan {
 		return fmt.Errorf("%w: share-partition %s spans %d offsets, more than %d", kerr.InvalidRecordState, k, st.Batches[len(st.Batches)-1].Last-st.Start+1, maxShareSpan)
 	}
-	if _, err := sharegroup.Restore(st.State, sharegroup.Limits{}, maxShareSpan); err != nil {
+	if err := checkShareKey(k); err != nil {
+		return err
+	}
+	if err := sharegroup.CheckState(st.State, maxShareSpan); err != nil {
 		return fmt.Errorf("%w: %w", kerr.InvalidRequest, err) // what replay would refuse
 	}
 	defer s.lockKey(k)()
@@ -458,11 +497,6 @@ func (s *ShareStates) writeLocked(k ShareKey, st ShareState) error {
 	}
 	s.mu.Lock()
 	cur, ok := s.states[k]
-	if !ok {
-		if e, del := s.deleted[k]; del {
-			cur, ok = ShareState{StateEpoch: e + 1}, true
-		}
-	}
 	if ok {
 		if st.StateEpoch < cur.StateEpoch {
 			s.mu.Unlock()
@@ -484,7 +518,6 @@ func (s *ShareStates) writeLocked(k ShareKey, st ShareState) error {
 	}
 	s.mu.Lock()
 	s.states[k] = st
-	delete(s.deleted, k)
 	s.mu.Unlock()
 	return nil
 }
@@ -508,10 +541,18 @@ func (s *ShareStates) ServeReset(k ShareKey, offset int64) error {
 	if offset < 0 || offset > math.MaxInt64-maxShareSpan {
 		return fmt.Errorf("%w: start offset %d", kerr.InvalidRequest, offset)
 	}
-	defer s.lockKey(k)()
-	cur, _, err := s.ServeRead(k, -1)
-	if err != nil {
+	if err := checkShareKey(k); err != nil {
 		return err
+	}
+	if _, err := s.partition(k, true); err != nil && s.loaded != nil {
+		return err
+	}
+	defer s.lockKey(k)()
+	s.mu.Lock()
+	cur := s.states[k]
+	s.mu.Unlock()
+	if cur.StateEpoch == math.MaxInt32 {
+		return fmt.Errorf("%w: share-partition %s: state epoch exhausted", kerr.InvalidRequest, k)
 	}
 	return s.writeLocked(k, ShareState{State: sharegroup.State{Start: offset}, StateEpoch: cur.StateEpoch + 1, LeaderEpoch: cur.LeaderEpoch})
 }
@@ -529,27 +570,24 @@ func (s *ShareStates) Delete(k ShareKey) error {
 	return s.ServeDelete(k)
 }
 
-// ServeDelete is Delete on this broker only (DeleteShareGroupState).
+// ServeDelete is Delete on this broker only (DeleteShareGroupState): the
+// state becomes a placeholder of the next state epoch (durable: a holder
+// of the deleted state is fenced here and after the coordinator moves).
 func (s *ShareStates) ServeDelete(k ShareKey) error {
+	if err := checkShareKey(k); err != nil {
+		return err
+	}
 	defer s.lockKey(k)()
 	s.mu.Lock()
 	cur, ok := s.states[k]
 	s.mu.Unlock()
-	if !ok {
+	if !ok || cur.Start == NoState {
 		return nil
 	}
-	p, err := s.partition(k, false)
-	if err != nil {
-		return err
+	if cur.StateEpoch == math.MaxInt32 {
+		return fmt.Errorf("%w: share-partition %s: state epoch exhausted", kerr.InvalidRequest, k)
 	}
-	if err := appendRecords(p, time.Now().UnixMilli(), []kv{{appendShareKey(nil, k), nil}}); err != nil {
-		return fmt.Errorf("%w: write %s: %w", kerr.CoordinatorNotAvailable, ShareStateTopic, err)
-	}
-	s.mu.Lock()
-	delete(s.states, k)
-	s.deleted[k] = cur.StateEpoch
-	s.mu.Unlock()
-	return nil
+	return s.writeLocked(k, ShareState{State: sharegroup.State{Start: NoState}, StateEpoch: cur.StateEpoch + 1, LeaderEpoch: cur.LeaderEpoch})
 }
 
 // Groups lists the groups with a state held here.
@@ -558,8 +596,8 @@ func (s *ShareStates) Groups() []string {
 	defer s.mu.Unlock()
 	seen := map[string]bool{}
 	var out []string
-	for k := range s.states {
-		if !seen[k.Group] {
+	for k, st := range s.states {
+		if st.Start != NoState && !seen[k.Group] {
 			seen[k.Group] = true
 			out = append(out, k.Group)
 		}
@@ -572,8 +610,8 @@ func (s *ShareStates) Keys(group string) []ShareKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []ShareKey
-	for k := range s.states {
-		if k.Group == group {
+	for k, st := range s.states {
+		if k.Group == group && st.Start != NoState {
 			out = append(out, k)
 		}
 	}

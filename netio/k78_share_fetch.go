@@ -64,7 +64,7 @@ func (q *shareRequest) begin(group, member *string, epoch int32) error {
 		return kerr.GroupAuthorizationFailed
 	}
 	if epoch != -1 {
-		if err := q.s.eng.Coordinator().CheckShareMember(*group, *member); err != nil {
+		if err := q.s.eng.Coordinator().CheckShareMember(*group, *member, epoch == 0); err != nil {
 			return err
 		}
 	}

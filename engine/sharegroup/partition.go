@@ -442,31 +442,45 @@ func (p *Partition) State() State {
 	return s
 }
 
+// CheckState reports whether Restore would accept s, allocating nothing:
+// the batches sorted, not overlapping, at or after the start, in a
+// persisted state, and spanning at most maxSpan offsets from the start.
+func CheckState(s State, maxSpan int64) error {
+	if s.Start < 0 || s.Start > math.MaxInt64-maxSpan {
+		return fmt.Errorf("share-partition state: start offset %d", s.Start)
+	}
+	end := s.Start
+	for _, b := range s.Batches {
+		if b.First < end || b.Last < b.First {
+			return fmt.Errorf("share-partition state: batch %d-%d out of order (from %d)", b.First, b.Last, end)
+		}
+		if b.Last-s.Start >= maxSpan {
+			return fmt.Errorf("share-partition state: batch %d-%d beyond %d offsets from the start %d", b.First, b.Last, maxSpan, s.Start)
+		}
+		switch b.State {
+		case Available, Acknowledged, Archived:
+		default:
+			return fmt.Errorf("share-partition state: batch %d-%d in state %d", b.First, b.Last, b.State)
+		}
+		if b.DeliveryCount < 0 {
+			return fmt.Errorf("share-partition state: batch %d-%d delivery count %d", b.First, b.Last, b.DeliveryCount)
+		}
+		end = b.Last + 1
+	}
+	return nil
+}
+
 // Restore returns the share-partition a persisted state describes. The
 // batches must be sorted, not overlapping, at or after the start, and
 // span at most maxSpan offsets in all (a hostile or corrupt state would
 // otherwise size the window).
 func Restore(s State, lim Limits, maxSpan int64) (*Partition, error) {
-	p := NewPartition(s.Start, lim)
-	if s.Start < 0 || s.Start > math.MaxInt64-maxSpan {
-		return nil, fmt.Errorf("share-partition state: start offset %d", s.Start)
+	if err := CheckState(s, maxSpan); err != nil {
+		return nil, err
 	}
+	p := NewPartition(s.Start, lim)
 	end := s.Start
 	for _, b := range s.Batches {
-		if b.First < end || b.Last < b.First {
-			return nil, fmt.Errorf("share-partition state: batch %d-%d out of order (from %d)", b.First, b.Last, end)
-		}
-		if b.Last-s.Start >= maxSpan {
-			return nil, fmt.Errorf("share-partition state: batch %d-%d beyond %d offsets from the start %d", b.First, b.Last, maxSpan, s.Start)
-		}
-		switch b.State {
-		case Available, Acknowledged, Archived:
-		default:
-			return nil, fmt.Errorf("share-partition state: batch %d-%d in state %d", b.First, b.Last, b.State)
-		}
-		if b.DeliveryCount < 0 {
-			return nil, fmt.Errorf("share-partition state: batch %d-%d delivery count %d", b.First, b.Last, b.DeliveryCount)
-		}
 		for ; end < b.First; end++ {
 			p.recs = append(p.recs, record{})
 		}
