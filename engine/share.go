@@ -503,11 +503,15 @@ func (s *SharePartitions) dropKey(k ShareKey) {
 	s.mu.Unlock()
 }
 
+// groupKeysParallel bounds the share-state reads groupKeys runs at once.
+const groupKeysParallel = 16
+
 // groupKeys lists the share-partitions of group that have a state,
 // sorted: those this broker coordinates, and in cluster mode those other
 // brokers do, found by reading the state of every partition of every
-// topic from its share coordinator (one call each: an admin's cost, paid
-// by DescribeShareGroupOffsets of all topics and by deleting a group).
+// topic from its share coordinator (one call each, 16 at a time: an
+// admin's cost, paid by DescribeShareGroupOffsets of all topics and by
+// deleting a share group).
 func (s *SharePartitions) groupKeys(group string) ([]ShareKey, error) {
 	keys := s.eng.shareStates.Keys(group)
 	if s.eng.shareStates.loaded != nil {
@@ -515,22 +519,37 @@ func (s *SharePartitions) groupKeys(group string) ([]ShareKey, error) {
 		for _, k := range keys {
 			seen[k] = true
 		}
+		var ask []ShareKey
 		for _, t := range s.eng.Topics() {
 			if t.Internal || t.Deleted() {
 				continue
 			}
 			for _, p := range t.Partitions() {
-				k := ShareKey{Group: group, Topic: t.ID, Partition: p.Index}
-				if seen[k] {
-					continue
+				if k := (ShareKey{Group: group, Topic: t.ID, Partition: p.Index}); !seen[k] {
+					ask = append(ask, k)
 				}
-				_, ok, err := s.eng.shareStates.Read(k, -1)
-				if err != nil {
-					return nil, fmt.Errorf("the share state of %s-%d: %w", t.Name, p.Index, err)
-				}
-				if ok {
-					keys = append(keys, k)
-				}
+			}
+		}
+		found := make([]bool, len(ask))
+		errs := make([]error, len(ask))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, groupKeysParallel)
+		for i, k := range ask {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				_, found[i], errs[i] = s.eng.shareStates.Read(k, -1)
+			}()
+		}
+		wg.Wait()
+		for i, k := range ask {
+			if errs[i] != nil {
+				return nil, fmt.Errorf("the share state of partition %d of topic id %s: %w", k.Partition, k.Topic, errs[i])
+			}
+			if found[i] {
+				keys = append(keys, k)
 			}
 		}
 	}

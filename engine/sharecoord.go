@@ -298,6 +298,12 @@ func (c *Coordinator) knownShareGroup(id string) (*shareGroup, []ShareKey, error
 	return sg, keys, nil
 }
 
+// leadsHere reports whether p's high watermark and log start are known
+// here: a single broker's partition, or one this broker leads.
+func leadsHere(p *Partition) bool {
+	return p.Hosted() && (!p.Replicated() || p.Role() == RoleLeader)
+}
+
 // ShareOffset is one share-partition's start offset, as
 // DescribeShareGroupOffsets answers it.
 type ShareOffset struct {
@@ -338,7 +344,7 @@ func (c *Coordinator) ShareOffsets(group string, topics map[string][]int32) ([]S
 		switch {
 		case err != nil:
 			so.Err = err
-		case ok && !t.Partition(part).Hosted():
+		case ok && !leadsHere(t.Partition(part)):
 			so.StartOffset, so.LeaderEpoch = st.Start, st.LeaderEpoch // lag unknown here
 		case ok:
 			p := t.Partition(part)
@@ -397,8 +403,8 @@ func (c *Coordinator) AlterShareOffsets(group string, topics map[string]map[int3
 				out[name][part] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, name, part)
 			case off < 0:
 				out[name][part] = fmt.Errorf("%w: offset %d of %s-%d", kerr.InvalidRequest, off, name, part)
-			case t.Partition(part).Hosted() && (off < t.Partition(part).LogStartOffset() || off > t.Partition(part).HighWatermark()):
-				// (A partition hosted elsewhere in a cluster: its leader
+			case leadsHere(t.Partition(part)) && (off < t.Partition(part).LogStartOffset() || off > t.Partition(part).HighWatermark()):
+				// (A partition led elsewhere in a cluster: its leader
 				// moves a start below its log start up when it loads.)
 				out[name][part] = fmt.Errorf("%w: offset %d of %s-%d is outside %d-%d", kerr.InvalidRequest, off, name, part, t.Partition(part).LogStartOffset(), t.Partition(part).HighWatermark())
 			default:
