@@ -85,6 +85,8 @@ type testCluster struct {
 	// clientOpts are how converge's clients reach the kafka listeners
 	// (TLS, for a cluster whose inter-broker listener is SSL).
 	clientOpts []kgo.Opt
+	// extraArgs are more serve flags for startReplicated.
+	extraArgs []string
 }
 
 func newTestCluster(t testing.TB, n int) *testCluster { return newTestClusterSpares(t, n, 0) }

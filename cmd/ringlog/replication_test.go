@@ -58,6 +58,7 @@ func (c *testCluster) replicatedArgs(id int) []string {
 		// The fault tests count every leadership move a fault did not
 		// cause as a false failover: no balancing behind their back.
 		"--auto-leader-rebalance=false")
+	args = append(args, c.extraArgs...)
 	if c.links != nil {
 		args = append(args, "--peer-dial-map", c.links.peerDialMap(int32(id)))
 	}
