@@ -29,6 +29,20 @@ type shareGroup struct {
 	dead  bool // deleted: a heartbeat that raced the deletion starts over
 }
 
+// checkEmpty refuses what needs a share group with no member
+// (NON_EMPTY_GROUP); a nil group has none.
+func (sg *shareGroup) checkEmpty(what string) error {
+	if sg == nil {
+		return nil
+	}
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if !sg.g.Empty() {
+		return fmt.Errorf("%w: share group %q has members; stop them before %s", kerr.NonEmptyGroup, sg.id, what)
+	}
+	return nil
+}
+
 // shareGroupFor returns group id's share group, creating it when create
 // is set. A classic or consumer group with members under the same id
 // refuses it (GROUP_ID_NOT_FOUND, as Kafka answers a heartbeat of the
@@ -138,9 +152,9 @@ func (c *Coordinator) ShareHeartbeat(groupID string, req sharegroup.Request) (sh
 		sg.mu.Lock()
 	}
 	sg.g.SetConfig(c.eng.shareSettings(groupID).Group)
-	before := sg.g.AssignmentEpoch()
+	before := sg.g.Epoch()
 	resp, err := sg.g.Heartbeat(time.Now().UnixMilli(), engineTopics{c.eng}, req)
-	if sg.g.AssignmentEpoch() != before {
+	if sg.g.Epoch() != before {
 		c.eng.logger.Info("share group assignment", "group", groupID, "epoch", sg.g.Epoch(), "members", len(sg.g.Members()), "why", "member "+req.MemberID)
 	}
 	c.armShareTimer(sg)
@@ -200,11 +214,12 @@ func (c *Coordinator) armShareTimer(sg *shareGroup) {
 // ShareGroupDescription is a share group as ShareGroupDescribe,
 // DescribeGroups and `ringlog group describe` show it.
 type ShareGroupDescription struct {
-	ID              string
-	State           string
-	Epoch           int32
-	AssignmentEpoch int32
-	Members         []sharegroup.Member
+	ID    string
+	State string
+	// Epoch is the group epoch, which is also its assignment's (a share
+	// group's assignment is computed at once, never reconciled).
+	Epoch   int32
+	Members []sharegroup.Member
 }
 
 // ShareGroupIDs lists the share groups this coordinator knows, sorted:
@@ -238,7 +253,7 @@ func (c *Coordinator) ShareGroup(id string) (ShareGroupDescription, bool, error)
 	}
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
-	d := ShareGroupDescription{ID: id, State: sg.g.State(), Epoch: sg.g.Epoch(), AssignmentEpoch: sg.g.AssignmentEpoch()}
+	d := ShareGroupDescription{ID: id, State: sg.g.State(), Epoch: sg.g.Epoch()}
 	for _, m := range sg.g.Members() {
 		d.Members = append(d.Members, *m)
 	}
@@ -385,13 +400,8 @@ func (c *Coordinator) AlterShareOffsets(group string, topics map[string]map[int3
 	if err != nil {
 		return nil, err
 	}
-	if sg != nil {
-		sg.mu.Lock()
-		empty := sg.g.Empty()
-		sg.mu.Unlock()
-		if !empty {
-			return nil, fmt.Errorf("%w: share group %q has members; stop them before altering its offsets", kerr.NonEmptyGroup, group)
-		}
+	if err := sg.checkEmpty("altering its offsets"); err != nil {
+		return nil, err
 	}
 	out := map[string]map[int32]error{}
 	for name, parts := range topics {
@@ -422,13 +432,8 @@ func (c *Coordinator) DeleteShareOffsets(group string, topics []string) (map[str
 	if err != nil {
 		return nil, err
 	}
-	if sg != nil {
-		sg.mu.Lock()
-		empty := sg.g.Empty()
-		sg.mu.Unlock()
-		if !empty {
-			return nil, fmt.Errorf("%w: share group %q has members; stop them before deleting its offsets", kerr.NonEmptyGroup, group)
-		}
+	if err := sg.checkEmpty("deleting its offsets"); err != nil {
+		return nil, err
 	}
 	out := map[string]error{}
 	for _, name := range topics {

@@ -68,6 +68,10 @@ type conn struct {
 	pausedInflght atomic.Bool
 
 	remote string
+	// shareSessions counts the share sessions this connection holds
+	// (guarded by Server.shareSessions' mutex): a close with none skips
+	// looking for them.
+	shareSessions int
 	// certPrincipal is the client certificate's principal (mTLS), ""
 	// without one.
 	certPrincipal string

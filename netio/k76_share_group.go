@@ -135,7 +135,7 @@ func handleShareGroupDescribe(s *Server, r *request) frameOutcome {
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		rg.GroupState, rg.GroupEpoch, rg.AssignmentEpoch, rg.Assignor = d.State, d.Epoch, d.AssignmentEpoch, "simple"
+		rg.GroupState, rg.GroupEpoch, rg.AssignmentEpoch, rg.Assignor = d.State, d.Epoch, d.Epoch, "simple"
 		for _, m := range d.Members {
 			rm := kmsg.NewShareGroupDescribeResponseGroupMember()
 			rm.MemberID, rm.MemberEpoch, rm.ClientID, rm.ClientHost, rm.RackID = m.ID, m.Epoch, m.ClientID, m.ClientHost, m.Rack

@@ -32,6 +32,16 @@ var shareStateAPITable = []apiHandler{
 	{key: 86, name: "DeleteShareGroupState", min: 0, max: 0, advMin: 0, async: true, clusterOnly: true, handler: handleDeleteShareGroupState},
 }
 
+// answerErr is a partition's error code and message for err (none for
+// nil), marking the request failed when there is one.
+func (r *request) answerErr(err error) (int16, *string) {
+	if err == nil {
+		return 0, nil
+	}
+	r.failed = true
+	return errCode(err), errMessage(err)
+}
+
 func shareKey(group string, topic [16]byte, partition int32) engine.ShareKey {
 	return engine.ShareKey{Group: group, Topic: engine.TopicID(topic), Partition: partition}
 }
@@ -64,10 +74,7 @@ func handleReadShareGroupState(s *Server, r *request) frameOutcome {
 						FirstOffset: b.First, LastOffset: b.Last, DeliveryState: int8(b.State), DeliveryCount: b.DeliveryCount})
 				}
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errCode(err), errMessage(err)
-				r.failed = true
-			}
+			rp.ErrorCode, rp.ErrorMessage = r.answerErr(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -99,10 +106,7 @@ func handleWriteShareGroupState(s *Server, r *request) frameOutcome {
 				}
 				err = s.eng.ShareStates().ServeWrite(shareKey(req.GroupID, t.TopicID, p.Partition), st)
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errCode(err), errMessage(err)
-				r.failed = true
-			}
+			rp.ErrorCode, rp.ErrorMessage = r.answerErr(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -129,10 +133,7 @@ func handleInitializeShareGroupState(s *Server, r *request) frameOutcome {
 			if allowed {
 				err = s.eng.ShareStates().ServeReset(shareKey(req.GroupID, t.TopicID, p.Partition), p.StartOffset)
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errCode(err), errMessage(err)
-				r.failed = true
-			}
+			rp.ErrorCode, rp.ErrorMessage = r.answerErr(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -159,10 +160,7 @@ func handleDeleteShareGroupState(s *Server, r *request) frameOutcome {
 			if allowed {
 				err = s.eng.ShareStates().ServeDelete(shareKey(req.GroupID, t.TopicID, p.Partition))
 			}
-			if err != nil {
-				rp.ErrorCode, rp.ErrorMessage = errCode(err), errMessage(err)
-				r.failed = true
-			}
+			rp.ErrorCode, rp.ErrorMessage = r.answerErr(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -290,6 +290,21 @@ func TestShareSessionsAndBadRequests(t *testing.T) {
 	if got[0].FirstOffset != 0 || got[0].LastOffset != 9 || got[0].DeliveryCount != 2 {
 		t.Fatalf("after a's connection closed c acquired %+v, want 0-9 delivery 2", got)
 	}
+	// One connection holds at most 16 share sessions.
+	shared := b.e2eRaw()
+	for i := 0; i <= 16; i++ {
+		m := &shareRaw{c: shared, group: group, member: fmt.Sprint("many-", i)}
+		m.join(t, topic)
+		resp := m.fetch(t, 0)
+		if want := int16(0); i == 16 {
+			want = kerr.ShareSessionLimitReached.Code
+			if resp.ErrorCode != want {
+				t.Fatalf("a 17th share session on one connection: %s", kerr.ErrorForCode(resp.ErrorCode))
+			}
+		} else if resp.ErrorCode != want {
+			t.Fatalf("share session %d: %s", i, kerr.ErrorForCode(resp.ErrorCode))
+		}
+	}
 	// Group configs are checked.
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()

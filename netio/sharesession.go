@@ -91,20 +91,16 @@ func (s *shareSessions) begin(c *conn, k shareSessionKey, epoch int32) (*shareSe
 		if ss != nil && ss.busy && ss.conn != c {
 			return nil, fmt.Errorf("%w: member %q has a share session in use on another connection", kerr.InvalidShareSessionEpoch, k.member)
 		}
-		if ss == nil || ss.conn != c {
-			n := 0
-			for _, o := range s.sessions {
-				if o.conn == c {
-					n++
-				}
-			}
-			if n >= maxSharePerConn {
-				return nil, fmt.Errorf("%w: this connection holds %d share sessions", kerr.ShareSessionLimitReached, n)
-			}
+		if (ss == nil || ss.conn != c) && c.shareSessions >= maxSharePerConn {
+			return nil, fmt.Errorf("%w: this connection holds %d share sessions", kerr.ShareSessionLimitReached, c.shareSessions)
+		}
+		if ss != nil {
+			ss.conn.shareSessions-- // replaced
 		}
 		s.nextID++
 		ss = &shareSession{id: s.nextID, conn: c, parts: map[sharePartKey]struct{}{}, busy: true}
 		s.sessions[k] = ss
+		c.shareSessions++
 		return ss, nil
 	case ss == nil:
 		return nil, fmt.Errorf("%w: no share session of member %q in group %q", kerr.ShareSessionNotFound, k.member, k.group)
@@ -129,6 +125,7 @@ func (s *shareSessions) done(k shareSessionKey, ss *shareSession, ok, closing bo
 	if closing {
 		if s.sessions[k] == ss {
 			delete(s.sessions, k)
+			ss.conn.shareSessions--
 		}
 		return
 	}
@@ -148,6 +145,10 @@ type closedSession struct {
 func (s *shareSessions) closeConn(c *conn) []closedSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.shareSessions == 0 {
+		return nil // the common case: not a share consumer's connection
+	}
+	c.shareSessions = 0
 	var out []closedSession
 	for k, ss := range s.sessions {
 		if ss.conn == c {

@@ -91,6 +91,54 @@ func (s *shareWire) fetch(ctx context.Context, acks [][2]int64) (acquired [][2]i
 	return acquired, acked, nil
 }
 
+// shareTally is what a share consumer test knows: the offsets whose
+// acceptance the broker confirmed, how often each offset was delivered,
+// and the acquired ranges to accept with the next fetch.
+type shareTally struct {
+	confirmed  map[int64]bool
+	deliveries map[int64]int
+	pending    [][2]int64
+}
+
+func newShareTally() *shareTally {
+	return &shareTally{confirmed: map[int64]bool{}, deliveries: map[int64]int{}}
+}
+
+// fetched records a fetch's answer: the pending acceptances confirmed (acked)
+// or lost, and what it acquired; an error names an offset delivered again
+// after its acceptance was confirmed.
+func (st *shareTally) fetched(got [][2]int64, acked bool) error {
+	if acked {
+		for _, a := range st.pending {
+			for off := a[0]; off <= a[1]; off++ {
+				st.confirmed[off] = true
+			}
+		}
+	}
+	st.pending = nil
+	for _, a := range got {
+		for off := a[0]; off <= a[1]; off++ {
+			if st.confirmed[off] {
+				return fmt.Errorf("offset %d delivered again after its acceptance was confirmed", off)
+			}
+			st.deliveries[off]++
+		}
+		st.pending = append(st.pending, a)
+	}
+	return nil
+}
+
+// again counts the offsets delivered more than once.
+func (st *shareTally) again() int {
+	n := 0
+	for _, d := range st.deliveries {
+		if d > 1 {
+			n++
+		}
+	}
+	return n
+}
+
 // TestShareGroupSurvivesKill: a share consumer accepts records while the
 // broker is killed with -9 twice and restarted; every record is accepted
 // in the end, and no record whose acceptance the broker confirmed is
@@ -112,14 +160,12 @@ func TestShareGroupSurvivesKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	confirmed := map[int64]bool{}
-	deliveries := map[int64]int{}
+	tally := newShareTally()
 	kills := 0
 	var s *shareWire
-	var pending [][2]int64
-	for len(confirmed) < total {
+	for len(tally.confirmed) < total {
 		if ctx.Err() != nil {
-			t.Fatalf("only %d of %d records confirmed", len(confirmed), total)
+			t.Fatalf("only %d of %d records confirmed", len(tally.confirmed), total)
 		}
 		if s == nil {
 			var err error
@@ -127,9 +173,9 @@ func TestShareGroupSurvivesKill(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
-			pending = nil // acks of a dead session are lost: delivered again
+			tally.pending = nil // acks of a dead session are lost: delivered again
 		}
-		if kills < 2 && len(confirmed) >= (kills+1)*total/3 {
+		if kills < 2 && len(tally.confirmed) >= (kills+1)*total/3 {
 			kills++
 			b.kill()
 			s.c.Close()
@@ -137,42 +183,20 @@ func TestShareGroupSurvivesKill(t *testing.T) {
 			b = restartOn(t, dir, b.Kafka)
 			continue
 		}
-		got, acked, err := s.fetch(ctx, pending)
+		got, acked, err := s.fetch(ctx, tally.pending)
 		if err != nil {
 			s.c.Close()
 			s = nil
 			continue
 		}
-		if acked {
-			for _, a := range pending {
-				for off := a[0]; off <= a[1]; off++ {
-					confirmed[off] = true
-				}
-			}
-		}
-		pending = nil
-		for _, a := range got {
-			for off := a[0]; off <= a[1]; off++ {
-				if confirmed[off] {
-					t.Fatalf("offset %d delivered again after its acceptance was confirmed (kill %d)", off, kills)
-				}
-			}
-			for off := a[0]; off <= a[1]; off++ {
-				deliveries[off]++
-			}
-			pending = append(pending, a)
+		if err := tally.fetched(got, acked); err != nil {
+			t.Fatalf("%v (kill %d)", err, kills)
 		}
 	}
 	if kills != 2 {
 		t.Fatalf("%d kills, want 2", kills)
 	}
-	again := 0
-	for _, n := range deliveries {
-		if n > 1 {
-			again++
-		}
-	}
-	t.Logf("%d records confirmed across %d kills; %d delivered again (acquired, not confirmed, when the broker died)", len(confirmed), kills, again)
+	t.Logf("%d records confirmed across %d kills; %d delivered again (acquired, not confirmed, when the broker died)", len(tally.confirmed), kills, tally.again())
 }
 
 // leaderOf returns the node id leading partition p of topic, -1 when
@@ -224,17 +248,15 @@ func TestShareGroupClusterFailover(t *testing.T) {
 	}
 	produceSpread(t, c.kafka[0], topic, map[int32]int{0: total}, nil)
 
-	confirmed := map[int64]bool{}
-	deliveries := map[int64]int{}
+	tally := newShareTally()
 	var killed []int32
 	var lastErr error
 	var s *shareWire
-	var pending [][2]int64
-	for len(confirmed) < total {
+	for len(tally.confirmed) < total {
 		if ctx.Err() != nil {
-			t.Fatalf("only %d of %d records confirmed (killed %v); last error: %v", len(confirmed), total, killed, lastErr)
+			t.Fatalf("only %d of %d records confirmed (killed %v); last error: %v", len(tally.confirmed), total, killed, lastErr)
 		}
-		if len(killed) < 2 && len(confirmed) >= (len(killed)+1)*total/3 {
+		if len(killed) < 2 && len(tally.confirmed) >= (len(killed)+1)*total/3 {
 			victim := leaderOf(ctx, c.kafka, topic, 0) // first the partition's leader
 			if len(killed) == 1 {
 				// then the share coordinator of the group's state
@@ -269,9 +291,9 @@ func TestShareGroupClusterFailover(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			pending = nil
+			tally.pending = nil
 		}
-		got, acked, err := s.fetch(ctx, pending)
+		got, acked, err := s.fetch(ctx, tally.pending)
 		if err != nil {
 			lastErr = fmt.Errorf("fetch: %w", err)
 			s.c.Close()
@@ -279,34 +301,14 @@ func TestShareGroupClusterFailover(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if !acked && len(pending) > 0 {
-			lastErr = fmt.Errorf("acknowledgement of %v refused", pending)
+		if !acked && len(tally.pending) > 0 {
+			lastErr = fmt.Errorf("acknowledgement of %v refused", tally.pending)
 		}
-		if acked {
-			for _, a := range pending {
-				for off := a[0]; off <= a[1]; off++ {
-					confirmed[off] = true
-				}
-			}
-		}
-		pending = nil
-		for _, a := range got {
-			for off := a[0]; off <= a[1]; off++ {
-				if confirmed[off] {
-					t.Fatalf("offset %d delivered again after its acceptance was confirmed (killed %v)", off, killed)
-				}
-				deliveries[off]++
-			}
-			pending = append(pending, a)
+		if err := tally.fetched(got, acked); err != nil {
+			t.Fatalf("%v (killed %v)", err, killed)
 		}
 	}
-	again := 0
-	for _, n := range deliveries {
-		if n > 1 {
-			again++
-		}
-	}
-	t.Logf("%d records confirmed; killed %v (partition leader, share coordinator); %d delivered again", len(confirmed), killed, again)
+	t.Logf("%d records confirmed; killed %v (partition leader, share coordinator); %d delivered again", len(tally.confirmed), killed, tally.again())
 }
 
 // shareJoin joins member to group through whichever broker coordinates

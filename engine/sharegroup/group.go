@@ -107,7 +107,6 @@ type Group struct {
 	// was computed; topicsVersion: the topics it was computed for.
 	dirty         bool
 	topicsVersion uint64
-	assignEpoch   int32
 }
 
 // New returns an empty share group.
@@ -117,9 +116,6 @@ func New(cfg Config) *Group {
 
 // Epoch is the group epoch.
 func (g *Group) Epoch() int32 { return g.epoch }
-
-// AssignmentEpoch is the epoch of the current assignment.
-func (g *Group) AssignmentEpoch() int32 { return g.assignEpoch }
 
 // Empty reports whether the group has no member.
 func (g *Group) Empty() bool { return len(g.members) == 0 }
@@ -308,7 +304,6 @@ func (g *Group) assign(topics Topics) {
 		}
 	}
 	if changed || g.epoch == 0 {
-		g.epoch++
-		g.assignEpoch = g.epoch
+		g.epoch++ // the assignment's epoch: it is computed at once
 	}
 }
