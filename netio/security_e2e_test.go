@@ -505,6 +505,19 @@ func TestACLMatrix(t *testing.T) {
 			}
 			return resp.(*kmsg.DescribeGroupsResponse).Groups[0].ErrorCode, nil
 		}},
+		{"DeleteShareGroupOffsets", grant(groupT, "m-share-del", kmsg.ACLOperationDelete), gauth, func(ctx context.Context, cl *kgo.Client) (int16, error) {
+			r := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+			r.GroupID = "m-share-del"
+			resp, err := req(ctx, cl, r)
+			if err != nil {
+				return 0, err
+			}
+			code := resp.(*kmsg.DeleteShareGroupOffsetsResponse).ErrorCode
+			if code == kerr.GroupIDNotFound.Code {
+				return 0, nil // allowed; there was no such group
+			}
+			return code, nil
+		}},
 		{"DeleteGroups", grant(groupT, "m-group-del", kmsg.ACLOperationDelete), gauth, func(ctx context.Context, cl *kgo.Client) (int16, error) {
 			r := kmsg.NewPtrDeleteGroupsRequest()
 			r.Groups = []string{"m-group-del"}
