@@ -16,12 +16,12 @@ import (
 // file gives it a group (Group.consumer), the clock, the topics, and a
 // timer for its session and rebalance deadlines, under Group.mu.
 //
-// A group speaks one protocol at a time. An empty classic group (only
-// committed offsets) becomes a consumer group on its first heartbeat, and
-// an empty consumer group becomes classic again on its first JoinGroup; a
-// group with members of the other protocol is refused (a heartbeat gets
-// GROUP_ID_NOT_FOUND, a JoinGroup INCONSISTENT_GROUP_PROTOCOL), as Kafka
-// does with group.consumer.migration.policy=disabled.
+// An empty classic group (only committed offsets) becomes a consumer
+// group on its first heartbeat, and an empty consumer group becomes
+// classic again on its first JoinGroup. A group with members switches
+// live, as Kafka's group.consumer.migration.policy allows (migrate.go):
+// classic members then live on in the consumer group until the last
+// consumer-protocol member leaves.
 
 // ConsumerTypeName is the protocol type of a consumer-protocol group, and
 // its type in ListGroups.
@@ -99,6 +99,9 @@ func (c *Coordinator) ConsumerHeartbeat(groupID string, req consumergroup.Reques
 		// coordinator that loads the group would not know it.
 		resp, err = consumergroup.Response{}, werr
 	}
+	if err == nil && req.Epoch < 0 {
+		c.maybeDowngrade(g) // it may have been the last consumer-protocol member
+	}
 	return resp, err
 }
 
@@ -113,12 +116,19 @@ func (c *Coordinator) consumerHeartbeatLocked(g *Group, req consumergroup.Reques
 	case g.state == StateDead:
 		return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q is being deleted", kerr.CoordinatorNotAvailable, g.ID)
 	}
-	if g.consumer == nil {
-		if len(g.members) > 0 || len(g.pending) > 0 {
-			return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q is a classic group with members; it can switch to the consumer protocol once they all left", kerr.GroupIDNotFound, g.ID)
+	if g.consumer == nil && len(g.members) > 0 {
+		if err := c.upgradeLocked(g, req); err != nil {
+			return nil, consumergroup.Response{}, consumergroup.Changes{}, err
 		}
+	}
+	if g.consumer == nil {
 		if req.Epoch != consumergroup.JoinEpoch {
 			return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q has no member %s", kerr.UnknownMemberID, g.ID, req.MemberID)
+		}
+		for id, t := range g.pending {
+			// Told MEMBER_ID_REQUIRED: they rejoin a consumer group.
+			t.Stop()
+			delete(g.pending, id)
 		}
 		g.consumer = consumergroup.New(g.ID, c.cfg.Consumer)
 		g.protocolType, g.protocol, g.generation = ConsumerTypeName, "", 0
@@ -205,7 +215,8 @@ func (c *Coordinator) armConsumerTimer(g *Group) {
 			return // replaced, re-armed or dropped since
 		}
 		g.consumerTimer = nil
-		if gone := cg.Expire(g.sched.Now()); len(gone) > 0 {
+		gone := cg.Expire(g.sched.Now())
+		if len(gone) > 0 {
 			c.eng.logger.Info("consumer group members expired", "group", g.ID, "members", gone)
 		}
 		ch := cg.TakeChanges(g.consumerUnsaved)
@@ -214,6 +225,8 @@ func (c *Coordinator) armConsumerTimer(g *Group) {
 		g.unlock()
 		if err := c.writeConsumer(g, cg, ch); err != nil {
 			c.eng.logger.Warn("could not store a consumer group's expired members; retried with its next change", "group", g.ID, "err", err)
+		} else if len(gone) > 0 {
+			c.maybeDowngrade(g)
 		}
 	})
 	g.consumerTimer = t
@@ -237,7 +250,7 @@ func (c *Coordinator) ConsumerGroup(groupID string) (d ConsumerGroupDescription,
 		d.Members = append(d.Members, ConsumerMemberDescription{
 			MemberID: m.ID, InstanceID: m.InstanceID, RackID: m.RackID, ClientID: m.ClientID, ClientHost: m.ClientHost,
 			Epoch: m.Epoch, State: m.State, Topics: slices.Clone(m.Topics), Regex: m.Regex,
-			Assigned: m.Assigned.Clone(), Target: cg.Target(m.ID).Clone(),
+			Assigned: m.Assigned.Clone(), Target: cg.Target(m.ID).Clone(), Classic: m.Classic != nil,
 		})
 	}
 	return d, true, nil
@@ -267,6 +280,9 @@ type ConsumerMemberDescription struct {
 	Regex      string
 	Assigned   consumergroup.Assignment
 	Target     consumergroup.Assignment
+	// Classic: the member speaks the classic protocol (the group is
+	// migrating between the protocols).
+	Classic bool
 }
 
 // errConsumerGroup refuses a classic request on a consumer-protocol group

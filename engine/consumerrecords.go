@@ -181,7 +181,17 @@ func consumerRecords(group string, ch consumergroup.Changes) []kv {
 		v = kbin.AppendCompactNullableString(v, nullable(m.Regex))
 		v = kbin.AppendInt32(v, int32(m.RebalanceTimeout.Milliseconds()))
 		v = kbin.AppendCompactNullableString(v, nullable(m.Assignor))
-		v = kbin.AppendUvarint(v, 0)
+		if m.Classic == nil {
+			v = kbin.AppendUvarint(v, 0)
+		} else {
+			// Tag 0: ClassicMemberMetadata, for a member that speaks the
+			// classic protocol.
+			cm := appendClassicMeta(nil, m.Classic)
+			v = kbin.AppendUvarint(v, 1)
+			v = kbin.AppendUvarint(v, 0)
+			v = kbin.AppendUvarint(v, uint32(len(cm)))
+			v = append(v, cm...)
+		}
 		recs = append(recs, kv{consumerKey{typ: recConsumerMember, group: group, member: m.ID}.append(nil), v})
 
 		c := value()
@@ -288,9 +298,17 @@ func (g *Group) applyConsumerRecord(cfg consumergroup.Config, k consumerKey, val
 		m.Regex = deref(r.CompactNullableString())
 		m.RebalanceTimeout = time.Duration(r.Int32()) * time.Millisecond
 		m.Assignor = deref(r.CompactNullableString())
-		r.skipTags(nil)
+		var classicErr error
+		r.skipTags(func(tag uint32, data []byte) {
+			if tag == 0 {
+				m.Classic, classicErr = readClassicMeta(data)
+			}
+		})
 		if err := r.Complete(); err != nil {
 			return err
+		}
+		if classicErr != nil {
+			return classicErr
 		}
 		cg.RestoreMemberMetadata(m)
 	case recConsumerCurrent:
@@ -304,4 +322,38 @@ func (g *Group) applyConsumerRecord(cfg consumergroup.Config, k consumerKey, val
 		cg.RestoreMemberAssignment(m)
 	}
 	return nil
+}
+
+// appendClassicMeta appends a classic member's metadata as the nullable
+// struct ClassicMemberMetadata (present: 1; session timeout; supported
+// protocols, each a name and the member's metadata for it).
+func appendClassicMeta(dst []byte, c *consumergroup.ClassicMeta) []byte {
+	dst = kbin.AppendInt8(dst, 1)
+	dst = kbin.AppendInt32(dst, int32(c.SessionTimeout.Milliseconds()))
+	dst = kbin.AppendCompactArrayLen(dst, len(c.Protocols))
+	for _, p := range c.Protocols {
+		dst = kbin.AppendCompactString(dst, p.Name)
+		dst = kbin.AppendCompactBytes(dst, p.Metadata)
+		dst = kbin.AppendUvarint(dst, 0)
+	}
+	return kbin.AppendUvarint(dst, 0)
+}
+
+// readClassicMeta reads what appendClassicMeta wrote (nil for a null).
+func readClassicMeta(b []byte) (*consumergroup.ClassicMeta, error) {
+	r := &valueReader{Reader: kbin.Reader{Src: b}}
+	if r.Int8() < 0 {
+		return nil, r.Complete()
+	}
+	c := &consumergroup.ClassicMeta{SessionTimeout: time.Duration(r.Int32()) * time.Millisecond}
+	for n := r.count(3); n > 0 && r.Ok(); n-- {
+		p := consumergroup.ClassicProtocol{Name: r.CompactString(), Metadata: slices.Clone(r.CompactBytes())}
+		r.skipTags(nil)
+		c.Protocols = append(c.Protocols, p)
+	}
+	r.skipTags(nil)
+	if err := r.Complete(); err != nil {
+		return nil, fmt.Errorf("classic member metadata: %w", err)
+	}
+	return c, nil
 }

@@ -462,7 +462,7 @@ func (c *Coordinator) group(id string, create bool) *Group {
 	defer c.mu.Unlock()
 	if g = c.groups[id]; g == nil {
 		g = newGroup(id, &c.cfg, c.sched, c.storeGroup)
-		g.topics = engineTopics{c.eng}
+		g.topics, g.coord = engineTopics{c.eng}, c
 		c.groups[id] = g
 	}
 	return g

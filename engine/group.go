@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -84,6 +85,10 @@ type GroupConfig struct {
 	Consumer consumergroup.Config
 	// Share holds the settings of KIP-932 share groups.
 	Share ShareConfig
+	// MigrationPolicy is which live groups may switch between the
+	// classic and consumer protocols (group.consumer.migration.policy;
+	// migrate.go).
+	MigrationPolicy MigrationPolicy
 	// MaxMetadataBytes bounds the protocol metadata (subscriptions) all
 	// of a group's members hold: a JoinGroup past it is refused
 	// GROUP_MAX_SIZE_REACHED, so members cannot make the coordinator
@@ -250,6 +255,12 @@ type Group struct {
 	// written (set and cleared under mu); the group does not switch
 	// protocol meanwhile.
 	consumerWriting bool
+	// coord is the coordinator that owns the group (nil in unit tests of
+	// the classic protocol alone): classic requests for a
+	// consumer-protocol group go to it (migrate.go).
+	coord *Coordinator
+	// classicWrites counts the classic generations being written.
+	classicWrites int
 	// detached is set once the coordinator dropped the group (unloaded
 	// or deleted): its timers then neither act nor write.
 	detached atomic.Bool
@@ -357,7 +368,17 @@ func hasProtocol(ps []Protocol, name string) bool {
 
 // Join handles a JoinGroup; done is called (possibly later) with the answer.
 func (g *Group) Join(req JoinRequest, done func(JoinResult)) {
+	if g.coord != nil {
+		// A classic member of a consumer-protocol group changes its
+		// consumer state: one change at a time (ConsumerHeartbeat).
+		g.consumerWrite.Lock()
+		defer g.consumerWrite.Unlock()
+	}
 	g.mu.Lock()
+	if g.state != StateDead && g.classicInConsumer() {
+		g.coord.classicJoinConsumer(g, req, done)
+		return
+	}
 	defer g.unlock()
 	fail := func(err error) {
 		g.later(func() { done(JoinResult{Err: err, MemberID: req.MemberID, Generation: -1}) })
@@ -849,6 +870,11 @@ func (g *Group) checkMember(memberID string, instanceID *string, generation int3
 func (g *Group) Sync(req SyncRequest, done func(SyncResult)) {
 	g.mu.Lock()
 	defer g.unlock()
+	if g.classicInConsumer() {
+		res := g.coord.classicSyncConsumer(g, req)
+		g.later(func() { done(res) })
+		return
+	}
 	fail := func(err error) { g.later(func() { done(SyncResult{Err: err}) }) }
 	m, err := g.checkMember(req.MemberID, req.InstanceID, req.Generation)
 	if err != nil {
@@ -919,12 +945,22 @@ func (g *Group) Sync(req SyncRequest, done func(SyncResult)) {
 func (g *Group) Heartbeat(memberID string, instanceID *string, generation int32) error {
 	g.mu.Lock()
 	defer g.unlock()
+	if g.classicInConsumer() {
+		return g.coord.classicHeartbeatConsumer(g, memberID, instanceID, generation)
+	}
 	if g.state == StateEmpty || g.state == StateDead {
 		return fmt.Errorf("%w: group %q has no members", kerr.UnknownMemberID, g.ID)
 	}
 	m, err := g.checkMember(memberID, instanceID, generation)
 	if m != nil && m.joinDone == nil {
 		g.touch(m)
+	}
+	if err != nil && m != nil && errors.Is(err, kerr.IllegalGeneration) && g.state == StatePreparingRebalance {
+		// A member behind by a generation rejoins under its id, which
+		// ends the join phase sooner than its rebalance timeout would
+		// (members of a group that just left the consumer protocol are
+		// all behind).
+		return fmt.Errorf("%w: group %q is rebalancing; rejoin", kerr.RebalanceInProgress, g.ID)
 	}
 	if err != nil {
 		return err
@@ -937,7 +973,14 @@ func (g *Group) Heartbeat(memberID string, instanceID *string, generation int32)
 
 // Leave removes members; the answer has one error per member (nil: left).
 func (g *Group) Leave(members []LeaveMember) []error {
+	if g.coord != nil {
+		g.consumerWrite.Lock() // as in Join
+		defer g.consumerWrite.Unlock()
+	}
 	g.mu.Lock()
+	if g.classicInConsumer() {
+		return g.coord.classicLeaveConsumer(g, members)
+	}
 	defer g.unlock()
 	errs := make([]error, len(members))
 	removed := 0
@@ -1055,8 +1098,12 @@ func (g *Group) persist(done func(error)) {
 		return
 	}
 	snap := g.snapshot()
+	g.classicWrites++
 	g.later(func() {
 		g.onStable(g, snap, func(err error) {
+			g.mu.Lock()
+			g.classicWrites--
+			g.unlock()
 			if done != nil {
 				done(err)
 			}

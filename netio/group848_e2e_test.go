@@ -205,9 +205,10 @@ func TestConsumerProtocolNoStopTheWorld(t *testing.T) {
 		t.Fatalf("DescribeGroups' classic view: %+v (assigned %d)", dg, assigned)
 	}
 
-	// A classic member cannot join the live consumer group.
+	// A classic member of another protocol type cannot join the live
+	// consumer group (one of type "consumer" can: migrate_e2e_test.go).
 	join := kmsg.NewPtrJoinGroupRequest()
-	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = group, 10000, 10000, "consumer"
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = group, 10000, 10000, "connect"
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 0}}}
 	jresp, err := join.RequestWith(ctx, admin)
 	if err != nil || jresp.ErrorCode != kerr.InconsistentGroupProtocol.Code {

@@ -178,6 +178,9 @@ func handleConsumerGroupDescribe(s *Server, r *request) frameOutcome {
 			rm.Assignment.TopicPartitions = describedAssignment(s, m.Assigned)
 			rm.TargetAssignment.TopicPartitions = describedAssignment(s, m.Target)
 			rm.MemberType = 1 // the consumer protocol
+			if m.Classic {
+				rm.MemberType = 0 // a classic member of a group migrating between the protocols
+			}
 			rg.Members = append(rg.Members, rm)
 		}
 		resp.Groups = append(resp.Groups, rg)

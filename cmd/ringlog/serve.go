@@ -76,6 +76,7 @@ type serveFlags struct {
 	topicDefaults       kvList
 	// The share-group settings engine.ShareConfig keeps in other units.
 	shareLock, shareSession, shareHeartbeat time.Duration
+	migration                               string
 	shareDeliveryLimit                      int
 	voters                                  string
 	controllerAddr                          string
@@ -184,6 +185,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.DurationVar(&e.Groups.Consumer.SessionTimeout, "group-consumer-session-timeout", def.Engine.Groups.Consumer.SessionTimeout, "KIP-848 consumer-protocol groups: how long a member may go without a heartbeat before it is removed (group.consumer.session.timeout.ms)")
 	fs.DurationVar(&e.Groups.Consumer.HeartbeatInterval, "group-consumer-heartbeat-interval", def.Engine.Groups.Consumer.HeartbeatInterval, "KIP-848 consumer-protocol groups: the heartbeat interval members are told; a new assignment reaches a member at its next heartbeat (group.consumer.heartbeat.interval.ms)")
 	fs.IntVar(&e.Groups.Consumer.MaxSize, "group-consumer-max-size", def.Engine.Groups.Consumer.MaxSize, "KIP-848 consumer-protocol groups: the most members one group may have, 0 for no limit; a join past it gets GROUP_MAX_SIZE_REACHED (group.consumer.max.size)")
+	fs.StringVar(&f.migration, "group-consumer-migration-policy", "bidirectional", "which live groups may switch between the classic protocol (JoinGroup) and the KIP-848 consumer protocol with their members: bidirectional, upgrade (classic to consumer only), downgrade or disabled (only an empty group switches); a group that may not gets GROUP_ID_NOT_FOUND or INCONSISTENT_GROUP_PROTOCOL (group.consumer.migration.policy)")
 	fs.IntVar(&e.Groups.Share.MaxGroups, "group-share-max-groups", def.Engine.Groups.Share.MaxGroups, "KIP-932 share groups: the most share groups the broker holds; a join of one more gets GROUP_MAX_SIZE_REACHED (group.share.max.groups; Kafka's default is 10)")
 	fs.IntVar(&e.Groups.Share.Group.MaxSize, "group-share-max-size", def.Engine.Groups.Share.Group.MaxSize, "share groups: the most members one share group may have (group.share.max.size)")
 	fs.IntVar(&e.Groups.Share.MaxInFlight, "group-share-max-record-locks", def.Engine.Groups.Share.MaxInFlight, "share groups: the most records in flight (from the start offset to the last acquired) per share-partition, 100 to 100000; fetches acquire nothing new past it (group.share.partition.max.record.locks)")
@@ -246,6 +248,11 @@ func (f *serveFlags) config() (broker.Config, error) {
 	if c := cfg.Engine.Groups.Consumer; c.HeartbeatInterval <= 0 || c.SessionTimeout <= c.HeartbeatInterval || c.MaxSize < 0 {
 		return cfg, cli.Usagef("--group-consumer-heartbeat-interval (%v) must be positive and shorter than --group-consumer-session-timeout (%v), and --group-consumer-max-size (%d) at least 0", c.HeartbeatInterval, c.SessionTimeout, c.MaxSize)
 	}
+	policy, err := engine.ParseMigrationPolicy(f.migration)
+	if err != nil {
+		return cfg, cli.Usagef("--group-consumer-migration-policy: %v", err)
+	}
+	cfg.Engine.Groups.MigrationPolicy = policy
 	sh := &cfg.Engine.Groups.Share
 	if f.shareLock < time.Second || f.shareDeliveryLimit < 2 || f.shareDeliveryLimit > 10 || f.shareHeartbeat <= 0 || f.shareSession <= f.shareHeartbeat ||
 		sh.MaxGroups < 1 || sh.Group.MaxSize < 1 || sh.MaxInFlight < 100 || sh.MaxInFlight > 100000 || cfg.Kafka.ShareSessions < 1 {

@@ -185,7 +185,12 @@ type Config struct {
 // group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms
 // configs); they apply from the next heartbeat of each member.
 func (g *Group) SetTimeouts(session, heartbeat time.Duration) {
-	g.cfg.SessionTimeout, g.cfg.HeartbeatInterval = session, heartbeat
+	if session > 0 { // unset: the default New gave stays
+		g.cfg.SessionTimeout = session
+	}
+	if heartbeat > 0 {
+		g.cfg.HeartbeatInterval = heartbeat
+	}
 	if g.cfg.ReconcileInterval > heartbeat {
 		g.cfg.ReconcileInterval = heartbeat
 	}
@@ -218,6 +223,11 @@ type Member struct {
 	// it still owns but must give up (UnrevokedPartitions).
 	Assigned Assignment
 	Revoking Assignment
+
+	// Classic is set for a member that speaks the classic protocol
+	// (JoinGroup, SyncGroup, Heartbeat) in this group (classic.go); nil
+	// for a consumer-protocol member.
+	Classic *ClassicMeta
 
 	sessionDeadline time.Time
 	revokeDeadline  time.Time // zero unless revoking
@@ -258,6 +268,9 @@ type Request struct {
 	// RegexAllowed filters the topics a regex subscription may resolve
 	// to (nil: all). It replaces the member's filter when set.
 	RegexAllowed func(topic string) bool
+	// Classic is set by JoinClassic: the request is a classic member's
+	// JoinGroup (nil for a ConsumerGroupHeartbeat).
+	Classic *ClassicMeta
 }
 
 // Response answers a heartbeat.
@@ -672,6 +685,14 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 		}
 	}()
 	bump, before, saved := fresh, m.Assigned, *m
+	switch {
+	case r.Classic != nil:
+		m.Classic = r.Classic
+	case m.Classic != nil && r.Epoch == JoinEpoch:
+		m.Classic = nil // a classic member comes back with the consumer protocol
+	case m.Classic != nil:
+		return Response{}, errorf(kerr.UnknownMemberID, "member %s of group %q speaks the classic protocol (JoinGroup)", m.ID, g.ID)
+	}
 	if r.RackID != nil && *r.RackID != m.RackID {
 		m.RackID, bump = *r.RackID, true
 	}
@@ -721,7 +742,7 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	if r.ServerAssignor != nil && *r.ServerAssignor != m.Assignor {
 		m.Assignor, bump = *r.ServerAssignor, true
 	}
-	m.sessionDeadline = now.Add(g.cfg.SessionTimeout)
+	m.sessionDeadline = now.Add(g.sessionTimeout(m))
 
 	if g.refreshSubscription(now, topics) {
 		bump = true
@@ -760,6 +781,11 @@ func memberBytes(m *Member) int {
 	n := len(m.ID) + len(m.InstanceID) + len(m.RackID) + len(m.ClientID) + len(m.ClientHost) + len(m.Regex) + len(m.Assignor)
 	for _, t := range m.Topics {
 		n += len(t)
+	}
+	if m.Classic != nil {
+		for _, p := range m.Classic.Protocols {
+			n += len(p.Name) + len(p.Metadata)
+		}
 	}
 	return n
 }
@@ -859,7 +885,7 @@ func subset(a, b Assignment) bool {
 }
 
 func (g *Group) replaceStatic(prev *Member, id string) *Member {
-	m := &Member{ID: id, InstanceID: prev.InstanceID, RackID: prev.RackID, Epoch: prev.PreviousEpoch, PreviousEpoch: prev.PreviousEpoch,
+	m := &Member{ID: id, InstanceID: prev.InstanceID, RackID: prev.RackID, Epoch: prev.PreviousEpoch, PreviousEpoch: prev.PreviousEpoch, Classic: prev.Classic,
 		State: prev.State, RebalanceTimeout: prev.RebalanceTimeout, Topics: prev.Topics, Regex: prev.Regex, Assignor: prev.Assignor,
 		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, metaBytes: prev.metaBytes,
 		sessionDeadline: prev.sessionDeadline} // until this heartbeat is taken: a refused one must still expire
@@ -1176,6 +1202,9 @@ func (g *Group) CheckOffsetCommit(memberID string, epoch int32) error {
 		return errorf(kerr.UnknownMemberID, "member %s is not in group %q", memberID, g.ID)
 	}
 	if epoch != m.Epoch {
+		if m.Classic != nil {
+			return errorf(kerr.IllegalGeneration, "member %s sent generation %d, its generation is %d", memberID, epoch, m.Epoch)
+		}
 		return errorf(kerr.StaleMemberEpoch, "member %s sent epoch %d, its epoch is %d", memberID, epoch, m.Epoch)
 	}
 	return nil

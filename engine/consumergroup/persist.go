@@ -33,18 +33,23 @@ type MemberRecord struct {
 	State         MemberState
 	Assigned      Assignment
 	Revoking      Assignment
+
+	// Classic: the member speaks the classic protocol (nil: the
+	// consumer protocol).
+	Classic *ClassicMeta
 }
 
 func recordOf(m *Member) MemberRecord {
 	return MemberRecord{ID: m.ID, InstanceID: m.InstanceID, RackID: m.RackID, ClientID: m.ClientID, ClientHost: m.ClientHost,
 		Topics: m.Topics, Regex: m.Regex, RebalanceTimeout: m.RebalanceTimeout, Assignor: m.Assignor,
-		Epoch: m.Epoch, PreviousEpoch: m.PreviousEpoch, State: m.State, Assigned: m.Assigned, Revoking: m.Revoking}
+		Epoch: m.Epoch, PreviousEpoch: m.PreviousEpoch, State: m.State, Assigned: m.Assigned, Revoking: m.Revoking, Classic: m.Classic}
 }
 
 func (r MemberRecord) equal(o MemberRecord) bool {
 	return r.ID == o.ID && r.InstanceID == o.InstanceID && r.RackID == o.RackID && r.ClientID == o.ClientID && r.ClientHost == o.ClientHost &&
 		slices.Equal(r.Topics, o.Topics) && r.Regex == o.Regex && r.RebalanceTimeout == o.RebalanceTimeout && r.Assignor == o.Assignor &&
-		r.Epoch == o.Epoch && r.PreviousEpoch == o.PreviousEpoch && r.State == o.State && r.Assigned.Equal(o.Assigned) && r.Revoking.Equal(o.Revoking)
+		r.Epoch == o.Epoch && r.PreviousEpoch == o.PreviousEpoch && r.State == o.State && r.Assigned.Equal(o.Assigned) && r.Revoking.Equal(o.Revoking) &&
+		r.Classic.equal(o.Classic)
 }
 
 func (g *Group) markRemoved(id string) {
@@ -166,6 +171,7 @@ func (g *Group) RestoreMemberMetadata(r MemberRecord) {
 	m := g.restoredMember(r.ID)
 	m.InstanceID, m.RackID, m.ClientID, m.ClientHost = r.InstanceID, r.RackID, r.ClientID, r.ClientHost
 	m.Topics, m.Regex, m.RebalanceTimeout, m.Assignor = slices.Clone(r.Topics), r.Regex, r.RebalanceTimeout, r.Assignor
+	m.Classic = r.Classic
 	slices.Sort(m.Topics)
 	m.Topics = slices.Compact(m.Topics)
 }
@@ -234,7 +240,10 @@ func (g *Group) Loaded(now time.Time) error {
 		m.filterKnown, m.subsValid, m.regexAllowed, m.subsComputed = false, false, nil, false
 		m.metaBytes = memberBytes(m)
 		g.metaBytes += m.metaBytes
-		m.sessionDeadline = now.Add(g.cfg.SessionTimeout)
+		m.sessionDeadline = now.Add(g.sessionTimeout(m))
+		if m.Classic != nil && (m.Classic.SessionTimeout <= 0 || len(m.Classic.Protocols) == 0) {
+			return fmt.Errorf("classic member %s has session timeout %v and %d protocols", m.ID, m.Classic.SessionTimeout, len(m.Classic.Protocols))
+		}
 		if m.State == UnrevokedPartitions {
 			m.revokeDeadline = now.Add(m.RebalanceTimeout)
 		}
