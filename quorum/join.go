@@ -316,12 +316,11 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 		if lid, laddr := n.Leader(); lid >= 0 && laddr != "" {
 			return fmt.Sprintf("%s%s%s", notLeaderReason, leaderIsAt, laddr)
 		}
-		if empty && n.firstStartVoter(id, addr) {
-			// No leader to ask, and maybe none without this voter's
-			// vote (a founder died before it first started): it has
-			// never registered, so its empty log loses nothing.
-			return ""
-		}
+		// Not even an empty voter that seems never to have registered:
+		// this node's log may lack committed entries (it was behind),
+		// its registration among them, and that voter's vote could then
+		// elect this node without them. Only the leader, which has every
+		// committed entry, can tell a first start from a lost log.
 		return notLeaderReason
 	}
 	f := n.raft.GetConfiguration()
@@ -381,13 +380,10 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 
 // firstStartVoter reports whether id is a voter of this node's
 // configuration at addr whose broker never registered in this node's
-// image: one starting for the first time, which the leader, or while no
-// leader is known a follower, may let in with an empty log.
-//
-// Without a leader this node's image may lack what its log holds (a
-// restarted follower applies its log only once a leader says how much
-// of it is committed), so the log is read too: any registration of id
-// in it, committed or not, counts.
+// image: one starting for the first time, which the leader (after a
+// Barrier: its image then holds every committed registration) may let
+// in with an empty log. Any registration of id in the log, committed or
+// not, counts too.
 func (n *Node) firstStartVoter(id int32, addr string) bool {
 	m, ok, err := n.lookupMember(id)
 	if err != nil || !ok || !m.Voter || m.Addr != addr {

@@ -279,11 +279,41 @@ func TestLostVoterWithoutLeader(t *testing.T) {
 	}
 }
 
+// TestStaleVoterDoesNotLetALostVoterIn: voter b is down while lost's
+// broker registers and a config commits; then the leader is down too and
+// lost comes back empty. b's log has no registration of lost, but b must
+// not take it for a first start: lost's vote would elect b without the
+// commit.
+func TestStaleVoterDoesNotLetALostVoterIn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.initialized(ctx)
+	l := c.leader(ctx).ID()
+	b, lost := l%3+1, (l+1)%3+1
+	c.stop(b)
+	c.registerBrokers(ctx) // b's broker too: b is behind either way
+	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "committed"}}})
+	c.stop(l)
+	c.stop(lost)
+	if err := os.RemoveAll(c.dirs[lost]); err != nil {
+		t.Fatal(err)
+	}
+	c.start(b, nil)
+	empty := c.start(lost, nil)
+	time.Sleep(3 * time.Second)
+	if id, _ := c.node(b).Leader(); id >= 0 || c.node(b).IsLeader() || empty.raft.LastIndex() != 0 {
+		t.Fatalf("the stale voter let the lost one in: leader %d, its raft last index %d", id, empty.raft.LastIndex())
+	}
+}
+
 // TestLateFirstStartWithoutLeader: two founding voters formed the cluster
 // and one of them died before the third ever started. The third starts
-// empty: with no leader to take it in, the survivor lets it in (it never
-// registered, so its empty log loses nothing), and the two elect a
-// leader instead of waiting for the dead one.
+// empty: the survivor cannot tell a first start from a voter that lost
+// its log (its own log may lack the registration, as it may lack any
+// commit), so it does not let it in, and no leader is elected with its
+// vote. Once the dead founder is back, the leader lets it in (it never
+// registered) and it gets the log.
 func TestLateFirstStartWithoutLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -294,12 +324,19 @@ func TestLateFirstStartWithoutLeader(t *testing.T) {
 	}
 	c.initialized(ctx)
 	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "1"}}})
-	c.stop(c.leader(ctx).ID())
+	dead := c.leader(ctx).ID()
+	survivor := 3 - dead
+	c.stop(dead)
 	n3 := c.start(3, nil)
+	time.Sleep(3 * time.Second) // many election timeouts
+	if id, _ := c.node(survivor).Leader(); id >= 0 || c.node(survivor).IsLeader() || n3.raft.LastIndex() != 0 {
+		t.Fatalf("the survivor let the empty voter in: leader %d, its raft last index %d", id, n3.raft.LastIndex())
+	}
+	c.start(dead, nil)
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
 	if _, err := n3.WaitIndex(wctx, res.Index); err != nil {
-		t.Fatalf("the late voter did not get the log from the survivor: %v", err)
+		t.Fatalf("the late voter did not get the log once a leader was back: %v", err)
 	}
 	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
 }
