@@ -180,6 +180,7 @@ func DefaultConfig() Config {
 			MinSessionTimeout:     6 * time.Second,
 			MaxSessionTimeout:     30 * time.Minute,
 			InitialRebalanceDelay: 3 * time.Second,
+			MigrationPolicy:       MigrateBidirectional,
 			MaxMetadataBytes:      defaultGroupMetadataBytes,
 			Consumer:              consumergroup.DefaultConfig(),
 			Share:                 DefaultShareConfig(),
