@@ -106,7 +106,8 @@ Usage: ringlog group describe GROUP... [flags]
 
 Shows each group's type (classic, or consumer: the KIP-848 protocol, where
 the broker assigns), state, protocol, members (client id, host and assigned
-partitions) and, per partition, the committed offset, the log end offset
+partitions; in a consumer group migrating between the protocols, which
+protocol each member speaks) and, per partition, the committed offset, the log end offset
 and the lag (records not yet consumed by the group). Every partition of
 every topic the group has a commit in or subscribes to is listed; one
 without a commit ("-") lags by every record in its log (log end - log
@@ -133,6 +134,9 @@ type groupMemberJSON struct {
 	ClientID   string                `json:"client_id"`
 	Host       string                `json:"host"`
 	Assigned   []groupAssignmentJSON `json:"assigned"`
+	// Protocol is, in a consumer group, the protocol the member speaks:
+	// "consumer", or "classic" while the group migrates between them.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 type groupOffsetJSON struct {
@@ -236,6 +240,9 @@ func runGroupDescribe(args []string, stdout, stderr io.Writer) error {
 				if err := s.addShare(&result[i]); err != nil {
 					errs = append(errs, fmt.Errorf("group %q: %w", result[i].Group, s.explain(err)))
 				}
+			}
+			if result[i].Type == "consumer" {
+				s.addMemberProtocols(&result[i])
 			}
 		}
 	}
@@ -389,6 +396,32 @@ func ptr[T any](v T) *T { return &v }
 
 // addShare fills in a share group's assignments (ShareGroupDescribe) and
 // offsets (DescribeShareGroupOffsets, with ringlog's in-flight counts).
+// addMemberProtocols marks which protocol each member of a consumer
+// group speaks (ConsumerGroupDescribe's member type): a group migrating
+// between the protocols has classic members too. Best effort: without an
+// answer the members are shown without it.
+func (s *session) addMemberProtocols(g *groupDescribeJSON) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{g.Group}
+	resp, err := req.RequestWith(s.ctx, s.cl)
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+		return
+	}
+	types := map[string]int8{}
+	for _, m := range resp.Groups[0].Members {
+		types[m.MemberID] = m.MemberType
+	}
+	for i := range g.Members {
+		switch t, ok := types[g.Members[i].MemberID]; {
+		case !ok:
+		case t == 0:
+			g.Members[i].Protocol = "classic"
+		default:
+			g.Members[i].Protocol = "consumer"
+		}
+	}
+}
+
 func (s *session) addShare(g *groupDescribeJSON) error {
 	g.Offsets, g.TotalLag = []groupOffsetJSON{}, 0
 	dreq := kmsg.NewPtrShareGroupDescribeRequest()
@@ -471,7 +504,12 @@ func printGroup(w io.Writer, g groupDescribeJSON) {
 	fmt.Fprintf(w, "\nMembers (%d):\n", len(g.Members))
 	if len(g.Members) > 0 {
 		tw := newTable(w)
-		fmt.Fprintln(tw, "  MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNED\t")
+		migrating := slices.ContainsFunc(g.Members, func(m groupMemberJSON) bool { return m.Protocol == "classic" })
+		if migrating {
+			fmt.Fprintln(tw, "  MEMBER-ID\tPROTOCOL\tCLIENT-ID\tHOST\tASSIGNED\t")
+		} else {
+			fmt.Fprintln(tw, "  MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNED\t")
+		}
 		for _, m := range g.Members {
 			var as []string
 			for _, a := range m.Assigned {
@@ -480,6 +518,10 @@ func printGroup(w io.Writer, g groupDescribeJSON) {
 			assigned := strings.Join(as, " ")
 			if assigned == "" {
 				assigned = "-"
+			}
+			if migrating {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", m.MemberID, m.Protocol, m.ClientID, m.Host, assigned)
+				continue
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\n", m.MemberID, m.ClientID, m.Host, assigned)
 		}
