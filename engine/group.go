@@ -368,18 +368,36 @@ func hasProtocol(ps []Protocol, name string) bool {
 
 // Join handles a JoinGroup; done is called (possibly later) with the answer.
 func (g *Group) Join(req JoinRequest, done func(JoinResult)) {
-	if g.coord != nil {
+	g.mu.Lock()
+	if g.coord != nil && g.consumer != nil {
 		// A classic member of a consumer-protocol group changes its
-		// consumer state: one change at a time (ConsumerHeartbeat).
-		g.consumerWrite.Lock()
-		defer g.consumerWrite.Unlock()
+		// consumer state, which waits for a durable write: not on the
+		// caller's goroutine (an event loop).
+		g.unlock()
+		go g.joinConsumer(req, done)
+		return
 	}
+	defer g.unlock()
+	g.joinLocked(req, done)
+}
+
+// joinConsumer is Join for a group with a consumer-protocol state: one
+// change of it at a time (as ConsumerHeartbeat), then the classic join
+// if the group turned out to have no consumer-protocol members.
+func (g *Group) joinConsumer(req JoinRequest, done func(JoinResult)) {
+	g.consumerWrite.Lock()
+	defer g.consumerWrite.Unlock()
 	g.mu.Lock()
 	if g.state != StateDead && g.classicInConsumer() {
 		g.coord.classicJoinConsumer(g, req, done)
 		return
 	}
 	defer g.unlock()
+	g.joinLocked(req, done)
+}
+
+// joinLocked is the classic protocol's Join (g.mu held).
+func (g *Group) joinLocked(req JoinRequest, done func(JoinResult)) {
 	fail := func(err error) {
 		g.later(func() { done(JoinResult{Err: err, MemberID: req.MemberID, Generation: -1}) })
 	}
@@ -973,13 +991,17 @@ func (g *Group) Heartbeat(memberID string, instanceID *string, generation int32)
 
 // Leave removes members; the answer has one error per member (nil: left).
 func (g *Group) Leave(members []LeaveMember) []error {
-	if g.coord != nil {
-		g.consumerWrite.Lock() // as in Join
-		defer g.consumerWrite.Unlock()
-	}
 	g.mu.Lock()
-	if g.classicInConsumer() {
-		return g.coord.classicLeaveConsumer(g, members)
+	if g.coord != nil && g.consumer != nil {
+		// As in joinConsumer: one change of the consumer state at a
+		// time, consumerWrite before mu.
+		g.unlock()
+		g.consumerWrite.Lock()
+		defer g.consumerWrite.Unlock()
+		g.mu.Lock()
+		if g.classicInConsumer() {
+			return g.coord.classicLeaveConsumer(g, members)
+		}
 	}
 	defer g.unlock()
 	errs := make([]error, len(members))
@@ -1020,6 +1042,21 @@ func (g *Group) Leave(members []LeaveMember) []error {
 		g.afterRemoval("members left")
 	}
 	return errs
+}
+
+// LeaveThen is Leave for a caller that must not block (an event loop):
+// done gets the answer at once for a classic group, and from another
+// goroutine, once it is durable, for a group with a consumer-protocol
+// state.
+func (g *Group) LeaveThen(members []LeaveMember, done func([]error)) {
+	g.mu.Lock()
+	consumer := g.coord != nil && g.consumer != nil
+	g.unlock()
+	if consumer {
+		go func() { done(g.Leave(members)) }()
+		return
+	}
+	done(g.Leave(members))
 }
 
 // CheckCommit validates an OffsetCommit's member and generation. A commit

@@ -40,7 +40,12 @@ func handleLeaveGroup(s *Server, r *request) frameOutcome {
 			leaves = append(leaves, engine.LeaveMember{MemberID: m.MemberID, InstanceID: m.InstanceID})
 		}
 	}
-	errs := g.Leave(leaves)
+	g.LeaveThen(leaves, func(errs []error) { answerLeave(r, req, resp, errs) })
+	return frameDone
+}
+
+// answerLeave sends LeaveGroup's answer: one error, or one per member.
+func answerLeave(r *request, req *kmsg.LeaveGroupRequest, resp *kmsg.LeaveGroupResponse, errs []error) {
 	if r.version < 3 {
 		resp.ErrorCode = errCode(errs[0])
 		r.failed = errs[0] != nil
@@ -53,5 +58,4 @@ func handleLeaveGroup(s *Server, r *request) frameOutcome {
 		}
 	}
 	r.respond(resp)
-	return frameDone
 }
