@@ -59,6 +59,33 @@ func freePorts(t testing.TB, n int) []int {
 	return out
 }
 
+// consecutivePorts returns the first of n consecutive free ports, all of
+// them taken from freePorts' counter, for a command that derives its
+// other ports from the first (make run: native on +1, HTTP on +2); the
+// next freePorts call cannot hand one of them to another test.
+func consecutivePorts(t testing.TB, n int) int {
+	t.Helper()
+	for {
+		last := int(nextFixedPort.Add(int64(n)))
+		if last >= fixedPortEnd {
+			nextFixedPort.Store(fixedPortStart)
+			continue
+		}
+		first, free := last-n+1, true
+		for p := first; p <= last && free; p++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				free = false
+				continue
+			}
+			ln.Close()
+		}
+		if free {
+			return first
+		}
+	}
+}
+
 // The fixed ports freePorts hands out: [fixedPortStart, fixedPortEnd),
 // below the ephemeral range.
 const fixedPortStart, fixedPortEnd = 20000, 32000

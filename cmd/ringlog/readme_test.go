@@ -247,7 +247,7 @@ func TestReadmeSetup(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make not installed")
 	}
-	ports := freePorts(t, 1)
+	ports := []int{consecutivePorts(t, 3)} // make run: native and HTTP on the next two
 	data := t.TempDir()
 	out, err := exec.Command("make", "-s", "-n", "-C", "../..", "run", fmt.Sprintf("PORT=%d", ports[0]), "DATA="+data).CombinedOutput()
 	if err != nil {
