@@ -409,12 +409,9 @@ func (g *Group) joinLocked(req JoinRequest, done func(JoinResult)) {
 		fail(g.errConsumerGroup())
 		return
 	}
-	if req.SessionTimeout < g.cfg.MinSessionTimeout || req.SessionTimeout > g.cfg.MaxSessionTimeout {
-		fail(fmt.Errorf("%w: %v is outside [%v, %v] (group.min/max.session.timeout.ms)", kerr.InvalidSessionTimeout, req.SessionTimeout, g.cfg.MinSessionTimeout, g.cfg.MaxSessionTimeout))
+	if err := g.checkTimeouts(&req); err != nil {
+		fail(err)
 		return
-	}
-	if req.RebalanceTimeout <= 0 {
-		req.RebalanceTimeout = req.SessionTimeout
 	}
 	if req.MemberID != "" {
 		if _, ok := g.members[req.MemberID]; !ok {
@@ -475,6 +472,19 @@ func (g *Group) joinLocked(req JoinRequest, done func(JoinResult)) {
 		g.setJoinWaiter(m, done)
 		g.prepareRebalance("member " + m.id + " joined")
 	}
+}
+
+// checkTimeouts refuses a JoinGroup's session timeout outside the
+// broker's bounds, and gives one without a rebalance timeout (v0) its
+// session timeout.
+func (g *Group) checkTimeouts(req *JoinRequest) error {
+	if req.SessionTimeout < g.cfg.MinSessionTimeout || req.SessionTimeout > g.cfg.MaxSessionTimeout {
+		return fmt.Errorf("%w: %v is outside [%v, %v] (group.min/max.session.timeout.ms)", kerr.InvalidSessionTimeout, req.SessionTimeout, g.cfg.MinSessionTimeout, g.cfg.MaxSessionTimeout)
+	}
+	if req.RebalanceTimeout <= 0 {
+		req.RebalanceTimeout = req.SessionTimeout
+	}
+	return nil
 }
 
 func sameInstance(a, b *string) bool {

@@ -216,12 +216,9 @@ func (c *Coordinator) classicJoinConsumer(g *Group, req JoinRequest, done func(J
 		fail(fmt.Errorf("%w: group %q uses the consumer protocol; a classic member must join with protocol type %q", kerr.InconsistentGroupProtocol, g.ID, ConsumerTypeName))
 		return
 	}
-	if req.SessionTimeout < g.cfg.MinSessionTimeout || req.SessionTimeout > g.cfg.MaxSessionTimeout {
-		fail(fmt.Errorf("%w: %v is outside [%v, %v] (group.min/max.session.timeout.ms)", kerr.InvalidSessionTimeout, req.SessionTimeout, g.cfg.MinSessionTimeout, g.cfg.MaxSessionTimeout))
+	if err := g.checkTimeouts(&req); err != nil {
+		fail(err)
 		return
-	}
-	if req.RebalanceTimeout <= 0 {
-		req.RebalanceTimeout = req.SessionTimeout
 	}
 	id := req.MemberID
 	switch m := cg.Member(id); {
