@@ -15,8 +15,9 @@ import (
 // word and 1,342 half-made directories stayed behind.
 
 // fdsPerPartition is what a partition's open log holds: the active
-// segment's .log, .index and .timeindex files.
-const fdsPerPartition = 3
+// segment's .log file (its .index and .timeindex are mapped, their
+// descriptors closed; wal/index.go).
+const fdsPerPartition = 1
 
 // fdReserve is the file descriptors a creation leaves free for
 // connections, segment rolls and the rest of the process: a tenth of the

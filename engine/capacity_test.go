@@ -117,9 +117,9 @@ func TestCreationRespectsFileDescriptors(t *testing.T) {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &old) })
-	_, err := e.CreateTopic(CreateTopicRequest{Name: "many", Partitions: 200, ReplicationFactor: 1})
+	_, err := e.CreateTopic(CreateTopicRequest{Name: "many", Partitions: 400, ReplicationFactor: 1})
 	if !errors.Is(err, ErrCapacity) {
-		t.Fatalf("a creation needing 600 descriptors with ~300 free: %v", err)
+		t.Fatalf("a creation needing 400 descriptors with ~300 free: %v", err)
 	}
 	if ents, _ := filepath.Glob(filepath.Join(dir, "many-*")); len(ents) != 0 {
 		t.Fatalf("the refused creation left %d directories", len(ents))

@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-./bin/ringlog}
 COUNTS=${COUNTS:-"1 10 100 1000 10000"}
 PORT=${PORT:-19392}
-# 3 descriptors per partition (log, offset index, time index): raise the
-# soft limit to the hard one (30,000 are needed for 10,000).
+# 1 descriptor per partition (its log; the indexes are mapped): raise the
+# soft limit to the hard one.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 work=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -28,8 +28,14 @@ import (
 // segment only truncates the file (readers never touch bytes past the last
 // entry, so the pages past the new end are never faulted in), and the
 // mapping is removed only when the segment is closed.
+//
+// No descriptor is kept: a mapping stays valid after its file is closed,
+// and the file is opened again (by path, never created) only for what
+// needs one, reserving blocks (every reserveChunk of entries) and the
+// truncation at seal. A partition then holds one descriptor, its log's,
+// instead of three: 10,000 partitions fit a 20,000-descriptor limit.
 type mmapFile struct {
-	f         *os.File
+	path      string
 	data      []byte
 	entrySize int
 	entries   atomic.Int64
@@ -80,8 +86,25 @@ func (m *mmapFile) open(path string, mode os.FileMode, entrySize, capacity int) 
 		_ = f.Close() // failing already: the error returned says more
 		return 0, fmt.Errorf("madvise %s: %w", path, err)
 	}
-	m.f, m.data, m.entrySize = f, data, entrySize
+	if err := f.Close(); err != nil {
+		_ = unix.Munmap(data)
+		return 0, fmt.Errorf("close %s: %w", path, err)
+	}
+	m.path, m.data, m.entrySize = path, data, entrySize
 	return onDisk, nil
+}
+
+// withFile runs fn on the file opened again (it must exist).
+func (m *mmapFile) withFile(fn func(f *os.File) error) error {
+	f, err := os.OpenFile(m.path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = fn(f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", m.path, cerr)
+	}
+	return err
 }
 
 // full reports whether another entry would not fit.
@@ -98,7 +121,7 @@ func (m *mmapFile) reserve() bool {
 		return true
 	}
 	upto := min((end+reserveChunk-1)/reserveChunk*reserveChunk, int64(len(m.data)))
-	if err := allocate(m.f, m.reserved, upto-m.reserved); err != nil {
+	if err := m.withFile(func(f *os.File) error { return allocate(f, m.reserved, upto-m.reserved) }); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			// A file system without fallocate: nothing to do better.
 			m.reserved = int64(len(m.data))
@@ -114,7 +137,12 @@ func (m *mmapFile) reserve() bool {
 func (m *mmapFile) trim() error {
 	n := m.entries.Load() * int64(m.entrySize)
 	m.reserved = min(m.reserved, n)
-	return m.f.Truncate(n)
+	return m.withFile(func(f *os.File) error { return f.Truncate(n) })
+}
+
+// extend grows the file back to the mapping's size (after trim).
+func (m *mmapFile) extend() error {
+	return m.withFile(func(f *os.File) error { return f.Truncate(int64(len(m.data))) })
 }
 
 // reset forgets every entry (for a rebuild) and zeroes the region.
@@ -143,9 +171,6 @@ func (m *mmapFile) sync() error {
 func (m *mmapFile) close() error {
 	err := unix.Munmap(m.data)
 	m.data = nil
-	if cerr := m.f.Close(); err == nil {
-		err = cerr
-	}
 	return err
 }
 

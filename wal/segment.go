@@ -297,10 +297,10 @@ func (s *segment) seal() error {
 // empty segment after it): its index files grow back to their mapping.
 func (s *segment) unseal() error {
 	s.sealed = false
-	if err := s.idx.f.Truncate(int64(len(s.idx.data))); err != nil {
+	if err := s.idx.extend(); err != nil {
 		return fmt.Errorf("segment %d: %w", s.base, err)
 	}
-	if err := s.tidx.f.Truncate(int64(len(s.tidx.data))); err != nil {
+	if err := s.tidx.extend(); err != nil {
 		return fmt.Errorf("segment %d: %w", s.base, err)
 	}
 	return nil
