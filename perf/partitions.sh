@@ -24,6 +24,10 @@ rss_kib() { awk '/^VmRSS/{print $2}' /proc/"$1"/status; }
 # command substitution), so it may linger as a zombie until PID 1 reaps it;
 # a zombie counts as gone.
 gone() { [ ! -e /proc/"$1"/stat ] || awk '{exit !($3 == "Z")}' /proc/"$1"/stat 2>/dev/null; }
+# portfree: nothing listens on PORT any more. A killed broker's main thread
+# is a zombie before its other threads have exited and closed its sockets
+# (seconds with 10,000 partitions), so gone alone does not free the port.
+portfree() { until ! (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null; do sleep 0.02; done; }
 
 start() { # data dir; prints the pid once the ready line is out
 	"$BIN" serve --data-dir "$1" --kafka-addr 127.0.0.1:$PORT --native-addr '' --http-addr '' \
@@ -48,11 +52,11 @@ for n in $COUNTS; do
 	rss=$(rss_kib $pid); fds=$(ls /proc/$pid/fd | wc -l)
 	t=$(now); "$BIN" topic describe p --brokers 127.0.0.1:$PORT --timeout 300s --output json >/dev/null; describe=$(since $t)
 	disk=$(du -sm "$dir" | cut -f1)
-	t=$(now); kill -TERM $pid; until gone $pid; do sleep 0.02; done; stop=$(since $t)
+	t=$(now); kill -TERM $pid; until gone $pid; do sleep 0.02; done; stop=$(since $t); portfree
 	t=$(now); pid=$(start "$dir"); restart=$(since $t)
-	kill -9 $pid; until gone $pid; do sleep 0.02; done
+	kill -9 $pid; until gone $pid; do sleep 0.02; done; portfree
 	t=$(now); pid=$(start "$dir"); crash=$(since $t)
-	kill -TERM $pid; until gone $pid; do sleep 0.02; done
+	kill -TERM $pid; until gone $pid; do sleep 0.02; done; portfree
 	per=$(awk -v r="$rss" -v b="$base" -v n="$n" 'BEGIN{printf "%.1f", (r-b)/n}')
 	echo "| $n | $create | $((rss/1024)) | $per | $fds | $disk | $describe | $stop | $restart | $crash |"
 	rm -rf "$dir"
