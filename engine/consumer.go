@@ -117,9 +117,7 @@ func (c *Coordinator) consumerHeartbeatLocked(g *Group, req consumergroup.Reques
 		return nil, consumergroup.Response{}, consumergroup.Changes{}, fmt.Errorf("%w: group %q is being deleted", kerr.CoordinatorNotAvailable, g.ID)
 	}
 	if g.consumer == nil && len(g.members) > 0 {
-		if err := c.upgradeLocked(g, req); err != nil {
-			return nil, consumergroup.Response{}, consumergroup.Changes{}, err
-		}
+		return c.upgradeHeartbeatLocked(g, req)
 	}
 	if g.consumer == nil {
 		if req.Epoch != consumergroup.JoinEpoch {
@@ -151,6 +149,26 @@ func (c *Coordinator) consumerHeartbeatLocked(g *Group, req consumergroup.Reques
 	g.consumerWriting = !ch.Empty()
 	c.armConsumerTimer(g)
 	return g.consumer, resp, ch, err
+}
+
+// upgradeHeartbeatLocked is consumerHeartbeatLocked for a join of a
+// classic group with members: the join is run on the converted state, and
+// the group switches only if it is taken (migrate.go).
+func (c *Coordinator) upgradeHeartbeatLocked(g *Group, req consumergroup.Request) (*consumergroup.Group, consumergroup.Response, consumergroup.Changes, error) {
+	cg, err := c.convertClassic(g, req)
+	if err != nil {
+		return nil, consumergroup.Response{}, consumergroup.Changes{}, err
+	}
+	cg.SetTimeouts(c.consumerTimeouts(g.ID))
+	resp, err := cg.Heartbeat(c.sched.Now(), engineTopics{c.eng}, req)
+	if err != nil {
+		return nil, consumergroup.Response{}, consumergroup.Changes{}, err // the classic group stays as it was
+	}
+	c.adoptConverted(g, cg, req.MemberID)
+	ch := cg.TakeChanges(true)
+	g.consumerWriting = !ch.Empty()
+	c.armConsumerTimer(g)
+	return cg, resp, ch, nil
 }
 
 // writeConsumer writes the changes ch of g's consumer state cg to
@@ -225,8 +243,9 @@ func (c *Coordinator) armConsumerTimer(g *Group) {
 		g.unlock()
 		if err := c.writeConsumer(g, cg, ch); err != nil {
 			c.eng.logger.Warn("could not store a consumer group's expired members; retried with its next change", "group", g.ID, "err", err)
-		} else if len(gone) > 0 {
-			c.maybeDowngrade(g)
+		}
+		if len(gone) > 0 {
+			c.maybeDowngrade(g) // its records end the consumer state whatever the write above did
 		}
 	})
 	g.consumerTimer = t

@@ -578,7 +578,25 @@ func appendBuilt(p *Partition, b *batch.Builder, ts int64, recs []kv, written fu
 
 // storeGroup persists a generation (Group.persist calls it, unlocked).
 func (c *Coordinator) storeGroup(g *Group, s GroupSnapshot, done func(error)) {
-	key := (&kmsg.GroupMetadataKey{Version: 2, Group: g.ID}).AppendTo(nil)
+	rec := groupMetadataRecord(g.ID, s)
+	go func() {
+		c.mu.RLock()
+		current := c.groups[g.ID] == g
+		c.mu.RUnlock()
+		if !current {
+			// Unloaded (its partition's leadership moved): never write a
+			// detached group's state over the new coordinator's.
+			done(fmt.Errorf("%w: group %q is no longer coordinated here", kerr.NotCoordinator, g.ID))
+			return
+		}
+		done(c.write(g.ID, []kv{rec}))
+	}()
+}
+
+// groupMetadataRecord is a classic generation as Kafka's GroupMetadata
+// record.
+func groupMetadataRecord(group string, s GroupSnapshot) kv {
+	key := (&kmsg.GroupMetadataKey{Version: 2, Group: group}).AppendTo(nil)
 	val := kmsg.GroupMetadataValue{Version: 3, ProtocolType: s.ProtocolType, Generation: s.Generation, CurrentStateTimestamp: s.StateSince}
 	if s.Protocol != "" {
 		p := s.Protocol
@@ -593,18 +611,7 @@ func (c *Coordinator) storeGroup(g *Group, s GroupSnapshot, done func(error)) {
 			RebalanceTimeoutMillis: int32(m.RebalanceTimeout.Milliseconds()), SessionTimeoutMillis: int32(m.SessionTimeout.Milliseconds()),
 			Subscription: nonNil(m.Subscription), Assignment: nonNil(m.Assignment)})
 	}
-	go func() {
-		c.mu.RLock()
-		current := c.groups[g.ID] == g
-		c.mu.RUnlock()
-		if !current {
-			// Unloaded (its partition's leadership moved): never write a
-			// detached group's state over the new coordinator's.
-			done(fmt.Errorf("%w: group %q is no longer coordinated here", kerr.NotCoordinator, g.ID))
-			return
-		}
-		done(c.write(g.ID, []kv{{key, val.AppendTo(nil)}}))
-	}()
+	return kv{key, val.AppendTo(nil)}
 }
 
 func nonNil(b []byte) []byte {

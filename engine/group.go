@@ -261,6 +261,10 @@ type Group struct {
 	coord *Coordinator
 	// classicWrites counts the classic generations being written.
 	classicWrites int
+	// downgraded is the generation the group had when it left the
+	// consumer protocol (0: never): until the next one forms, a member
+	// behind by a generation is told to rejoin, not that it is stale.
+	downgraded int32
 	// detached is set once the coordinator dropped the group (unloaded
 	// or deleted): its timers then neither act nor write.
 	detached atomic.Bool
@@ -983,11 +987,12 @@ func (g *Group) Heartbeat(memberID string, instanceID *string, generation int32)
 	if m != nil && m.joinDone == nil {
 		g.touch(m)
 	}
-	if err != nil && m != nil && errors.Is(err, kerr.IllegalGeneration) && g.state == StatePreparingRebalance {
-		// A member behind by a generation rejoins under its id, which
-		// ends the join phase sooner than its rebalance timeout would
-		// (members of a group that just left the consumer protocol are
-		// all behind).
+	if err != nil && m != nil && errors.Is(err, kerr.IllegalGeneration) && g.state == StatePreparingRebalance && g.downgraded == g.generation && g.downgraded > 0 {
+		// The group just left the consumer protocol: its members' epochs
+		// were their generations, all behind the group's now. They
+		// rejoin under their ids, which ends the join phase sooner than
+		// their rebalance timeout would (elsewhere, as in Kafka, a
+		// stale generation is ILLEGAL_GENERATION).
 		return fmt.Errorf("%w: group %q is rebalancing; rejoin", kerr.RebalanceInProgress, g.ID)
 	}
 	if err != nil {
@@ -1076,6 +1081,11 @@ func (g *Group) CheckCommit(memberID string, instanceID *string, generation int3
 	g.mu.Lock()
 	defer g.unlock()
 	if g.consumer != nil {
+		if instanceID != nil {
+			if cur := g.consumer.StaticMember(*instanceID); cur != "" && cur != memberID {
+				return fmt.Errorf("%w: instance %s is member %s now", kerr.FencedInstanceID, *instanceID, cur)
+			}
+		}
 		return g.checkConsumerCommit(memberID, generation)
 	}
 	if generation < 0 && memberID == "" {

@@ -73,27 +73,33 @@ func (g *Group) classicInConsumer() bool {
 	return g.coord != nil && g.consumer != nil && (!g.consumer.Empty() || g.consumerWriting) && g.cfg.MigrationPolicy != MigrateDisabled
 }
 
-// upgradeLocked turns classic group g, which has members, into a
-// consumer-protocol group for a ConsumerGroupHeartbeat that joins it
-// (g.mu held, g.consumerWrite held).
-func (c *Coordinator) upgradeLocked(g *Group, req consumergroup.Request) error {
+// convertClassic builds the consumer-protocol state of classic group g,
+// which has members, for a ConsumerGroupHeartbeat that joins it (g.mu
+// and g.consumerWrite held). It changes nothing in g: the caller runs the
+// joining heartbeat on the result first, and adopts it (adoptConverted)
+// only if that heartbeat is taken, so a refused join leaves the classic
+// group as it was.
+func (c *Coordinator) convertClassic(g *Group, req consumergroup.Request) (*consumergroup.Group, error) {
 	notConsumer := func(why string) error {
 		return fmt.Errorf("%w: group %q is a classic group with members and cannot switch to the consumer protocol: %s", kerr.GroupIDNotFound, g.ID, why)
 	}
 	switch {
 	case !c.cfg.MigrationPolicy.upgrades():
-		return notConsumer("--group-consumer-migration-policy is " + string(c.cfg.MigrationPolicy) + "; it can once its members all left")
+		return nil, notConsumer("--group-consumer-migration-policy is " + string(c.cfg.MigrationPolicy) + "; it can once its members all left")
 	case g.protocolType != ConsumerTypeName:
-		return notConsumer(fmt.Sprintf("its protocol type is %q, not %q", g.protocolType, ConsumerTypeName))
+		return nil, notConsumer(fmt.Sprintf("its protocol type is %q, not %q", g.protocolType, ConsumerTypeName))
 	case c.cfg.Consumer.MaxSize > 0 && len(g.members) >= c.cfg.Consumer.MaxSize:
-		return notConsumer(fmt.Sprintf("it has %d members, the most a consumer group may have (--group-consumer-max-size)", len(g.members)))
-	case req.Epoch != consumergroup.JoinEpoch:
-		return fmt.Errorf("%w: group %q has no member %s", kerr.UnknownMemberID, g.ID, req.MemberID)
-	case g.classicWrites > 0:
-		// Its last generation is still being written: the consumer
-		// records must land after it, or a replay would take the
-		// classic generation for a downgrade.
-		return fmt.Errorf("%w: group %q's last generation is being written; retry", kerr.CoordinatorLoadInProgress, g.ID)
+		return nil, notConsumer(fmt.Sprintf("it has %d members, the most a consumer group may have (--group-consumer-max-size)", len(g.members)))
+	case req.Epoch != consumergroup.JoinEpoch || g.members[req.MemberID] != nil:
+		// Not under a classic member's id either: it would take over
+		// the partitions that member still consumes.
+		return nil, fmt.Errorf("%w: group %q has no consumer-protocol member %s", kerr.UnknownMemberID, g.ID, req.MemberID)
+	case g.state != StateStable || g.classicWrites > 0:
+		// Mid-rebalance the members' assignments are being replaced
+		// (CompletingRebalance has none), and a generation being
+		// written must land before the consumer records (a replay
+		// would take it for a downgrade): the join is retried.
+		return nil, fmt.Errorf("%w: group %q is rebalancing (classic protocol); retry", kerr.CoordinatorLoadInProgress, g.ID)
 	}
 	topics := engineTopics{c.eng}
 	cg := consumergroup.New(g.ID, c.cfg.Consumer)
@@ -101,74 +107,88 @@ func (c *Coordinator) upgradeLocked(g *Group, req consumergroup.Request) error {
 	cg.RestoreEpoch(gen, 0)
 	cg.RestoreAssignmentEpoch(gen)
 	taken := map[consumergroup.TopicID]map[int32]bool{}
+	take := func(name string, parts []int32, into consumergroup.Assignment) {
+		id, n, ok := topics.ByName(name)
+		if !ok {
+			return // deleted since: nobody owns it
+		}
+		for _, p := range parts {
+			// A partition claimed twice (or that does not exist) goes
+			// to nobody more: one owner at most.
+			if p < 0 || p >= n || taken[id][p] {
+				continue
+			}
+			if taken[id] == nil {
+				taken[id] = map[int32]bool{}
+			}
+			taken[id][p] = true
+			into[id] = append(into[id], p)
+		}
+	}
 	members := slices.Collect(maps.Values(g.members))
 	sort.Slice(members, func(i, j int) bool { return members[i].joinOrder < members[j].joinOrder })
-	for _, m := range members {
-		proto := g.protocol
-		if proto == "" && len(m.protocols) > 0 {
-			proto = m.protocols[0].Name // a first generation not formed yet
+	subs := make([]kmsg.ConsumerMemberMetadata, len(members))
+	assigned := make([]consumergroup.Assignment, len(members))
+	for i, m := range members {
+		if err := subs[i].ReadFrom(m.metadataFor(g.protocol)); err != nil {
+			return nil, notConsumer(fmt.Sprintf("member %s's subscription cannot be read: %v", m.id, err))
 		}
-		var sub kmsg.ConsumerMemberMetadata
-		if err := sub.ReadFrom(m.metadataFor(proto)); err != nil {
-			return notConsumer(fmt.Sprintf("member %s's subscription cannot be read: %v", m.id, err))
-		}
-		assigned := consumergroup.Assignment{}
+		assigned[i] = consumergroup.Assignment{}
 		if len(m.assignment) > 0 {
 			var a kmsg.ConsumerMemberAssignment
 			if err := a.ReadFrom(m.assignment); err != nil {
-				return notConsumer(fmt.Sprintf("member %s's assignment cannot be read: %v", m.id, err))
+				return nil, notConsumer(fmt.Sprintf("member %s's assignment cannot be read: %v", m.id, err))
 			}
 			for _, t := range a.Topics {
-				id, n, ok := topics.ByName(t.Topic)
-				if !ok {
-					continue // deleted since: nobody owns it
-				}
-				for _, p := range t.Partitions {
-					// A partition the leader gave twice (or that does
-					// not exist) goes to nobody: one owner at most.
-					if p < 0 || p >= n || taken[id][p] {
-						continue
-					}
-					if taken[id] == nil {
-						taken[id] = map[int32]bool{}
-					}
-					taken[id][p] = true
-					assigned[id] = append(assigned[id], p)
-				}
+				take(t.Topic, t.Partitions, assigned[i])
 			}
 		}
-		assigned = consumergroup.Normalize(assigned)
-		rec := consumergroup.MemberRecord{ID: m.id, InstanceID: strPtrOr(m.instanceID), RackID: strPtrOr(sub.Rack), ClientID: m.clientID, ClientHost: m.clientHost,
-			Topics: sub.Topics, RebalanceTimeout: m.rebalanceTimeout, Epoch: gen, PreviousEpoch: gen, State: consumergroup.Stable, Assigned: assigned,
+	}
+	for i, m := range members {
+		// What a cooperative member said it owned when it joined this
+		// generation, and was not given again, it may still be giving
+		// up: it stays its own (revoking) until it rejoins without it.
+		revoking := consumergroup.Assignment{}
+		for _, t := range subs[i].OwnedPartitions {
+			take(t.Topic, t.Partitions, revoking)
+		}
+		rec := consumergroup.MemberRecord{ID: m.id, InstanceID: strPtrOr(m.instanceID), RackID: strPtrOr(subs[i].Rack), ClientID: m.clientID, ClientHost: m.clientHost,
+			Topics: subs[i].Topics, RebalanceTimeout: m.rebalanceTimeout, Epoch: gen, PreviousEpoch: gen, State: consumergroup.Stable,
+			Assigned: consumergroup.Normalize(assigned[i]), Revoking: consumergroup.Normalize(revoking),
 			Classic: &consumergroup.ClassicMeta{SessionTimeout: m.sessionTimeout, Protocols: classicProtocols(m.protocols)}}
+		if rec.Revoking.Len() > 0 {
+			rec.State = consumergroup.UnrevokedPartitions
+		}
 		cg.RestoreMemberMetadata(rec)
 		cg.RestoreMemberAssignment(rec)
-		cg.RestoreTarget(m.id, assigned)
+		cg.RestoreTarget(m.id, rec.Assigned)
 	}
 	if err := cg.Loaded(c.sched.Now()); err != nil {
-		return notConsumer(err.Error())
+		return nil, notConsumer(err.Error())
 	}
-	// The classic group ends here: its waiters rejoin, its timers stop.
+	return cg, nil
+}
+
+// adoptConverted makes cg, from convertClassic, g's state: the classic
+// group ends (its waiters rejoin, its timers stop), and the whole
+// consumer state is written with the heartbeat that made it (g.mu and
+// g.consumerWrite held).
+func (c *Coordinator) adoptConverted(g *Group, cg *consumergroup.Group, joiner string) {
+	rejoin := fmt.Errorf("%w: group %q switched to the consumer protocol; rejoin", kerr.RebalanceInProgress, g.ID)
 	for _, m := range g.members {
 		if m.joinDone != nil {
-			jd := m.joinDone
-			g.later(func() {
-				jd(JoinResult{Err: fmt.Errorf("%w: group %q switched to the consumer protocol; rejoin", kerr.RebalanceInProgress, g.ID), MemberID: m.id, Generation: -1})
-			})
+			jd, id := m.joinDone, m.id
+			g.later(func() { jd(JoinResult{Err: rejoin, MemberID: id, Generation: -1}) })
 			m.joinDone = nil
+		}
+		if m.syncDone != nil {
+			sd := m.syncDone
+			g.later(func() { sd(SyncResult{Err: rejoin}) })
+			m.syncDone = nil
 		}
 		if m.session != nil {
 			m.session.Stop()
 			m.session = nil
-		}
-	}
-	for _, m := range g.members {
-		if m.syncDone != nil {
-			sd := m.syncDone
-			g.later(func() {
-				sd(SyncResult{Err: fmt.Errorf("%w: group %q switched to the consumer protocol; rejoin", kerr.RebalanceInProgress, g.ID)})
-			})
-			m.syncDone = nil
 		}
 	}
 	g.stopTimers()
@@ -176,12 +196,12 @@ func (c *Coordinator) upgradeLocked(g *Group, req consumergroup.Request) error {
 		t.Stop()
 		delete(g.pending, id)
 	}
+	n := len(g.members)
 	g.members, g.static = map[string]*member{}, map[string]string{}
 	g.consumer, g.consumerUnsaved = cg, true // the whole state is written with this heartbeat
 	g.protocolType, g.protocol, g.leader, g.generation = ConsumerTypeName, "", "", 0
 	g.setState(StateEmpty)
-	c.eng.logger.Info("group switched to the consumer protocol (KIP-848) with its members", "group", g.ID, "members", len(members), "epoch", gen, "why", "member "+req.MemberID+" joined with ConsumerGroupHeartbeat")
-	return nil
+	c.eng.logger.Info("group switched to the consumer protocol (KIP-848) with its members", "group", g.ID, "members", n, "epoch", cg.Epoch(), "why", "member "+joiner+" joined with ConsumerGroupHeartbeat")
 }
 
 func strPtrOr(s *string) string {
@@ -226,13 +246,19 @@ func (c *Coordinator) classicJoinConsumer(g *Group, req JoinRequest, done func(J
 		id = newMemberID(req.ClientID)
 		g.pending[id] = g.sched.AfterFunc(req.SessionTimeout, func() {
 			g.mu.Lock()
-			delete(g.pending, id)
-			g.unlock()
+			defer g.unlock()
+			if _, ok := g.pending[id]; ok {
+				delete(g.pending, id)
+				g.maybeCompleteJoin() // the group may be classic again by now
+			}
 		})
 		answer(JoinResult{Err: fmt.Errorf("%w: rejoin with the member id given", kerr.MemberIDRequired), MemberID: id, Generation: -1})
 		return
 	case id == "":
 		id = newMemberID(req.ClientID)
+	case req.InstanceID != nil && cg.StaticMember(*req.InstanceID) != "" && cg.StaticMember(*req.InstanceID) != id:
+		fail(fmt.Errorf("%w: instance %q is member %s now", kerr.FencedInstanceID, *req.InstanceID, cg.StaticMember(*req.InstanceID)))
+		return
 	case m != nil:
 		if m.Classic == nil {
 			fail(fmt.Errorf("%w: member %s of group %q speaks the consumer protocol", kerr.UnknownMemberID, id, g.ID))
@@ -247,18 +273,25 @@ func (c *Coordinator) classicJoinConsumer(g *Group, req JoinRequest, done func(J
 		t.Stop()
 		delete(g.pending, id)
 	}
-	// Every classic member must share a protocol with the others, so
-	// that the group can turn back into a classic group.
+	// One protocol must be supported by every classic member, the
+	// joiner too, so that the group can turn back into a classic group.
+	common := map[string]bool{}
+	for _, p := range req.Protocols {
+		common[p.Name] = true
+	}
 	for _, o := range cg.Members() {
 		if o.Classic == nil || o.ID == id {
 			continue
 		}
-		if !slices.ContainsFunc(req.Protocols, func(p Protocol) bool {
-			return slices.ContainsFunc(o.Classic.Protocols, func(q consumergroup.ClassicProtocol) bool { return q.Name == p.Name })
-		}) {
-			fail(fmt.Errorf("%w: none of the member's protocols is supported by member %s", kerr.InconsistentGroupProtocol, o.ID))
-			return
+		for name := range common {
+			if !slices.ContainsFunc(o.Classic.Protocols, func(q consumergroup.ClassicProtocol) bool { return q.Name == name }) {
+				delete(common, name)
+			}
 		}
+	}
+	if len(common) == 0 {
+		fail(fmt.Errorf("%w: no protocol of the member's is supported by every classic member of group %q", kerr.InconsistentGroupProtocol, g.ID))
+		return
 	}
 	var sub kmsg.ConsumerMemberMetadata
 	if err := sub.ReadFrom(req.Protocols[0].Metadata); err != nil {
@@ -289,6 +322,7 @@ func (c *Coordinator) classicJoinConsumer(g *Group, req JoinRequest, done func(J
 		return
 	}
 	done(JoinResult{Generation: epoch, ProtocolType: ConsumerTypeName, Protocol: req.Protocols[0].Name, MemberID: id})
+	c.maybeDowngrade(g) // a static classic member may have replaced the last consumer-protocol one
 }
 
 // consumerBusy refuses a request while g's consumer state is being
@@ -431,13 +465,15 @@ func (c *Coordinator) maybeDowngrade(g *Group) {
 	g.protocol = g.selectProtocol()
 	g.leader = g.firstMember().id
 	g.setState(StateStable)
+	snap := g.snapshot() // the classic group, written with the tombstones
 	for _, m := range g.members {
 		g.touch(m)
 	}
+	g.downgraded = g.generation
 	g.prepareRebalance("the last consumer-protocol member left: back to the classic protocol")
 	c.eng.logger.Info("group switched back to the classic protocol", "group", g.ID, "members", len(members), "generation", g.generation)
 	g.unlock()
-	recs := make([]kv, 0, 3*len(removed)+2)
+	recs := make([]kv, 0, 3*len(removed)+3)
 	for _, id := range removed {
 		for _, typ := range []int16{recConsumerCurrent, recConsumerTarget, recConsumerMember} {
 			recs = append(recs, kv{key: consumerKey{typ: typ, group: g.ID, member: id}.append(nil)})
@@ -446,7 +482,12 @@ func (c *Coordinator) maybeDowngrade(g *Group) {
 	for _, typ := range []int16{recConsumerTargetMD, recConsumerGroup} {
 		recs = append(recs, kv{key: consumerKey{typ: typ, group: g.ID}.append(nil)})
 	}
+	// Then the classic group with its members: a coordinator that loads
+	// the group before its next generation is stored still has them.
+	recs = append(recs, groupMetadataRecord(g.ID, snap))
 	if err := c.write(g.ID, recs); err != nil {
-		c.eng.logger.Warn("could not store a group's switch back to the classic protocol; a coordinator that loads it sees its consumer-protocol state", "group", g.ID, "err", err)
+		// The next classic generation's record, with members, ends the
+		// consumer state in the log too (restore).
+		c.eng.logger.Warn("could not store a group's switch back to the classic protocol; until its next generation is stored, a coordinator that loads it sees its consumer-protocol state", "group", g.ID, "err", err)
 	}
 }

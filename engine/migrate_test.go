@@ -192,3 +192,250 @@ func TestMigrationPolicyDisabled(t *testing.T) {
 		t.Fatal("a bad policy name was taken")
 	}
 }
+
+// cooperativeSubscription is a v1 subscription to t that says which
+// partitions the member still owns (as a cooperative client sends it).
+func cooperativeSubscription(owned ...int32) []byte {
+	sub := kmsg.NewConsumerMemberMetadata()
+	sub.Version = 1
+	sub.Topics = []string{"t"}
+	if len(owned) > 0 {
+		sub.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "t", Partitions: owned}}
+	}
+	return sub.AppendTo(nil)
+}
+
+func joinNow(t *testing.T, g *Group, req JoinRequest) JoinResult {
+	t.Helper()
+	ch := make(chan JoinResult, 1)
+	g.Join(req, func(r JoinResult) { ch <- r })
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("JoinGroup not answered")
+	}
+	return JoinResult{}
+}
+
+func migrationEngine(t *testing.T, dir string) (*Engine, *Coordinator) {
+	t.Helper()
+	e := openEngine(t, dir, nil)
+	if _, err := e.CreateTopic(CreateTopicRequest{Name: "t", Partitions: 4, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return e, e.Coordinator()
+}
+
+func coopJoin(member string, inst *string, owned ...int32) JoinRequest {
+	return JoinRequest{MemberID: member, InstanceID: inst, ClientID: "c", SessionTimeout: 10 * time.Minute, RebalanceTimeout: time.Minute,
+		ProtocolType: "consumer", Protocols: []Protocol{{Name: "range", Metadata: cooperativeSubscription(owned...)}}}
+}
+
+// TestUpgradeWaitsForAStableGeneration: mid-rebalance (CompletingRebalance
+// has no assignments) the consumer-protocol join is told to retry; once
+// the generation is synced, partitions a cooperative member was asked to
+// give up stay its own until it rejoins without them, so the joiner does
+// not get them at once.
+func TestUpgradeWaitsForAStableGeneration(t *testing.T) {
+	_, co := migrationEngine(t, t.TempDir())
+	a := formGeneration(t, co, "g", classicAssignment("t", 0, 1, 2, 3))
+	g, _ := co.Group("g", false)
+	bch := make(chan JoinResult, 1)
+	g.Join(coopJoin("", nil), func(r JoinResult) { bch <- r })
+	ar := joinNow(t, g, coopJoin(a, nil, 0, 1, 2, 3)) // still owns all four
+	br := <-bch
+	if ar.Err != nil || br.Err != nil || g.Describe().State != StateCompletingRebalance {
+		t.Fatalf("generation 2: %+v %+v %v", ar, br, g.Describe().State)
+	}
+	join := consumergroup.Request{MemberID: "k1", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}
+	if _, err := co.ConsumerHeartbeat("g", join); !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+		t.Fatalf("a join while the classic group completes a rebalance: %v, want COORDINATOR_LOAD_IN_PROGRESS (retry)", err)
+	}
+	// The leader (a) keeps 0 and 1 and withholds 2 and 3 from b this
+	// generation (cooperative: a must give them up first).
+	synced := make(chan SyncResult, 2)
+	g.Sync(SyncRequest{MemberID: br.MemberID, Generation: br.Generation}, func(r SyncResult) { synced <- r })
+	g.Sync(SyncRequest{MemberID: a, Generation: ar.Generation, Assignments: map[string][]byte{a: classicAssignment("t", 0, 1), br.MemberID: classicAssignment("t")}},
+		func(r SyncResult) { synced <- r })
+	for range 2 {
+		if r := <-synced; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	resp, err := co.ConsumerHeartbeat("g", join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Assignment.Len() != 0 {
+		t.Fatalf("k1 got %v while a may still consume 2 and 3", resp.Assignment)
+	}
+	d, _, _ := co.ConsumerGroup("g")
+	for _, m := range d.Members {
+		if m.MemberID == a && (m.State != consumergroup.UnrevokedPartitions || m.Assigned.Len() != 2) {
+			t.Fatalf("a after the upgrade: %+v", m)
+		}
+	}
+}
+
+// TestStaticClassicMemberReplaced: a static classic member whose instance
+// restarted under a new id is fenced (FENCED_INSTANCE_ID on Heartbeat,
+// JoinGroup and commits), so the two processes cannot take turns.
+func TestStaticClassicMemberReplaced(t *testing.T) {
+	_, co := migrationEngine(t, t.TempDir())
+	if _, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: "k1", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := co.Group("g", false)
+	inst := "i1"
+	first := joinNow(t, g, coopJoin("", &inst))
+	second := joinNow(t, g, coopJoin("", &inst)) // the instance restarted elsewhere
+	if first.Err != nil || second.Err != nil || second.MemberID == first.MemberID {
+		t.Fatalf("joins: %+v %+v", first, second)
+	}
+	if err := g.Heartbeat(first.MemberID, &inst, first.Generation); !errors.Is(err, kerr.FencedInstanceID) {
+		t.Fatalf("the replaced member's heartbeat: %v, want FENCED_INSTANCE_ID", err)
+	}
+	if r := joinNow(t, g, coopJoin(first.MemberID, &inst)); !errors.Is(r.Err, kerr.FencedInstanceID) {
+		t.Fatalf("the replaced member's JoinGroup: %v, want FENCED_INSTANCE_ID", r.Err)
+	}
+	if err := g.CheckCommit(first.MemberID, &inst, first.Generation); !errors.Is(err, kerr.FencedInstanceID) {
+		t.Fatalf("the replaced member's commit: %v, want FENCED_INSTANCE_ID", err)
+	}
+}
+
+// TestStaticUpgradeReplacesClassicInstance: a rolling upgrade of a static
+// member: its new consumer-protocol process joins with the instance id
+// the classic one still holds, takes its place and partitions at once
+// (Kafka does the same), and the classic one is fenced.
+func TestStaticUpgradeReplacesClassicInstance(t *testing.T) {
+	_, co := migrationEngine(t, t.TempDir())
+	g, _ := co.Group("g", true)
+	inst := "i1"
+	jr := joinNow(t, g, coopJoin("", &inst))
+	synced := make(chan SyncResult, 1)
+	g.Sync(SyncRequest{MemberID: jr.MemberID, Generation: jr.Generation, Assignments: map[string][]byte{jr.MemberID: classicAssignment("t", 0, 1, 2, 3)}}, func(r SyncResult) { synced <- r })
+	if r := <-synced; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	resp, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: "k1", InstanceID: &inst, Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}})
+	if err != nil || resp.Assignment.Len() != 4 {
+		t.Fatalf("the upgraded instance's join: %+v %v", resp, err)
+	}
+	if err := g.Heartbeat(jr.MemberID, &inst, jr.Generation); !errors.Is(err, kerr.FencedInstanceID) {
+		t.Fatalf("the old classic process's heartbeat: %v", err)
+	}
+}
+
+// TestRefusedJoinLeavesTheClassicGroup: a join the converted group would
+// refuse (an assignor the broker does not have) changes nothing: the
+// group stays classic with its member, in memory and after a restart.
+func TestRefusedJoinLeavesTheClassicGroup(t *testing.T) {
+	dir := t.TempDir()
+	e, co := migrationEngine(t, dir)
+	c1 := formGeneration(t, co, "g", classicAssignment("t", 0, 1, 2, 3))
+	bogus := "bogus"
+	if _, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: "k1", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}, ServerAssignor: &bogus}); err == nil {
+		t.Fatal("a join naming an unknown assignor was taken")
+	}
+	check := func(co *Coordinator) {
+		t.Helper()
+		if _, ok, _ := co.ConsumerGroup("g"); ok {
+			t.Fatal("the group switched for a refused join")
+		}
+		g, _ := co.Group("g", false)
+		if d := g.Describe(); len(d.Members) != 1 || d.Members[0].MemberID != c1 || d.State != StateStable {
+			t.Fatalf("the classic group: %+v", d)
+		}
+	}
+	check(co)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check(openEngine(t, dir, nil).Coordinator())
+}
+
+// TestDowngradeIsPersisted: a restart between the downgrade and the next
+// classic generation keeps the classic members.
+func TestDowngradeIsPersisted(t *testing.T) {
+	dir := t.TempDir()
+	e, co := migrationEngine(t, dir)
+	c1 := formGeneration(t, co, "mig", classicAssignment("t", 0, 1, 2, 3))
+	for _, r := range []consumergroup.Request{{MemberID: "k1", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}, {MemberID: "k1", Epoch: consumergroup.LeaveEpoch}} {
+		if _, err := co.ConsumerHeartbeat("mig", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := openEngine(t, dir, nil).Coordinator().Group("mig", false)
+	if g == nil {
+		t.Fatal("the group is gone after a restart")
+	}
+	if d := g.Describe(); len(d.Members) != 1 || d.Members[0].MemberID != c1 || d.ProtocolType != ConsumerTypeName {
+		t.Fatalf("after a restart: %+v", d)
+	}
+}
+
+// TestClassicMembersShareAProtocol: a classic member joins a consumer
+// group only with a protocol every classic member there supports.
+func TestClassicMembersShareAProtocol(t *testing.T) {
+	_, co := migrationEngine(t, t.TempDir())
+	if _, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: "k1", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := co.Group("g", false)
+	for i, ps := range [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}} {
+		req := JoinRequest{ClientID: "x", SessionTimeout: 10 * time.Minute, RebalanceTimeout: time.Minute, ProtocolType: "consumer"}
+		for _, p := range ps {
+			req.Protocols = append(req.Protocols, Protocol{Name: p, Metadata: cooperativeSubscription()})
+		}
+		r := joinNow(t, g, req)
+		if i < 2 && r.Err != nil {
+			t.Fatalf("join %v: %v", ps, r.Err)
+		}
+		if i == 2 && !errors.Is(r.Err, kerr.InconsistentGroupProtocol) {
+			t.Fatalf("join %v, with no protocol all three support: %v, want INCONSISTENT_GROUP_PROTOCOL", ps, r.Err)
+		}
+	}
+}
+
+// TestClassicReplacementDowngrades: a static classic member replacing the
+// last consumer-protocol member turns the group back into a classic one.
+func TestClassicReplacementDowngrades(t *testing.T) {
+	_, co := migrationEngine(t, t.TempDir())
+	inst := "i1"
+	if _, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: "k1", InstanceID: &inst, Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := co.Group("g", false)
+	if r := joinNow(t, g, coopJoin("", nil)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := joinNow(t, g, coopJoin("", &inst)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, ok, _ := co.ConsumerGroup("g"); ok {
+		t.Fatal("still a consumer group with classic members only")
+	}
+	if d := g.Describe(); len(d.Members) != 2 {
+		t.Fatalf("the classic group: %+v", d)
+	}
+}
+
+// TestClassicMemberIDNotTakenOver: a ConsumerGroupHeartbeat naming a
+// classic member's id, even at epoch 0, gets nothing of its partitions.
+func TestClassicMemberIDNotTakenOver(t *testing.T) {
+	_, co := migrationEngine(t, t.TempDir())
+	a := formGeneration(t, co, "g", classicAssignment("t", 0, 1, 2, 3))
+	if _, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: a, Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Fatalf("a join under a classic member's id: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	if _, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: "k1", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.ConsumerHeartbeat("g", consumergroup.Request{MemberID: a, Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Fatalf("a join under a classic member's id in the consumer group: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+}

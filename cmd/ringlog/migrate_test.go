@@ -27,18 +27,28 @@ func TestGroupDescribeMigrating(t *testing.T) {
 			}
 		}()
 	}
+	// describe is 'group describe' in JSON; ok is false while the group
+	// does not exist yet.
+	describe := func() ([]groupDescribeJSON, bool) {
+		r := tool(t, "", nil, "group", "describe", "mixed-g", "--output", "json", "--brokers", b.Addr)
+		if r.code != 0 {
+			return nil, false
+		}
+		return decodeJSON[[]groupDescribeJSON](t, r.stdout), true
+	}
 	classic := procClient(t, b.Addr, kgo.ConsumerGroup("mixed-g"), kgo.ConsumeTopics("mixed"), kgo.ClientID("old-app"), kgo.HeartbeatInterval(300*time.Millisecond))
 	poll(classic)
 	waitFor(t, ctx, "the classic member in the group", func() bool {
-		gs := decodeJSON[[]groupDescribeJSON](t, b.run(t, 0, "", "group", "describe", "mixed-g", "--output", "json").stdout)
-		return gs[0].State == "Stable" && len(gs[0].Members) == 1
+		gs, ok := describe()
+		return ok && gs[0].State == "Stable" && len(gs[0].Members) == 1
 	})
 	modern := procClient(t, b.Addr, kgo.ConsumerGroup("mixed-g"), kgo.ConsumeTopics("mixed"), kgo.ClientID("new-app"), kgo.ServerSideBalancer())
 	poll(modern)
 	var gs []groupDescribeJSON
 	waitFor(t, ctx, "both members in the consumer group", func() bool {
-		gs = decodeJSON[[]groupDescribeJSON](t, b.run(t, 0, "", "group", "describe", "mixed-g", "--output", "json").stdout)
-		return gs[0].Type == "consumer" && len(gs[0].Members) == 2
+		var ok bool
+		gs, ok = describe()
+		return ok && gs[0].Type == "consumer" && len(gs[0].Members) == 2
 	})
 	for _, m := range gs[0].Members {
 		want := map[string]string{"old-app": "classic", "new-app": "consumer"}[m.ClientID]
@@ -52,8 +62,9 @@ func TestGroupDescribeMigrating(t *testing.T) {
 	}
 	modern.Close()
 	waitFor(t, ctx, "the group classic again", func() bool {
-		gs = decodeJSON[[]groupDescribeJSON](t, b.run(t, 0, "", "group", "describe", "mixed-g", "--output", "json").stdout)
-		return gs[0].Type == "classic" && len(gs[0].Members) == 1 && gs[0].Members[0].Protocol == ""
+		var ok bool
+		gs, ok = describe()
+		return ok && gs[0].Type == "classic" && len(gs[0].Members) == 1 && gs[0].Members[0].Protocol == ""
 	})
 	classic.Close()
 }

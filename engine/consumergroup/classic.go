@@ -102,13 +102,11 @@ func (g *Group) JoinClassic(now time.Time, topics Topics, j ClassicJoin) (int32,
 	m := g.members[j.MemberID]
 	switch {
 	case m == nil:
+		// A new member; with the instance id of one still in the group,
+		// it replaces that one at once (memberFor), which is fenced.
 		r.Epoch = JoinEpoch
-		if prev := g.members[g.static[j.InstanceID]]; j.InstanceID != "" && prev != nil && !prev.Left() {
-			// The instance restarted under a new id: the old member is
-			// fenced and the new one takes its place (replaceStatic).
-			prev.PreviousEpoch, prev.Epoch = prev.Epoch, StaticLeaveEpoch
-			g.dirty[prev.ID] = true
-		}
+	case j.InstanceID != "" && g.static[j.InstanceID] != m.ID:
+		return 0, errorf(kerr.FencedInstanceID, "instance %q is member %s now", j.InstanceID, g.static[j.InstanceID])
 	case m.Classic == nil:
 		return 0, errorf(kerr.UnknownMemberID, "member %s of group %q speaks the consumer protocol (ConsumerGroupHeartbeat)", m.ID, g.ID)
 	default:
@@ -149,6 +147,11 @@ func (g *Group) JoinClassic(now time.Time, topics Topics, j ClassicJoin) (int32,
 // classicMember finds a classic member and checks its instance id and
 // generation, as the classic protocol does.
 func (g *Group) classicMember(memberID string, instanceID *string, generation int32) (*Member, error) {
+	if instanceID != nil {
+		if cur := g.static[*instanceID]; cur != "" && cur != memberID {
+			return nil, errorf(kerr.FencedInstanceID, "instance %q is member %s now", *instanceID, cur)
+		}
+	}
 	m := g.members[memberID]
 	if m == nil || m.Classic == nil || m.Left() {
 		return nil, errorf(kerr.UnknownMemberID, "member %s is not in group %q", memberID, g.ID)
@@ -234,6 +237,9 @@ func (g *Group) LeaveClassic(memberID string, instanceID *string) error {
 	g.remove(m)
 	return nil
 }
+
+// StaticMember is the member id of a static instance ("" when none).
+func (g *Group) StaticMember(instanceID string) string { return g.static[instanceID] }
 
 // OnlyClassic reports whether the group has members and all of them speak
 // the classic protocol: the group can turn back into a classic group.

@@ -688,9 +688,9 @@ func (g *Group) Heartbeat(now time.Time, topics Topics, r Request) (Response, er
 	switch {
 	case r.Classic != nil:
 		m.Classic = r.Classic
-	case m.Classic != nil && r.Epoch == JoinEpoch:
-		m.Classic = nil // a classic member comes back with the consumer protocol
 	case m.Classic != nil:
+		// Not even with epoch 0: its id would take over the classic
+		// member's partitions while that member still consumes them.
 		return Response{}, errorf(kerr.UnknownMemberID, "member %s of group %q speaks the classic protocol (JoinGroup)", m.ID, g.ID)
 	}
 	if r.RackID != nil && *r.RackID != m.RackID {
@@ -835,12 +835,14 @@ func (g *Group) memberFor(now time.Time, r Request) (m *Member, fresh bool, err 
 			switch {
 			case prev == nil:
 				delete(g.static, inst) // stale: cannot happen, but never trust it
-			case !prev.Left():
+			case !prev.Left() && prev.Classic == nil && r.Classic == nil:
 				return nil, false, errorf(kerr.UnreleasedInstanceID, "instance %q is still member %s; it must leave (or its session of %v expire) first", inst, old, g.cfg.SessionTimeout)
 			default:
 				// The instance comes back as a new member: it takes over
 				// the old one's epoch and assignment, with no rebalance.
-				return g.replaceStatic(prev, r.MemberID), false, nil
+				// A classic one is replaced at once, as the classic
+				// protocol does (it is fenced from then on).
+				return g.replaceStatic(prev, r.MemberID, r.Classic), false, nil
 			}
 		}
 	}
@@ -884,8 +886,12 @@ func subset(a, b Assignment) bool {
 	return true
 }
 
-func (g *Group) replaceStatic(prev *Member, id string) *Member {
-	m := &Member{ID: id, InstanceID: prev.InstanceID, RackID: prev.RackID, Epoch: prev.PreviousEpoch, PreviousEpoch: prev.PreviousEpoch, Classic: prev.Classic,
+func (g *Group) replaceStatic(prev *Member, id string, classic *ClassicMeta) *Member {
+	epoch := prev.PreviousEpoch
+	if !prev.Left() {
+		epoch = prev.Epoch // a live classic member replaced at once
+	}
+	m := &Member{ID: id, InstanceID: prev.InstanceID, RackID: prev.RackID, Epoch: epoch, PreviousEpoch: prev.PreviousEpoch, Classic: classic,
 		State: prev.State, RebalanceTimeout: prev.RebalanceTimeout, Topics: prev.Topics, Regex: prev.Regex, Assignor: prev.Assignor,
 		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, metaBytes: prev.metaBytes,
 		sessionDeadline: prev.sessionDeadline} // until this heartbeat is taken: a refused one must still expire
