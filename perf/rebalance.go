@@ -23,7 +23,8 @@ type RebalanceConfig struct {
 	Rounds     int
 	// Protocols: "consumer" (KIP-848, server-side uniform assignor),
 	// "cooperative" (classic, cooperative-sticky), "eager" (classic,
-	// range).
+	// range), "upgrade" (cooperative members, the newcomer KIP-848: the
+	// live group switches protocols as it absorbs it).
 	Protocols []string
 }
 
@@ -113,7 +114,7 @@ func RunRebalance(ctx context.Context, c RebalanceConfig, report func(RebalanceR
 
 func rebalanceRound(ctx context.Context, c RebalanceConfig, proto string, round int) (RebalanceResult, error) {
 	res := RebalanceResult{Protocol: proto, Round: round, Members: c.Members}
-	var groupOpts []kgo.Opt
+	var groupOpts, newcomerOpts []kgo.Opt
 	switch proto {
 	case "consumer":
 		groupOpts = []kgo.Opt{kgo.ServerSideBalancer()}
@@ -121,8 +122,14 @@ func rebalanceRound(ctx context.Context, c RebalanceConfig, proto string, round 
 		groupOpts = []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}
 	case "eager":
 		groupOpts = []kgo.Opt{kgo.Balancers(kgo.RangeBalancer())}
+	case "upgrade":
+		groupOpts = []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}
+		newcomerOpts = []kgo.Opt{kgo.ServerSideBalancer()}
 	default:
-		return res, fmt.Errorf("protocol %q: consumer, cooperative or eager", proto)
+		return res, fmt.Errorf("protocol %q: consumer, cooperative, eager or upgrade", proto)
+	}
+	if newcomerOpts == nil {
+		newcomerOpts = groupOpts
 	}
 	suffix := fmt.Sprintf("%s-%d-%d", proto, round, time.Now().UnixNano())
 	topic, group := "ringlog-perf-rebalance-"+suffix, "ringlog-perf-rebalance-"+suffix
@@ -167,9 +174,9 @@ func rebalanceRound(ctx context.Context, c RebalanceConfig, proto string, round 
 		cancel()
 		wg.Wait()
 	}()
-	start := func(name string) error {
+	start := func(name string, protoOpts []kgo.Opt) error {
 		opts := append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID(name),
-			kgo.FetchMaxWait(100 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())}, groupOpts...)
+			kgo.FetchMaxWait(100 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())}, protoOpts...)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return err
@@ -200,7 +207,7 @@ func rebalanceRound(ctx context.Context, c RebalanceConfig, proto string, round 
 				return res, rctx.Err()
 			}
 		}
-		if err := start(fmt.Sprintf("m%d", i)); err != nil {
+		if err := start(fmt.Sprintf("m%d", i), groupOpts); err != nil {
 			return res, err
 		}
 	}
@@ -224,7 +231,7 @@ func rebalanceRound(ctx context.Context, c RebalanceConfig, proto string, round 
 	w.mu.Unlock()
 	t0 := time.Now()
 	newcomer := "new"
-	if err := start(newcomer); err != nil {
+	if err := start(newcomer, newcomerOpts); err != nil {
 		return res, err
 	}
 	share := c.Partitions / (c.Members + 1)

@@ -714,8 +714,10 @@ A consumer group of --members consumers reads a topic of --partitions
 partitions under a steady load of --rate records/s; then one more member
 starts. For each protocol (--protocols: consumer is KIP-848 with the
 broker's uniform assignor; cooperative is the classic protocol with the
-cooperative-sticky balancer; eager the classic protocol with range), and
-each of --rounds rounds on a fresh topic and group, it reports:
+cooperative-sticky balancer; eager the classic protocol with range;
+upgrade has cooperative members and a KIP-848 newcomer, so the live group
+switches protocols as it absorbs it), and each of --rounds rounds on a
+fresh topic and group, it reports:
 
   absorb_ms         from the new member's start until it consumed from its
                     fair share of partitions (partitions / (members+1))
@@ -738,7 +740,7 @@ func runPerfRebalance(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.Partitions, "partitions", 64, "partitions of the topic")
 	fs.IntVar(&c.Rate, "rate", 2000, "records per second over all partitions")
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds per protocol")
-	protocols := fs.String("protocols", "consumer,cooperative,eager", "protocols to run: consumer (KIP-848), cooperative, eager (classic)")
+	protocols := fs.String("protocols", "consumer,cooperative,eager", "protocols to run: consumer (KIP-848), cooperative, eager (classic), upgrade (classic members, a KIP-848 newcomer)")
 	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
