@@ -809,10 +809,21 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
+// stopShards stops every shard at once (each closes its own partitions).
 func (e *Engine) stopShards() []error {
+	errc := make([]error, len(e.shards))
+	var wg sync.WaitGroup
+	for i, s := range e.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc[i] = s.stop()
+		}()
+	}
+	wg.Wait()
 	var errs []error
-	for _, s := range e.shards {
-		if err := s.stop(); err != nil {
+	for _, err := range errc {
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,6 +193,7 @@ func (p *Partition) loadProducerState() error {
 	from := p.log.StartOffset()
 	path := filepath.Join(p.dir, producerSnapshotFile)
 	if b, err := os.ReadFile(path); err == nil {
+		p.producerStateOnDisk = b
 		snap, err := decodeProducerSnapshot(b)
 		switch {
 		case err != nil:
@@ -268,9 +270,16 @@ func (p *Partition) saveProducerState() error {
 	if err != nil {
 		return err
 	}
+	if bytes.Equal(b, p.producerStateOnDisk) {
+		return nil // an idle partition: the file already says so
+	}
 	path := filepath.Join(p.dir, producerSnapshotFile)
-	if err := fsutil.WriteFileAtomic(path, b, p.topic.eng.cfg.Perm.File()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := fsutil.WriteFileAtomic(path, b, p.topic.eng.cfg.Perm.File()); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
+	p.producerStateOnDisk = b
 	return nil
 }

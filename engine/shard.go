@@ -802,6 +802,58 @@ func (s *Shard) EnforceRetentionNow() {
 	})
 }
 
+// shutdownWorkers is how many partitions a stopping shard closes at once:
+// a close is mostly waiting for fdatasyncs, which overlap (10,000 idle
+// partitions took 13.8 s to stop one at a time).
+const shutdownWorkers = 16
+
+// closePartitions saves each partition's producer state and high
+// watermark and closes its log, shutdownWorkers at a time (from the
+// shard goroutine, which owns them and waits: nothing else touches
+// them meanwhile).
+func closePartitions(parts []*Partition) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	next := make(chan *Partition)
+	for range min(shutdownWorkers, len(parts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				var perr []error
+				if err := p.saveProducerState(); err != nil {
+					perr = append(perr, fmt.Errorf("%s: producer state: %w", p, err))
+				}
+				if p.rep != nil {
+					if err := p.saveHighWatermark(); err != nil {
+						perr = append(perr, fmt.Errorf("%s: high watermark: %w", p, err))
+					}
+				}
+				if err := p.log.Close(); err != nil {
+					perr = append(perr, fmt.Errorf("%s: %w", p, err))
+				}
+				if p.log.Err() != nil {
+					perr = append(perr, fmt.Errorf("%s: %w", p, p.log.Err()))
+				}
+				if len(perr) > 0 {
+					mu.Lock()
+					errs = append(errs, perr...)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, p := range parts {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	return errs
+}
+
 // stop answers what is queued, closes the shard's logs (flushing them)
 // and ends the goroutine.
 func (s *Shard) stop() error {
@@ -819,7 +871,7 @@ func (s *Shard) stop() error {
 }
 
 func (s *Shard) shutdown() {
-	var errs []error
+	var closing []*Partition
 	for p := range s.parts {
 		if p.rep != nil {
 			p.rep.mu.Lock()
@@ -831,24 +883,11 @@ func (s *Shard) shutdown() {
 				a.req.Done(a.res)
 			}
 		}
-		if p.log == nil {
-			continue
-		}
-		if err := p.saveProducerState(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: producer state: %w", p, err))
-		}
-		if p.rep != nil {
-			if err := p.saveHighWatermark(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: high watermark: %w", p, err))
-			}
-		}
-		if err := p.log.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
-		}
-		if p.log.Err() != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p, p.log.Err()))
+		if p.log != nil {
+			closing = append(closing, p)
 		}
 	}
+	errs := closePartitions(closing)
 	s.backend.Close()
 	s.mu.Lock()
 	waiters := s.roomWaiters

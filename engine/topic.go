@@ -86,6 +86,10 @@ type Partition struct {
 	// (producer id -> first offset of its open transaction here).
 	producers map[int64]*producerState
 	openTxns  map[int64]int64
+	// producerStateOnDisk is what the producer-state snapshot file holds
+	// (as read at open or last written; shard goroutine): a shutdown
+	// does not write it again unchanged.
+	producerStateOnDisk []byte
 	// unstable is 1 + the smallest first offset of an open transaction
 	// (0: none), published by the shard for LastStableOffset.
 	unstable atomic.Int64
