@@ -94,9 +94,20 @@ func (m *mmapFile) open(path string, mode os.FileMode, entrySize, capacity int) 
 	return onDisk, nil
 }
 
-// withFile runs fn on the file opened again (it must exist).
+// errIndexGone: the index file was removed while mapped (a segment whose
+// index was found wrong, distrustIndex, or a reader of an older segment
+// of the same name did it). The mapping still serves lookups; nothing is
+// left to trim, grow or reserve blocks in, and the next open rebuilds
+// the index, as it does for any missing index.
+var errIndexGone = errors.New("index file removed")
+
+// withFile runs fn on the file opened again; errIndexGone when it no
+// longer exists (it is never created again here).
 func (m *mmapFile) withFile(fn func(f *os.File) error) error {
 	f, err := os.OpenFile(m.path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return errIndexGone
+	}
 	if err != nil {
 		return err
 	}
@@ -121,6 +132,9 @@ func (m *mmapFile) reserve() bool {
 		return true
 	}
 	upto := min((end+reserveChunk-1)/reserveChunk*reserveChunk, int64(len(m.data)))
+	// Gone (errIndexGone): no block can be reserved, so no entry is
+	// written through the mapping (past the removed file's end it would
+	// fault); a missing entry only costs a longer walk.
 	if err := m.withFile(func(f *os.File) error { return allocate(f, m.reserved, upto-m.reserved) }); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			// A file system without fallocate: nothing to do better.
@@ -137,12 +151,20 @@ func (m *mmapFile) reserve() bool {
 func (m *mmapFile) trim() error {
 	n := m.entries.Load() * int64(m.entrySize)
 	m.reserved = min(m.reserved, n)
-	return m.withFile(func(f *os.File) error { return f.Truncate(n) })
+	return ignoreGone(m.withFile(func(f *os.File) error { return f.Truncate(n) }))
+}
+
+// ignoreGone: a removed index has nothing to trim or grow back.
+func ignoreGone(err error) error {
+	if errors.Is(err, errIndexGone) {
+		return nil
+	}
+	return err
 }
 
 // extend grows the file back to the mapping's size (after trim).
 func (m *mmapFile) extend() error {
-	return m.withFile(func(f *os.File) error { return f.Truncate(int64(len(m.data))) })
+	return ignoreGone(m.withFile(func(f *os.File) error { return f.Truncate(int64(len(m.data))) }))
 }
 
 // reset forgets every entry (for a rebuild) and zeroes the region.

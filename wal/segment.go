@@ -279,18 +279,21 @@ func (s *segment) seal() error {
 	}
 	s.sealed = true
 	s.maybeTimeEntry()
+	// Every step, whatever the others did: a failed index trim must not
+	// keep the preallocated space of the log reserved.
+	var errs []error
 	if err := s.idx.trim(); err != nil {
-		return fmt.Errorf("segment %d: trim index: %w", s.base, err)
+		errs = append(errs, fmt.Errorf("segment %d: trim index: %w", s.base, err))
 	}
 	if err := s.tidx.trim(); err != nil {
-		return fmt.Errorf("segment %d: trim time index: %w", s.base, err)
+		errs = append(errs, fmt.Errorf("segment %d: trim time index: %w", s.base, err))
 	}
 	if s.preallocated > 0 {
 		if err := releasePrealloc(s.f, s.size.Load(), s.preallocated); err != nil {
-			return fmt.Errorf("segment %d: release preallocated space: %w", s.base, err)
+			errs = append(errs, fmt.Errorf("segment %d: release preallocated space: %w", s.base, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // unseal makes a sealed segment appendable again (recovery dropped the
