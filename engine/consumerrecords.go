@@ -249,7 +249,7 @@ func (g *Group) applyConsumerRecord(cfg consumergroup.Config, k consumerKey, val
 		case recConsumerGroup:
 			// The group was deleted (or went back to the classic
 			// protocol): its consumer state ends here.
-			g.consumer, g.protocolType = nil, ""
+			g.consumer, g.protocolType, g.leftConsumer = nil, "", true
 		case recConsumerTarget:
 			cg.RestoreTarget(k.member, nil)
 		case recConsumerMember, recConsumerCurrent:

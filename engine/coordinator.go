@@ -443,7 +443,9 @@ func (c *Coordinator) dropIfUnused(id string) {
 		return
 	}
 	g.mu.Lock()
-	unused := len(g.offsets) == 0 && len(g.members) == 0 && g.generation == 0 && g.consumer == nil
+	// One that just left the consumer protocol is kept: the classic
+	// record that follows is the downgrade's (leftConsumer).
+	unused := len(g.offsets) == 0 && len(g.members) == 0 && g.generation == 0 && g.consumer == nil && !g.leftConsumer
 	g.unlock()
 	if unused {
 		delete(c.groups, id)

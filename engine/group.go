@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -262,9 +261,13 @@ type Group struct {
 	// classicWrites counts the classic generations being written.
 	classicWrites int
 	// downgraded is the generation the group had when it left the
-	// consumer protocol (0: never): until the next one forms, a member
-	// behind by a generation is told to rejoin, not that it is stale.
-	downgraded int32
+	// consumer protocol (0: never), downgradeFloor the oldest epoch a
+	// member had then (justDowngraded); leftConsumer: a replay met the
+	// tombstone that ended the consumer state, and the classic record
+	// with members that follows is such a downgrade.
+	downgraded     int32
+	downgradeFloor int32
+	leftConsumer   bool
 	// detached is set once the coordinator dropped the group (unloaded
 	// or deleted): its timers then neither act nor write.
 	detached atomic.Bool
@@ -892,10 +895,20 @@ func (g *Group) checkMember(memberID string, instanceID *string, generation int3
 	if !ok {
 		return nil, fmt.Errorf("%w: %s is not a member of %q", kerr.UnknownMemberID, memberID, g.ID)
 	}
-	if generation != g.generation {
+	if generation != g.generation && !g.justDowngraded(generation) {
 		return m, fmt.Errorf("%w: generation %d, the group is at %d", kerr.IllegalGeneration, generation, g.generation)
 	}
 	return m, nil
+}
+
+// justDowngraded reports whether generation is one a member had in the
+// consumer protocol, the group having left it since (at generation
+// g.downgraded, its epoch then, which every member is behind): until the
+// next generation forms, such a member's heartbeats, commits and syncs
+// are taken, so that it rejoins under its id instead of being told it is
+// stale (a Java client then drops its partitions and id).
+func (g *Group) justDowngraded(generation int32) bool {
+	return g.downgraded > 0 && g.downgraded == g.generation && generation >= g.downgradeFloor && generation < g.generation
 }
 
 // Sync handles a SyncGroup.
@@ -987,14 +1000,6 @@ func (g *Group) Heartbeat(memberID string, instanceID *string, generation int32)
 	if m != nil && m.joinDone == nil {
 		g.touch(m)
 	}
-	if err != nil && m != nil && errors.Is(err, kerr.IllegalGeneration) && g.state == StatePreparingRebalance && g.downgraded == g.generation && g.downgraded > 0 {
-		// The group just left the consumer protocol: its members' epochs
-		// were their generations, all behind the group's now. They
-		// rejoin under their ids, which ends the join phase sooner than
-		// their rebalance timeout would (elsewhere, as in Kafka, a
-		// stale generation is ILLEGAL_GENERATION).
-		return fmt.Errorf("%w: group %q is rebalancing; rejoin", kerr.RebalanceInProgress, g.ID)
-	}
 	if err != nil {
 		return err
 	}
@@ -1008,17 +1013,28 @@ func (g *Group) Heartbeat(memberID string, instanceID *string, generation int32)
 func (g *Group) Leave(members []LeaveMember) []error {
 	g.mu.Lock()
 	if g.coord != nil && g.consumer != nil {
-		// As in joinConsumer: one change of the consumer state at a
-		// time, consumerWrite before mu.
 		g.unlock()
-		g.consumerWrite.Lock()
-		defer g.consumerWrite.Unlock()
-		g.mu.Lock()
-		if g.classicInConsumer() {
-			return g.coord.classicLeaveConsumer(g, members)
-		}
+		return g.leaveConsumer(members)
 	}
 	defer g.unlock()
+	return g.leaveLocked(members)
+}
+
+// leaveConsumer is Leave for a group with a consumer-protocol state: as in
+// joinConsumer, one change of it at a time, consumerWrite before mu.
+func (g *Group) leaveConsumer(members []LeaveMember) []error {
+	g.consumerWrite.Lock()
+	defer g.consumerWrite.Unlock()
+	g.mu.Lock()
+	if g.classicInConsumer() {
+		return g.coord.classicLeaveConsumer(g, members)
+	}
+	defer g.unlock()
+	return g.leaveLocked(members)
+}
+
+// leaveLocked is the classic protocol's Leave (g.mu held).
+func (g *Group) leaveLocked(members []LeaveMember) []error {
 	errs := make([]error, len(members))
 	removed := 0
 	for i, lm := range members {
@@ -1065,13 +1081,14 @@ func (g *Group) Leave(members []LeaveMember) []error {
 // state.
 func (g *Group) LeaveThen(members []LeaveMember, done func([]error)) {
 	g.mu.Lock()
-	consumer := g.coord != nil && g.consumer != nil
-	g.unlock()
-	if consumer {
-		go func() { done(g.Leave(members)) }()
+	if g.coord != nil && g.consumer != nil {
+		g.unlock()
+		go func() { done(g.leaveConsumer(members)) }()
 		return
 	}
-	done(g.Leave(members))
+	errs := g.leaveLocked(members) // decided under the same lock: never waits for a write
+	g.unlock()
+	done(errs)
 }
 
 // CheckCommit validates an OffsetCommit's member and generation. A commit
@@ -1186,6 +1203,12 @@ func (g *Group) restore(s GroupSnapshot) {
 	// first records of the consumer protocol that took the group over.
 	if len(s.Members) > 0 {
 		g.consumer, g.consumerLoading = nil, false
+		if g.leftConsumer {
+			// The downgrade's own record: its members may still hold
+			// their consumer-protocol epochs (justDowngraded).
+			g.downgraded, g.downgradeFloor = s.Generation, 0
+		}
+		g.leftConsumer = false
 	} else if g.consumer != nil {
 		return
 	}

@@ -279,8 +279,12 @@ func (c *Coordinator) classicJoinConsumer(g *Group, req JoinRequest, done func(J
 	for _, p := range req.Protocols {
 		common[p.Name] = true
 	}
+	replaced := "" // a static member this join replaces does not count
+	if req.InstanceID != nil {
+		replaced = cg.StaticMember(*req.InstanceID)
+	}
 	for _, o := range cg.Members() {
-		if o.Classic == nil || o.ID == id {
+		if o.Classic == nil || o.ID == id || o.ID == replaced {
 			continue
 		}
 		for name := range common {
@@ -469,7 +473,10 @@ func (c *Coordinator) maybeDowngrade(g *Group) {
 	for _, m := range g.members {
 		g.touch(m)
 	}
-	g.downgraded = g.generation
+	g.downgraded, g.downgradeFloor = g.generation, g.generation
+	for _, m := range members {
+		g.downgradeFloor = min(g.downgradeFloor, m.Epoch)
+	}
 	g.prepareRebalance("the last consumer-protocol member left: back to the classic protocol")
 	c.eng.logger.Info("group switched back to the classic protocol", "group", g.ID, "members", len(members), "generation", g.generation)
 	g.unlock()

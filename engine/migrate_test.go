@@ -439,3 +439,34 @@ func TestClassicMemberIDNotTakenOver(t *testing.T) {
 		t.Fatalf("a join under a classic member's id in the consumer group: %v, want UNKNOWN_MEMBER_ID", err)
 	}
 }
+
+// TestDowngradeKeepsMembersGenerations: after the downgrade every classic
+// member is behind the new generation (the leave bumped the epoch); its
+// commit with its generation (what a Java client does before it rejoins)
+// and its heartbeat are taken, also once the coordinator restarted, so
+// that it rejoins under its id instead of dropping its partitions.
+func TestDowngradeKeepsMembersGenerations(t *testing.T) {
+	dir := t.TempDir()
+	e, co := migrationEngine(t, dir)
+	c1 := formGeneration(t, co, "mig", classicAssignment("t", 0, 1, 2, 3))
+	for _, r := range []consumergroup.Request{{MemberID: "k1", Epoch: 0, RebalanceTimeout: time.Minute, SubscribedTopics: []string{"t"}}, {MemberID: "k1", Epoch: consumergroup.LeaveEpoch}} {
+		if _, err := co.ConsumerHeartbeat("mig", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ := co.Group("mig", false)
+	gen := int32(1) // c1's generation (= its epoch) before the downgrade
+	if err := g.Heartbeat(c1, nil, gen); !errors.Is(err, kerr.RebalanceInProgress) {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	if _, err := co.CommitOffsets("mig", c1, nil, gen, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 7}}); errors.Is(err, kerr.IllegalGeneration) {
+		t.Errorf("commit right after the downgrade: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, _ = openEngine(t, dir, nil).Coordinator().Group("mig", false)
+	if err := g.Heartbeat(c1, nil, gen); errors.Is(err, kerr.IllegalGeneration) {
+		t.Errorf("heartbeat after a restart: %v (state %v)", err, g.Describe().State)
+	}
+}

@@ -270,3 +270,84 @@ func TestClassicMemberPersisted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUpgradedStaticMemberKeepsNoRejoinDeadline: a classic static member
+// told to rejoin (its deadline to do so set, state Stable) restarts as a
+// consumer-protocol member with the same instance id: the replacement
+// does not inherit that deadline, and lives on while it heartbeats.
+func TestUpgradedStaticMemberKeepsNoRejoinDeadline(t *testing.T) {
+	g := New("g", cfg())
+	topics := fakeTopics{"t": 4, "u": 2}
+	now := t0
+	gen, err := g.JoinClassic(now, topics, ClassicJoin{MemberID: "A", InstanceID: "i", SessionTimeout: 10 * time.Second, RebalanceTimeout: 30 * time.Second,
+		Protocols: []ClassicProtocol{{Name: "range", Metadata: []byte{0, 1}}}, Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.SyncClassic(now, "A", str("i"), gen); err != nil {
+		t.Fatal(err)
+	}
+	// B subscribes to another topic: the epoch grows, A's target does not change.
+	if _, err := g.Heartbeat(now, topics, Request{MemberID: "B", Epoch: 0, RebalanceTimeout: 30 * time.Second, SubscribedTopics: []string{"u"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.HeartbeatClassic(now, "A", str("i"), gen); !errors.Is(err, kerr.RebalanceInProgress) {
+		t.Fatalf("A's heartbeat: %v, want REBALANCE_IN_PROGRESS", err)
+	}
+	// A's process restarts with the consumer protocol, same instance id.
+	resp, err := g.Heartbeat(now, topics, Request{MemberID: "A2", Epoch: 0, InstanceID: str("i"), RebalanceTimeout: 30 * time.Second, SubscribedTopics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch, owned := resp.Epoch, resp.Assignment
+	respB, _ := g.Heartbeat(now, topics, Request{MemberID: "B", Epoch: g.Member("B").Epoch, RebalanceTimeout: -1})
+	_ = respB
+	for i := 0; i < 20; i++ {
+		now = now.Add(3 * time.Second)
+		r, err := g.Heartbeat(now, topics, Request{MemberID: "A2", Epoch: epoch, RebalanceTimeout: -1, Owned: owned})
+		if err != nil {
+			t.Fatalf("after %v: A2's heartbeat: %v", now.Sub(t0), err)
+		}
+		epoch = r.Epoch
+		if r.Assignment != nil {
+			owned = r.Assignment
+		}
+		if _, err := g.Heartbeat(now, topics, Request{MemberID: "B", Epoch: g.Member("B").Epoch, RebalanceTimeout: -1}); err != nil {
+			t.Fatal(err)
+		}
+		if gone := g.Expire(now); len(gone) > 0 {
+			t.Fatalf("after %v, heartbeating every 3s, expired: %v (A2 state %v)", now.Sub(t0), gone, g.Member("A2"))
+		}
+	}
+}
+
+// TestReplacedConsumerMemberIsFenced: a consumer-protocol static member
+// replaced by a classic process with the same instance id is fenced
+// (FENCED_INSTANCE_ID, fatal to the client), not told UNKNOWN_MEMBER_ID,
+// on which it would rejoin and take the instance back. (A join at epoch
+// 0 with the instance id of a live classic member does replace it: that
+// is the rolling upgrade of a static member, as in Kafka.)
+func TestReplacedConsumerMemberIsFenced(t *testing.T) {
+	g := New("g", cfg())
+	topics := fakeTopics{"t": 4}
+	now := t0
+	r, err := g.Heartbeat(now, topics, Request{MemberID: "C", Epoch: 0, InstanceID: str("i"), RebalanceTimeout: 30 * time.Second, SubscribedTopics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Heartbeat(now, topics, Request{MemberID: "D", Epoch: 0, RebalanceTimeout: 30 * time.Second, SubscribedTopics: []string{"t"}})
+	// A classic process joins with the instance id: it replaces C at once.
+	gen, err := g.JoinClassic(now, topics, ClassicJoin{MemberID: "K", InstanceID: "i", SessionTimeout: 10 * time.Second, RebalanceTimeout: 30 * time.Second,
+		Protocols: []ClassicProtocol{{Name: "range", Metadata: []byte{0, 1}}}, Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// C's next heartbeat.
+	_, err = g.Heartbeat(now, topics, Request{MemberID: "C", Epoch: r.Epoch, InstanceID: str("i"), RebalanceTimeout: -1})
+	if !errors.Is(err, kerr.FencedInstanceID) {
+		t.Errorf("the replaced consumer-protocol member's heartbeat: %v, want FENCED_INSTANCE_ID", err)
+	}
+	if err := g.HeartbeatClassic(now, "K", str("i"), gen); err != nil && !errors.Is(err, kerr.RebalanceInProgress) {
+		t.Errorf("the classic member that replaced it: %v", err)
+	}
+}

@@ -804,6 +804,14 @@ func (g *Group) drop(m *Member) {
 func (g *Group) memberFor(now time.Time, r Request) (m *Member, fresh bool, err error) {
 	m = g.members[r.MemberID]
 	if r.Epoch != JoinEpoch {
+		if r.InstanceID != nil {
+			if cur := g.static[*r.InstanceID]; cur != "" && cur != r.MemberID {
+				// Replaced by a newer process of the instance: fenced
+				// (fatal to the client), not unknown (it would rejoin
+				// and take the instance back).
+				return nil, false, errorf(kerr.FencedInstanceID, "instance %q is member %s now", *r.InstanceID, cur)
+			}
+		}
 		if m == nil {
 			return nil, false, errorf(kerr.UnknownMemberID, "member %s is not in group %q", r.MemberID, g.ID)
 		}
@@ -893,7 +901,7 @@ func (g *Group) replaceStatic(prev *Member, id string, classic *ClassicMeta) *Me
 	}
 	m := &Member{ID: id, InstanceID: prev.InstanceID, RackID: prev.RackID, Epoch: epoch, PreviousEpoch: prev.PreviousEpoch, Classic: classic,
 		State: prev.State, RebalanceTimeout: prev.RebalanceTimeout, Topics: prev.Topics, Regex: prev.Regex, Assignor: prev.Assignor,
-		Assigned: prev.Assigned, Revoking: prev.Revoking, revokeDeadline: prev.revokeDeadline, metaBytes: prev.metaBytes,
+		Assigned: prev.Assigned, Revoking: prev.Revoking, metaBytes: prev.metaBytes,
 		sessionDeadline: prev.sessionDeadline} // until this heartbeat is taken: a refused one must still expire
 	g.unionValid = false
 	delete(g.members, prev.ID)
@@ -908,6 +916,11 @@ func (g *Group) replaceStatic(prev *Member, id string, classic *ClassicMeta) *Me
 	}
 	g.setOwner(m.Assigned, id)
 	g.setOwner(m.Revoking, id)
+	if prev.State == UnrevokedPartitions {
+		// Its revocation is still due; a classic member's deadline to
+		// rejoin (mustRejoin) is not the newcomer's.
+		m.revokeDeadline = prev.revokeDeadline
+	}
 	return m
 }
 
