@@ -326,6 +326,12 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.HighWatermarkCheckpointInterval <= 0 {
 		cfg.HighWatermarkCheckpointInterval = def.HighWatermarkCheckpointInterval
 	}
+	// A share member's session and heartbeat have no meaningful zero: an
+	// unset one expired a member at its first timer (engine tests, whose
+	// Config leaves Groups empty, failed once on it under load).
+	if sh := &cfg.Groups.Share.Group; sh.SessionMillis <= 0 || sh.HeartbeatMillis <= 0 {
+		sh.SessionMillis, sh.HeartbeatMillis = def.Groups.Share.Group.SessionMillis, def.Groups.Share.Group.HeartbeatMillis
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
