@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -345,14 +344,13 @@ func (g *Group) consumerDescribe() GroupDescription {
 			inst := m.InstanceID
 			md.InstanceID = &inst
 		}
-		sub := kmsg.ConsumerMemberMetadata{Version: 0, Topics: slices.Clone(m.Topics)}
-		md.Metadata = sub.AppendTo(nil)
-		asg := kmsg.ConsumerMemberAssignment{Version: 0}
-		for id, ps := range m.Assigned {
-			asg.Topics = append(asg.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: g.topics.name(id), Partitions: slices.Clone(ps)})
+		if m.Classic != nil {
+			md.Metadata = m.Classic.Protocols[0].Metadata // its own subscription
+		} else {
+			sub := kmsg.ConsumerMemberMetadata{Version: 0, Topics: slices.Clone(m.Topics)}
+			md.Metadata = sub.AppendTo(nil)
 		}
-		slices.SortFunc(asg.Topics, func(a, b kmsg.ConsumerMemberAssignmentTopic) int { return strings.Compare(a.Topic, b.Topic) })
-		md.Assignment = asg.AppendTo(nil)
+		md.Assignment = g.encodeAssignment(m.Assigned, md.Metadata)
 		d.Members = append(d.Members, md)
 	}
 	return d

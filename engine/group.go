@@ -126,11 +126,9 @@ func (g *Group) metadataBytesWith(id string, ps []Protocol) int {
 	return n
 }
 
-// Protocol is one assignor a member supports, with its metadata.
-type Protocol struct {
-	Name     string
-	Metadata []byte
-}
+// Protocol is one assignor a member supports, with its metadata (the
+// consumer-protocol state keeps a classic member's as they are).
+type Protocol = consumergroup.ClassicProtocol
 
 // JoinRequest is a member's JoinGroup.
 type JoinRequest struct {

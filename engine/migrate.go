@@ -152,10 +152,10 @@ func (c *Coordinator) convertClassic(g *Group, req consumergroup.Request) (*cons
 		for _, t := range subs[i].OwnedPartitions {
 			take(t.Topic, t.Partitions, revoking)
 		}
-		rec := consumergroup.MemberRecord{ID: m.id, InstanceID: strPtrOr(m.instanceID), RackID: strPtrOr(subs[i].Rack), ClientID: m.clientID, ClientHost: m.clientHost,
+		rec := consumergroup.MemberRecord{ID: m.id, InstanceID: deref(m.instanceID), RackID: deref(subs[i].Rack), ClientID: m.clientID, ClientHost: m.clientHost,
 			Topics: subs[i].Topics, RebalanceTimeout: m.rebalanceTimeout, Epoch: gen, PreviousEpoch: gen, State: consumergroup.Stable,
 			Assigned: consumergroup.Normalize(assigned[i]), Revoking: consumergroup.Normalize(revoking),
-			Classic: &consumergroup.ClassicMeta{SessionTimeout: m.sessionTimeout, Protocols: classicProtocols(m.protocols)}}
+			Classic: &consumergroup.ClassicMeta{SessionTimeout: m.sessionTimeout, Protocols: slices.Clone(m.protocols)}}
 		if rec.Revoking.Len() > 0 {
 			rec.State = consumergroup.UnrevokedPartitions
 		}
@@ -202,21 +202,6 @@ func (c *Coordinator) adoptConverted(g *Group, cg *consumergroup.Group, joiner s
 	g.protocolType, g.protocol, g.leader, g.generation = ConsumerTypeName, "", "", 0
 	g.setState(StateEmpty)
 	c.eng.logger.Info("group switched to the consumer protocol (KIP-848) with its members", "group", g.ID, "members", n, "epoch", cg.Epoch(), "why", "member "+joiner+" joined with ConsumerGroupHeartbeat")
-}
-
-func strPtrOr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func classicProtocols(ps []Protocol) []consumergroup.ClassicProtocol {
-	out := make([]consumergroup.ClassicProtocol, len(ps))
-	for i, p := range ps {
-		out[i] = consumergroup.ClassicProtocol{Name: p.Name, Metadata: p.Metadata}
-	}
-	return out
 }
 
 // classicJoinConsumer handles a JoinGroup for a consumer-protocol group
@@ -309,8 +294,8 @@ func (c *Coordinator) classicJoinConsumer(g *Group, req JoinRequest, done func(J
 			owned[tid] = append(owned[tid], t.Partitions...)
 		}
 	}
-	j := consumergroup.ClassicJoin{MemberID: id, InstanceID: strPtrOr(req.InstanceID), RackID: strPtrOr(sub.Rack), ClientID: req.ClientID, ClientHost: req.ClientHost,
-		SessionTimeout: req.SessionTimeout, RebalanceTimeout: req.RebalanceTimeout, Protocols: classicProtocols(req.Protocols),
+	j := consumergroup.ClassicJoin{MemberID: id, InstanceID: deref(req.InstanceID), RackID: deref(sub.Rack), ClientID: req.ClientID, ClientHost: req.ClientHost,
+		SessionTimeout: req.SessionTimeout, RebalanceTimeout: req.RebalanceTimeout, Protocols: req.Protocols,
 		Topics: sub.Topics, Owned: consumergroup.Normalize(owned)}
 	g.consumer.SetTimeouts(c.consumerTimeouts(g.ID))
 	epoch, err := cg.JoinClassic(c.sched.Now(), topics, j)
@@ -455,9 +440,7 @@ func (c *Coordinator) maybeDowngrade(g *Group) {
 		g.joinSeq++
 		cm := &member{id: m.ID, clientID: m.ClientID, clientHost: m.ClientHost, sessionTimeout: m.Classic.SessionTimeout,
 			rebalanceTimeout: m.RebalanceTimeout, protocolType: ConsumerTypeName, joinOrder: g.joinSeq}
-		for _, p := range m.Classic.Protocols {
-			cm.protocols = append(cm.protocols, Protocol{Name: p.Name, Metadata: p.Metadata})
-		}
+		cm.protocols = slices.Clone(m.Classic.Protocols)
 		if m.InstanceID != "" {
 			inst := m.InstanceID
 			cm.instanceID = &inst

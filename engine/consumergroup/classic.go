@@ -254,13 +254,3 @@ func (g *Group) OnlyClassic() bool {
 	}
 	return true
 }
-
-// HasClassic reports whether a member speaks the classic protocol.
-func (g *Group) HasClassic() bool {
-	for _, m := range g.members {
-		if m.Classic != nil {
-			return true
-		}
-	}
-	return false
-}

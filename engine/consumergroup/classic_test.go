@@ -235,8 +235,8 @@ func TestClassicMemberRules(t *testing.T) {
 	if _, err := g.Heartbeat(t0, topics, Request{MemberID: "c1", Epoch: c1.gen}); !errors.Is(err, kerr.UnknownMemberID) {
 		t.Fatalf("ConsumerGroupHeartbeat for a classic member: %v", err)
 	}
-	if g.OnlyClassic() || !g.HasClassic() {
-		t.Fatal("OnlyClassic/HasClassic wrong with one member of each")
+	if g.OnlyClassic() || g.Member("c1").Classic == nil || g.Member("k1").Classic != nil {
+		t.Fatal("OnlyClassic or the members' protocols wrong with one member of each")
 	}
 	// The classic member stops heartbeating after being told to rejoin:
 	// it is removed after its rebalance timeout, not held forever.
