@@ -326,9 +326,12 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.HighWatermarkCheckpointInterval <= 0 {
 		cfg.HighWatermarkCheckpointInterval = def.HighWatermarkCheckpointInterval
 	}
-	// A share member's session and heartbeat have no meaningful zero: an
-	// unset one expired a member at its first timer (engine tests, whose
-	// Config leaves Groups empty, failed once on it under load).
+	// A member's session and heartbeat have no meaningful zero: an unset
+	// one expired a member at its first timer (engine tests, whose Config
+	// leaves Groups empty, failed on it).
+	if c := &cfg.Groups.Consumer; c.SessionTimeout <= 0 || c.HeartbeatInterval <= 0 {
+		c.SessionTimeout, c.HeartbeatInterval = def.Groups.Consumer.SessionTimeout, def.Groups.Consumer.HeartbeatInterval
+	}
 	if sh := &cfg.Groups.Share.Group; sh.SessionMillis <= 0 || sh.HeartbeatMillis <= 0 {
 		sh.SessionMillis, sh.HeartbeatMillis = def.Groups.Share.Group.SessionMillis, def.Groups.Share.Group.HeartbeatMillis
 	}

@@ -185,12 +185,7 @@ type Config struct {
 // group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms
 // configs); they apply from the next heartbeat of each member.
 func (g *Group) SetTimeouts(session, heartbeat time.Duration) {
-	if session > 0 { // unset: the default New gave stays
-		g.cfg.SessionTimeout = session
-	}
-	if heartbeat > 0 {
-		g.cfg.HeartbeatInterval = heartbeat
-	}
+	g.cfg.SessionTimeout, g.cfg.HeartbeatInterval = session, heartbeat
 	if g.cfg.ReconcileInterval > heartbeat {
 		g.cfg.ReconcileInterval = heartbeat
 	}
