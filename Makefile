@@ -39,9 +39,11 @@ FUZZ_TARGETS := \
 	./perf:FuzzRelay \
 	./security:FuzzPlainMessage \
 	./security:FuzzScramExchange \
-	./security:FuzzStoreFile
+	./security:FuzzStoreFile \
+	./tiered:FuzzDecodeIndex \
+	./tiered:FuzzDecodeManifest
 
-.PHONY: run build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos steady crash-long perf-replication sim kgo-compat
+.PHONY: run run-tiered build build-perf test vet unit fuzz-short fuzz-long bench perf flamegraph reliability overload chaos steady crash-long perf-replication sim kgo-compat
 
 ## run: the broker on the embedded defaults (data in ./data, Kafka on 127.0.0.1:9092, native on
 ## PORT+1, HTTP on PORT+2); PORT=19092, DATA=dir and ARGS='--flag value ...' change them
@@ -51,6 +53,19 @@ run: ARGS ?=
 run: build
 	./bin/ringlog serve --data-dir $(DATA) --kafka-addr 127.0.0.1:$(PORT) \
 		--native-addr 127.0.0.1:$$(($(PORT)+1)) --http-addr 127.0.0.1:$$(($(PORT)+2)) $(ARGS)
+
+## run-tiered: `make run` with tiered storage on a local S3-compatible store (ringlog dev-s3 on
+## S3PORT, default PORT+10, objects under DATA-s3); topics opt in with remote.storage.enable=true
+run-tiered: PORT ?= 9092
+run-tiered: DATA ?= ./data
+run-tiered: S3PORT ?= $$(($(PORT)+10))
+run-tiered: ARGS ?=
+run-tiered: build
+	./bin/ringlog dev-s3 --addr 127.0.0.1:$(S3PORT) --dir $(DATA)-s3 --bucket ringlog & s3=$$!; \
+	trap 'kill $$s3 2>/dev/null' EXIT; \
+	AWS_ACCESS_KEY_ID=dev AWS_SECRET_ACCESS_KEY=dev ./bin/ringlog serve --data-dir $(DATA) --kafka-addr 127.0.0.1:$(PORT) \
+		--native-addr 127.0.0.1:$$(($(PORT)+1)) --http-addr 127.0.0.1:$$(($(PORT)+2)) \
+		--remote-storage-endpoint http://127.0.0.1:$(S3PORT) --remote-storage-bucket ringlog $(ARGS)
 
 # VERSION is what `ringlog version` and the ringlog_build_info metric say.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null)

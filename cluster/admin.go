@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -174,6 +176,9 @@ func (c *Cluster) CreateTopic(ctx context.Context, t admin.NewTopic, validateOnl
 	if configs == nil {
 		configs = map[string]string{}
 	}
+	if err := refuseTiering(configs["remote.storage.enable"]); err != nil {
+		return admin.Topic{}, err
+	}
 	rec := metadata.CreateTopic{Name: t.Name, ID: metadata.NewUUID(), Replicas: replicas, Configs: configs}
 	out := admin.Topic{Name: t.Name, Partitions: int32(len(replicas)), ReplicationFactor: int16(len(replicas[0])), Configs: configs}
 	if validateOnly {
@@ -316,7 +321,22 @@ func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, valid
 	if err != nil {
 		return err
 	}
+	if v := set["remote.storage.enable"]; v != nil {
+		if err := refuseTiering(*v); err != nil {
+			return err
+		}
+	}
 	return c.proposeConfigs(ctx, img, metadata.AlterConfigs{Type: typ, Name: ch.Name}, set, validateOnly)
+}
+
+// refuseTiering refuses remote.storage.enable=true: tiered storage runs
+// on a single broker only in this version (its manifest is not in the
+// metadata quorum yet).
+func refuseTiering(v string) error {
+	if on, _ := strconv.ParseBool(strings.TrimSpace(v)); on {
+		return fmt.Errorf("%w: remote.storage.enable=true: tiered storage runs on a single broker only in this version, not in cluster mode", kerr.InvalidConfig)
+	}
+	return nil
 }
 
 // proposeConfigs proposes rec with the changes of set (nil: back to the

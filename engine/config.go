@@ -56,6 +56,12 @@ var topicConfigDefs = []ConfigDef{
 		Doc: "delete segments whose newest record is older than this; -1: forever", validate: validLong(-1, math.MaxInt64)},
 	{Name: "retention.bytes", BrokerKey: "log.retention.bytes", Type: TypeLong, Default: unlimited,
 		Doc: "delete the oldest segments while a partition is larger than this; -1: unlimited", validate: validLong(-1, math.MaxInt64)},
+	{Name: "remote.storage.enable", BrokerKey: "remote.storage.enable", Type: TypeBoolean, Default: "false",
+		Doc: "copy closed segments to the object store (--remote-storage-endpoint) and read them back from there; once on, stays on", validate: validBool},
+	{Name: "local.retention.ms", BrokerKey: "log.local.retention.ms", Type: TypeLong, Default: "-2",
+		Doc: "with remote.storage.enable: delete copied local segments whose newest record is older than this; -2: retention.ms, -1: forever", validate: validLong(-2, math.MaxInt64)},
+	{Name: "local.retention.bytes", BrokerKey: "log.local.retention.bytes", Type: TypeLong, Default: "-2",
+		Doc: "with remote.storage.enable: delete the oldest copied local segments while the local log is larger than this; -2: retention.bytes, -1: unlimited", validate: validLong(-2, math.MaxInt64)},
 	{Name: "segment.bytes", BrokerKey: "log.segment.bytes", Type: TypeInt, Default: "1073741824",
 		Doc: "roll the active segment at this size", validate: validLong(1024, math.MaxInt32)},
 	{Name: "segment.ms", BrokerKey: "log.roll.ms", Type: TypeLong, Default: "604800000",
@@ -188,6 +194,19 @@ func ValidateTopicConfig(name, value string) error {
 	return nil
 }
 
+// validateBrokerDefault checks a broker-level default of a topic key:
+// ValidateTopicConfig, and remote.storage.enable is per topic only (a
+// default would tier the internal topics too).
+func validateBrokerDefault(name, value string) error {
+	if err := ValidateTopicConfig(name, value); err != nil {
+		return err
+	}
+	if name == "remote.storage.enable" {
+		return fmt.Errorf("%w: remote.storage.enable is set per topic, not as a broker default", ErrInvalidConfig)
+	}
+	return nil
+}
+
 // Get returns the effective value of key and whether it is an override.
 func (c *TopicConfig) Get(key string) (value string, override bool) {
 	if v, ok := c.overrides[key]; ok {
@@ -238,6 +257,46 @@ func (c *TopicConfig) Compact() bool {
 	return strings.Contains(v, "compact")
 }
 
+// RemoteStorage is remote.storage.enable: the topic's closed segments
+// are copied to the object store.
+func (c *TopicConfig) RemoteStorage() bool { return c.boolean("remote.storage.enable") }
+
+// CheckTopicConfigs checks what single keys cannot: the effective
+// configuration of a topic (overrides over the defaults), given whether
+// the broker has an object store (tiered) and the topic's configuration
+// before the change (nil for a new topic). Tiered storage needs a store,
+// refuses compacted topics (as Kafka does), cannot be turned off once
+// on, and local retention may not exceed retention.
+func CheckTopicConfigs(next, prev *TopicConfig, tiered bool) error {
+	if !next.RemoteStorage() {
+		if prev != nil && prev.RemoteStorage() {
+			return fmt.Errorf("%w: remote.storage.enable cannot be turned off once on: the topic's older data lives in the object store", ErrInvalidConfig)
+		}
+		return nil
+	}
+	if !tiered {
+		return fmt.Errorf("%w: remote.storage.enable=true needs a broker started with --remote-storage-endpoint and --remote-storage-bucket (single-node mode)", ErrInvalidConfig)
+	}
+	if next.Compact() {
+		return fmt.Errorf("%w: remote.storage.enable=true is refused with cleanup.policy=%s: compacted topics are not tiered", ErrInvalidConfig, mustGet(next, "cleanup.policy"))
+	}
+	for _, k := range [][2]string{{"local.retention.bytes", "retention.bytes"}, {"local.retention.ms", "retention.ms"}} {
+		local, total := next.long(k[0]), next.long(k[1])
+		if local == -2 || total < 0 {
+			continue
+		}
+		if local < 0 || local > total {
+			return fmt.Errorf("%w: %s=%d exceeds %s=%d: the local copy cannot outlive the log", ErrInvalidConfig, k[0], local, k[1], total)
+		}
+	}
+	return nil
+}
+
+func mustGet(c *TopicConfig, key string) string {
+	v, _ := c.Get(key)
+	return v
+}
+
 // Delete reports whether cleanup.policy includes delete.
 func (c *TopicConfig) Delete() bool {
 	v, _ := c.Get("cleanup.policy")
@@ -284,6 +343,20 @@ func (c *TopicConfig) walOptions(base wal.Options) wal.Options {
 			o.RetentionBytes = rb
 		}
 		o.RetentionAge = msDuration(c.long("retention.ms"))
+	}
+	o.Tiered = c.RemoteStorage()
+	o.LocalRetentionBytes, o.LocalRetentionAge = 0, 0
+	if o.Tiered && c.Delete() {
+		if lb := c.long("local.retention.bytes"); lb > 0 {
+			o.LocalRetentionBytes = lb
+		} else if lb == -2 {
+			o.LocalRetentionBytes = o.RetentionBytes
+		}
+		if lm := c.long("local.retention.ms"); lm == -2 {
+			o.LocalRetentionAge = o.RetentionAge
+		} else {
+			o.LocalRetentionAge = msDuration(lm)
+		}
 	}
 	o.FlushMessages = 0
 	if fm := c.long("flush.messages"); fm > 0 && fm < math.MaxInt64 {

@@ -139,6 +139,10 @@ type Config struct {
 	// replicates, and serves clients only once the cluster's publisher
 	// made this broker its leader (Partition.SetReplicaState).
 	Replicated bool
+	// Tier is tiered storage (remote.go): with a Store, topics may set
+	// remote.storage.enable. Single node only: Open refuses a Store
+	// with Replicated.
+	Tier TierConfig
 	// WrapBackend, if set, wraps each writer shard's I/O backend (shard
 	// is its index). It is a seam for tests only (internal/faultring
 	// injects EIO, ENOSPC and slow writes through it); nothing that
@@ -175,6 +179,7 @@ func DefaultConfig() Config {
 		RetentionCheckInterval:          5 * time.Minute,
 		CompactionInterval:              15 * time.Second,
 		HighWatermarkCheckpointInterval: 5 * time.Second,
+		Tier:                            TierConfig{Interval: 5 * time.Second, CacheBytes: 256 << 20},
 		ProducerIDExpiration:            24 * time.Hour,
 		Groups: GroupConfig{
 			MinSessionTimeout:     6 * time.Second,
@@ -237,6 +242,7 @@ type Engine struct {
 	shares      *SharePartitions
 
 	hooks       atomic.Pointer[ClusterHooks] // nil: single node
+	remote      *tier                        // tiered storage (remote.go); nil: none
 	cleanerStop chan struct{}
 	cleanerDone chan struct{}
 	scrubDone   chan struct{} // the scrubber stops with cleanerStop
@@ -342,7 +348,7 @@ func Open(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	for k, v := range cfg.TopicDefaults {
-		if err := ValidateTopicConfig(k, v); err != nil {
+		if err := validateBrokerDefault(k, v); err != nil {
 			return nil, fmt.Errorf("engine: broker default: %w", err)
 		}
 	}
@@ -361,6 +367,18 @@ func Open(cfg Config) (*Engine, error) {
 			lock.Close()
 		}
 	}()
+	if cfg.Tier.Store != nil {
+		if cfg.Replicated {
+			return nil, errors.New("engine: tiered storage runs on a single broker only: leave out the remote storage settings in cluster mode")
+		}
+		e.remote = newTier(cfg.Tier)
+		defer func() {
+			if !ok {
+				e.remote.cancel()
+				e.remote.cache.Close()
+			}
+		}()
+	}
 	meta, found, err := loadMeta(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -438,6 +456,9 @@ func Open(cfg Config) (*Engine, error) {
 	go e.runCleaner(e.cleanerStop, e.cleanerDone)
 	e.scrubDone = make(chan struct{})
 	go e.runScrubber(e.cleanerStop, e.scrubDone)
+	if e.remote != nil {
+		go e.runTiering()
+	}
 	e.hwDone = make(chan struct{})
 	if cfg.Replicated {
 		go e.runHWCheckpoints(cfg.HighWatermarkCheckpointInterval, e.cleanerStop, e.hwDone)
@@ -767,6 +788,9 @@ func (e *Engine) openPartition(p *Partition, clean bool) {
 	if p.rep != nil {
 		p.loadHighWatermark()
 	}
+	if p.topic.Config().RemoteStorage() {
+		e.loadTier(p)
+	}
 	if err := p.loadProducerState(); err != nil {
 		e.logger.Warn("rebuilding producer state failed; idempotent producers of this partition restart their sequences", "partition", p.String(), "err", err)
 	}
@@ -789,6 +813,9 @@ func (e *Engine) Close() error {
 	<-e.cleanerDone
 	<-e.scrubDone
 	<-e.hwDone
+	if e.remote != nil {
+		e.remote.close()
+	}
 	errs := e.stopShards()
 	e.pidMu.Lock()
 	e.metaMu.Lock()
@@ -1026,6 +1053,15 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	}
 	for k, v := range req.Configs {
 		if err := ValidateTopicConfig(k, v); err != nil {
+			return nil, fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
+		}
+	}
+	if !e.cfg.Replicated {
+		// (In cluster mode the controller checked the topic.)
+		e.mu.RLock()
+		next := e.topicConfig(req.Configs)
+		e.mu.RUnlock()
+		if err := CheckTopicConfigs(next, nil, e.remote != nil); err != nil {
 			return nil, fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 		}
 	}
@@ -1455,6 +1491,14 @@ func (e *Engine) AlterTopicConfigWith(name string, change func(*TopicConfig) (ma
 			overrides[k] = *v
 		}
 	}
+	if !e.cfg.Replicated {
+		e.mu.RLock()
+		next := e.topicConfig(overrides)
+		e.mu.RUnlock()
+		if err := CheckTopicConfigs(next, t.Config(), e.remote != nil); err != nil {
+			return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
+		}
+	}
 	if validateOnly {
 		return nil
 	}
@@ -1501,7 +1545,7 @@ func (e *Engine) BrokerConfigs() map[string]string {
 func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) error {
 	for k, v := range set {
 		if v != nil {
-			if err := ValidateTopicConfig(k, *v); err != nil {
+			if err := validateBrokerDefault(k, *v); err != nil {
 				return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 			}
 		}

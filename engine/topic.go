@@ -118,6 +118,10 @@ type Partition struct {
 	// took the partition offline has room again (shard goroutine).
 	retryAt time.Time
 
+	// tier is the partition's tiered storage (remote.go; nil: none
+	// yet).
+	tier atomic.Pointer[partitionTier]
+
 	// recoveryCut is how many segment bytes the last unclean start's
 	// recovery removed (set once by Open's loader).
 	recoveryCut int64
@@ -180,12 +184,19 @@ func (p *Partition) HighWatermark() int64 {
 	return p.log.EndOffset()
 }
 
-// LogStartOffset is the first offset still in the log.
+// LogStartOffset is the first offset still in the log: in the object
+// store when it holds older data than the local log (tiered storage).
 func (p *Partition) LogStartOffset() int64 {
 	if p.log == nil {
 		return -1
 	}
-	return p.log.StartOffset()
+	local := p.log.StartOffset()
+	if pt := p.tier.Load(); pt != nil {
+		if rs := pt.view.Load().start(); rs >= 0 && rs < local {
+			return rs
+		}
+	}
+	return local
 }
 
 // LeaderEpoch is the partition's leader epoch: on a single node, never a
@@ -225,6 +236,9 @@ func (p *Partition) remove(stray bool) {
 			return nil
 		}
 		err := p.log.Close()
+		if !stray {
+			p.topic.eng.forgetRemote(p)
+		}
 		if stray {
 			return errors.Join(err, keepAside(p.dir, p.topic.ID))
 		}

@@ -94,6 +94,7 @@ func (p *Partition) AbortedTxns(dst []wal.AbortedTxn, from, upTo int64) []wal.Ab
 	if p.log == nil {
 		return dst
 	}
+	dst = p.remoteAborted(dst, from, upTo, p.log.StartOffset())
 	return p.log.AbortedTxns(dst, from, upTo)
 }
 

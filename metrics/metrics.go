@@ -184,37 +184,51 @@ func (m *Metrics) RegisterEngine(e *engine.Engine) {
 }
 
 var (
-	descBytesIn    = prometheus.NewDesc("ringlog_partition_bytes_in_total", "Record batch bytes appended.", []string{"topic", "partition"}, nil)
-	descRecordsIn  = prometheus.NewDesc("ringlog_partition_records_in_total", "Records appended.", []string{"topic", "partition"}, nil)
-	descBytesOut   = prometheus.NewDesc("ringlog_partition_bytes_out_total", "Record batch bytes sent to consumers.", []string{"topic", "partition"}, nil)
-	descRecordsOut = prometheus.NewDesc("ringlog_partition_records_out_total", "Records sent to consumers (by offset span of the batches sent).", []string{"topic", "partition"}, nil)
-	descEnd        = prometheus.NewDesc("ringlog_partition_log_end_offset", "Offset the next record will get in this broker's copy of the log.", []string{"topic", "partition"}, nil)
-	descHW         = prometheus.NewDesc("ringlog_partition_high_watermark", "End of what consumers may read: the log end on a single node, the smallest log end over the ISR in cluster mode.", []string{"topic", "partition"}, nil)
-	descLeader     = prometheus.NewDesc("ringlog_partition_leader", "1 when this broker leads the partition (cluster mode; always 1 on a single node).", []string{"topic", "partition"}, nil)
-	descISR        = prometheus.NewDesc("ringlog_partition_isr_size", "In-sync replicas of the partition, as this broker's metadata says (cluster mode).", []string{"topic", "partition"}, nil)
-	descUnderRep   = prometheus.NewDesc("ringlog_partition_under_replicated", "1 when this broker leads the partition and its ISR is smaller than its replica set (cluster mode).", []string{"topic", "partition"}, nil)
-	descFollowLag  = prometheus.NewDesc("ringlog_partition_follower_lag_records", "On the leader: its log end minus each follower's last fetch offset (-1 before the follower's first fetch).", []string{"topic", "partition", "follower"}, nil)
-	descShrinks    = prometheus.NewDesc("ringlog_replication_isr_shrinks_total", "ISR shrinks the controller granted to this broker's leaders.", nil, nil)
-	descExpands    = prometheus.NewDesc("ringlog_replication_isr_expands_total", "ISR expansions the controller granted to this broker's leaders.", nil, nil)
-	descScrubBytes = prometheus.NewDesc("ringlog_scrub_bytes_total", "Bytes of sealed segments the scrubber re-read and checked (CRC32C of every batch).", nil, nil)
-	descScrubBad   = prometheus.NewDesc("ringlog_scrub_damaged_segments_total", "Damaged batches the scrubber found in sealed segments (each one's range is no longer served).", nil, nil)
-	descScrubHeal  = prometheus.NewDesc("ringlog_scrub_healed_total", "Damaged follower logs truncated at the damage to be fetched again from the leader (cluster mode).", nil, nil)
-	descTruncHW    = prometheus.NewDesc("ringlog_replication_truncated_below_hw_total", "Follower truncations that cut below the high watermark (acknowledged data dropped: should stay 0).", nil, nil)
-	descStart      = prometheus.NewDesc("ringlog_partition_log_start_offset", "First offset still in the log.", []string{"topic", "partition"}, nil)
-	descSize       = prometheus.NewDesc("ringlog_partition_log_bytes", "Bytes in the partition's segments.", []string{"topic", "partition"}, nil)
-	descOffline    = prometheus.NewDesc("ringlog_partition_offline", "1 when the partition's log is out of service.", []string{"topic", "partition"}, nil)
-	descQueue      = prometheus.NewDesc("ringlog_shard_queue_bytes", "Bytes of produce requests queued for a writer shard.", []string{"shard"}, nil)
-	descWritten    = prometheus.NewDesc("ringlog_engine_bytes_written_total", "Record batch bytes written by the writer shards.", nil, nil)
-	descSubmits    = prometheus.NewDesc("ringlog_engine_submissions_total", "I/O submissions by the writer shards (each one a group commit).", nil, nil)
-	descInline     = prometheus.NewDesc("ringlog_engine_inline_appends_total", "Appends written on the appender's goroutine by the direct-write fast path (an idle shard, no fdatasync); each is one of the submissions.", nil, nil)
-	descCommitted  = prometheus.NewDesc("ringlog_group_committed_offset", "A consumer group's committed offset.", []string{"group", "topic", "partition"}, nil)
-	descLSO        = prometheus.NewDesc("ringlog_partition_last_stable_offset", "End of what read_committed consumers may read: the first offset of the oldest open transaction, else the high watermark.", []string{"topic", "partition"}, nil)
-	descTxnCommits = prometheus.NewDesc("ringlog_transactions_committed_total", "Transactions the coordinator committed.", nil, nil)
-	descTxnAborts  = prometheus.NewDesc("ringlog_transactions_aborted_total", "Transactions the coordinator aborted (by EndTxn, a timeout or a fencing InitProducerId).", nil, nil)
-	descTxnTimeout = prometheus.NewDesc("ringlog_transactions_timed_out_total", "Transactions aborted because they ran past transaction.timeout.ms.", nil, nil)
-	descTxnFenced  = prometheus.NewDesc("ringlog_transactions_producers_fenced_total", "Requests refused or transactions aborted because a newer producer epoch fenced the caller.", nil, nil)
-	descTxnOpen    = prometheus.NewDesc("ringlog_transactions_open", "Transactional ids with a transaction open now.", nil, nil)
-	descLag        = prometheus.NewDesc("ringlog_group_lag", "Records a group has still to consume in a partition: the high watermark minus the committed offset or, without a commit, minus the log start offset. Every partition of every topic the group has a commit in or is subscribed to (as ringlog group describe).", []string{"group", "topic", "partition"}, nil)
+	descBytesIn      = prometheus.NewDesc("ringlog_partition_bytes_in_total", "Record batch bytes appended.", []string{"topic", "partition"}, nil)
+	descRecordsIn    = prometheus.NewDesc("ringlog_partition_records_in_total", "Records appended.", []string{"topic", "partition"}, nil)
+	descBytesOut     = prometheus.NewDesc("ringlog_partition_bytes_out_total", "Record batch bytes sent to consumers.", []string{"topic", "partition"}, nil)
+	descRecordsOut   = prometheus.NewDesc("ringlog_partition_records_out_total", "Records sent to consumers (by offset span of the batches sent).", []string{"topic", "partition"}, nil)
+	descEnd          = prometheus.NewDesc("ringlog_partition_log_end_offset", "Offset the next record will get in this broker's copy of the log.", []string{"topic", "partition"}, nil)
+	descHW           = prometheus.NewDesc("ringlog_partition_high_watermark", "End of what consumers may read: the log end on a single node, the smallest log end over the ISR in cluster mode.", []string{"topic", "partition"}, nil)
+	descLeader       = prometheus.NewDesc("ringlog_partition_leader", "1 when this broker leads the partition (cluster mode; always 1 on a single node).", []string{"topic", "partition"}, nil)
+	descISR          = prometheus.NewDesc("ringlog_partition_isr_size", "In-sync replicas of the partition, as this broker's metadata says (cluster mode).", []string{"topic", "partition"}, nil)
+	descUnderRep     = prometheus.NewDesc("ringlog_partition_under_replicated", "1 when this broker leads the partition and its ISR is smaller than its replica set (cluster mode).", []string{"topic", "partition"}, nil)
+	descFollowLag    = prometheus.NewDesc("ringlog_partition_follower_lag_records", "On the leader: its log end minus each follower's last fetch offset (-1 before the follower's first fetch).", []string{"topic", "partition", "follower"}, nil)
+	descShrinks      = prometheus.NewDesc("ringlog_replication_isr_shrinks_total", "ISR shrinks the controller granted to this broker's leaders.", nil, nil)
+	descExpands      = prometheus.NewDesc("ringlog_replication_isr_expands_total", "ISR expansions the controller granted to this broker's leaders.", nil, nil)
+	descScrubBytes   = prometheus.NewDesc("ringlog_scrub_bytes_total", "Bytes of sealed segments the scrubber re-read and checked (CRC32C of every batch).", nil, nil)
+	descScrubBad     = prometheus.NewDesc("ringlog_scrub_damaged_segments_total", "Damaged batches the scrubber found in sealed segments (each one's range is no longer served).", nil, nil)
+	descScrubHeal    = prometheus.NewDesc("ringlog_scrub_healed_total", "Damaged follower logs truncated at the damage to be fetched again from the leader (cluster mode).", nil, nil)
+	descTruncHW      = prometheus.NewDesc("ringlog_replication_truncated_below_hw_total", "Follower truncations that cut below the high watermark (acknowledged data dropped: should stay 0).", nil, nil)
+	descStart        = prometheus.NewDesc("ringlog_partition_log_start_offset", "First offset still in the log.", []string{"topic", "partition"}, nil)
+	descSize         = prometheus.NewDesc("ringlog_partition_log_bytes", "Bytes in the partition's segments.", []string{"topic", "partition"}, nil)
+	descOffline      = prometheus.NewDesc("ringlog_partition_offline", "1 when the partition's log is out of service.", []string{"topic", "partition"}, nil)
+	descQueue        = prometheus.NewDesc("ringlog_shard_queue_bytes", "Bytes of produce requests queued for a writer shard.", []string{"shard"}, nil)
+	descWritten      = prometheus.NewDesc("ringlog_engine_bytes_written_total", "Record batch bytes written by the writer shards.", nil, nil)
+	descSubmits      = prometheus.NewDesc("ringlog_engine_submissions_total", "I/O submissions by the writer shards (each one a group commit).", nil, nil)
+	descInline       = prometheus.NewDesc("ringlog_engine_inline_appends_total", "Appends written on the appender's goroutine by the direct-write fast path (an idle shard, no fdatasync); each is one of the submissions.", nil, nil)
+	descCommitted    = prometheus.NewDesc("ringlog_group_committed_offset", "A consumer group's committed offset.", []string{"group", "topic", "partition"}, nil)
+	descLSO          = prometheus.NewDesc("ringlog_partition_last_stable_offset", "End of what read_committed consumers may read: the first offset of the oldest open transaction, else the high watermark.", []string{"topic", "partition"}, nil)
+	descTxnCommits   = prometheus.NewDesc("ringlog_transactions_committed_total", "Transactions the coordinator committed.", nil, nil)
+	descTxnAborts    = prometheus.NewDesc("ringlog_transactions_aborted_total", "Transactions the coordinator aborted (by EndTxn, a timeout or a fencing InitProducerId).", nil, nil)
+	descTxnTimeout   = prometheus.NewDesc("ringlog_transactions_timed_out_total", "Transactions aborted because they ran past transaction.timeout.ms.", nil, nil)
+	descTxnFenced    = prometheus.NewDesc("ringlog_transactions_producers_fenced_total", "Requests refused or transactions aborted because a newer producer epoch fenced the caller.", nil, nil)
+	descTxnOpen      = prometheus.NewDesc("ringlog_transactions_open", "Transactional ids with a transaction open now.", nil, nil)
+	descRemoteBytes  = prometheus.NewDesc("ringlog_partition_remote_bytes", "Bytes of the partition's segments in the object store (tiered topics).", []string{"topic", "partition"}, nil)
+	descRemoteStart  = prometheus.NewDesc("ringlog_partition_remote_log_start_offset", "First offset in the object store (-1: none; tiered topics).", []string{"topic", "partition"}, nil)
+	descRemoteEnd    = prometheus.NewDesc("ringlog_partition_remote_log_end_offset", "Offset after the last one in the object store (tiered topics).", []string{"topic", "partition"}, nil)
+	descRemoteLag    = prometheus.NewDesc("ringlog_partition_remote_copy_lag_bytes", "Local bytes not yet copied to the object store, the active segment included (tiered topics).", []string{"topic", "partition"}, nil)
+	descCopiedBytes  = prometheus.NewDesc("ringlog_remote_copied_bytes_total", "Segment bytes copied to the object store.", nil, nil)
+	descCopiedSegs   = prometheus.NewDesc("ringlog_remote_copied_segments_total", "Segments copied to the object store.", nil, nil)
+	descCopyErrors   = prometheus.NewDesc("ringlog_remote_copy_errors_total", "Failed passes of the uploader over a partition (retried with backoff).", nil, nil)
+	descRemoteDel    = prometheus.NewDesc("ringlog_remote_deleted_segments_total", "Remote segments deleted by retention.", nil, nil)
+	descRemoteServed = prometheus.NewDesc("ringlog_remote_fetch_bytes_total", "Record bytes fetches got from remote segments.", nil, nil)
+	descStoreRead    = prometheus.NewDesc("ringlog_remote_store_read_bytes_total", "Bytes read from the object store into the remote read cache.", nil, nil)
+	descStoreErrors  = prometheus.NewDesc("ringlog_remote_store_read_errors_total", "Failed reads from the object store.", nil, nil)
+	descCacheHits    = prometheus.NewDesc("ringlog_remote_cache_hits_total", "Remote reads served from the chunk cache.", nil, nil)
+	descCacheMisses  = prometheus.NewDesc("ringlog_remote_cache_misses_total", "Remote reads that had to load a chunk from the object store.", nil, nil)
+	descCacheBytes   = prometheus.NewDesc("ringlog_remote_cache_bytes", "Bytes held by the remote read cache.", nil, nil)
+	descLag          = prometheus.NewDesc("ringlog_group_lag", "Records a group has still to consume in a partition: the high watermark minus the committed offset or, without a commit, minus the log start offset. Every partition of every topic the group has a commit in or is subscribed to (as ringlog group describe).", []string{"group", "topic", "partition"}, nil)
 )
 
 type engineCollector struct{ e *engine.Engine }
@@ -223,7 +237,9 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBytesIn, descRecordsIn, descBytesOut, descRecordsOut, descEnd, descHW, descStart, descSize, descOffline,
 		descLeader, descISR, descUnderRep, descFollowLag, descShrinks, descExpands, descTruncHW, descScrubBytes, descScrubBad, descScrubHeal,
 		descQueue, descWritten, descSubmits, descInline, descCommitted, descLag,
-		descLSO, descTxnCommits, descTxnAborts, descTxnTimeout, descTxnFenced, descTxnOpen} {
+		descLSO, descTxnCommits, descTxnAborts, descTxnTimeout, descTxnFenced, descTxnOpen,
+		descRemoteBytes, descRemoteStart, descRemoteEnd, descRemoteLag, descCopiedBytes, descCopiedSegs, descCopyErrors,
+		descRemoteDel, descRemoteServed, descStoreRead, descStoreErrors, descCacheHits, descCacheMisses, descCacheBytes} {
 		ch <- d
 	}
 }
@@ -251,6 +267,12 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 				offline = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descOffline, prometheus.GaugeValue, offline, labels...)
+			if rs, ok := p.RemoteStatus(); ok {
+				ch <- prometheus.MustNewConstMetric(descRemoteBytes, prometheus.GaugeValue, float64(rs.Bytes), labels...)
+				ch <- prometheus.MustNewConstMetric(descRemoteStart, prometheus.GaugeValue, float64(rs.Start), labels...)
+				ch <- prometheus.MustNewConstMetric(descRemoteEnd, prometheus.GaugeValue, float64(rs.End), labels...)
+				ch <- prometheus.MustNewConstMetric(descRemoteLag, prometheus.GaugeValue, float64(rs.CopyLag), labels...)
+			}
 			if !p.Replicated() {
 				continue
 			}
@@ -307,4 +329,15 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descScrubBytes, prometheus.CounterValue, float64(st.ScrubbedBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(descScrubBad, prometheus.CounterValue, float64(st.ScrubDamaged.Load()))
 	ch <- prometheus.MustNewConstMetric(descScrubHeal, prometheus.CounterValue, float64(st.ScrubHealed.Load()))
+	if ts, ok := c.e.TierStats(); ok {
+		for _, m := range []struct {
+			d *prometheus.Desc
+			v int64
+		}{{descCopiedBytes, ts.CopiedBytes}, {descCopiedSegs, ts.CopiedSegments}, {descCopyErrors, ts.CopyErrors},
+			{descRemoteDel, ts.DeletedSegments}, {descRemoteServed, ts.FetchedBytes}, {descStoreRead, ts.Cache.BytesRead},
+			{descStoreErrors, ts.Cache.LoadErrors}, {descCacheHits, ts.Cache.Hits}, {descCacheMisses, ts.Cache.Misses}} {
+			ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+		}
+		ch <- prometheus.MustNewConstMetric(descCacheBytes, prometheus.GaugeValue, float64(ts.Cache.CachedBytes))
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/wal"
 )
 
@@ -23,6 +24,9 @@ type fetchPartResult struct {
 	lso       int64
 	logStart  int64
 	chunk     wal.Chunk
+	// remote holds records read from tiered storage instead of chunk
+	// (copied into the response).
+	remote engine.RemoteRead
 	// readCommitted: the fetch asked for read_committed, so the response
 	// carries aborted (possibly empty) instead of a null list.
 	readCommitted bool
@@ -33,6 +37,15 @@ type fetchPartResult struct {
 	// redirect is 1 + the id of the replica the consumer should read
 	// from instead (KIP-392); 0 (the zero value): none.
 	redirect int32
+}
+
+// records is how many bytes of records the partition's answer carries,
+// and the offsets of their first batch and after their last.
+func (p *fetchPartResult) records() (n, first, next int64) {
+	if len(p.remote.Bytes) > 0 {
+		return int64(len(p.remote.Bytes)), p.remote.FirstOffset, p.remote.NextOffset
+	}
+	return p.chunk.Bytes, p.chunk.FirstOffset, p.chunk.NextOffset
 }
 
 type fetchTopicResult struct {
@@ -63,7 +76,7 @@ func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopic
 		size += int64(len(topics[i].name)) + 32
 		for j := range topics[i].parts {
 			p := &topics[i].parts[j]
-			size += 64 + 24*int64(len(p.aborted))
+			size += 64 + 24*int64(len(p.aborted)) + int64(len(p.remote.Bytes))
 			if c := &p.chunk; c.Bytes > 0 && c.Bytes < copyBelow {
 				size += c.Bytes
 			} else if c.Bytes > 0 {
@@ -150,10 +163,17 @@ func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopic
 				buf = kbin.AppendInt32(buf, p.redirect-1) // preferred read replica (-1: none)
 			}
 			n := p.chunk.Bytes
+			if len(p.remote.Bytes) > 0 {
+				n = int64(len(p.remote.Bytes))
+			}
 			if flex {
 				buf = kbin.AppendUvarint(buf, uint32(n+1))
 			} else {
 				buf = kbin.AppendInt32(buf, int32(n))
+			}
+			if len(p.remote.Bytes) > 0 {
+				buf = append(buf, p.remote.Bytes...)
+				n = 0
 			}
 			if n > 0 && n < copyBelow {
 				if b, ok := readRanges(buf, p.chunk.Ranges); ok {

@@ -313,9 +313,9 @@ func (f *fetch) read() {
 				}
 			}
 			upTo := p.HighWatermark()
-			pr.hw, pr.lso, pr.logStart = upTo, p.LastStableOffset(), l.StartOffset()
+			pr.hw, pr.lso, pr.logStart = upTo, p.LastStableOffset(), p.LogStartOffset()
 			if fromFollower {
-				pr.lso = upTo
+				pr.lso, pr.logStart = upTo, l.StartOffset()
 			}
 			pr.readCommitted = f.req.IsolationLevel == 1 && f.replica < 0
 			pr.aborted = pr.aborted[:0]
@@ -336,25 +336,36 @@ func (f *fetch) read() {
 				continue
 			}
 			err = l.Read(&pr.chunk, rp.FetchOffset, int(max), upTo)
+			if errors.Is(err, wal.ErrOffsetOutOfRange) && f.replica < 0 && !fromFollower && rp.FetchOffset < l.StartOffset() {
+				// Below the local log: tiered storage may hold it.
+				pr.chunk.Release()
+				pr.remote, err = p.ReadRemote(rp.FetchOffset, max, upTo)
+				if errors.Is(err, engine.ErrNotRemote) {
+					err = wal.ErrOffsetOutOfRange
+				}
+			}
 			if err != nil {
 				pr.errCode = errCode(err)
 				if errors.Is(err, wal.ErrOffsetOutOfRange) {
 					pr.errCode = kerr.OffsetOutOfRange.Code
 				}
 				pr.chunk.Release()
+				pr.remote.Release()
 				continue
 			}
-			if pr.chunk.Bytes > max && !first {
+			n, _, next := pr.records()
+			if n > max && !first {
 				pr.chunk.Release() // only the first non-empty partition may exceed
+				pr.remote.Release()
 				continue
 			}
-			if pr.readCommitted && pr.chunk.Bytes > 0 {
-				pr.aborted = p.AbortedTxns(pr.aborted, rp.FetchOffset, pr.chunk.NextOffset)
+			if pr.readCommitted && n > 0 {
+				pr.aborted = p.AbortedTxns(pr.aborted, rp.FetchOffset, next)
 			}
-			if pr.chunk.Bytes > 0 {
+			if n > 0 {
 				first = false
-				budget -= pr.chunk.Bytes
-				f.bytes += pr.chunk.Bytes
+				budget -= n
+				f.bytes += n
 			}
 		}
 	}
@@ -375,6 +386,7 @@ func (f *fetch) release() {
 	for i := range f.topics {
 		for j := range f.topics[i].parts {
 			f.topics[i].parts[j].chunk.Release()
+			f.topics[i].parts[j].remote.Release()
 		}
 	}
 }
@@ -509,14 +521,15 @@ func (f *fetch) respond(errCode int16) {
 			if pr.errCode != 0 {
 				f.r.failed = true
 			}
-			if p := f.parts[i]; p != nil && p[j] != nil && pr.chunk.Bytes > 0 {
-				p[j].BytesOut.Add(pr.chunk.Bytes)
-				from := max(f.want[i].Partitions[j].FetchOffset, pr.chunk.FirstOffset)
-				p[j].RecordsOut.Add(pr.chunk.NextOffset - from)
+			n, firstOff, next := pr.records()
+			if p := f.parts[i]; p != nil && p[j] != nil && n > 0 {
+				p[j].BytesOut.Add(n)
+				from := max(f.want[i].Partitions[j].FetchOffset, firstOff)
+				p[j].RecordsOut.Add(next - from)
 			}
 			pr.omit = !f.sess.Report(k, fetchsession.Result{
 				HighWatermark: pr.hw, LastStableOffset: pr.lso, LogStartOffset: pr.logStart,
-				Records: pr.chunk.Bytes > 0 || pr.redirect > 0, ErrCode: pr.errCode,
+				Records: n > 0 || pr.redirect > 0, ErrCode: pr.errCode,
 			})
 			k++
 		}

@@ -1,10 +1,14 @@
 package netio
 
 import (
+	"context"
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/wal"
 )
 
 // ListOffsets, key 2, versions 0-10.
@@ -12,11 +16,14 @@ import (
 //   - Timestamp -1: the high watermark, or with isolation level
 //     read_committed (v2+) the last stable offset; -2: the log start offset; -3 (v7+): the record with
 //     the largest timestamp; -4 (v8+, earliest local): the log start
-//     offset (all of the log is local); -5 (v9+, latest tiered): none, -1
-//     (nothing is tiered).
+//     offset of the local log; -5 (v9+, latest tiered): the last offset
+//     in tiered storage, -1 with none. -2 is the first offset anywhere,
+//     the object store's when it holds older data.
 //   - A timestamp >= 0 finds the first record at or after it through the
 //     time index and, inside the batch, the records (decompressed if
-//     needed); when there is none, offset and timestamp are -1.
+//     needed), in tiered storage first (waiting for the store: ListOffsets
+//     runs off the event loop); when there is none, offset and timestamp
+//     are -1.
 //   - v0 answers in the old format (a list of at most MaxNumOffsets).
 //   - CurrentLeaderEpoch (v4+) above ours gets UNKNOWN_LEADER_EPOCH.
 
@@ -89,10 +96,15 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 		} else {
 			found(p.HighWatermark(), -1)
 		}
-	case ts == -2 || ts == -4 && r.version >= 8:
+	case ts == -2:
+		found(p.LogStartOffset(), -1)
+	case ts == -4 && r.version >= 8:
 		found(l.StartOffset(), -1)
 	case ts == -3 && r.version >= 7:
 		got, ok, err := l.MaxTimestamp()
+		if rt := p.RemoteMaxTimestamp(); err == nil && rt >= 0 && (!ok || rt > got.Timestamp) {
+			got, ok, err = s.remoteOffsetForTime(p, rt)
+		}
 		if err != nil {
 			pr.ErrorCode = errCode(err)
 			return
@@ -101,9 +113,16 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 			found(got.Offset, got.Timestamp)
 		}
 	case ts == -5 && r.version >= 9:
-		// Nothing is tiered: no offset.
+		if end, ok := p.RemoteEnd(); ok {
+			found(end-1, -1)
+		} else {
+			found(-1, -1)
+		}
 	case ts >= 0:
-		got, ok, err := l.OffsetForTime(ts)
+		got, ok, err := s.remoteOffsetForTime(p, ts)
+		if err == nil && !ok {
+			got, ok, err = l.OffsetForTime(ts)
+		}
 		if err != nil {
 			pr.ErrorCode = errCode(err)
 			return
@@ -115,3 +134,17 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 		pr.ErrorCode = kerr.InvalidRequest.Code
 	}
 }
+
+// remoteOffsetForTime looks ts up in p's tiered storage, waiting for the
+// store at most remoteLookupTimeout.
+func (s *Server) remoteOffsetForTime(p *engine.Partition, ts int64) (wal.TimestampOffset, bool, error) {
+	if p.RemoteMaxTimestamp() < ts {
+		return wal.TimestampOffset{}, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteLookupTimeout)
+	defer cancel()
+	return p.RemoteOffsetForTime(ctx, ts)
+}
+
+// remoteLookupTimeout bounds a ListOffsets' wait for the object store.
+const remoteLookupTimeout = 30 * time.Second

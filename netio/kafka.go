@@ -37,7 +37,7 @@ const maxAPIKey = 127
 var apiTable = []apiHandler{
 	{key: 0, name: "Produce", min: 0, max: 12, advMin: 0, handler: handleProduce},
 	{key: 1, name: "Fetch", min: 4, max: 17, advMin: 4, handler: handleFetch},
-	{key: 2, name: "ListOffsets", min: 0, max: 10, advMin: 0, handler: handleListOffsets},
+	{key: 2, name: "ListOffsets", min: 0, max: 10, advMin: 0, async: true, handler: handleListOffsets},
 	{key: 3, name: "Metadata", min: 0, max: 13, advMin: 0, async: true, handler: handleMetadata},
 	{key: 8, name: "OffsetCommit", min: 0, max: 9, advMin: 0, async: true, handler: handleOffsetCommit},
 	{key: 9, name: "OffsetFetch", min: 0, max: 9, advMin: 0, handler: handleOffsetFetch},

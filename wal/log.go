@@ -51,6 +51,9 @@ type Log struct {
 
 	start atomic.Int64 // log start offset
 	end   atomic.Int64 // offset after the last committed batch
+	// remoteEnd is the offset below which the object store holds a
+	// copy of every segment (tiered logs; SetRemoteEnd).
+	remoteEnd atomic.Int64
 
 	// Owner-only state.
 	next      int64 // next offset to assign to a staged batch
@@ -398,6 +401,9 @@ func (l *Log) EnforceRetention() (int, error) {
 		return 0, ErrClosed
 	}
 	now := l.opts.Now().UnixMilli()
+	if l.opts.Tiered {
+		return l.enforceLocalRetention(now)
+	}
 	var victims []*segment
 	l.mu.RLock()
 	total := int64(0)
@@ -422,6 +428,12 @@ func (l *Log) EnforceRetention() (int, error) {
 		total -= s.size.Load()
 	}
 	l.mu.RUnlock()
+	return l.deleteOldest(victims)
+}
+
+// deleteOldest removes victims, the oldest segments of the log (owner
+// only), rolling first when the active segment is one of them.
+func (l *Log) deleteOldest(victims []*segment) (int, error) {
 	if len(victims) == 0 {
 		return 0, nil
 	}

@@ -30,6 +30,17 @@ type Options struct {
 	// RetentionAge deletes segments whose newest timestamp is older than
 	// this (retention.ms). Negative or 0: unlimited.
 	RetentionAge time.Duration
+	// Tiered says the log's closed segments are copied to an object
+	// store (remote.storage.enable): retention then deletes a local
+	// segment only once SetRemoteEnd says it was copied, and by the local
+	// limits below instead of RetentionBytes and RetentionAge (the
+	// remote copies expire by those, which the uploader enforces).
+	Tiered bool
+	// LocalRetentionBytes and LocalRetentionAge are the local limits of a
+	// tiered log (local.retention.bytes, local.retention.ms). Negative or
+	// 0: unlimited.
+	LocalRetentionBytes int64
+	LocalRetentionAge   time.Duration
 	// FlushMessages makes an append also fdatasync the log once this many
 	// records were appended since the last sync (flush.messages). 0: never.
 	FlushMessages int64

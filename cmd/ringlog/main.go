@@ -31,6 +31,7 @@ func commands() []command {
 		{"acl", "add, list and delete ACLs of a running broker or cluster", runACL},
 		{"tls", "make a CA and broker and client certificates (tls init)", runTLS},
 		{"dump-segment", "print and verify segment and index files (offline)", runDumpSegment},
+		{"dev-s3", "serve a local S3-compatible object store for trying tiered storage (not for production)", runDevS3},
 		{"recover-metadata", "rebuild a lost or damaged topic registry from its backup and the logs (offline)", runRecoverMetadata},
 		{"perf", "moved to the ringlog-perf binary (benchmarks, charts, flame graphs)", runPerfMoved},
 		{"version", "print the version, Go version and source revision", runVersion},

@@ -22,6 +22,7 @@ import (
 	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/quorum"
 	"github.com/ringlog/ringlog/ring"
+	"github.com/ringlog/ringlog/tiered"
 )
 
 const serveExamples = `
@@ -96,6 +97,9 @@ type serveFlags struct {
 	kafkaProtocol                           string
 	saslMechanisms                          string
 	superUsers                              string
+	// Tiered storage's object store (the credentials come from the
+	// environment).
+	remoteEndpoint, remoteBucket, remoteRegion, remotePrefix string
 }
 
 // serveFlagSet defines the serve flags on f. Every default is
@@ -147,6 +151,12 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.imbalancePercent, "leader-imbalance-per-broker-percentage", cluster.DefaultLeaderImbalancePercent, "cluster mode: the share of a broker's preferred partitions led elsewhere above which the balance check moves them back (leader.imbalance.per.broker.percentage)")
 	fs.IntVar(&f.replicationFactor, "default-replication-factor", 0, "cluster mode: replication factor of auto-created topics and of CreateTopics with -1 (0: min(3, voters))")
 	fs.StringVar(&f.peerDialMap, "peer-dial-map", "", "cluster mode, for tests: connect to another broker's address through a different one, `FROM=TO,...` (host:port pairs; fault-injection proxies between brokers)")
+	fs.StringVar(&f.remoteEndpoint, "remote-storage-endpoint", "", "tiered storage: the S3-compatible object store's `URL` (path-style; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); topics with remote.storage.enable=true copy their closed segments there and read them back (single node only)")
+	fs.StringVar(&f.remoteBucket, "remote-storage-bucket", "", "tiered storage: the bucket (it must exist)")
+	fs.StringVar(&f.remoteRegion, "remote-storage-region", "us-east-1", "tiered storage: the region requests are signed for")
+	fs.StringVar(&f.remotePrefix, "remote-storage-prefix", "", "tiered storage: a prefix of every object key (to share a bucket)")
+	fs.DurationVar(&e.Tier.Interval, "remote-log-manager-interval", def.Engine.Tier.Interval, "tiered storage: how often closed segments are looked for to copy, and remote ones to expire")
+	fs.Int64Var(&e.Tier.CacheBytes, "remote-fetch-cache-bytes", def.Engine.Tier.CacheBytes, "tiered storage: memory for the chunks of remote segments that fetches read")
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.Float64Var(&e.AutoCreateRate, "auto-create-topics-rate", def.Engine.AutoCreateRate, "topics a second clients may auto-create (bursts of --auto-create-topics-burst); past it a name is answered UNKNOWN_TOPIC_OR_PARTITION (retriable) and logged")
 	fs.IntVar(&e.AutoCreateBurst, "auto-create-topics-burst", def.Engine.AutoCreateBurst, "auto-creations allowed at once before --auto-create-topics-rate paces them")
@@ -261,6 +271,22 @@ func (f *serveFlags) config() (broker.Config, error) {
 	}
 	sh.LockDuration, sh.DeliveryLimit = f.shareLock, int16(f.shareDeliveryLimit)
 	sh.Group.SessionMillis, sh.Group.HeartbeatMillis = f.shareSession.Milliseconds(), int32(f.shareHeartbeat.Milliseconds())
+	if f.remoteEndpoint != "" || f.remoteBucket != "" {
+		if f.voters != "" {
+			return cfg, cli.Usagef("--remote-storage-endpoint: tiered storage runs on a single broker in this version; leave it out in cluster mode (--voters)")
+		}
+		if cfg.Engine.Tier.Interval <= 0 || cfg.Engine.Tier.CacheBytes < 1<<20 {
+			return cfg, cli.Usagef("--remote-log-manager-interval must be positive and --remote-fetch-cache-bytes at least 1 MiB")
+		}
+		store, err := tiered.NewS3(tiered.S3Config{
+			Endpoint: f.remoteEndpoint, Bucket: f.remoteBucket, Region: f.remoteRegion,
+			AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+		})
+		if err != nil {
+			return cfg, cli.Usagef("--remote-storage-endpoint: %v", err)
+		}
+		cfg.Engine.Tier.Store, cfg.Engine.Tier.Prefix = store, f.remotePrefix
+	}
 	if f.voters == "" {
 		if f.controllerAddr != "" {
 			return cfg, cli.Usagef("--controller-addr needs --voters (cluster mode)")

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/s3test"
+	"github.com/ringlog/ringlog/internal/testenv"
+	"github.com/ringlog/ringlog/tiered"
+)
+
+// tieredFlags are serve's flags for tiered storage on s3, copying and
+// expiring often.
+func tieredFlags(s3 *s3test.Server) []string {
+	return []string{"--remote-storage-endpoint", s3.URL, "--remote-storage-bucket", s3test.Bucket,
+		"--remote-log-manager-interval", "20ms", "--retention-check-interval", "50ms"}
+}
+
+// kill -9 while segments are being copied, again and again: every
+// acknowledged record is read back from offset 0 (most of them from the
+// store), offsets dense, and the store ends up holding each segment the
+// manifest names exactly once (the interrupted copies' orphans are
+// deleted).
+func TestTieredKillNine(t *testing.T) {
+	s3 := s3test.Start(t)
+	// A slow store: each copy takes a while, so the kills land in them.
+	s3.SetPutDelay(60 * time.Millisecond)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	dir := t.TempDir()
+	ctx := deadlineCtx(t, 150*time.Second)
+	b := startServe(t, dir, tieredFlags(s3)...)
+	addr := b.Kafka
+	adm := kadm.NewClient(procClient(t, addr))
+	cr, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
+		"remote.storage.enable": cfgStr("true"), "segment.bytes": cfgStr("32768"), "local.retention.bytes": cfgStr("65536"),
+	}, "tiered")
+	if err == nil {
+		err = cr.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+
+	prod := procClient(t, addr, kgo.DefaultProduceTopic("tiered"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(time.Millisecond))
+	var (
+		mu    sync.Mutex
+		acked = map[string]bool{}
+		stop  = make(chan struct{})
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		pad := strings.Repeat("t", 150)
+		for seq := 0; ; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := fmt.Sprintf("%07d-%s", seq, pad)
+			prod.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked[v] = true
+					mu.Unlock()
+				}
+			})
+			if seq%50 == 49 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	}()
+	interrupted := 0 // starts that cleaned a copy the kill interrupted
+	for cycle := range 4 {
+		time.Sleep(time.Duration(400+150*cycle) * time.Millisecond)
+		b.kill()
+		b = restartOn(t, dir, addr, tieredFlags(s3)...)
+		testenv.WaitFor(t, 10*time.Second, "the restarted broker's first copies", func() bool {
+			return strings.Contains(b.stderr.String(), "tiered storage: copied segment")
+		})
+		if strings.Contains(b.stderr.String(), "removed an unfinished segment") {
+			interrupted++
+		}
+	}
+	if interrupted == 0 {
+		t.Fatal("no kill interrupted a copy: the test did not test that")
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	<-done
+	if err := prod.Flush(ctx); err != nil {
+		t.Logf("flush: %v", err)
+	}
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	t.Logf("%d records acknowledged; %d of 4 kills interrupted a copy", n, interrupted)
+	if n < 2000 {
+		t.Fatalf("only %d records acknowledged", n)
+	}
+
+	// The copies catch up: the local log starts past 0.
+	partDir := filepath.Join(dir, "tiered-0")
+	testenv.WaitFor(t, 30*time.Second, "the local log start to pass 0", func() bool {
+		o, err := adm.ListStartOffsets(ctx, "tiered")
+		lo, lerr := localStart(ctx, adm)
+		return err == nil && lerr == nil && lo > 0 && o["tiered"][0].Offset == 0
+	})
+
+	cons := procClient(t, addr, kgo.ConsumeTopics("tiered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxPartitionBytes(64<<10))
+	seen := map[string]bool{}
+	next := int64(0)
+	for len(seen) < n || !allSeen(acked, seen) {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d records, %d acknowledged: %v", len(seen), n, ctx.Err())
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("fetch: %v", fe.Err)
+		}
+		for _, r := range fs.Records() {
+			if r.Offset != next {
+				t.Fatalf("offset %d after %d: a gap", r.Offset, next-1)
+			}
+			next++
+			seen[string(r.Value)] = true
+		}
+	}
+
+	// No segment twice, no orphan: the store holds what the manifest
+	// names (the last start's first pass cleans what a kill interrupted).
+	testenv.WaitFor(t, 30*time.Second, "the store to hold exactly the manifest's segments", func() bool {
+		m, err := tiered.LoadManifest(partDir)
+		if err != nil {
+			return false
+		}
+		want := map[string]bool{}
+		for _, s := range m.Segments {
+			if s.State != tiered.CopyFinished {
+				return false
+			}
+			want[s.ID] = true
+		}
+		keys := s3.Keys(t)
+		if len(keys) != 2*len(want) {
+			return false
+		}
+		for _, k := range keys {
+			id := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(k), ".log"), ".rix")
+			if _, id, _ = strings.Cut(id, "-"); !want[id] {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := os.Stat(filepath.Join(partDir, "00000000000000000000.log")); err == nil {
+		t.Fatal("the first local segment is still there: nothing was deleted after its copy")
+	}
+}
+
+func allSeen(acked, seen map[string]bool) bool {
+	for v := range acked {
+		if !seen[v] {
+			return false
+		}
+	}
+	return true
+}
+
+// localStart is partition 0's earliest local offset (ListOffsets -4).
+func localStart(ctx context.Context, adm *kadm.Client) (int64, error) {
+	o, err := adm.ListOffsetsAfterMilli(ctx, -4, "tiered")
+	if err != nil {
+		return 0, err
+	}
+	lo, ok := o.Lookup("tiered", 0)
+	if !ok || lo.Err != nil {
+		return 0, fmt.Errorf("no earliest local offset: %v", lo.Err)
+	}
+	return lo.Offset, nil
+}

@@ -1,0 +1,852 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/tiered"
+	"github.com/ringlog/ringlog/wal"
+	"github.com/ringlog/ringlog/wal/batch"
+)
+
+// Tiered storage (KIP-405) on a single broker. The uploader goroutine
+// (runTiering) copies each tiered partition's sealed, durable segments to
+// the object store in offset order, one at a time: it records the copy
+// as started in the partition's manifest (tiered.Manifest, a file in the
+// partition directory), writes the segment's log object and its index
+// object, then records it finished and tells the log (SetRemoteEnd),
+// whose local retention may then delete the local copy. A copy that a
+// crash or an error interrupted is an orphan: the next pass deletes its
+// objects before anything else (a retry gets a new segment id), so the
+// store never holds a segment twice. Remote segments expire by
+// retention.ms and retention.bytes (the bytes count the remote segments
+// and the local ones not yet copied): the manifest marks them
+// delete-started, readers stop seeing them, their objects go, then
+// their entry.
+//
+// Reads of offsets below the local log start and within the remote
+// segments go through the engine's chunk cache (tiered.Cache): a fetch
+// never waits for the store on its event loop; a miss starts a load and
+// the fetch answers without those records, or parks until the load
+// wakes it. A load that failed is answered KAFKA_STORAGE_ERROR
+// (retriable) for a second.
+//
+// A manifest that cannot be read keeps its partition from tiering (every
+// local segment is kept, logged); one that is missing means nothing was
+// copied.
+
+// Errors of remote reads.
+var (
+	// errRemotePending: the bytes are being loaded; the partition's
+	// waiters are woken when they are there.
+	errRemotePending = errors.New("engine: remote data loading")
+	// ErrNotRemote: the offset is not in the object store either.
+	ErrNotRemote = errors.New("engine: offset not in remote storage")
+)
+
+// TierConfig configures tiered storage.
+type TierConfig struct {
+	// Store is the object store (nil: no tiered storage, and
+	// remote.storage.enable is refused).
+	Store tiered.Store
+	// Prefix starts every object key.
+	Prefix string
+	// Interval is how often the uploader looks for segments to copy
+	// and remote segments to expire (remote.log.manager.task.interval.ms).
+	// 0: 5 s.
+	Interval time.Duration
+	// CacheBytes bounds the chunk cache of remote reads; ChunkBytes is
+	// the size of one read. 0: 256 MiB and 1 MiB.
+	CacheBytes, ChunkBytes int64
+	// MaxBackoff bounds the wait between two failed copies of a
+	// partition (doubling from Interval/5). 0: 10 s.
+	MaxBackoff time.Duration
+}
+
+// tier is the engine's tiered storage: the store, the cache, the
+// uploader's counters.
+type tier struct {
+	cfg    TierConfig
+	store  tiered.Store
+	layout tiered.Layout
+	cache  *tiered.Cache
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// held is what fetches hold of remote records until their
+	// responses are written; at heldMax, remote reads wait.
+	held    atomic.Int64
+	heldMax int64
+
+	// forgets are the deletions of deleted partitions' objects.
+	forgets sync.WaitGroup
+
+	// Counters (metrics).
+	copiedBytes, copiedSegments, copyErrors, deletedSegments, remoteReadBytes atomic.Int64
+}
+
+// TierStats are tiered storage's counters.
+type TierStats struct {
+	CopiedBytes, CopiedSegments, CopyErrors, DeletedSegments int64
+	// FetchedBytes are the record bytes fetches got from remote segments.
+	FetchedBytes int64
+	// Cache: hits, misses, bytes read from the store, failed reads,
+	// bytes held.
+	Cache tiered.CacheStats
+}
+
+// TierStats returns the counters, and false without tiered storage.
+func (e *Engine) TierStats() (TierStats, bool) {
+	if e.remote == nil {
+		return TierStats{}, false
+	}
+	r := e.remote
+	return TierStats{
+		CopiedBytes: r.copiedBytes.Load(), CopiedSegments: r.copiedSegments.Load(), CopyErrors: r.copyErrors.Load(),
+		DeletedSegments: r.deletedSegments.Load(), FetchedBytes: r.remoteReadBytes.Load(), Cache: r.cache.Stats(),
+	}, true
+}
+
+// Tiered reports whether the broker has an object store.
+func (e *Engine) Tiered() bool { return e.remote != nil }
+
+func newTier(cfg TierConfig) *tier {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Second
+	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = 256 << 20
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &tier{
+		heldMax: cfg.CacheBytes,
+		cfg:     cfg, store: cfg.Store, layout: tiered.Layout{Prefix: cfg.Prefix},
+		cache: tiered.NewCache(cfg.Store, tiered.CacheConfig{ChunkBytes: cfg.ChunkBytes, MaxBytes: cfg.CacheBytes}),
+		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
+	}
+}
+
+// close stops the uploader (an upload in flight is cancelled: its copy
+// stays copy-started, an orphan the next start cleans) and the cache.
+func (r *tier) close() {
+	r.cancel()
+	<-r.done
+	r.forgets.Wait()
+	r.cache.Close()
+}
+
+// forgetRemote deletes, in the background, the objects of a partition
+// that is being deleted (its topic was), retrying until they are gone or
+// the broker stops: a stop or a crash before then leaves them in the
+// store, unread (their manifest went with the partition's directory).
+func (e *Engine) forgetRemote(p *Partition) {
+	pt := p.tier.Load()
+	if e.remote == nil || pt == nil {
+		return
+	}
+	r := e.remote
+	r.forgets.Add(1)
+	go func() {
+		defer r.forgets.Done()
+		pt.mu.Lock() // after a copy in flight
+		pt.gone = true
+		segs := slices.Clone(pt.manifest.Segments)
+		pt.mu.Unlock()
+		for wait := 100 * time.Millisecond; len(segs) > 0; wait = min(2*wait, r.cfg.MaxBackoff) {
+			if err := e.deleteObjects(p, segs[0]); err != nil {
+				e.logger.Warn("tiered storage: deleting a deleted partition's objects; will retry", "partition", p.String(), "err", err)
+				select {
+				case <-r.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				continue
+			}
+			segs = segs[1:]
+		}
+		e.logger.Info("tiered storage: deleted the objects of a deleted partition", "partition", p.String())
+	}()
+}
+
+// partitionTier is one partition's tiered state. The manifest is the
+// uploader's (under mu); readers use the published view.
+type partitionTier struct {
+	mu       sync.Mutex
+	manifest *tiered.Manifest
+	broken   error // the manifest could not be read: no tiering
+	gone     bool  // the partition was deleted: its objects are going
+	retryAt  time.Time
+	failures int
+
+	view atomic.Pointer[remoteView]
+
+	ixMu    sync.Mutex
+	indexes map[string]*tiered.Index // decoded index objects by segment id
+}
+
+// remoteView is what readers see: the finished remote segments, in
+// offset order (immutable).
+type remoteView struct {
+	segs []tiered.RemoteSegment
+}
+
+// start is the first remote offset, -1 with none.
+func (v *remoteView) start() int64 {
+	if v == nil || len(v.segs) == 0 {
+		return -1
+	}
+	return v.segs[0].Base
+}
+
+// end is the offset after the last remote segment (0 with none).
+func (v *remoteView) end() int64 {
+	if v == nil || len(v.segs) == 0 {
+		return 0
+	}
+	return v.segs[len(v.segs)-1].End
+}
+
+// find returns the segment holding offset.
+func (v *remoteView) find(offset int64) (tiered.RemoteSegment, bool) {
+	if v == nil {
+		return tiered.RemoteSegment{}, false
+	}
+	i := sort.Search(len(v.segs), func(i int) bool { return v.segs[i].End > offset })
+	if i == len(v.segs) || v.segs[i].Base > offset {
+		return tiered.RemoteSegment{}, false
+	}
+	return v.segs[i], true
+}
+
+func (pt *partitionTier) publish() {
+	var segs []tiered.RemoteSegment
+	for _, s := range pt.manifest.Segments {
+		if s.State == tiered.CopyFinished {
+			segs = append(segs, s)
+		}
+	}
+	pt.view.Store(&remoteView{segs: segs})
+}
+
+// loadTier reads p's manifest (at open, when the partition's topic is
+// tiered or its directory has a manifest) and tells the log what is
+// copied.
+func (e *Engine) loadTier(p *Partition) {
+	if e.remote == nil || p.log == nil {
+		return
+	}
+	pt := &partitionTier{indexes: map[string]*tiered.Index{}}
+	m, err := tiered.LoadManifest(p.dir)
+	if err != nil {
+		pt.broken = err
+		pt.manifest = &tiered.Manifest{}
+		e.logger.Error("tiered storage off for this partition: its manifest cannot be read; every local segment is kept", "partition", p.String(), "err", err)
+	} else {
+		pt.manifest = m
+	}
+	pt.publish()
+	if v := pt.view.Load(); v.end() > 0 {
+		p.log.SetRemoteEnd(v.end())
+	}
+	p.tier.Store(pt)
+}
+
+// tierOf returns p's tiered state, creating it (a topic that became
+// tiered after its partitions opened).
+func (e *Engine) tierOf(p *Partition) *partitionTier {
+	if pt := p.tier.Load(); pt != nil {
+		return pt
+	}
+	e.loadTier(p)
+	return p.tier.Load()
+}
+
+// runTiering is the uploader's goroutine (single node).
+func (e *Engine) runTiering() {
+	r := e.remote
+	defer close(r.done)
+	for {
+		e.tierPass()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(r.cfg.Interval):
+		}
+	}
+}
+
+// tierPass copies and expires what is due on every tiered partition.
+func (e *Engine) tierPass() {
+	r := e.remote
+	for _, t := range e.Topics() {
+		if t.Internal || t.Deleted() || !t.Config().RemoteStorage() {
+			continue
+		}
+		for _, p := range t.Partitions() {
+			if r.ctx.Err() != nil {
+				return
+			}
+			if !p.Hosted() || p.log == nil || p.removed.Load() || p.Offline() != nil {
+				continue
+			}
+			pt := e.tierOf(p)
+			if pt == nil || pt.broken != nil || e.now().Before(pt.retryAt) {
+				continue
+			}
+			if err := e.tierPartition(p, pt, t.Config()); err != nil {
+				if r.ctx.Err() != nil {
+					return
+				}
+				r.copyErrors.Add(1)
+				pt.failures++
+				wait := min(r.cfg.Interval/5<<min(pt.failures, 16), r.cfg.MaxBackoff)
+				pt.retryAt = e.now().Add(wait)
+				e.logger.Warn("tiered storage: will retry", "partition", p.String(), "in", wait, "err", err)
+				continue
+			}
+			pt.failures, pt.retryAt = 0, time.Time{}
+		}
+	}
+}
+
+// tierPartition cleans p's orphans, copies its segments that are due,
+// and expires its remote segments past retention.
+func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig) error {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.gone || p.removed.Load() {
+		return nil
+	}
+	if err := e.cleanOrphans(p, pt); err != nil {
+		return err
+	}
+	for {
+		if e.remote.ctx.Err() != nil {
+			return nil
+		}
+		from := pt.view.Load().end()
+		segs := p.log.CopyableSegments(from, p.LastStableOffset(), 1)
+		if len(segs) == 0 {
+			break
+		}
+		err := e.copySegment(p, pt, segs[0])
+		segs[0].Release()
+		if err != nil {
+			return err
+		}
+	}
+	return e.expireRemote(p, pt, cfg)
+}
+
+// cleanOrphans deletes the objects of copies that never finished and
+// finishes deletions that were started (uploader, pt.mu held).
+func (e *Engine) cleanOrphans(p *Partition, pt *partitionTier) error {
+	m := pt.manifest
+	keep := m.Segments[:0:0]
+	changed := false
+	for _, s := range m.Segments {
+		if s.State == tiered.CopyFinished {
+			keep = append(keep, s)
+			continue
+		}
+		if err := e.deleteObjects(p, s); err != nil {
+			return err
+		}
+		e.logger.Info("tiered storage: removed an unfinished segment", "partition", p.String(), "base", s.Base, "id", s.ID, "state", s.State)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	next := &tiered.Manifest{Segments: keep}
+	if err := next.Save(p.dir, e.cfg.Perm); err != nil {
+		return err
+	}
+	pt.manifest = next
+	return nil
+}
+
+// deleteObjects removes a remote segment's objects and its cached
+// chunks.
+func (e *Engine) deleteObjects(p *Partition, s tiered.RemoteSegment) error {
+	r := e.remote
+	keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, s.Base, s.ID)
+	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
+	defer cancel()
+	for _, k := range []string{keys.Index, keys.Log} {
+		if err := r.store.Delete(ctx, k); err != nil {
+			return err
+		}
+		r.cache.Forget(k)
+	}
+	pt := p.tier.Load()
+	pt.ixMu.Lock()
+	delete(pt.indexes, s.ID)
+	pt.ixMu.Unlock()
+	return nil
+}
+
+// copySegment copies one sealed segment: started in the manifest, the
+// log object, the index object, finished in the manifest, then the log
+// may drop its local copy (uploader, pt.mu held).
+func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegment) error {
+	r := e.remote
+	if ss.Size == 0 {
+		return fmt.Errorf("segment %d is empty but sealed: not copied", ss.Base)
+	}
+	ix, err := tiered.BuildIndex(ss, ss.Base, ss.End, ss.Size, ss.Aborted)
+	if err != nil {
+		return err
+	}
+	idx := ix.Encode()
+	seg := tiered.RemoteSegment{
+		ID: tiered.NewSegmentID(), State: tiered.CopyStarted, Base: ss.Base, End: ss.End,
+		Size: ss.Size, IndexSize: int64(len(idx)), MaxTimestamp: ss.MaxTimestamp, Aborted: ss.Aborted,
+	}
+	started := pt.manifest.Clone()
+	started.Segments = append(started.Segments, seg)
+	if err := started.Save(p.dir, e.cfg.Perm); err != nil {
+		return err
+	}
+	pt.manifest = started
+	keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Minute)
+	defer cancel()
+	if err := r.store.Put(ctx, keys.Log, io.NewSectionReader(ss, 0, ss.Size), ss.Size); err != nil {
+		return err
+	}
+	if err := r.store.Put(ctx, keys.Index, bytes.NewReader(idx), int64(len(idx))); err != nil {
+		return err
+	}
+	finished := pt.manifest.Clone()
+	finished.Segments[len(finished.Segments)-1].State = tiered.CopyFinished
+	if err := finished.Save(p.dir, e.cfg.Perm); err != nil {
+		return err
+	}
+	pt.manifest = finished
+	pt.publish()
+	p.log.SetRemoteEnd(seg.End)
+	r.copiedBytes.Add(seg.Size)
+	r.copiedSegments.Add(1)
+	e.logger.Info("tiered storage: copied segment", "partition", p.String(), "base", seg.Base, "end", seg.End, "bytes", seg.Size, "id", seg.ID)
+	return nil
+}
+
+// expireRemote deletes the oldest remote segments past retention.ms or
+// retention.bytes (uploader, pt.mu held). The bytes count the remote
+// segments and the local data not yet copied.
+func (e *Engine) expireRemote(p *Partition, pt *partitionTier, cfg *TopicConfig) error {
+	if !cfg.Delete() {
+		return nil
+	}
+	retBytes, retAge := cfg.long("retention.bytes"), msDuration(cfg.long("retention.ms"))
+	v := pt.view.Load()
+	total := p.log.SizeFrom(v.end())
+	for _, s := range v.segs {
+		total += s.Size
+	}
+	now := e.now().UnixMilli()
+	var victims []tiered.RemoteSegment
+	for _, s := range v.segs {
+		oversize := retBytes > 0 && total-s.Size >= retBytes
+		expired := retAge > 0 && s.MaxTimestamp >= 0 && now-s.MaxTimestamp > retAge.Milliseconds()
+		if !oversize && !expired {
+			break
+		}
+		victims = append(victims, s)
+		total -= s.Size
+	}
+	if len(victims) == 0 {
+		return nil
+	}
+	marked := pt.manifest.Clone()
+	for i := range victims {
+		marked.Segments[i].State = tiered.DeleteStarted
+	}
+	if err := marked.Save(p.dir, e.cfg.Perm); err != nil {
+		return err
+	}
+	pt.manifest = marked
+	pt.publish()
+	for _, s := range victims {
+		if err := e.deleteObjects(p, s); err != nil {
+			return err
+		}
+		e.remote.deletedSegments.Add(1)
+		e.logger.Info("tiered storage: retention deleted remote segment", "partition", p.String(), "base", s.Base, "end", s.End, "bytes", s.Size)
+	}
+	left := &tiered.Manifest{Segments: append([]tiered.RemoteSegment(nil), marked.Segments[len(victims):]...)}
+	if err := left.Save(p.dir, e.cfg.Perm); err != nil {
+		return err
+	}
+	pt.manifest = left
+	return nil
+}
+
+// RemoteEnd is the offset after the last segment in the object store
+// (KIP-1005's latest tiered offset is one less), and false when none is.
+func (p *Partition) RemoteEnd() (int64, bool) {
+	if pt := p.tier.Load(); pt != nil {
+		if v := pt.view.Load(); len(v.segs) > 0 {
+			return v.end(), true
+		}
+	}
+	return 0, false
+}
+
+// RemoteRead is what ReadRemote found: whole batches from the object
+// store, copied out of the cache.
+type RemoteRead struct {
+	Bytes []byte
+	// FirstOffset is the first batch's base offset, NextOffset the
+	// offset after the last batch.
+	FirstOffset, NextOffset int64
+	held                    *atomic.Int64
+}
+
+// Release gives the read's bytes back to the bound on remote bytes held
+// by fetches (call it once the response is written or dropped).
+func (r *RemoteRead) Release() {
+	if r.held != nil {
+		r.held.Add(-int64(cap(r.Bytes)))
+	}
+	*r = RemoteRead{}
+}
+
+// Bounds of remote reads: the bytes one partition's read copies (beyond
+// its first batch), the largest batch a remote segment may hold, and
+// (tier.held, bounded by the cache size) the bytes all fetches hold
+// until their responses are written.
+const (
+	remoteReadMax  = 4 << 20
+	remoteBatchMax = 64 << 20
+)
+
+// ReadRemote reads the batches from offset on out of the object store,
+// as wal.Log.Read does locally: whole batches, at least one, more while
+// they fit maxBytes, none at or past upTo, within one remote segment. It
+// never waits for the store: with the bytes not cached it returns an
+// empty read after starting their load, whose end wakes the partition's
+// watchers. ErrNotRemote: the store does not hold offset. A failed load
+// or damaged remote bytes: KAFKA_STORAGE_ERROR.
+func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64) (RemoteRead, error) {
+	e := p.topic.eng
+	pt := p.tier.Load()
+	if e.remote == nil || pt == nil {
+		return RemoteRead{}, ErrNotRemote
+	}
+	seg, ok := pt.view.Load().find(offset)
+	if !ok {
+		return RemoteRead{}, ErrNotRemote
+	}
+	r := e.remote
+	if r.held.Load() >= r.heldMax {
+		// Fetches hold as much as the cache: this one answers without
+		// these records (the consumer asks again).
+		return RemoteRead{}, nil
+	}
+	out, err := e.readRemote(p, pt, seg, offset, min(maxBytes, remoteReadMax), upTo, p.notify)
+	if errors.Is(err, errRemotePending) {
+		return RemoteRead{}, nil
+	}
+	if err != nil {
+		return RemoteRead{}, fmt.Errorf("%w: %s: remote segment %d: %w", kerr.KafkaStorageError, p, seg.Base, err)
+	}
+	r.remoteReadBytes.Add(int64(len(out.Bytes)))
+	if cap(out.Bytes) > 0 {
+		out.held = &r.held
+		r.held.Add(int64(cap(out.Bytes)))
+	}
+	return out, nil
+}
+
+// readRemote reads batches of seg from offset; wake (nil: none) is
+// called when a missing piece arrives. errRemotePending: something is
+// being loaded. With a wait function, it blocks instead (ListOffsets).
+func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSegment, offset, maxBytes, upTo int64, wake func()) (RemoteRead, error) {
+	r := e.remote
+	keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
+	ix, err := e.remoteIndex(pt, seg, keys, wake)
+	if err != nil {
+		return RemoteRead{}, err
+	}
+	pos := ix.Lookup(offset).Pos
+	next := ix.Lookup(offset).Offset
+	var out RemoteRead
+	var hdr []byte
+	for pos < seg.Size {
+		if hdr, err = r.span(keys.Log, seg.Size, pos, batch.HeaderSize, wake, hdr[:0]); err != nil {
+			break
+		}
+		h, cerr := tiered.CheckHeader(hdr, pos, seg.Size, next, seg.End)
+		if cerr != nil {
+			return RemoteRead{}, cerr
+		}
+		next = h.LastOffset() + 1
+		if h.LastOffset() < offset {
+			pos += int64(h.Size())
+			continue
+		}
+		size := int64(h.Size())
+		if size > remoteBatchMax {
+			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d) of %d bytes: remote batches are read up to %d", pos, h.BaseOffset, size, remoteBatchMax)
+		}
+		if h.BaseOffset >= upTo || (len(out.Bytes) > 0 && int64(len(out.Bytes))+size > maxBytes) {
+			break
+		}
+		from := len(out.Bytes)
+		if out.Bytes, err = r.span(keys.Log, seg.Size, pos, size, wake, out.Bytes); err != nil {
+			break
+		}
+		if b := out.Bytes[from:]; batch.Checksum(b) != h.CRC {
+			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d): CRC32C mismatch", pos, h.BaseOffset)
+		}
+		if from == 0 {
+			out.FirstOffset = h.BaseOffset
+		}
+		out.NextOffset = next
+		pos += size
+	}
+	if len(out.Bytes) > 0 {
+		// A sequential reader comes back for what follows.
+		r.cache.Prefetch(tiered.ChunkKey{Object: keys.Log, Index: pos/r.cache.ChunkBytes() + 1}, seg.Size)
+		return out, nil
+	}
+	if err != nil {
+		return RemoteRead{}, err
+	}
+	return out, nil
+}
+
+// remoteIndex returns seg's decoded index object, loading it through the
+// cache.
+func (e *Engine) remoteIndex(pt *partitionTier, seg tiered.RemoteSegment, keys tiered.SegmentKeys, wake func()) (*tiered.Index, error) {
+	pt.ixMu.Lock()
+	ix := pt.indexes[seg.ID]
+	pt.ixMu.Unlock()
+	if ix != nil {
+		return ix, nil
+	}
+	b, err := e.remote.cache.Chunk(tiered.ChunkKey{Object: keys.Index, Index: tiered.WholeObject}, seg.IndexSize, wake)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, errRemotePending
+	}
+	ix, err = tiered.DecodeIndex(b)
+	if err != nil {
+		return nil, err
+	}
+	if ix.Base != seg.Base || ix.End != seg.End || ix.Size != seg.Size {
+		return nil, fmt.Errorf("%w: it describes [%d, %d) of %d bytes, the manifest [%d, %d) of %d", tiered.ErrBadIndex, ix.Base, ix.End, ix.Size, seg.Base, seg.End, seg.Size)
+	}
+	pt.ixMu.Lock()
+	if len(pt.indexes) >= 16 {
+		clear(pt.indexes) // a partition reads few segments at a time
+	}
+	pt.indexes[seg.ID] = ix
+	pt.ixMu.Unlock()
+	return ix, nil
+}
+
+// span appends the n bytes of object (of size bytes) at off to dst from
+// the cached chunks; errRemotePending when one is loading (started).
+func (r *tier) span(object string, size, off, n int64, wake func(), dst []byte) ([]byte, error) {
+	cs := r.cache.ChunkBytes()
+	if off+n > size {
+		return dst, fmt.Errorf("range %d+%d past the object's %d bytes", off, n, size)
+	}
+	pending := false
+	for at := off; at < off+n; {
+		i := at / cs
+		c, err := r.cache.Chunk(tiered.ChunkKey{Object: object, Index: i}, size, wake)
+		if err != nil {
+			return dst, err
+		}
+		end := min((i+1)*cs, off+n)
+		if c == nil {
+			pending = true
+		} else if !pending {
+			dst = append(dst, c[at-i*cs:end-i*cs]...)
+		}
+		at = end
+	}
+	if pending {
+		return dst, errRemotePending
+	}
+	return dst, nil
+}
+
+// remoteWait runs read until it stops being pending (woken by the
+// loads it starts) or ctx ends.
+func remoteWait[T any](ctx context.Context, read func(wake func()) (T, error)) (T, error) {
+	for {
+		ch := make(chan struct{}, 1)
+		wake := func() {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+		v, err := read(wake)
+		if !errors.Is(err, errRemotePending) {
+			return v, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return v, fmt.Errorf("%w: reading remote storage: %w", kerr.KafkaStorageError, ctx.Err())
+		}
+	}
+}
+
+// RemoteOffsetForTime finds, in the object store, the first record whose
+// timestamp is at or after ts (ListOffsets): ok false when no remote
+// segment has one. It waits for the store (bounded by ctx).
+func (p *Partition) RemoteOffsetForTime(ctx context.Context, ts int64) (wal.TimestampOffset, bool, error) {
+	e := p.topic.eng
+	pt := p.tier.Load()
+	if e.remote == nil || pt == nil {
+		return wal.TimestampOffset{}, false, nil
+	}
+	v := pt.view.Load()
+	for _, seg := range v.segs {
+		if seg.MaxTimestamp < ts {
+			continue
+		}
+		keys := e.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
+		ix, err := remoteWait(ctx, func(wake func()) (*tiered.Index, error) { return e.remoteIndex(pt, seg, keys, wake) })
+		if err != nil {
+			return wal.TimestampOffset{}, false, err
+		}
+		entry, ok := ix.LookupTime(ts)
+		if !ok {
+			continue // the manifest's maximum is a later batch's: none here after all
+		}
+		for off := entry.Offset; off < seg.End; {
+			rd, err := remoteWait(ctx, func(wake func()) (RemoteRead, error) {
+				return e.readRemote(p, pt, seg, off, 1<<20, seg.End, wake)
+			})
+			if err != nil {
+				return wal.TimestampOffset{}, false, fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
+			}
+			if len(rd.Bytes) == 0 {
+				break
+			}
+			if got, ok, err := firstAtOrAfter(rd.Bytes, ts); err != nil || ok {
+				return got, ok, err
+			}
+			off = rd.NextOffset
+		}
+	}
+	return wal.TimestampOffset{}, false, nil
+}
+
+// firstAtOrAfter finds the first record at or after ts in whole batches.
+func firstAtOrAfter(b []byte, ts int64) (wal.TimestampOffset, bool, error) {
+	var scratch []byte
+	for len(b) >= batch.HeaderSize {
+		h, err := batch.ParseHeader(b)
+		if err != nil {
+			return wal.TimestampOffset{}, false, err
+		}
+		one := b[:h.Size()]
+		b = b[h.Size():]
+		if h.MaxTimestamp < ts {
+			continue
+		}
+		if h.LogAppendTime() {
+			return wal.TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, true, nil
+		}
+		it, _, err := batch.Records(one, &h, scratch)
+		if err != nil {
+			return wal.TimestampOffset{}, false, err
+		}
+		for {
+			rec, ok := it.Next()
+			if !ok {
+				break
+			}
+			if t := h.BaseTimestamp + rec.TimestampDelta; t >= ts {
+				return wal.TimestampOffset{Offset: h.BaseOffset + int64(rec.OffsetDelta), Timestamp: t}, true, nil
+			}
+		}
+		return wal.TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, true, nil
+	}
+	return wal.TimestampOffset{}, false, nil
+}
+
+// RemoteMaxTimestamp is the largest batch timestamp in the object store
+// (-1: none).
+func (p *Partition) RemoteMaxTimestamp() int64 {
+	mt := int64(-1)
+	if pt := p.tier.Load(); pt != nil {
+		for _, s := range pt.view.Load().segs {
+			mt = max(mt, s.MaxTimestamp)
+		}
+	}
+	return mt
+}
+
+// remoteAborted appends the aborted transactions of the remote segments
+// whose data may lie in [from, upTo) (see wal.Log.AbortedTxns), but not
+// of those still local too (below localStart: the local log lists
+// those).
+func (p *Partition) remoteAborted(dst []wal.AbortedTxn, from, upTo, localStart int64) []wal.AbortedTxn {
+	pt := p.tier.Load()
+	if pt == nil {
+		return dst
+	}
+	for _, s := range pt.view.Load().segs {
+		if s.End <= from || s.Base >= localStart {
+			continue
+		}
+		for _, a := range s.Aborted {
+			if a.LastOffset >= from && a.FirstOffset < upTo {
+				dst = append(dst, a)
+			}
+		}
+	}
+	return dst
+}
+
+// RemoteStatus is a tiered partition's state in the object store.
+type RemoteStatus struct {
+	// Start and End bound the offsets the store holds (-1 and 0 when it
+	// holds none); Bytes is their size; Segments their count.
+	Start, End, Bytes int64
+	Segments          int
+	// CopyLag is the local bytes not copied yet (the active segment
+	// included: it is copied once sealed).
+	CopyLag int64
+}
+
+// RemoteStatus returns the partition's tiered state, and false when it is
+// not tiered.
+func (p *Partition) RemoteStatus() (RemoteStatus, bool) {
+	pt := p.tier.Load()
+	if pt == nil || p.log == nil {
+		return RemoteStatus{}, false
+	}
+	v := pt.view.Load()
+	st := RemoteStatus{Start: v.start(), End: v.end(), Segments: len(v.segs), CopyLag: p.log.SizeFrom(p.log.RemoteEnd())}
+	for _, s := range v.segs {
+		st.Bytes += s.Size
+	}
+	return st, true
+}
