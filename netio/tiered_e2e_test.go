@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -304,4 +305,110 @@ func listOffsetAt(t *testing.T, r *e2eConn, topic string, ts int64, v int16) kms
 		t.Fatalf("list offsets %d: error %d", ts, got.ErrorCode)
 	}
 	return got
+}
+
+// read_committed over remote segments: the aborted transactions of
+// segments that are only in the store still hide their records.
+func TestTieredReadCommitted(t *testing.T) {
+	s3 := s3test.Start(t)
+	b := tieredBroker(t, s3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := func(v string) *string { return &v }
+	b.e2eCreate(ctx, "txn", 1, map[string]*string{
+		"remote.storage.enable": s("true"), "segment.bytes": s("16384"), "local.retention.bytes": s("16384"),
+	})
+	prod := b.client(kgo.TransactionalID("tiered-txn"), kgo.DefaultProduceTopic("txn"))
+	var want []string
+	for k := range 40 {
+		var vals []string
+		for j := range 20 {
+			vals = append(vals, string(tieredValue(k*20+j)))
+		}
+		commit := k%3 != 1
+		txnProduce(t, ctx, prod, "txn", commit, vals...)
+		if commit {
+			want = append(want, vals...)
+		}
+	}
+	p := b.e2ePart("txn", 0)
+	l, _ := p.Log()
+	e2eWaitFor(t, 20*time.Second, "most transactions to live only in the store", func() bool {
+		return l.StartOffset() > l.EndOffset()/2
+	})
+	got := b.e2eConsume(ctx, "txn", len(want), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxPartitionBytes(8<<10))
+	for i, r := range got {
+		if i >= len(want) || string(r.Value) != want[i] {
+			t.Fatalf("read_committed record %d (offset %d) is not the %dth committed value", i, r.Offset, i)
+		}
+	}
+}
+
+// A store that damaged a segment's bytes: the fetch of those offsets
+// gets KAFKA_STORAGE_ERROR (the bytes are never sent), the broker keeps
+// serving, and the local part of the log still reads.
+func TestTieredDamagedObject(t *testing.T) {
+	s3 := s3test.Start(t)
+	b := tieredBroker(t, s3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b.e2eCreate(ctx, "bad", 1, tieredConfigs(64<<10))
+	produceTiered(t, ctx, b.client(), "bad", 0, 2000)
+	p := b.e2ePart("bad", 0)
+	l, _ := p.Log()
+	e2eWaitFor(t, 20*time.Second, "copies and local deletion", func() bool { return l.StartOffset() > 0 })
+	var logKey, ixKey string
+	for _, k := range s3.Keys(t) {
+		if strings.Contains(k, "/00000000000000000000-") {
+			if strings.HasSuffix(k, ".log") {
+				logKey = k
+			} else {
+				ixKey = k
+			}
+		}
+	}
+	obj := s3.Object(t, logKey)
+	obj[len(obj)/2] ^= 0xff // inside some batch
+	s3.Replace(t, logKey, obj)
+	raw := b.e2eRaw()
+	tid := b.Eng.Topic("bad").ID
+	// Read the segment batch by batch until the damaged one.
+	var code int16
+	for off := int64(0); off < l.StartOffset(); {
+		var fp kmsg.FetchResponseTopicPartition
+		e2eWaitFor(t, 10*time.Second, "an answer with records or an error", func() bool {
+			fp = raw.rawFetch(12, "bad", tid, 0, off)
+			return fp.ErrorCode != 0 || len(fp.RecordBatches) > 0
+		})
+		if code = fp.ErrorCode; code != 0 {
+			break
+		}
+		var last int64
+		for rest := fp.RecordBatches; len(rest) >= 61; {
+			var rb kmsg.RecordBatch
+			if err := rb.ReadFrom(rest); err != nil {
+				t.Fatalf("offset %d: a damaged batch was sent: %v", off, err)
+			}
+			if crcOK := rb.CRC == int32(crc32.Checksum(rest[21:12+rb.Length], crc32.MakeTable(crc32.Castagnoli))); !crcOK {
+				t.Fatalf("offset %d: a batch with a bad CRC was sent", rb.FirstOffset)
+			}
+			last = rb.FirstOffset + int64(rb.LastOffsetDelta)
+			rest = rest[12+rb.Length:]
+		}
+		off = last + 1
+	}
+	if code != kerr.KafkaStorageError.Code {
+		t.Fatalf("the damaged segment was read through (error %d)", code)
+	}
+	// An index object of garbage: also a storage error, no crash.
+	s3.Replace(t, ixKey, []byte("RLRX not an index"))
+	b.Restart() // forgets the decoded index
+	raw = b.e2eRaw()
+	e2eWaitFor(t, 10*time.Second, "a storage error for a garbage index", func() bool {
+		return raw.rawFetch(12, "bad", tid, 0, 0).ErrorCode == kerr.KafkaStorageError.Code
+	})
+	// The local part of the log is fine.
+	if fp := raw.rawFetch(12, "bad", tid, 0, l.EndOffset()-1); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("local read after the damage: error %d, %d bytes", fp.ErrorCode, len(fp.RecordBatches))
+	}
 }

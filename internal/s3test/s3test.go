@@ -5,6 +5,8 @@
 package s3test
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -93,4 +95,27 @@ func (s *Server) Keys(t testing.TB) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Object returns the bytes of key.
+func (s *Server) Object(t testing.TB, key string) []byte {
+	t.Helper()
+	obj, err := s.backend.GetObject(Bucket, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Contents.Close()
+	b, err := io.ReadAll(obj.Contents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Replace overwrites key with b (a store that changed or damaged it).
+func (s *Server) Replace(t testing.TB, key string, b []byte) {
+	t.Helper()
+	if _, err := s.backend.PutObject(Bucket, key, map[string]string{}, bytes.NewReader(b), int64(len(b)), nil); err != nil {
+		t.Fatal(err)
+	}
 }
