@@ -179,7 +179,7 @@ func DefaultConfig() Config {
 		RetentionCheckInterval:          5 * time.Minute,
 		CompactionInterval:              15 * time.Second,
 		HighWatermarkCheckpointInterval: 5 * time.Second,
-		Tier:                            TierConfig{Interval: 5 * time.Second, CacheBytes: 256 << 20},
+		Tier:                            TierConfig{Interval: 5 * time.Second, CacheBytes: 256 << 20, RequestTimeout: 30 * time.Second},
 		ProducerIDExpiration:            24 * time.Hour,
 		Groups: GroupConfig{
 			MinSessionTimeout:     6 * time.Second,

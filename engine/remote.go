@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"sort"
@@ -71,6 +72,10 @@ type TierConfig struct {
 	// MaxBackoff bounds the wait between two failed copies of a
 	// partition (doubling from Interval/5). 0: 10 s.
 	MaxBackoff time.Duration
+	// RequestTimeout is the store client's bound on one request (what
+	// Store was made with); an interrupted copy's objects are deleted
+	// again twice that long after. 0: 30 s.
+	RequestTimeout time.Duration
 }
 
 // tier is the engine's tiered storage: the store, the cache, the
@@ -83,6 +88,12 @@ type tier struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// orphanGrace is how long the objects of an interrupted copy are
+	// deleted again before they are forgotten (twice the request
+	// timeout: a put sent before the interruption has landed or failed
+	// by then).
+	orphanGrace time.Duration
 
 	// held is what fetches hold of remote records until their
 	// responses are written; at heldMax, remote reads wait.
@@ -131,9 +142,12 @@ func newTier(cfg TierConfig) *tier {
 	if cfg.CacheBytes <= 0 {
 		cfg.CacheBytes = 256 << 20
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &tier{
-		heldMax: cfg.CacheBytes,
+		heldMax: cfg.CacheBytes, orphanGrace: 2 * cfg.RequestTimeout,
 		cfg:     cfg, store: cfg.Store, layout: tiered.Layout{Prefix: cfg.Prefix},
 		cache: tiered.NewCache(cfg.Store, tiered.CacheConfig{ChunkBytes: cfg.ChunkBytes, MaxBytes: cfg.CacheBytes}),
 		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
@@ -164,7 +178,7 @@ func (e *Engine) forgetRemote(p *Partition) {
 		defer r.forgets.Done()
 		pt.mu.Lock() // after a copy in flight
 		pt.gone = true
-		segs := slices.Clone(pt.manifest.Segments)
+		segs := append(slices.Clone(pt.manifest.Segments), pt.manifest.Orphans...)
 		pt.mu.Unlock()
 		for wait := 100 * time.Millisecond; len(segs) > 0; wait = min(2*wait, r.cfg.MaxBackoff) {
 			if err := e.deleteObjects(p, segs[0]); err != nil {
@@ -356,23 +370,37 @@ func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig
 // finishes deletions that were started (uploader, pt.mu held).
 func (e *Engine) cleanOrphans(p *Partition, pt *partitionTier) error {
 	m := pt.manifest
-	keep := m.Segments[:0:0]
+	now := e.now().UnixMilli()
+	next := &tiered.Manifest{}
 	changed := false
 	for _, s := range m.Segments {
 		if s.State == tiered.CopyFinished {
-			keep = append(keep, s)
+			next.Segments = append(next.Segments, s)
 			continue
 		}
 		if err := e.deleteObjects(p, s); err != nil {
 			return err
 		}
 		e.logger.Info("tiered storage: removed an unfinished segment", "partition", p.String(), "base", s.Base, "id", s.ID, "state", s.State)
+		// Kept a while: a put the interrupted copy sent may still land
+		// (the store answers requests whose sender is gone).
+		s.State, s.DeletedAt = tiered.DeleteStarted, now
+		next.Orphans = append(next.Orphans, s)
+		changed = true
+	}
+	for _, s := range m.Orphans {
+		if now-s.DeletedAt < e.remote.orphanGrace.Milliseconds() {
+			next.Orphans = append(next.Orphans, s)
+			continue
+		}
+		if err := e.deleteObjects(p, s); err != nil {
+			return err
+		}
 		changed = true
 	}
 	if !changed {
 		return nil
 	}
-	next := &tiered.Manifest{Segments: keep}
 	if err := next.Save(p.dir, e.cfg.Perm); err != nil {
 		return err
 	}
@@ -489,7 +517,7 @@ func (e *Engine) expireRemote(p *Partition, pt *partitionTier, cfg *TopicConfig)
 		e.remote.deletedSegments.Add(1)
 		e.logger.Info("tiered storage: retention deleted remote segment", "partition", p.String(), "base", s.Base, "end", s.End, "bytes", s.Size)
 	}
-	left := &tiered.Manifest{Segments: append([]tiered.RemoteSegment(nil), marked.Segments[len(victims):]...)}
+	left := &tiered.Manifest{Segments: append([]tiered.RemoteSegment(nil), marked.Segments[len(victims):]...), Orphans: marked.Orphans}
 	if err := left.Save(p.dir, e.cfg.Perm); err != nil {
 		return err
 	}
@@ -509,9 +537,12 @@ func (p *Partition) RemoteEnd() (int64, bool) {
 }
 
 // RemoteRead is what ReadRemote found: whole batches from the object
-// store, copied out of the cache.
+// store, as slices of the cache's chunks (immutable: a chunk the cache
+// evicts stays valid for whoever holds it).
 type RemoteRead struct {
-	Bytes []byte
+	// Parts are the batches' bytes, in order; Bytes is their length.
+	Parts [][]byte
+	Bytes int64
 	// FirstOffset is the first batch's base offset, NextOffset the
 	// offset after the last batch.
 	FirstOffset, NextOffset int64
@@ -522,7 +553,7 @@ type RemoteRead struct {
 // by fetches (call it once the response is written or dropped).
 func (r *RemoteRead) Release() {
 	if r.held != nil {
-		r.held.Add(-int64(cap(r.Bytes)))
+		r.held.Add(-r.Bytes)
 	}
 	*r = RemoteRead{}
 }
@@ -566,10 +597,10 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64) (Remote
 	if err != nil {
 		return RemoteRead{}, fmt.Errorf("%w: %s: remote segment %d: %w", kerr.KafkaStorageError, p, seg.Base, err)
 	}
-	r.remoteReadBytes.Add(int64(len(out.Bytes)))
-	if cap(out.Bytes) > 0 {
+	r.remoteReadBytes.Add(out.Bytes)
+	if out.Bytes > 0 {
 		out.held = &r.held
-		r.held.Add(int64(cap(out.Bytes)))
+		r.held.Add(out.Bytes)
 	}
 	return out, nil
 }
@@ -584,15 +615,17 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 	if err != nil {
 		return RemoteRead{}, err
 	}
-	pos := ix.Lookup(offset).Pos
-	next := ix.Lookup(offset).Offset
+	entry := ix.Lookup(offset)
+	pos, next := entry.Pos, entry.Offset
 	var out RemoteRead
-	var hdr []byte
+	var hdr [batch.HeaderSize]byte
+	var pieces [][]byte
 	for pos < seg.Size {
-		if hdr, err = r.span(keys.Log, seg.Size, pos, batch.HeaderSize, wake, hdr[:0]); err != nil {
+		if pieces, err = r.pieces(keys.Log, seg.Size, pos, batch.HeaderSize, wake, pieces[:0]); err != nil {
 			break
 		}
-		h, cerr := tiered.CheckHeader(hdr, pos, seg.Size, next, seg.End)
+		joinPieces(hdr[:0], pieces)
+		h, cerr := tiered.CheckHeader(hdr[:], pos, seg.Size, next, seg.End)
 		if cerr != nil {
 			return RemoteRead{}, cerr
 		}
@@ -605,31 +638,66 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 		if size > remoteBatchMax {
 			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d) of %d bytes: remote batches are read up to %d", pos, h.BaseOffset, size, remoteBatchMax)
 		}
-		if h.BaseOffset >= upTo || (len(out.Bytes) > 0 && int64(len(out.Bytes))+size > maxBytes) {
+		if h.BaseOffset >= upTo || (out.Bytes > 0 && out.Bytes+size > maxBytes) {
 			break
 		}
-		from := len(out.Bytes)
-		if out.Bytes, err = r.span(keys.Log, seg.Size, pos, size, wake, out.Bytes); err != nil {
+		n := len(out.Parts)
+		if out.Parts, err = r.pieces(keys.Log, seg.Size, pos, size, wake, out.Parts); err != nil {
 			break
 		}
-		if b := out.Bytes[from:]; batch.Checksum(b) != h.CRC {
+		if crcOf(out.Parts[n:]) != h.CRC {
 			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d): CRC32C mismatch", pos, h.BaseOffset)
 		}
-		if from == 0 {
+		if out.Bytes == 0 {
 			out.FirstOffset = h.BaseOffset
 		}
+		out.Bytes += size
 		out.NextOffset = next
 		pos += size
 	}
-	if len(out.Bytes) > 0 {
-		// A sequential reader comes back for what follows.
-		r.cache.Prefetch(tiered.ChunkKey{Object: keys.Log, Index: pos/r.cache.ChunkBytes() + 1}, seg.Size)
+	if out.Bytes > 0 {
+		// A sequential reader comes back for what follows: the next
+		// chunks load while it consumes these.
+		cs := r.cache.ChunkBytes()
+		for i := int64(1); i <= prefetchChunks; i++ {
+			r.cache.Prefetch(tiered.ChunkKey{Object: keys.Log, Index: (pos-1)/cs + i}, seg.Size)
+		}
 		return out, nil
 	}
 	if err != nil {
 		return RemoteRead{}, err
 	}
 	return out, nil
+}
+
+// prefetchChunks is how many chunks past a read are loaded ahead.
+const prefetchChunks = 2
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcOf is the CRC32C of a batch in pieces, from its attributes on (as
+// batch.Checksum).
+func crcOf(pieces [][]byte) uint32 {
+	const from = 21 // the attributes' offset: the CRC covers the rest
+	var crc uint32
+	skip := from
+	for _, b := range pieces {
+		if skip >= len(b) {
+			skip -= len(b)
+			continue
+		}
+		crc = crc32.Update(crc, castagnoli, b[skip:])
+		skip = 0
+	}
+	return crc
+}
+
+// joinPieces appends the pieces to dst (a header that straddles chunks).
+func joinPieces(dst []byte, pieces [][]byte) []byte {
+	for _, b := range pieces {
+		dst = append(dst, b...)
+	}
+	return dst
 }
 
 // remoteIndex returns seg's decoded index object, loading it through the
@@ -664,30 +732,35 @@ func (e *Engine) remoteIndex(pt *partitionTier, seg tiered.RemoteSegment, keys t
 	return ix, nil
 }
 
-// span appends the n bytes of object (of size bytes) at off to dst from
-// the cached chunks; errRemotePending when one is loading (started).
-func (r *tier) span(object string, size, off, n int64, wake func(), dst []byte) ([]byte, error) {
+// pieces appends to dst the n bytes of object (of size bytes) at off,
+// as slices of the cached chunks; errRemotePending when one is loading
+// (its load started). On an error dst comes back as it was.
+func (r *tier) pieces(object string, size, off, n int64, wake func(), dst [][]byte) ([][]byte, error) {
 	cs := r.cache.ChunkBytes()
 	if off+n > size {
 		return dst, fmt.Errorf("range %d+%d past the object's %d bytes", off, n, size)
 	}
+	keep := len(dst)
 	pending := false
 	for at := off; at < off+n; {
 		i := at / cs
 		c, err := r.cache.Chunk(tiered.ChunkKey{Object: object, Index: i}, size, wake)
 		if err != nil {
-			return dst, err
+			return dst[:keep], err
 		}
 		end := min((i+1)*cs, off+n)
 		if c == nil {
 			pending = true
 		} else if !pending {
-			dst = append(dst, c[at-i*cs:end-i*cs]...)
+			if int64(len(c)) < end-i*cs {
+				return dst[:keep], fmt.Errorf("chunk %d of %s has %d bytes", i, object, len(c))
+			}
+			dst = append(dst, c[at-i*cs:end-i*cs:end-i*cs])
 		}
 		at = end
 	}
 	if pending {
-		return dst, errRemotePending
+		return dst[:keep], errRemotePending
 	}
 	return dst, nil
 }
@@ -745,10 +818,10 @@ func (p *Partition) RemoteOffsetForTime(ctx context.Context, ts int64) (wal.Time
 			if err != nil {
 				return wal.TimestampOffset{}, false, fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
 			}
-			if len(rd.Bytes) == 0 {
+			if rd.Bytes == 0 {
 				break
 			}
-			if got, ok, err := firstAtOrAfter(rd.Bytes, ts); err != nil || ok {
+			if got, ok, err := firstAtOrAfter(joinPieces(nil, rd.Parts), ts); err != nil || ok {
 				return got, ok, err
 			}
 			off = rd.NextOffset

@@ -42,8 +42,8 @@ type fetchPartResult struct {
 // records is how many bytes of records the partition's answer carries,
 // and the offsets of their first batch and after their last.
 func (p *fetchPartResult) records() (n, first, next int64) {
-	if len(p.remote.Bytes) > 0 {
-		return int64(len(p.remote.Bytes)), p.remote.FirstOffset, p.remote.NextOffset
+	if p.remote.Bytes > 0 {
+		return p.remote.Bytes, p.remote.FirstOffset, p.remote.NextOffset
 	}
 	return p.chunk.Bytes, p.chunk.FirstOffset, p.chunk.NextOffset
 }
@@ -76,7 +76,8 @@ func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopic
 		size += int64(len(topics[i].name)) + 32
 		for j := range topics[i].parts {
 			p := &topics[i].parts[j]
-			size += 64 + 24*int64(len(p.aborted)) + int64(len(p.remote.Bytes))
+			size += 64 + 24*int64(len(p.aborted))
+			nparts += 1 + len(p.remote.Parts)
 			if c := &p.chunk; c.Bytes > 0 && c.Bytes < copyBelow {
 				size += c.Bytes
 			} else if c.Bytes > 0 {
@@ -163,16 +164,22 @@ func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopic
 				buf = kbin.AppendInt32(buf, p.redirect-1) // preferred read replica (-1: none)
 			}
 			n := p.chunk.Bytes
-			if len(p.remote.Bytes) > 0 {
-				n = int64(len(p.remote.Bytes))
+			if p.remote.Bytes > 0 {
+				n = p.remote.Bytes
 			}
 			if flex {
 				buf = kbin.AppendUvarint(buf, uint32(n+1))
 			} else {
 				buf = kbin.AppendInt32(buf, int32(n))
 			}
-			if len(p.remote.Bytes) > 0 {
-				buf = append(buf, p.remote.Bytes...)
+			if p.remote.Bytes > 0 {
+				// Slices of the remote read cache's chunks, sent as
+				// they are.
+				endRun()
+				for _, b := range p.remote.Parts {
+					parts = append(parts, part{b: b})
+					total += int64(len(b))
+				}
 				n = 0
 			}
 			if n > 0 && n < copyBelow {
@@ -202,7 +209,7 @@ func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopic
 	}
 	endRun()
 	for i := range parts {
-		if p := &parts[i]; p.f.File == nil {
+		if p := &parts[i]; p.f.File == nil && p.b == nil {
 			s, e := int(p.f.Pos), int(p.f.Pos+p.f.Len)
 			*p = part{b: buf[s:e:e]}
 		}

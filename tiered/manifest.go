@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/ringlog/ringlog/internal/fsutil"
 	"github.com/ringlog/ringlog/wal"
@@ -44,6 +45,9 @@ type RemoteSegment struct {
 	// its index object; here so that read_committed fetches know them
 	// without reading every index).
 	Aborted []wal.AbortedTxn `json:"aborted,omitempty"`
+	// DeletedAt is when the objects of an orphan were deleted (Unix
+	// ms).
+	DeletedAt int64 `json:"deleted_at,omitempty"`
 }
 
 // Manifest is what a partition's object store holds, as its leader
@@ -52,6 +56,10 @@ type RemoteSegment struct {
 // only once a CopyFinished segment here covers it.
 type Manifest struct {
 	Segments []RemoteSegment `json:"segments"`
+	// Orphans are the segments of interrupted copies: their objects
+	// were deleted, and are deleted again once a put the copy sent can
+	// no longer land, before they are forgotten.
+	Orphans []RemoteSegment `json:"orphans,omitempty"`
 }
 
 // maxIndexSize bounds an index object: a 2 GiB segment's entries, with
@@ -87,6 +95,11 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 		}
 		prevEnd = s.End
 	}
+	for i, s := range m.Orphans {
+		if !validSegmentID(s.ID) || s.Base < 0 || s.End <= s.Base {
+			return nil, fmt.Errorf("%w: orphan %d: id %q, offsets [%d, %d)", ErrBadManifest, i, s.ID, s.Base, s.End)
+		}
+	}
 	return &m, nil
 }
 
@@ -121,7 +134,5 @@ func (m *Manifest) Save(dir string, perm fsutil.Perm) error {
 
 // Clone returns a deep copy.
 func (m *Manifest) Clone() *Manifest {
-	out := &Manifest{Segments: make([]RemoteSegment, len(m.Segments))}
-	copy(out.Segments, m.Segments)
-	return out
+	return &Manifest{Segments: slices.Clone(m.Segments), Orphans: slices.Clone(m.Orphans)}
 }

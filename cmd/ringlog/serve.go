@@ -155,6 +155,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.remoteBucket, "remote-storage-bucket", "", "tiered storage: the bucket (it must exist)")
 	fs.StringVar(&f.remoteRegion, "remote-storage-region", "us-east-1", "tiered storage: the region requests are signed for")
 	fs.StringVar(&f.remotePrefix, "remote-storage-prefix", "", "tiered storage: a prefix of every object key (to share a bucket)")
+	fs.DurationVar(&e.Tier.RequestTimeout, "remote-storage-request-timeout", def.Engine.Tier.RequestTimeout, "tiered storage: the bound on one request to the object store (an interrupted copy's objects are deleted again twice this long after)")
 	fs.DurationVar(&e.Tier.Interval, "remote-log-manager-interval", def.Engine.Tier.Interval, "tiered storage: how often closed segments are looked for to copy, and remote ones to expire")
 	fs.Int64Var(&e.Tier.CacheBytes, "remote-fetch-cache-bytes", def.Engine.Tier.CacheBytes, "tiered storage: memory for the chunks of remote segments that fetches read")
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
@@ -275,12 +276,13 @@ func (f *serveFlags) config() (broker.Config, error) {
 		if f.voters != "" {
 			return cfg, cli.Usagef("--remote-storage-endpoint: tiered storage runs on a single broker in this version; leave it out in cluster mode (--voters)")
 		}
-		if cfg.Engine.Tier.Interval <= 0 || cfg.Engine.Tier.CacheBytes < 1<<20 {
-			return cfg, cli.Usagef("--remote-log-manager-interval must be positive and --remote-fetch-cache-bytes at least 1 MiB")
+		if cfg.Engine.Tier.Interval <= 0 || cfg.Engine.Tier.RequestTimeout <= 0 || cfg.Engine.Tier.CacheBytes < 1<<20 {
+			return cfg, cli.Usagef("--remote-log-manager-interval and --remote-storage-request-timeout must be positive and --remote-fetch-cache-bytes at least 1 MiB")
 		}
 		store, err := tiered.NewS3(tiered.S3Config{
 			Endpoint: f.remoteEndpoint, Bucket: f.remoteBucket, Region: f.remoteRegion,
 			AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+			Timeout: cfg.Engine.Tier.RequestTimeout,
 		})
 		if err != nil {
 			return cfg, cli.Usagef("--remote-storage-endpoint: %v", err)

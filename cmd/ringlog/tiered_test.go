@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ import (
 // expiring often.
 func tieredFlags(s3 *s3test.Server) []string {
 	return []string{"--remote-storage-endpoint", s3.URL, "--remote-storage-bucket", s3test.Bucket,
-		"--remote-log-manager-interval", "20ms", "--retention-check-interval", "50ms"}
+		"--remote-log-manager-interval", "20ms", "--retention-check-interval", "50ms", "--remote-storage-request-timeout", "2s"}
 }
 
 // kill -9 while segments are being copied, again and again: every
@@ -77,7 +78,7 @@ func TestTieredKillNine(t *testing.T) {
 				}
 			})
 			if seq%50 == 49 {
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(8 * time.Millisecond)
 			}
 		}
 	}()
@@ -139,8 +140,24 @@ func TestTieredKillNine(t *testing.T) {
 		}
 	}
 
+	// The uploader catches up: everything but the active segment (about
+	// 200 records) is in the store.
+	testenv.WaitFor(t, 90*time.Second, "the copies to catch up", func() bool {
+		ends, err := adm.ListEndOffsets(ctx, "tiered")
+		if err != nil {
+			return false
+		}
+		o, err := adm.ListOffsetsAfterMilli(ctx, -5, "tiered")
+		if err != nil {
+			return false
+		}
+		end, _ := ends.Lookup("tiered", 0)
+		tiered, _ := o.Lookup("tiered", 0)
+		return tiered.Offset+1 >= end.Offset-400
+	})
 	// No segment twice, no orphan: the store holds what the manifest
-	// names (the last start's first pass cleans what a kill interrupted).
+	// names (the last start's first pass cleans what a kill interrupted,
+	// and again once a put sent before the kill can no longer land).
 	testenv.WaitFor(t, 30*time.Second, "the store to hold exactly the manifest's segments", func() bool {
 		m, err := tiered.LoadManifest(partDir)
 		if err != nil {
@@ -165,6 +182,22 @@ func TestTieredKillNine(t *testing.T) {
 		}
 		return true
 	})
+	// topic describe shows both starts and the tiered end.
+	code, out, stderr := runBinary(t, 30*time.Second, "topic", "describe", "tiered", "--brokers", addr, "--output", "json")
+	var desc []struct {
+		Tiered     bool `json:"tiered"`
+		Partitions []struct {
+			Start      int64  `json:"start_offset"`
+			LocalStart *int64 `json:"local_start_offset"`
+			TieredEnd  *int64 `json:"tiered_end_offset"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(out), &desc); code != 0 || err != nil || len(desc) != 1 || !desc[0].Tiered {
+		t.Fatalf("topic describe: exit %d, %v: %s %s", code, err, out, stderr)
+	}
+	if p := desc[0].Partitions[0]; p.Start != 0 || p.LocalStart == nil || *p.LocalStart <= 0 || p.TieredEnd == nil || *p.TieredEnd < *p.LocalStart {
+		t.Fatalf("topic describe: %s", out)
+	}
 	if _, err := os.Stat(filepath.Join(partDir, "00000000000000000000.log")); err == nil {
 		t.Fatal("the first local segment is still there: nothing was deleted after its copy")
 	}

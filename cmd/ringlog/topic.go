@@ -316,6 +316,11 @@ type partitionJSON struct {
 	ISR         []int32 `json:"isr"`
 	Offline     []int32 `json:"offline_replicas"`
 	StartOffset int64   `json:"start_offset"`
+	// LocalStartOffset and TieredEndOffset (tiered topics): the local
+	// log's first offset (ListOffsets -4) and the offset after the last
+	// one in the object store (-5 plus one; 0: none there yet).
+	LocalStartOffset *int64 `json:"local_start_offset,omitempty"`
+	TieredEndOffset  *int64 `json:"tiered_end_offset,omitempty"`
 	EndOffset   int64   `json:"end_offset"`
 	Error       string  `json:"error,omitempty"`
 }
@@ -334,6 +339,8 @@ type topicDescribeJSON struct {
 	ReplicationFactor int             `json:"replication_factor"`
 	Partitions        []partitionJSON `json:"partitions"`
 	Configs           []configJSON    `json:"configs"`
+	// Tiered: remote.storage.enable is on.
+	Tiered bool `json:"tiered,omitempty"`
 }
 
 func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
@@ -440,6 +447,12 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 			slices.SortFunc(d.Configs, func(a, b configJSON) int { return strings.Compare(a.Name, b.Name) })
+			for _, c := range d.Configs {
+				d.Tiered = d.Tiered || c.Name == "remote.storage.enable" && c.Value != nil && *c.Value == "true"
+			}
+			if d.Tiered {
+				s.tieredOffsets(&d)
+			}
 			result = append(result, d)
 		}
 	}
@@ -459,6 +472,26 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// tieredOffsets fills a tiered topic's partitions' local start and
+// tiered end (ListOffsets -4 and -5, KIP-1005); what does not come
+// stays unset.
+func (s *session) tieredOffsets(d *topicDescribeJSON) {
+	ctx, cancel := context.WithTimeout(s.ctx, offsetsWait)
+	defer cancel()
+	locals, _ := s.adm.ListOffsetsAfterMilli(ctx, -4, d.Name)
+	tiered, _ := s.adm.ListOffsetsAfterMilli(ctx, -5, d.Name)
+	for i := range d.Partitions {
+		p := &d.Partitions[i]
+		if lo, ok := locals.Lookup(d.Name, p.Partition); ok && lo.Err == nil {
+			p.LocalStartOffset = &lo.Offset
+		}
+		if lo, ok := tiered.Lookup(d.Name, p.Partition); ok && lo.Err == nil {
+			end := lo.Offset + 1
+			p.TieredEndOffset = &end
+		}
+	}
 }
 
 // offsetsWait bounds how long topic describe waits for partition leaders'
@@ -494,7 +527,13 @@ func printTopic(w io.Writer, d topicDescribeJSON) {
 	}
 	fmt.Fprintf(w, "%s, replication factor %d%s\n\n", plural(len(d.Partitions), "partition", "partitions"), d.ReplicationFactor, internal)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOFFLINE\tSTART\tEND\tRECORDS\t")
+	tieredCols := ""
+	if d.Tiered {
+		// START is the first offset anywhere, in the object store when
+		// it holds older data; LOCAL START the local log's first.
+		tieredCols = "LOCAL START\tTIERED END\t"
+	}
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOFFLINE\tSTART\t"+tieredCols+"END\tRECORDS\t")
 	for _, p := range d.Partitions {
 		records := "-"
 		if p.StartOffset >= 0 && p.EndOffset >= 0 {
@@ -504,8 +543,18 @@ func printTopic(w io.Writer, d topicDescribeJSON) {
 		if p.Leader >= 0 {
 			leader = strconv.Itoa(int(p.Leader))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t", p.Partition, leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
-			cmp.Or(ints(p.Offline), "-"), offsetString(p.StartOffset), offsetString(p.EndOffset), records)
+		tiered := ""
+		if d.Tiered {
+			opt := func(v *int64) string {
+				if v == nil {
+					return "-"
+				}
+				return offsetString(*v)
+			}
+			tiered = opt(p.LocalStartOffset) + "\t" + opt(p.TieredEndOffset) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s%s\t%s\t", p.Partition, leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
+			cmp.Or(ints(p.Offline), "-"), offsetString(p.StartOffset), tiered, offsetString(p.EndOffset), records)
 		if p.Error != "" {
 			fmt.Fprintf(tw, "error: %s", p.Error)
 		}
