@@ -34,7 +34,9 @@ func (e *Engine) CompactNow() wal.CompactionStats {
 	var total wal.CompactionStats
 	for _, t := range e.Topics() {
 		cfg := t.Config()
-		if !cfg.Compact() {
+		if !cfg.Compact() || cfg.RemoteStorage() {
+			// (Tiered topics are never compacted: refused by config,
+			// and never done here, whatever defaults say.)
 			continue
 		}
 		opts := wal.CompactOptions{DeleteRetention: cfg.DeleteRetention(), MinLag: cfg.MinCompactionLag(), MinDirtyRatio: cfg.MinCleanableRatio()}

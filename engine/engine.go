@@ -1551,7 +1551,9 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 		}
 	}
 	if validateOnly {
-		return nil
+		e.metaMu.Lock()
+		defer e.metaMu.Unlock()
+		return e.checkTieredUnder(set)
 	}
 	if err := e.beginAdmin(); err != nil {
 		return err
@@ -1559,6 +1561,9 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 	defer e.admin.Done()
 	e.metaMu.Lock()
 	defer e.metaMu.Unlock()
+	if err := e.checkTieredUnder(set); err != nil {
+		return err
+	}
 	var topics []*Topic
 	err := e.writeMetaLocked(func(next *brokerMeta) error {
 		next.BrokerConfigs = applySet(next.BrokerConfigs, set)
@@ -1579,6 +1584,30 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 		cfg := e.topicConfig(t.Config().overrides)
 		t.config.Store(cfg)
 		t.applyConfig(cfg)
+	}
+	return nil
+}
+
+// checkTieredUnder refuses new broker defaults under which a tiered
+// topic's configuration would no longer be valid (compacted, local
+// retention past retention), as its own change would be (metaMu held).
+func (e *Engine) checkTieredUnder(set map[string]*string) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	defaults := applySet(maps.Clone(e.meta.BrokerConfigs), set)
+	for _, t := range e.topics {
+		cur := t.Config()
+		if !cur.RemoteStorage() {
+			continue
+		}
+		next := &TopicConfig{overrides: cur.overrides, defaults: maps.Clone(e.cfg.TopicDefaults)}
+		if next.defaults == nil {
+			next.defaults = map[string]string{}
+		}
+		maps.Copy(next.defaults, defaults)
+		if err := CheckTopicConfigs(next, cur, true); err != nil {
+			return fmt.Errorf("%w: topic %q is tiered: %w", kerr.InvalidConfig, t.Name, err)
+		}
 	}
 	return nil
 }

@@ -100,6 +100,9 @@ type tier struct {
 	held    atomic.Int64
 	heldMax int64
 
+	// batchMax is the largest remote batch read.
+	batchMax int64
+
 	// forgets are the deletions of deleted partitions' objects.
 	forgets sync.WaitGroup
 
@@ -148,7 +151,10 @@ func newTier(cfg TierConfig) *tier {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &tier{
 		heldMax: cfg.CacheBytes, orphanGrace: 2 * cfg.RequestTimeout,
-		cfg:     cfg, store: cfg.Store, layout: tiered.Layout{Prefix: cfg.Prefix},
+		// Every chunk of a batch must be cached at once for the read to
+		// see it whole: a batch of a small share of the cache is.
+		batchMax: min(remoteBatchMax, cfg.CacheBytes/8),
+		cfg:      cfg, store: cfg.Store, layout: tiered.Layout{Prefix: cfg.Prefix},
 		cache: tiered.NewCache(cfg.Store, tiered.CacheConfig{ChunkBytes: cfg.ChunkBytes, MaxBytes: cfg.CacheBytes}),
 		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
 	}
@@ -265,6 +271,13 @@ func (e *Engine) loadTier(p *Partition) {
 	}
 	pt := &partitionTier{indexes: map[string]*tiered.Index{}}
 	m, err := tiered.LoadManifest(p.dir)
+	if err == nil && m.TopicID != "" && m.TopicID != p.topic.ID.String() {
+		// A deleted topic's, left by a copy that finished while its
+		// directory was renamed away: its objects are that topic's
+		// deletion's. Nothing of this topic was copied.
+		e.logger.Warn("tiered storage: ignoring the manifest of another topic in the partition directory", "partition", p.String(), "manifest_topic_id", m.TopicID)
+		m = &tiered.Manifest{}
+	}
 	if err != nil {
 		pt.broken = err
 		pt.manifest = &tiered.Manifest{}
@@ -294,17 +307,26 @@ func (e *Engine) runTiering() {
 	r := e.remote
 	defer close(r.done)
 	for {
-		e.tierPass()
+		more := e.tierPass()
+		wait := r.cfg.Interval
+		if more {
+			wait = 0 // a backlog: go on after the other partitions had their turn
+		}
 		select {
 		case <-r.ctx.Done():
 			return
-		case <-time.After(r.cfg.Interval):
+		case <-time.After(wait):
 		}
 	}
 }
 
-// tierPass copies and expires what is due on every tiered partition.
-func (e *Engine) tierPass() {
+// copiesPerTurn is how many segments one partition copies before the
+// next partition gets its turn (and a deletion of its topic, pt.mu).
+const copiesPerTurn = 4
+
+// tierPass copies and expires what is due on every tiered partition. It
+// reports whether some partition has more to copy now.
+func (e *Engine) tierPass() (more bool) {
 	r := e.remote
 	for _, t := range e.Topics() {
 		if t.Internal || t.Deleted() || !t.Config().RemoteStorage() {
@@ -312,7 +334,7 @@ func (e *Engine) tierPass() {
 		}
 		for _, p := range t.Partitions() {
 			if r.ctx.Err() != nil {
-				return
+				return false
 			}
 			if !p.Hosted() || p.log == nil || p.removed.Load() || p.Offline() != nil {
 				continue
@@ -321,9 +343,10 @@ func (e *Engine) tierPass() {
 			if pt == nil || pt.broken != nil || e.now().Before(pt.retryAt) {
 				continue
 			}
-			if err := e.tierPartition(p, pt, t.Config()); err != nil {
+			pmore, err := e.tierPartition(p, pt, t.Config())
+			if err != nil {
 				if r.ctx.Err() != nil {
-					return
+					return false
 				}
 				r.copyErrors.Add(1)
 				pt.failures++
@@ -332,38 +355,66 @@ func (e *Engine) tierPass() {
 				e.logger.Warn("tiered storage: will retry", "partition", p.String(), "in", wait, "err", err)
 				continue
 			}
+			more = more || pmore
 			pt.failures, pt.retryAt = 0, time.Time{}
 		}
 	}
+	return more
 }
 
-// tierPartition cleans p's orphans, copies its segments that are due,
-// and expires its remote segments past retention.
-func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig) error {
+// errRemoved: the partition was deleted while it was being copied.
+var errRemoved = errors.New("engine: partition deleted")
+
+// tierPartition cleans p's orphans, copies up to copiesPerTurn of its
+// segments that are due, and expires its remote segments past retention;
+// more says whether it has more to copy.
+//
+// Copies go in offset order with no gap: the next one must start where
+// the store ends (or, with nothing copied, at the local log start). A
+// segment that does not (its start was merged into one that was
+// copied, or offsets are missing locally) stops the partition's copies,
+// logged at every try: nothing is deleted, and the local disk keeps
+// everything, until someone looks.
+func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig) (more bool, err error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if pt.gone || p.removed.Load() {
-		return nil
+		return false, nil
 	}
 	if err := e.cleanOrphans(p, pt); err != nil {
-		return err
+		return false, err
 	}
-	for {
+	l := p.log
+	// The copied end never moves back, even when retention expired every
+	// remote segment (the view is empty then).
+	next := max(pt.view.Load().end(), l.RemoteEnd(), l.StartOffset())
+	segs := l.CopyableSegments(next, p.LastStableOffset(), copiesPerTurn+1)
+	defer func() {
+		for _, ss := range segs {
+			ss.Release()
+		}
+	}()
+	copied := 0
+	for _, ss := range segs {
 		if e.remote.ctx.Err() != nil {
-			return nil
+			return false, nil
 		}
-		from := pt.view.Load().end()
-		segs := p.log.CopyableSegments(from, p.LastStableOffset(), 1)
-		if len(segs) == 0 {
-			break
+		if copied == copiesPerTurn {
+			return true, nil
 		}
-		err := e.copySegment(p, pt, segs[0])
-		segs[0].Release()
-		if err != nil {
-			return err
+		if ss.Base != next {
+			return false, fmt.Errorf("the next segment to copy starts at %d, not at %d where the copies end: copies stop here (is the topic compacted, or were offsets lost?)", ss.Base, next)
 		}
+		if ss.Size == 0 {
+			continue // nothing to copy; its end is its base
+		}
+		if err := e.copySegment(p, pt, ss); err != nil {
+			return false, err
+		}
+		next = ss.End
+		copied++
 	}
-	return e.expireRemote(p, pt, cfg)
+	return false, e.expireRemote(p, pt, cfg)
 }
 
 // cleanOrphans deletes the objects of copies that never finished and
@@ -401,11 +452,17 @@ func (e *Engine) cleanOrphans(p *Partition, pt *partitionTier) error {
 	if !changed {
 		return nil
 	}
-	if err := next.Save(p.dir, e.cfg.Perm); err != nil {
+	if err := e.saveManifest(p, next); err != nil {
 		return err
 	}
 	pt.manifest = next
 	return nil
+}
+
+// saveManifest writes p's manifest, stamped with its topic's id.
+func (e *Engine) saveManifest(p *Partition, m *tiered.Manifest) error {
+	m.TopicID = p.topic.ID.String()
+	return m.Save(p.dir, e.cfg.Perm)
 }
 
 // deleteObjects removes a remote segment's objects and its cached
@@ -447,7 +504,10 @@ func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegm
 	}
 	started := pt.manifest.Clone()
 	started.Segments = append(started.Segments, seg)
-	if err := started.Save(p.dir, e.cfg.Perm); err != nil {
+	if p.removed.Load() {
+		return errRemoved
+	}
+	if err := e.saveManifest(p, started); err != nil {
 		return err
 	}
 	pt.manifest = started
@@ -462,7 +522,12 @@ func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegm
 	}
 	finished := pt.manifest.Clone()
 	finished.Segments[len(finished.Segments)-1].State = tiered.CopyFinished
-	if err := finished.Save(p.dir, e.cfg.Perm); err != nil {
+	if p.removed.Load() {
+		// Its directory may be another topic's now: the objects are
+		// the deletion's (forgetRemote) to remove.
+		return errRemoved
+	}
+	if err := e.saveManifest(p, finished); err != nil {
 		return err
 	}
 	pt.manifest = finished
@@ -505,7 +570,7 @@ func (e *Engine) expireRemote(p *Partition, pt *partitionTier, cfg *TopicConfig)
 	for i := range victims {
 		marked.Segments[i].State = tiered.DeleteStarted
 	}
-	if err := marked.Save(p.dir, e.cfg.Perm); err != nil {
+	if err := e.saveManifest(p, marked); err != nil {
 		return err
 	}
 	pt.manifest = marked
@@ -518,7 +583,7 @@ func (e *Engine) expireRemote(p *Partition, pt *partitionTier, cfg *TopicConfig)
 		e.logger.Info("tiered storage: retention deleted remote segment", "partition", p.String(), "base", s.Base, "end", s.End, "bytes", s.Size)
 	}
 	left := &tiered.Manifest{Segments: append([]tiered.RemoteSegment(nil), marked.Segments[len(victims):]...), Orphans: marked.Orphans}
-	if err := left.Save(p.dir, e.cfg.Perm); err != nil {
+	if err := e.saveManifest(p, left); err != nil {
 		return err
 	}
 	pt.manifest = left
@@ -564,7 +629,7 @@ func (r *RemoteRead) Release() {
 // until their responses are written.
 const (
 	remoteReadMax  = 4 << 20
-	remoteBatchMax = 64 << 20
+	remoteBatchMax = 64 << 20 // and at most an eighth of the cache (tier.batchMax)
 )
 
 // ReadRemote reads the batches from offset on out of the object store,
@@ -590,8 +655,8 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64) (Remote
 		// these records (the consumer asks again).
 		return RemoteRead{}, nil
 	}
-	out, err := e.readRemote(p, pt, seg, offset, min(maxBytes, remoteReadMax), upTo, p.notify)
-	if errors.Is(err, errRemotePending) {
+	out, err := e.readRemote(p, pt, seg, offset, min(maxBytes, remoteReadMax), upTo, (*partitionWaker)(p))
+	if errors.Is(err, errRemotePending) || errors.Is(err, tiered.ErrBusy) {
 		return RemoteRead{}, nil
 	}
 	if err != nil {
@@ -608,7 +673,7 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64) (Remote
 // readRemote reads batches of seg from offset; wake (nil: none) is
 // called when a missing piece arrives. errRemotePending: something is
 // being loaded. With a wait function, it blocks instead (ListOffsets).
-func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSegment, offset, maxBytes, upTo int64, wake func()) (RemoteRead, error) {
+func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSegment, offset, maxBytes, upTo int64, wake tiered.Waker) (RemoteRead, error) {
 	r := e.remote
 	keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
 	ix, err := e.remoteIndex(pt, seg, keys, wake)
@@ -617,6 +682,7 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 	}
 	entry := ix.Lookup(offset)
 	pos, next := entry.Pos, entry.Offset
+	first := true
 	var out RemoteRead
 	var hdr [batch.HeaderSize]byte
 	var pieces [][]byte
@@ -626,17 +692,21 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 		}
 		joinPieces(hdr[:0], pieces)
 		h, cerr := tiered.CheckHeader(hdr[:], pos, seg.Size, next, seg.End)
+		if cerr == nil && first && h.BaseOffset != entry.Offset {
+			cerr = fmt.Errorf("the index says offset %d is at %d, the batch there starts at %d", entry.Offset, pos, h.BaseOffset)
+		}
 		if cerr != nil {
 			return RemoteRead{}, cerr
 		}
+		first = false
 		next = h.LastOffset() + 1
 		if h.LastOffset() < offset {
 			pos += int64(h.Size())
 			continue
 		}
 		size := int64(h.Size())
-		if size > remoteBatchMax {
-			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d) of %d bytes: remote batches are read up to %d", pos, h.BaseOffset, size, remoteBatchMax)
+		if size > r.batchMax {
+			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d) of %d bytes: remote batches are read up to %d (an eighth of --remote-fetch-cache-bytes)", pos, h.BaseOffset, size, r.batchMax)
 		}
 		if h.BaseOffset >= upTo || (out.Bytes > 0 && out.Bytes+size > maxBytes) {
 			break
@@ -702,7 +772,7 @@ func joinPieces(dst []byte, pieces [][]byte) []byte {
 
 // remoteIndex returns seg's decoded index object, loading it through the
 // cache.
-func (e *Engine) remoteIndex(pt *partitionTier, seg tiered.RemoteSegment, keys tiered.SegmentKeys, wake func()) (*tiered.Index, error) {
+func (e *Engine) remoteIndex(pt *partitionTier, seg tiered.RemoteSegment, keys tiered.SegmentKeys, wake tiered.Waker) (*tiered.Index, error) {
 	pt.ixMu.Lock()
 	ix := pt.indexes[seg.ID]
 	pt.ixMu.Unlock()
@@ -735,7 +805,7 @@ func (e *Engine) remoteIndex(pt *partitionTier, seg tiered.RemoteSegment, keys t
 // pieces appends to dst the n bytes of object (of size bytes) at off,
 // as slices of the cached chunks; errRemotePending when one is loading
 // (its load started). On an error dst comes back as it was.
-func (r *tier) pieces(object string, size, off, n int64, wake func(), dst [][]byte) ([][]byte, error) {
+func (r *tier) pieces(object string, size, off, n int64, wake tiered.Waker, dst [][]byte) ([][]byte, error) {
 	cs := r.cache.ChunkBytes()
 	if off+n > size {
 		return dst, fmt.Errorf("range %d+%d past the object's %d bytes", off, n, size)
@@ -766,27 +836,44 @@ func (r *tier) pieces(object string, size, off, n int64, wake func(), dst [][]by
 }
 
 // remoteWait runs read until it stops being pending (woken by the
-// loads it starts) or ctx ends.
-func remoteWait[T any](ctx context.Context, read func(wake func()) (T, error)) (T, error) {
+// loads it starts; a busy cache is asked again shortly) or ctx ends.
+func remoteWait[T any](ctx context.Context, read func(wake tiered.Waker) (T, error)) (T, error) {
+	ch := make(chanWaker, 1)
 	for {
-		ch := make(chan struct{}, 1)
-		wake := func() {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-		v, err := read(wake)
-		if !errors.Is(err, errRemotePending) {
+		v, err := read(ch)
+		var wait <-chan time.Time
+		switch {
+		case errors.Is(err, tiered.ErrBusy):
+			wait = time.After(20 * time.Millisecond)
+		case !errors.Is(err, errRemotePending):
 			return v, err
 		}
 		select {
 		case <-ch:
+		case <-wait:
 		case <-ctx.Done():
 			return v, fmt.Errorf("%w: reading remote storage: %w", kerr.KafkaStorageError, ctx.Err())
 		}
 	}
 }
+
+// chanWaker wakes a waiting goroutine (a send that never blocks).
+type chanWaker chan struct{}
+
+// Wake implements tiered.Waker.
+func (w chanWaker) Wake() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// partitionWaker wakes the fetches parked on a partition (one waker per
+// partition, so the cache tells it once per load).
+type partitionWaker Partition
+
+// Wake implements tiered.Waker.
+func (w *partitionWaker) Wake() { (*Partition)(w).notify() }
 
 // RemoteOffsetForTime finds, in the object store, the first record whose
 // timestamp is at or after ts (ListOffsets): ok false when no remote
@@ -803,7 +890,7 @@ func (p *Partition) RemoteOffsetForTime(ctx context.Context, ts int64) (wal.Time
 			continue
 		}
 		keys := e.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
-		ix, err := remoteWait(ctx, func(wake func()) (*tiered.Index, error) { return e.remoteIndex(pt, seg, keys, wake) })
+		ix, err := remoteWait(ctx, func(wake tiered.Waker) (*tiered.Index, error) { return e.remoteIndex(pt, seg, keys, wake) })
 		if err != nil {
 			return wal.TimestampOffset{}, false, err
 		}
@@ -812,7 +899,7 @@ func (p *Partition) RemoteOffsetForTime(ctx context.Context, ts int64) (wal.Time
 			continue // the manifest's maximum is a later batch's: none here after all
 		}
 		for off := entry.Offset; off < seg.End; {
-			rd, err := remoteWait(ctx, func(wake func()) (RemoteRead, error) {
+			rd, err := remoteWait(ctx, func(wake tiered.Waker) (RemoteRead, error) {
 				return e.readRemote(p, pt, seg, off, 1<<20, seg.End, wake)
 			})
 			if err != nil {
@@ -837,6 +924,9 @@ func firstAtOrAfter(b []byte, ts int64) (wal.TimestampOffset, bool, error) {
 		h, err := batch.ParseHeader(b)
 		if err != nil {
 			return wal.TimestampOffset{}, false, err
+		}
+		if h.Length < 0 || h.Size() > len(b) {
+			return wal.TimestampOffset{}, false, fmt.Errorf("%w: a remote batch of %d bytes in %d", kerr.KafkaStorageError, h.Size(), len(b))
 		}
 		one := b[:h.Size()]
 		b = b[h.Size():]
@@ -877,16 +967,16 @@ func (p *Partition) RemoteMaxTimestamp() int64 {
 }
 
 // remoteAborted appends the aborted transactions of the remote segments
-// whose data may lie in [from, upTo) (see wal.Log.AbortedTxns), but not
-// of those still local too (below localStart: the local log lists
-// those).
-func (p *Partition) remoteAborted(dst []wal.AbortedTxn, from, upTo, localStart int64) []wal.AbortedTxn {
+// whose data may lie in [from, upTo) (see wal.Log.AbortedTxns). Those of
+// segments still local too are also in the local log's list:
+// AbortedTxns drops the duplicates.
+func (p *Partition) remoteAborted(dst []wal.AbortedTxn, from, upTo int64) []wal.AbortedTxn {
 	pt := p.tier.Load()
 	if pt == nil {
 		return dst
 	}
 	for _, s := range pt.view.Load().segs {
-		if s.End <= from || s.Base >= localStart {
+		if s.End <= from {
 			continue
 		}
 		for _, a := range s.Aborted {
@@ -896,6 +986,25 @@ func (p *Partition) remoteAborted(dst []wal.AbortedTxn, from, upTo, localStart i
 		}
 	}
 	return dst
+}
+
+// dedupAborted drops repeated transactions (the same abort marker) from
+// a, keeping the first of each.
+func dedupAborted(a []wal.AbortedTxn) []wal.AbortedTxn {
+	out := a[:0]
+	for i, t := range a {
+		dup := false
+		for _, u := range a[:i] {
+			if u.ProducerID == t.ProducerID && u.LastOffset == t.LastOffset {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // RemoteStatus is a tiered partition's state in the object store.

@@ -214,7 +214,9 @@ func (s *SharePartitions) initialOffset(group string, p *Partition) (int64, erro
 	reset := s.eng.GroupConfigs(group)["share.auto.offset.reset"]
 	switch {
 	case reset == "earliest":
-		return p.LogStartOffset(), nil
+		// Share fetches read the local log only: tiered storage's
+		// older data is not delivered to share groups.
+		return p.LocalStartOffset(), nil
 	case strings.HasPrefix(reset, "by_duration:"):
 		d, err := parseISODuration(strings.TrimPrefix(reset, "by_duration:"))
 		if err != nil {
@@ -264,7 +266,7 @@ func (s *SharePartitions) Fetch(group, owner string, p *Partition, maxBytes, max
 		return nil, nil, nil // evicted or reset meanwhile: the next fetch loads it again
 	}
 	sp.p.Expire(time.Now().UnixMilli())
-	if ls := p.LogStartOffset(); sp.p.Start() < ls {
+	if ls := p.LocalStartOffset(); sp.p.Start() < ls {
 		sp.p.SkipTo(ls) // retention deleted them: nothing to deliver
 	}
 	// Locks expired (records available again with their delivery counts,

@@ -413,10 +413,10 @@ func (c *Coordinator) AlterShareOffsets(group string, topics map[string]map[int3
 				out[name][part] = fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, name, part)
 			case off < 0:
 				out[name][part] = fmt.Errorf("%w: offset %d of %s-%d", kerr.InvalidRequest, off, name, part)
-			case leadsHere(t.Partition(part)) && (off < t.Partition(part).LogStartOffset() || off > t.Partition(part).HighWatermark()):
+			case leadsHere(t.Partition(part)) && (off < t.Partition(part).LocalStartOffset() || off > t.Partition(part).HighWatermark()):
 				// (A partition led elsewhere in a cluster: its leader
 				// moves a start below its log start up when it loads.)
-				out[name][part] = fmt.Errorf("%w: offset %d of %s-%d is outside %d-%d", kerr.InvalidRequest, off, name, part, t.Partition(part).LogStartOffset(), t.Partition(part).HighWatermark())
+				out[name][part] = fmt.Errorf("%w: offset %d of %s-%d is outside %d-%d", kerr.InvalidRequest, off, name, part, t.Partition(part).LocalStartOffset(), t.Partition(part).HighWatermark())
 			default:
 				out[name][part] = c.eng.shares.Reset(group, t.ID, part, off)
 			}

@@ -199,6 +199,15 @@ func (p *Partition) LogStartOffset() int64 {
 	return local
 }
 
+// LocalStartOffset is the local log's first offset (below it, only
+// tiered storage may hold records).
+func (p *Partition) LocalStartOffset() int64 {
+	if p.log == nil {
+		return -1
+	}
+	return p.log.StartOffset()
+}
+
 // LeaderEpoch is the partition's leader epoch: on a single node, never a
 // leader change, so always 0 (every stored batch carries it); in cluster
 // mode, the epoch of the metadata's leader as this broker last learned it.

@@ -94,8 +94,17 @@ func (p *Partition) AbortedTxns(dst []wal.AbortedTxn, from, upTo int64) []wal.Ab
 	if p.log == nil {
 		return dst
 	}
-	dst = p.remoteAborted(dst, from, upTo, p.log.StartOffset())
-	return p.log.AbortedTxns(dst, from, upTo)
+	if p.tier.Load() == nil {
+		return p.log.AbortedTxns(dst, from, upTo)
+	}
+	// Remote and local lists overlap where a copied segment is still
+	// local. The local one first: a segment that local retention
+	// deletes after it was read was published remote before, so the
+	// remote view read next has it.
+	n := len(dst)
+	dst = p.log.AbortedTxns(dst, from, upTo)
+	dst = p.remoteAborted(dst, from, upTo)
+	return append(dst[:n], dedupAborted(dst[n:])...)
 }
 
 // beginTxn opens pid's transaction at first unless one is open (shard).

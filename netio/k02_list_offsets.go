@@ -33,6 +33,10 @@ func handleListOffsets(s *Server, r *request) frameOutcome {
 		return s.malformed(r.conn, r, err.Error())
 	}
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	// One bound on the waits for the object store, whatever the number
+	// of partitions asked.
+	ctx, cancel := context.WithTimeout(context.Background(), remoteLookupTimeout)
+	defer cancel()
 	for _, rt := range req.Topics {
 		tr := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
 		t := s.eng.Topic(rt.Topic)
@@ -41,7 +45,7 @@ func handleListOffsets(s *Server, r *request) frameOutcome {
 			pr.Partition = rp.Partition
 			pr.Timestamp, pr.Offset, pr.LeaderEpoch = -1, -1, -1
 			if r.topicAllowed(kmsg.ACLOperationDescribe, rt.Topic) {
-				s.listOffset(r, t, &rp, &pr, req.IsolationLevel)
+				s.listOffset(ctx, r, t, &rp, &pr, req.IsolationLevel)
 			} else {
 				pr.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			}
@@ -63,7 +67,7 @@ func handleListOffsets(s *Server, r *request) frameOutcome {
 	return frameDone
 }
 
-func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsRequestTopicPartition, pr *kmsg.ListOffsetsResponseTopicPartition, isolation int8) {
+func (s *Server) listOffset(ctx context.Context, r *request, t *engine.Topic, rp *kmsg.ListOffsetsRequestTopicPartition, pr *kmsg.ListOffsetsResponseTopicPartition, isolation int8) {
 	if t == nil {
 		pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return
@@ -103,7 +107,7 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 	case ts == -3 && r.version >= 7:
 		got, ok, err := l.MaxTimestamp()
 		if rt := p.RemoteMaxTimestamp(); err == nil && rt >= 0 && (!ok || rt > got.Timestamp) {
-			got, ok, err = s.remoteOffsetForTime(p, rt)
+			got, ok, err = s.remoteOffsetForTime(ctx, p, rt)
 		}
 		if err != nil {
 			pr.ErrorCode = errCode(err)
@@ -119,7 +123,7 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 			found(-1, -1)
 		}
 	case ts >= 0:
-		got, ok, err := s.remoteOffsetForTime(p, ts)
+		got, ok, err := s.remoteOffsetForTime(ctx, p, ts)
 		if err == nil && !ok {
 			got, ok, err = l.OffsetForTime(ts)
 		}
@@ -136,15 +140,14 @@ func (s *Server) listOffset(r *request, t *engine.Topic, rp *kmsg.ListOffsetsReq
 }
 
 // remoteOffsetForTime looks ts up in p's tiered storage, waiting for the
-// store at most remoteLookupTimeout.
-func (s *Server) remoteOffsetForTime(p *engine.Partition, ts int64) (wal.TimestampOffset, bool, error) {
+// store until ctx ends.
+func (s *Server) remoteOffsetForTime(ctx context.Context, p *engine.Partition, ts int64) (wal.TimestampOffset, bool, error) {
 	if p.RemoteMaxTimestamp() < ts {
 		return wal.TimestampOffset{}, false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), remoteLookupTimeout)
-	defer cancel()
 	return p.RemoteOffsetForTime(ctx, ts)
 }
 
-// remoteLookupTimeout bounds a ListOffsets' wait for the object store.
+// remoteLookupTimeout bounds a ListOffsets request's waits for the
+// object store.
 const remoteLookupTimeout = 30 * time.Second

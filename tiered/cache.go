@@ -3,7 +3,9 @@ package tiered
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 // again.
 type Cache struct {
 	store      Store
+	maxPending int
 	chunkSize  int64
 	maxBytes   int64
 	retryAfter time.Duration
@@ -33,7 +36,7 @@ type Cache struct {
 	used    int64
 	lru     *list.List // of *cached, most recent in front
 	chunks  map[ChunkKey]*list.Element
-	loading map[ChunkKey][]func()
+	loading map[ChunkKey][]Waker
 	failed  map[ChunkKey]failure
 
 	hits, misses, bytesRead, loadErrors atomic.Int64
@@ -42,6 +45,15 @@ type Cache struct {
 // WholeObject as a ChunkKey's Index names the whole object, read at
 // once (a segment's index object).
 const WholeObject = -1
+
+// Waker is told when a load it waited for ended. Wakers are compared
+// (==) so that one waiting for a chunk is told once however often it
+// asked: use a pointer or a channel.
+type Waker interface{ Wake() }
+
+// ErrBusy is Chunk's answer when MaxPending loads are waiting already:
+// the caller answers without the bytes and asks again later.
+var ErrBusy = errors.New("tiered: too many remote reads pending")
 
 // ChunkKey names one chunk: the object and the chunk's number in it
 // (or WholeObject).
@@ -72,6 +84,9 @@ type CacheConfig struct {
 	MaxBytes int64
 	// Loads is the most reads in flight at once; default 8.
 	Loads int
+	// MaxPending bounds the chunks loading or waiting for a load slot
+	// (each a goroutine); past it Chunk says ErrBusy. Default 256.
+	MaxPending int
 	// RetryAfter is how long a failed load's error is the answer;
 	// default 1 s.
 	RetryAfter time.Duration
@@ -90,6 +105,9 @@ func NewCache(store Store, cfg CacheConfig) *Cache {
 	if cfg.Loads <= 0 {
 		cfg.Loads = 8
 	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 256
+	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = time.Second
 	}
@@ -98,9 +116,9 @@ func NewCache(store Store, cfg CacheConfig) *Cache {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cache{
-		store: store, chunkSize: cfg.ChunkBytes, maxBytes: cfg.MaxBytes, retryAfter: cfg.RetryAfter,
+		store: store, maxPending: cfg.MaxPending, chunkSize: cfg.ChunkBytes, maxBytes: cfg.MaxBytes, retryAfter: cfg.RetryAfter,
 		timeout: cfg.Timeout, now: time.Now, ctx: ctx, cancel: cancel, slots: make(chan struct{}, cfg.Loads),
-		lru: list.New(), chunks: map[ChunkKey]*list.Element{}, loading: map[ChunkKey][]func(){}, failed: map[ChunkKey]failure{},
+		lru: list.New(), chunks: map[ChunkKey]*list.Element{}, loading: map[ChunkKey][]Waker{}, failed: map[ChunkKey]failure{},
 	}
 }
 
@@ -109,9 +127,10 @@ func (c *Cache) ChunkBytes() int64 { return c.chunkSize }
 
 // Chunk returns chunk k of an object of size bytes when it is cached.
 // Otherwise it returns nil, with the error of a load that failed less
-// than RetryAfter ago, or with no error after starting a load (unless
-// one runs) that calls wake (when not nil) once it ends.
-func (c *Cache) Chunk(k ChunkKey, size int64, wake func()) ([]byte, error) {
+// than RetryAfter ago, ErrBusy when MaxPending loads wait already, or no
+// error after starting a load (unless one runs) whose end wakes w (when
+// not nil).
+func (c *Cache) Chunk(k ChunkKey, size int64, w Waker) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.chunks[k]; ok {
@@ -125,13 +144,15 @@ func (c *Cache) Chunk(k ChunkKey, size int64, wake func()) ([]byte, error) {
 		}
 		delete(c.failed, k)
 	}
+	if err := c.startLocked(k, size, w); err != nil {
+		return nil, err
+	}
 	c.misses.Add(1)
-	c.startLocked(k, size, wake)
 	return nil, nil
 }
 
 // Prefetch starts loading chunk k unless it is cached, loading, or
-// failed lately: a sequential reader's next chunk.
+// failed lately, or the cache is busy: a sequential reader's next chunk.
 func (c *Cache) Prefetch(k ChunkKey, size int64) {
 	if k.Index < 0 || k.Index*c.chunkSize >= size {
 		return
@@ -144,24 +165,32 @@ func (c *Cache) Prefetch(k ChunkKey, size int64) {
 	if f, ok := c.failed[k]; ok && c.now().Sub(f.at) < c.retryAfter {
 		return
 	}
-	c.startLocked(k, size, nil)
+	_ = c.startLocked(k, size, nil) // busy: no read-ahead
 }
 
-func (c *Cache) startLocked(k ChunkKey, size int64, wake func()) {
+// maxWakers bounds the wakers one load tells: past it a waiter is not
+// told (it finds the chunk when it looks again).
+const maxWakers = 64
+
+func (c *Cache) startLocked(k ChunkKey, size int64, w Waker) error {
 	waiters, running := c.loading[k]
-	if wake != nil {
-		waiters = append(waiters, wake)
+	if w != nil && !slices.Contains(waiters, w) && len(waiters) < maxWakers {
+		waiters = append(waiters, w)
 	}
-	c.loading[k] = waiters
 	if running {
-		return
+		c.loading[k] = waiters
+		return nil
+	}
+	if len(c.loading) >= c.maxPending {
+		return ErrBusy
 	}
 	if c.ctx.Err() != nil {
-		delete(c.loading, k)
-		return
+		return c.ctx.Err()
 	}
+	c.loading[k] = waiters
 	c.wg.Add(1)
 	go c.load(k, size)
+	return nil
 }
 
 // load reads one chunk from the store (on its own goroutine, at most
@@ -215,7 +244,7 @@ func (c *Cache) load(k ChunkKey, size int64) {
 	}
 	c.mu.Unlock()
 	for _, w := range waiters {
-		w()
+		w.Wake()
 	}
 }
 

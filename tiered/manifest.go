@@ -55,6 +55,9 @@ type RemoteSegment struct {
 // object it does not name is never read, and a local segment is deleted
 // only once a CopyFinished segment here covers it.
 type Manifest struct {
+	// TopicID is the id of the topic whose partition it describes (a
+	// re-created topic of the same name has another).
+	TopicID  string          `json:"topic_id,omitempty"`
 	Segments []RemoteSegment `json:"segments"`
 	// Orphans are the segments of interrupted copies: their objects
 	// were deleted, and are deleted again once a put the copy sent can
@@ -134,5 +137,5 @@ func (m *Manifest) Save(dir string, perm fsutil.Perm) error {
 
 // Clone returns a deep copy.
 func (m *Manifest) Clone() *Manifest {
-	return &Manifest{Segments: slices.Clone(m.Segments), Orphans: slices.Clone(m.Orphans)}
+	return &Manifest{TopicID: m.TopicID, Segments: slices.Clone(m.Segments), Orphans: slices.Clone(m.Orphans)}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -278,7 +279,7 @@ func TestCache(t *testing.T) {
 	c := NewCache(st, CacheConfig{ChunkBytes: 1000, MaxBytes: 3000, RetryAfter: 200 * time.Millisecond})
 	defer c.Close()
 	woke := make(chan struct{}, 1)
-	wake := func() { woke <- struct{}{} }
+	wake := chanWaker(woke)
 	k := ChunkKey{Object: "o", Index: 9}
 	if b, err := c.Chunk(k, int64(len(obj)), wake); b != nil || err != nil {
 		t.Fatalf("first call: %d bytes, %v", len(b), err)
@@ -332,7 +333,7 @@ func TestCacheShortRead(t *testing.T) {
 	c := NewCache(st, CacheConfig{ChunkBytes: 1000})
 	defer c.Close()
 	woke := make(chan struct{}, 1)
-	_, _ = c.Chunk(ChunkKey{Object: "o"}, 1000, func() { woke <- struct{}{} }) // the manifest says 1000
+	_, _ = c.Chunk(ChunkKey{Object: "o"}, 1000, chanWaker(woke)) // the manifest says 1000
 	<-woke
 	if _, err := c.Chunk(ChunkKey{Object: "o"}, 1000, nil); err == nil {
 		t.Fatal("a short object was cached")
@@ -344,7 +345,7 @@ func TestCacheClose(t *testing.T) {
 	st := &fakeStore{objects: map[string][]byte{"o": make([]byte, 10)}, gate: make(chan struct{})}
 	c := NewCache(st, CacheConfig{})
 	woke := make(chan struct{}, 1)
-	_, _ = c.Chunk(ChunkKey{Object: "o"}, 10, func() { woke <- struct{}{} })
+	_, _ = c.Chunk(ChunkKey{Object: "o"}, 10, chanWaker(woke))
 	c.Close()
 	select {
 	case <-woke:
@@ -363,3 +364,53 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func jsonOf(m *Manifest) ([]byte, error) { return json.Marshal(m) }
+
+// chanWaker wakes by a send that never blocks.
+type chanWaker chan struct{}
+
+func (w chanWaker) Wake() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// hangStore never answers a read until its context ends (a store that is
+// slow, or a path that black-holes).
+type hangStore struct{}
+
+func (hangStore) Put(context.Context, string, io.ReadSeeker, int64) error { return nil }
+func (hangStore) GetRange(ctx context.Context, _ string, _, _ int64) ([]byte, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (hangStore) Delete(context.Context, string) error { return nil }
+
+// Misses of many distinct chunks on a hanging store start at most
+// MaxPending loads (goroutines); the rest are told ErrBusy. A waker that
+// asks again is told once.
+func TestCacheBoundsPendingLoads(t *testing.T) {
+	c := NewCache(hangStore{}, CacheConfig{ChunkBytes: 1 << 20, MaxPending: 100})
+	defer c.Close()
+	before := runtime.NumGoroutine()
+	busy := 0
+	for i := range 10000 {
+		if _, err := c.Chunk(ChunkKey{Object: fmt.Sprintf("seg-%d.log", i/1000), Index: int64(i % 1000)}, 1<<30, nil); errors.Is(err, ErrBusy) {
+			busy++
+		}
+	}
+	if n := runtime.NumGoroutine() - before; n > 110 || busy != 10000-100 {
+		t.Fatalf("%d goroutines, %d busy answers for 10,000 misses with MaxPending 100", n, busy)
+	}
+	w := chanWaker(make(chan struct{}, 1))
+	k := ChunkKey{Object: "seg-0.log", Index: 1}
+	for range 1000 {
+		_, _ = c.Chunk(k, 1<<30, w)
+	}
+	c.mu.Lock()
+	n := len(c.loading[k])
+	c.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("one waker asking 1,000 times is told %d times", n)
+	}
+}

@@ -157,7 +157,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.remotePrefix, "remote-storage-prefix", "", "tiered storage: a prefix of every object key (to share a bucket)")
 	fs.DurationVar(&e.Tier.RequestTimeout, "remote-storage-request-timeout", def.Engine.Tier.RequestTimeout, "tiered storage: the bound on one request to the object store (an interrupted copy's objects are deleted again twice this long after)")
 	fs.DurationVar(&e.Tier.Interval, "remote-log-manager-interval", def.Engine.Tier.Interval, "tiered storage: how often closed segments are looked for to copy, and remote ones to expire")
-	fs.Int64Var(&e.Tier.CacheBytes, "remote-fetch-cache-bytes", def.Engine.Tier.CacheBytes, "tiered storage: memory for the chunks of remote segments that fetches read")
+	fs.Int64Var(&e.Tier.CacheBytes, "remote-fetch-cache-bytes", def.Engine.Tier.CacheBytes, "tiered storage: memory for the chunks of remote segments that fetches read (at least 16 MiB; a remote batch may be up to an eighth of it, 64 MiB at most)")
 	fs.BoolVar(&e.AutoCreateTopics, "auto-create-topics", def.Engine.AutoCreateTopics, "create unknown topics on metadata requests and produce")
 	fs.Float64Var(&e.AutoCreateRate, "auto-create-topics-rate", def.Engine.AutoCreateRate, "topics a second clients may auto-create (bursts of --auto-create-topics-burst); past it a name is answered UNKNOWN_TOPIC_OR_PARTITION (retriable) and logged")
 	fs.IntVar(&e.AutoCreateBurst, "auto-create-topics-burst", def.Engine.AutoCreateBurst, "auto-creations allowed at once before --auto-create-topics-rate paces them")
@@ -276,8 +276,8 @@ func (f *serveFlags) config() (broker.Config, error) {
 		if f.voters != "" {
 			return cfg, cli.Usagef("--remote-storage-endpoint: tiered storage runs on a single broker in this version; leave it out in cluster mode (--voters)")
 		}
-		if cfg.Engine.Tier.Interval <= 0 || cfg.Engine.Tier.RequestTimeout <= 0 || cfg.Engine.Tier.CacheBytes < 1<<20 {
-			return cfg, cli.Usagef("--remote-log-manager-interval and --remote-storage-request-timeout must be positive and --remote-fetch-cache-bytes at least 1 MiB")
+		if cfg.Engine.Tier.Interval <= 0 || cfg.Engine.Tier.RequestTimeout <= 0 || cfg.Engine.Tier.CacheBytes < 16<<20 {
+			return cfg, cli.Usagef("--remote-log-manager-interval and --remote-storage-request-timeout must be positive and --remote-fetch-cache-bytes at least 16 MiB (a remote batch may take up to an eighth of it)")
 		}
 		store, err := tiered.NewS3(tiered.S3Config{
 			Endpoint: f.remoteEndpoint, Bucket: f.remoteBucket, Region: f.remoteRegion,

@@ -321,8 +321,8 @@ type partitionJSON struct {
 	// one in the object store (-5 plus one; 0: none there yet).
 	LocalStartOffset *int64 `json:"local_start_offset,omitempty"`
 	TieredEndOffset  *int64 `json:"tiered_end_offset,omitempty"`
-	EndOffset   int64   `json:"end_offset"`
-	Error       string  `json:"error,omitempty"`
+	EndOffset        int64  `json:"end_offset"`
+	Error            string `json:"error,omitempty"`
 }
 
 type configJSON struct {
