@@ -457,6 +457,7 @@ func Open(cfg Config) (*Engine, error) {
 	e.scrubDone = make(chan struct{})
 	go e.runScrubber(e.cleanerStop, e.scrubDone)
 	if e.remote != nil {
+		e.resumeDeletions()
 		go e.runTiering()
 	}
 	e.hwDone = make(chan struct{})

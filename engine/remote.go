@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -100,8 +99,11 @@ type tier struct {
 	held    atomic.Int64
 	heldMax int64
 
-	// batchMax is the largest remote batch read.
+	// batchMax is the largest remote batch read through the chunks (a
+	// larger one, up to remoteBatchMax, is read as one range).
 	batchMax int64
+	// indexes are the decoded index objects (a quarter of the cache).
+	indexes *indexCache
 
 	// forgets are the deletions of deleted partitions' objects.
 	forgets sync.WaitGroup
@@ -154,6 +156,7 @@ func newTier(cfg TierConfig) *tier {
 		// Every chunk of a batch must be cached at once for the read to
 		// see it whole: a batch of a small share of the cache is.
 		batchMax: min(remoteBatchMax, cfg.CacheBytes/8),
+		indexes:  newIndexCache(cfg.CacheBytes / 4),
 		cfg:      cfg, store: cfg.Store, layout: tiered.Layout{Prefix: cfg.Prefix},
 		cache: tiered.NewCache(cfg.Store, tiered.CacheConfig{ChunkBytes: cfg.ChunkBytes, MaxBytes: cfg.CacheBytes}),
 		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
@@ -169,39 +172,6 @@ func (r *tier) close() {
 	r.cache.Close()
 }
 
-// forgetRemote deletes, in the background, the objects of a partition
-// that is being deleted (its topic was), retrying until they are gone or
-// the broker stops: a stop or a crash before then leaves them in the
-// store, unread (their manifest went with the partition's directory).
-func (e *Engine) forgetRemote(p *Partition) {
-	pt := p.tier.Load()
-	if e.remote == nil || pt == nil {
-		return
-	}
-	r := e.remote
-	r.forgets.Add(1)
-	go func() {
-		defer r.forgets.Done()
-		pt.mu.Lock() // after a copy in flight
-		pt.gone = true
-		segs := append(slices.Clone(pt.manifest.Segments), pt.manifest.Orphans...)
-		pt.mu.Unlock()
-		for wait := 100 * time.Millisecond; len(segs) > 0; wait = min(2*wait, r.cfg.MaxBackoff) {
-			if err := e.deleteObjects(p, segs[0]); err != nil {
-				e.logger.Warn("tiered storage: deleting a deleted partition's objects; will retry", "partition", p.String(), "err", err)
-				select {
-				case <-r.ctx.Done():
-					return
-				case <-time.After(wait):
-				}
-				continue
-			}
-			segs = segs[1:]
-		}
-		e.logger.Info("tiered storage: deleted the objects of a deleted partition", "partition", p.String())
-	}()
-}
-
 // partitionTier is one partition's tiered state. The manifest is the
 // uploader's (under mu); readers use the published view.
 type partitionTier struct {
@@ -213,9 +183,6 @@ type partitionTier struct {
 	failures int
 
 	view atomic.Pointer[remoteView]
-
-	ixMu    sync.Mutex
-	indexes map[string]*tiered.Index // decoded index objects by segment id
 }
 
 // remoteView is what readers see: the finished remote segments, in
@@ -269,7 +236,7 @@ func (e *Engine) loadTier(p *Partition) {
 	if e.remote == nil || p.log == nil {
 		return
 	}
-	pt := &partitionTier{indexes: map[string]*tiered.Index{}}
+	pt := &partitionTier{}
 	m, err := tiered.LoadManifest(p.dir)
 	if err == nil && m.TopicID != "" && m.TopicID != p.topic.ID.String() {
 		// A deleted topic's, left by a copy that finished while its
@@ -286,8 +253,10 @@ func (e *Engine) loadTier(p *Partition) {
 		pt.manifest = m
 	}
 	pt.publish()
-	if v := pt.view.Load(); v.end() > 0 {
-		p.log.SetRemoteEnd(v.end())
+	// What was copied stays copied even when retention expired it all
+	// since (the view is empty then): never copied again.
+	if end := max(pt.view.Load().end(), pt.manifest.CopiedEnd); end > 0 {
+		p.log.SetRemoteEnd(end)
 	}
 	p.tier.Store(pt)
 }
@@ -394,6 +363,17 @@ func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig
 			ss.Release()
 		}
 	}()
+	more, cerr := e.copySegments(p, pt, segs, next)
+	// Retention of the remote segments goes on whatever the copies do.
+	if err := e.expireRemote(p, pt, cfg); err != nil {
+		return false, errors.Join(cerr, err)
+	}
+	return more, cerr
+}
+
+// copySegments copies segs in order from next, up to copiesPerTurn
+// (uploader, pt.mu held); more says whether it stopped with more to do.
+func (e *Engine) copySegments(p *Partition, pt *partitionTier, segs []*wal.SealedSegment, next int64) (more bool, err error) {
 	copied := 0
 	for _, ss := range segs {
 		if e.remote.ctx.Err() != nil {
@@ -414,7 +394,7 @@ func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig
 		next = ss.End
 		copied++
 	}
-	return false, e.expireRemote(p, pt, cfg)
+	return false, nil
 }
 
 // cleanOrphans deletes the objects of copies that never finished and
@@ -422,7 +402,7 @@ func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig
 func (e *Engine) cleanOrphans(p *Partition, pt *partitionTier) error {
 	m := pt.manifest
 	now := e.now().UnixMilli()
-	next := &tiered.Manifest{}
+	next := &tiered.Manifest{CopiedEnd: m.CopiedEnd}
 	changed := false
 	for _, s := range m.Segments {
 		if s.State == tiered.CopyFinished {
@@ -468,8 +448,14 @@ func (e *Engine) saveManifest(p *Partition, m *tiered.Manifest) error {
 // deleteObjects removes a remote segment's objects and its cached
 // chunks.
 func (e *Engine) deleteObjects(p *Partition, s tiered.RemoteSegment) error {
+	return e.deleteSegmentObjects(p.topic.Name, p.topic.ID, p.Index, s)
+}
+
+// deleteSegmentObjects removes the objects of segment s of a partition,
+// its cached chunks and its decoded index.
+func (e *Engine) deleteSegmentObjects(topic string, id TopicID, partition int32, s tiered.RemoteSegment) error {
 	r := e.remote
-	keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, s.Base, s.ID)
+	keys := r.layout.Keys(topic, id, partition, s.Base, s.ID)
 	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 	defer cancel()
 	for _, k := range []string{keys.Index, keys.Log} {
@@ -478,10 +464,7 @@ func (e *Engine) deleteObjects(p *Partition, s tiered.RemoteSegment) error {
 		}
 		r.cache.Forget(k)
 	}
-	pt := p.tier.Load()
-	pt.ixMu.Lock()
-	delete(pt.indexes, s.ID)
-	pt.ixMu.Unlock()
+	r.indexes.forget(s.ID)
 	return nil
 }
 
@@ -496,6 +479,11 @@ func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegm
 	ix, err := tiered.BuildIndex(ss, ss.Base, ss.End, ss.Size, ss.Aborted)
 	if err != nil {
 		return err
+	}
+	if ix.MaxBatch > remoteBatchMax {
+		// It could not be read back: it stays local, and so does
+		// everything after it.
+		return fmt.Errorf("segment %d holds a batch of %d bytes; remote reads take batches up to %d: copies stop here", ss.Base, ix.MaxBatch, remoteBatchMax)
 	}
 	idx := ix.Encode()
 	seg := tiered.RemoteSegment{
@@ -522,6 +510,7 @@ func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegm
 	}
 	finished := pt.manifest.Clone()
 	finished.Segments[len(finished.Segments)-1].State = tiered.CopyFinished
+	finished.CopiedEnd = max(finished.CopiedEnd, seg.End)
 	if p.removed.Load() {
 		// Its directory may be another topic's now: the objects are
 		// the deletion's (forgetRemote) to remove.
@@ -582,7 +571,8 @@ func (e *Engine) expireRemote(p *Partition, pt *partitionTier, cfg *TopicConfig)
 		e.remote.deletedSegments.Add(1)
 		e.logger.Info("tiered storage: retention deleted remote segment", "partition", p.String(), "base", s.Base, "end", s.End, "bytes", s.Size)
 	}
-	left := &tiered.Manifest{Segments: append([]tiered.RemoteSegment(nil), marked.Segments[len(victims):]...), Orphans: marked.Orphans}
+	left := marked.Clone()
+	left.Segments = left.Segments[len(victims):]
 	if err := e.saveManifest(p, left); err != nil {
 		return err
 	}
@@ -611,7 +601,11 @@ type RemoteRead struct {
 	// FirstOffset is the first batch's base offset, NextOffset the
 	// offset after the last batch.
 	FirstOffset, NextOffset int64
-	held                    *atomic.Int64
+	// Aborted are the aborted transactions whose markers the segment
+	// read holds (MergeAborted adds them to a fetch's list).
+	Aborted []wal.AbortedTxn
+	held    *atomic.Int64
+	quota   *RemoteQuota
 }
 
 // Release gives the read's bytes back to the bound on remote bytes held
@@ -619,14 +613,31 @@ type RemoteRead struct {
 func (r *RemoteRead) Release() {
 	if r.held != nil {
 		r.held.Add(-r.Bytes)
+		r.quota.held.Add(-r.Bytes)
 	}
 	*r = RemoteRead{}
 }
 
-// Bounds of remote reads: the bytes one partition's read copies (beyond
-// its first batch), the largest batch a remote segment may hold, and
-// (tier.held, bounded by the cache size) the bytes all fetches hold
-// until their responses are written.
+// MergeAborted adds to a fetch's aborted list (dst, from AbortedTxns)
+// those of extra whose data may lie in [from, upTo), without repeats.
+func MergeAborted(dst, extra []wal.AbortedTxn, from, upTo int64) []wal.AbortedTxn {
+	n := len(dst)
+	for _, a := range extra {
+		if a.LastOffset >= from && a.FirstOffset < upTo {
+			dst = append(dst, a)
+		}
+	}
+	if len(dst) == n {
+		return dst
+	}
+	return dedupAborted(dst)
+}
+
+// Bounds of remote reads: the bytes one partition's read takes (beyond
+// its first batch), the largest batch a remote segment may hold (a
+// segment with a larger one is not copied), and (tier.held, bounded by
+// the cache size) the bytes all fetches hold until their responses are
+// written.
 const (
 	remoteReadMax  = 4 << 20
 	remoteBatchMax = 64 << 20 // and at most an eighth of the cache (tier.batchMax)
@@ -639,7 +650,7 @@ const (
 // empty read after starting their load, whose end wakes the partition's
 // watchers. ErrNotRemote: the store does not hold offset. A failed load
 // or damaged remote bytes: KAFKA_STORAGE_ERROR.
-func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64) (RemoteRead, error) {
+func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64, quota *RemoteQuota) (RemoteRead, error) {
 	e := p.topic.eng
 	pt := p.tier.Load()
 	if e.remote == nil || pt == nil {
@@ -650,9 +661,10 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64) (Remote
 		return RemoteRead{}, ErrNotRemote
 	}
 	r := e.remote
-	if r.held.Load() >= r.heldMax {
-		// Fetches hold as much as the cache: this one answers without
-		// these records (the consumer asks again).
+	if r.held.Load() >= r.heldMax || quota.held.Load() >= r.heldMax/remoteQuotaShare {
+		// Fetches hold as much as the cache, or this connection its
+		// share (a client that does not read its responses): this one
+		// answers without these records (the consumer asks again).
 		return RemoteRead{}, nil
 	}
 	out, err := e.readRemote(p, pt, seg, offset, min(maxBytes, remoteReadMax), upTo, (*partitionWaker)(p))
@@ -664,11 +676,23 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64) (Remote
 	}
 	r.remoteReadBytes.Add(out.Bytes)
 	if out.Bytes > 0 {
-		out.held = &r.held
+		out.held, out.quota = &r.held, quota
 		r.held.Add(out.Bytes)
+		quota.held.Add(out.Bytes)
+		// Its segment's aborted transactions: the fetch's list must have
+		// them even if retention expires the segment meanwhile.
+		out.Aborted = seg.Aborted
 	}
 	return out, nil
 }
+
+// RemoteQuota counts the remote bytes one client's fetches hold until
+// their responses are written (a connection's): at most a sixteenth of
+// the cache, so that a client that stops reading cannot hold them all.
+type RemoteQuota struct{ held atomic.Int64 }
+
+// remoteQuotaShare: a quota is the cache's size over this.
+const remoteQuotaShare = 16
 
 // readRemote reads batches of seg from offset; wake (nil: none) is
 // called when a missing piece arrives. errRemotePending: something is
@@ -687,10 +711,16 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 	var hdr [batch.HeaderSize]byte
 	var pieces [][]byte
 	for pos < seg.Size {
-		if pieces, err = r.pieces(keys.Log, seg.Size, pos, batch.HeaderSize, wake, pieces[:0]); err != nil {
+		// A batch read as one range has its header in it (the header's
+		// chunk may be what the range evicted).
+		big := r.cache.Peek(tiered.ChunkKey{Object: keys.Log, Index: tiered.RangeRead, Off: pos})
+		if len(big) >= batch.HeaderSize {
+			copy(hdr[:], big)
+		} else if pieces, err = r.pieces(keys.Log, seg.Size, pos, batch.HeaderSize, wake, pieces[:0]); err != nil {
 			break
+		} else {
+			joinPieces(hdr[:0], pieces)
 		}
-		joinPieces(hdr[:0], pieces)
 		h, cerr := tiered.CheckHeader(hdr[:], pos, seg.Size, next, seg.End)
 		if cerr == nil && first && h.BaseOffset != entry.Offset {
 			cerr = fmt.Errorf("the index says offset %d is at %d, the batch there starts at %d", entry.Offset, pos, h.BaseOffset)
@@ -705,14 +735,31 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 			continue
 		}
 		size := int64(h.Size())
-		if size > r.batchMax {
-			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d) of %d bytes: remote batches are read up to %d (an eighth of --remote-fetch-cache-bytes)", pos, h.BaseOffset, size, r.batchMax)
+		if size > remoteBatchMax {
+			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d) of %d bytes: remote batches are read up to %d", pos, h.BaseOffset, size, remoteBatchMax)
 		}
 		if h.BaseOffset >= upTo || (out.Bytes > 0 && out.Bytes+size > maxBytes) {
 			break
 		}
 		n := len(out.Parts)
-		if out.Parts, err = r.pieces(keys.Log, seg.Size, pos, size, wake, out.Parts); err != nil {
+		if size > r.batchMax {
+			// Too large to be sure of all its chunks at once: read
+			// whole, as one range.
+			b := big
+			if b == nil {
+				if b, err = r.cache.Chunk(tiered.ChunkKey{Object: keys.Log, Index: tiered.RangeRead, Off: pos}, pos+size, wake); err != nil {
+					break
+				}
+			}
+			if b == nil {
+				err = errRemotePending
+				break
+			}
+			if int64(len(b)) != size {
+				return RemoteRead{}, fmt.Errorf("batch at %d: %d bytes read, %d expected", pos, len(b), size)
+			}
+			out.Parts = append(out.Parts, b)
+		} else if out.Parts, err = r.pieces(keys.Log, seg.Size, pos, size, wake, out.Parts); err != nil {
 			break
 		}
 		if crcOf(out.Parts[n:]) != h.CRC {
@@ -773,9 +820,7 @@ func joinPieces(dst []byte, pieces [][]byte) []byte {
 // remoteIndex returns seg's decoded index object, loading it through the
 // cache.
 func (e *Engine) remoteIndex(pt *partitionTier, seg tiered.RemoteSegment, keys tiered.SegmentKeys, wake tiered.Waker) (*tiered.Index, error) {
-	pt.ixMu.Lock()
-	ix := pt.indexes[seg.ID]
-	pt.ixMu.Unlock()
+	ix := e.remote.indexes.get(seg.ID)
 	if ix != nil {
 		return ix, nil
 	}
@@ -793,12 +838,7 @@ func (e *Engine) remoteIndex(pt *partitionTier, seg tiered.RemoteSegment, keys t
 	if ix.Base != seg.Base || ix.End != seg.End || ix.Size != seg.Size {
 		return nil, fmt.Errorf("%w: it describes [%d, %d) of %d bytes, the manifest [%d, %d) of %d", tiered.ErrBadIndex, ix.Base, ix.End, ix.Size, seg.Base, seg.End, seg.Size)
 	}
-	pt.ixMu.Lock()
-	if len(pt.indexes) >= 16 {
-		clear(pt.indexes) // a partition reads few segments at a time
-	}
-	pt.indexes[seg.ID] = ix
-	pt.ixMu.Unlock()
+	e.remote.indexes.put(seg.ID, ix, seg.IndexSize)
 	return ix, nil
 }
 
@@ -845,7 +885,10 @@ func remoteWait[T any](ctx context.Context, read func(wake tiered.Waker) (T, err
 		switch {
 		case errors.Is(err, tiered.ErrBusy):
 			wait = time.After(20 * time.Millisecond)
-		case !errors.Is(err, errRemotePending):
+		case errors.Is(err, errRemotePending):
+			// Woken by the load; a look now and then regardless.
+			wait = time.After(100 * time.Millisecond)
+		default:
 			return v, err
 		}
 		select {
@@ -989,20 +1032,18 @@ func (p *Partition) remoteAborted(dst []wal.AbortedTxn, from, upTo int64) []wal.
 }
 
 // dedupAborted drops repeated transactions (the same abort marker) from
-// a, keeping the first of each.
+// a, keeping the first of each, in linear time.
 func dedupAborted(a []wal.AbortedTxn) []wal.AbortedTxn {
+	type key struct{ pid, last int64 }
+	seen := make(map[key]struct{}, len(a))
 	out := a[:0]
-	for i, t := range a {
-		dup := false
-		for _, u := range a[:i] {
-			if u.ProducerID == t.ProducerID && u.LastOffset == t.LastOffset {
-				dup = true
-				break
-			}
+	for _, t := range a {
+		k := key{t.ProducerID, t.LastOffset}
+		if _, dup := seen[k]; dup {
+			continue
 		}
-		if !dup {
-			out = append(out, t)
-		}
+		seen[k] = struct{}{}
+		out = append(out, t)
 	}
 	return out
 }

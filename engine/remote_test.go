@@ -107,7 +107,7 @@ func remoteFixture(t *testing.T, store *memStore, chunk, cache int64) (*Engine, 
 		Size: int64(len(seg)), IndexSize: int64(len(idx)), MaxTimestamp: 1001}
 	keys := e.remote.layout.Keys("t", top.ID, 0, 0, rs.ID)
 	store.objs[keys.Log], store.objs[keys.Index] = seg, idx
-	pt := &partitionTier{indexes: map[string]*tiered.Index{}, manifest: &tiered.Manifest{Segments: []tiered.RemoteSegment{rs}}}
+	pt := &partitionTier{manifest: &tiered.Manifest{Segments: []tiered.RemoteSegment{rs}}}
 	pt.publish()
 	p.tier.Store(pt)
 	return e, p, rs, keys
@@ -137,7 +137,7 @@ func TestRemoteReadNeverReturnsPartOfABatch(t *testing.T) {
 	if _, err := remoteWait(ctx, func(w tiered.Waker) ([][]byte, error) { return e.remote.pieces(keys.Log, rs.Size, 0, 4096, w, nil) }); err != nil {
 		t.Fatal(err)
 	}
-	rd, err := p.ReadRemote(1, 1<<20, 2)
+	rd, err := p.ReadRemote(1, 1<<20, 2, &RemoteQuota{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,17 +152,20 @@ func TestRemoteReadNeverReturnsPartOfABatch(t *testing.T) {
 	}
 }
 
-// A batch that needs more of the cache than it may hold at once is
-// refused with a storage error at once, not retried forever.
+// A batch that needs more of the cache than it may hold at once (its
+// chunks could evict each other forever) is read whole, as one range.
 func TestRemoteBatchLargerThanTheCacheAllows(t *testing.T) {
 	store := newMemStore()
-	e, p, rs, _ := remoteFixture(t, store, 4096, 4096)
+	e, p, rs, _ := remoteFixture(t, store, 4096, 16384) // batches over 2 KiB read as ranges
 	pt := p.tier.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := remoteWait(ctx, func(w tiered.Waker) (RemoteRead, error) { return e.readRemote(p, pt, rs, 1, 1<<20, 2, w) })
-	if err == nil || !strings.Contains(err.Error(), "remote batches are read up to") {
-		t.Fatalf("a batch over the cache's bound: %v", err)
+	for off := int64(0); off < 2; {
+		rd, err := remoteWait(ctx, func(w tiered.Waker) (RemoteRead, error) { return e.readRemote(p, pt, rs, off, 1, 2, w) })
+		if err != nil || rd.FirstOffset != off || rd.NextOffset != off+1 || len(rd.Parts) != 1 {
+			t.Fatalf("offset %d: %d bytes in %d parts, offsets %d-%d, %v", off, rd.Bytes, len(rd.Parts), rd.FirstOffset, rd.NextOffset, err)
+		}
+		off = rd.NextOffset
 	}
 }
 

@@ -52,6 +52,9 @@ type conn struct {
 	// parked are the connection's long-poll fetches waiting for data
 	// (fetch.park); close abandons them, Drain expires them.
 	parked map[*fetch]struct{}
+	// remoteQuota bounds the tiered-storage records its fetches hold
+	// until their responses are written.
+	remoteQuota engine.RemoteQuota
 	// spareFetch is the memory of the connection's last answered fetch,
 	// for its next one (fetchScratch).
 	spareFetch atomic.Pointer[fetchScratch]

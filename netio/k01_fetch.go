@@ -339,7 +339,7 @@ func (f *fetch) read() {
 			if errors.Is(err, wal.ErrOffsetOutOfRange) && f.replica < 0 && !fromFollower && rp.FetchOffset < l.StartOffset() {
 				// Below the local log: tiered storage may hold it.
 				pr.chunk.Release()
-				pr.remote, err = p.ReadRemote(rp.FetchOffset, max, upTo)
+				pr.remote, err = p.ReadRemote(rp.FetchOffset, max, upTo, &f.r.conn.remoteQuota)
 				if errors.Is(err, engine.ErrNotRemote) {
 					err = wal.ErrOffsetOutOfRange
 				}
@@ -361,6 +361,7 @@ func (f *fetch) read() {
 			}
 			if pr.readCommitted && n > 0 {
 				pr.aborted = p.AbortedTxns(pr.aborted, rp.FetchOffset, next)
+				pr.aborted = engine.MergeAborted(pr.aborted, pr.remote.Aborted, rp.FetchOffset, next)
 			}
 			if n > 0 {
 				first = false

@@ -42,9 +42,14 @@ type Cache struct {
 	hits, misses, bytesRead, loadErrors atomic.Int64
 }
 
-// WholeObject as a ChunkKey's Index names the whole object, read at
-// once (a segment's index object).
-const WholeObject = -1
+// Special values of a ChunkKey's Index: WholeObject names the whole
+// object, read at once (a segment's index object); RangeRead the range
+// from Off to the size Chunk is given (a batch too large to be read
+// through the chunks; its key is its start).
+const (
+	WholeObject = -1
+	RangeRead   = -2
+)
 
 // Waker is told when a load it waited for ended. Wakers are compared
 // (==) so that one waiting for a chunk is told once however often it
@@ -56,10 +61,11 @@ type Waker interface{ Wake() }
 var ErrBusy = errors.New("tiered: too many remote reads pending")
 
 // ChunkKey names one chunk: the object and the chunk's number in it
-// (or WholeObject).
+// (or WholeObject, or RangeRead with the range's start).
 type ChunkKey struct {
 	Object string
 	Index  int64
+	Off    int64
 }
 
 type cached struct {
@@ -151,6 +157,19 @@ func (c *Cache) Chunk(k ChunkKey, size int64, w Waker) ([]byte, error) {
 	return nil, nil
 }
 
+// Peek returns chunk k when it is cached, and nil otherwise (it loads
+// nothing).
+func (c *Cache) Peek(k ChunkKey) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.chunks[k]; ok {
+		c.lru.MoveToFront(e)
+		c.hits.Add(1)
+		return e.Value.(*cached).data
+	}
+	return nil
+}
+
 // Prefetch starts loading chunk k unless it is cached, loading, or
 // failed lately, or the cache is busy: a sequential reader's next chunk.
 func (c *Cache) Prefetch(k ChunkKey, size int64) {
@@ -168,13 +187,16 @@ func (c *Cache) Prefetch(k ChunkKey, size int64) {
 	_ = c.startLocked(k, size, nil) // busy: no read-ahead
 }
 
-// maxWakers bounds the wakers one load tells: past it a waiter is not
-// told (it finds the chunk when it looks again).
+// maxWakers bounds the wakers one load tells: past it Chunk says
+// ErrBusy.
 const maxWakers = 64
 
 func (c *Cache) startLocked(k ChunkKey, size int64, w Waker) error {
 	waiters, running := c.loading[k]
-	if w != nil && !slices.Contains(waiters, w) && len(waiters) < maxWakers {
+	if w != nil && !slices.Contains(waiters, w) {
+		if len(waiters) == maxWakers {
+			return ErrBusy // it would never be told
+		}
 		waiters = append(waiters, w)
 	}
 	if running {
@@ -203,8 +225,11 @@ func (c *Cache) load(k ChunkKey, size int64) {
 	case c.slots <- struct{}{}:
 		off := k.Index * c.chunkSize
 		n := min(c.chunkSize, size-off)
-		if k.Index == WholeObject {
+		switch k.Index {
+		case WholeObject:
 			off, n = 0, size
+		case RangeRead:
+			off, n = k.Off, size-k.Off
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
 		data, err = c.store.GetRange(ctx, k.Object, off, n)

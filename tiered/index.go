@@ -27,6 +27,9 @@ type Index struct {
 	Base, End, Size int64
 	Entries         []IndexEntry
 	Aborted         []wal.AbortedTxn
+	// MaxBatch is the largest batch's size (BuildIndex only; not
+	// encoded).
+	MaxBatch int64
 }
 
 // IndexEntry says that the batch at Pos starts at Offset, and that no
@@ -72,6 +75,7 @@ func BuildIndex(r io.ReaderAt, base, end, size int64, aborted []wal.AbortedTxn) 
 		}
 		next = h.LastOffset() + 1
 		pos += int64(h.Size())
+		ix.MaxBatch = max(ix.MaxBatch, int64(h.Size()))
 	}
 	return ix, nil
 }

@@ -57,8 +57,12 @@ type RemoteSegment struct {
 type Manifest struct {
 	// TopicID is the id of the topic whose partition it describes (a
 	// re-created topic of the same name has another).
-	TopicID  string          `json:"topic_id,omitempty"`
-	Segments []RemoteSegment `json:"segments"`
+	TopicID string `json:"topic_id,omitempty"`
+	// CopiedEnd is the end of the last segment ever copied: it stays
+	// when retention expires every remote segment, so the local copies
+	// of those are not copied again.
+	CopiedEnd int64           `json:"copied_end,omitempty"`
+	Segments  []RemoteSegment `json:"segments"`
 	// Orphans are the segments of interrupted copies: their objects
 	// were deleted, and are deleted again once a put the copy sent can
 	// no longer land, before they are forgotten.
@@ -79,6 +83,9 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
+	}
+	if m.CopiedEnd < 0 {
+		return nil, fmt.Errorf("%w: copied end %d", ErrBadManifest, m.CopiedEnd)
 	}
 	prevEnd := int64(-1)
 	for i, s := range m.Segments {
@@ -137,5 +144,5 @@ func (m *Manifest) Save(dir string, perm fsutil.Perm) error {
 
 // Clone returns a deep copy.
 func (m *Manifest) Clone() *Manifest {
-	return &Manifest{TopicID: m.TopicID, Segments: slices.Clone(m.Segments), Orphans: slices.Clone(m.Orphans)}
+	return &Manifest{TopicID: m.TopicID, CopiedEnd: m.CopiedEnd, Segments: slices.Clone(m.Segments), Orphans: slices.Clone(m.Orphans)}
 }

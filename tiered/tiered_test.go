@@ -79,6 +79,10 @@ func TestBuildIndexAndLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ix.MaxBatch != pos[1]-pos[0] {
+		t.Fatalf("largest batch %d, want %d", ix.MaxBatch, pos[1]-pos[0])
+	}
+	got.MaxBatch = ix.MaxBatch // not encoded
 	if fmt.Sprint(got) != fmt.Sprint(ix) {
 		t.Fatalf("round trip:\n%+v\n%+v", got, ix)
 	}
