@@ -38,7 +38,7 @@ func TestTieredKillNine(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
 	dir := t.TempDir()
-	ctx := deadlineCtx(t, 150*time.Second)
+	ctx := deadlineCtx(t, 300*time.Second)
 	b := startServe(t, dir, tieredFlags(s3)...)
 	addr := b.Kafka
 	adm := kadm.NewClient(procClient(t, addr))
@@ -78,7 +78,10 @@ func TestTieredKillNine(t *testing.T) {
 				}
 			})
 			if seq%50 == 49 {
-				time.Sleep(8 * time.Millisecond)
+				// A backlog the uploader can catch up with under -race
+				// on a loaded machine (each copy: two puts, four
+				// fsyncs).
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 	}()
@@ -107,7 +110,7 @@ func TestTieredKillNine(t *testing.T) {
 	n := len(acked)
 	mu.Unlock()
 	t.Logf("%d records acknowledged; %d of 4 kills interrupted a copy", n, interrupted)
-	if n < 2000 {
+	if n < 1000 {
 		t.Fatalf("only %d records acknowledged", n)
 	}
 
@@ -142,7 +145,7 @@ func TestTieredKillNine(t *testing.T) {
 
 	// The uploader catches up: everything but the active segment (about
 	// 200 records) is in the store.
-	testenv.WaitFor(t, 90*time.Second, "the copies to catch up", func() bool {
+	testenv.WaitFor(t, 180*time.Second, "the copies to catch up", func() bool {
 		ends, err := adm.ListEndOffsets(ctx, "tiered")
 		if err != nil {
 			return false
