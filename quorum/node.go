@@ -176,6 +176,7 @@ type Node struct {
 	fsm    *metadata.FSM
 	raft   *raft.Raft
 	store  *raftboltdb.BoltStore
+	stable *stableStore // store, as Raft's StableStore
 	stream *streamLayer
 
 	idMu       sync.Mutex // serializes identity file writes
@@ -362,7 +363,8 @@ func (n *Node) start(self Voter) (err error) {
 	// A founding voter on an empty directory decides between founding
 	// the cluster and joining it in foundLoop, after Raft started.
 	n.deciding.Store(!existing && !n.nonVoter)
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	n.stable = &stableStore{s: store}
+	r, err := raft.NewRaft(rc, n.fsm, logs, n.stable, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("quorum: start raft: %w", err)
 	}
@@ -725,6 +727,7 @@ func (n *Node) Shutdown() error {
 		close(n.stop)
 		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
+		n.stable.close()
 		if cerr := n.store.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -865,4 +868,68 @@ func (n *Node) watchLoop() {
 		case <-sub.C():
 		}
 	}
+}
+
+// stableStore is the Raft node's StableStore: the bolt store until
+// Shutdown, then writes are dropped and reads fail. hashicorp/raft
+// handles a heartbeat on the transport's connection goroutine, which
+// raft.Shutdown does not wait for, and panics when it cannot save the
+// term the heartbeat carries ("database not open" once the store is
+// closed). A node that is down has nothing to save: a term it drops is a
+// heartbeat it never got. The lock keeps the store open for a write in
+// progress.
+type stableStore struct {
+	mu     sync.RWMutex
+	closed bool
+	s      raft.StableStore
+}
+
+var errStableClosed = errors.New("quorum: node stopped")
+
+// Set implements raft.StableStore.
+func (s *stableStore) Set(key, val []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil
+	}
+	return s.s.Set(key, val)
+}
+
+// Get implements raft.StableStore.
+func (s *stableStore) Get(key []byte) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errStableClosed
+	}
+	return s.s.Get(key)
+}
+
+// SetUint64 implements raft.StableStore.
+func (s *stableStore) SetUint64(key []byte, val uint64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil
+	}
+	return s.s.SetUint64(key, val)
+}
+
+// GetUint64 implements raft.StableStore.
+func (s *stableStore) GetUint64(key []byte) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, errStableClosed
+	}
+	return s.s.GetUint64(key)
+}
+
+// close makes the store refuse from now on (once writes in progress are
+// done); the caller closes the bolt store after it.
+func (s *stableStore) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 }
