@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -370,8 +371,13 @@ func TestReassignSurvivesCrashes(t *testing.T) {
 	}) {
 		t.Fatalf("after the moves:%s", state)
 	}
+	// A source whose first image after its restart came only once the
+	// move was over never saw itself drop the replica: it keeps the
+	// directory aside (*-stray), as designed (under load, its catch-up
+	// can be that late). Any other is removed.
 	testenv.WaitFor(t, 20*time.Second, "broker 1's partition directories removed", func() bool {
 		left, _ := filepath.Glob(filepath.Join(c.Node(1).Dir, topic+"-*"))
+		left = slices.DeleteFunc(left, func(d string) bool { return strings.HasSuffix(d, "-stray") })
 		return len(left) == 0
 	})
 	produce(50)
