@@ -27,8 +27,9 @@ import (
 // object, then records it finished and tells the log (SetRemoteEnd),
 // whose local retention may then delete the local copy. A copy that a
 // crash or an error interrupted is an orphan: the next pass deletes its
-// objects before anything else (a retry gets a new segment id), so the
-// store never holds a segment twice. Remote segments expire by
+// objects before anything else (a retry gets a new segment id), and
+// again a while later (a put the dead copy sent may land late), so the
+// store never keeps a segment twice. Remote segments expire by
 // retention.ms and retention.bytes (the bytes count the remote segments
 // and the local ones not yet copied): the manifest marks them
 // delete-started, readers stop seeing them, their objects go, then
