@@ -277,8 +277,8 @@ func CheckTopicConfigs(next, prev *TopicConfig, tiered bool) error {
 	if !tiered {
 		return fmt.Errorf("%w: remote.storage.enable=true needs a broker started with --remote-storage-endpoint and --remote-storage-bucket (single-node mode)", ErrInvalidConfig)
 	}
-	if next.Compact() {
-		return fmt.Errorf("%w: remote.storage.enable=true is refused with cleanup.policy=%s: compacted topics are not tiered", ErrInvalidConfig, mustGet(next, "cleanup.policy"))
+	if policy, _ := next.Get("cleanup.policy"); next.Compact() {
+		return fmt.Errorf("%w: remote.storage.enable=true is refused with cleanup.policy=%s: compacted topics are not tiered", ErrInvalidConfig, policy)
 	}
 	for _, k := range [][2]string{{"local.retention.bytes", "retention.bytes"}, {"local.retention.ms", "retention.ms"}} {
 		local, total := next.long(k[0]), next.long(k[1])
@@ -290,11 +290,6 @@ func CheckTopicConfigs(next, prev *TopicConfig, tiered bool) error {
 		}
 	}
 	return nil
-}
-
-func mustGet(c *TopicConfig, key string) string {
-	v, _ := c.Get(key)
-	return v
 }
 
 // Delete reports whether cleanup.policy includes delete.

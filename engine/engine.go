@@ -705,16 +705,16 @@ func (e *Engine) newTopic(tm topicMeta, cfg *TopicConfig) *Topic {
 // topicConfig is the configuration of a topic with these overrides over
 // the broker's defaults (e.mu or e.metaMu held, for e.meta).
 func (e *Engine) topicConfig(overrides map[string]string) *TopicConfig {
+	return e.topicConfigOver(overrides, e.meta.BrokerConfigs)
+}
+
+// topicConfigOver is topicConfig with brokerConfigs as the dynamic
+// broker defaults (ones about to be set, checkTieredUnder).
+func (e *Engine) topicConfigOver(overrides, brokerConfigs map[string]string) *TopicConfig {
 	c := &TopicConfig{overrides: map[string]string{}, defaults: map[string]string{}}
-	for k, v := range overrides {
-		c.overrides[k] = v
-	}
-	for k, v := range e.cfg.TopicDefaults {
-		c.defaults[k] = v
-	}
-	for k, v := range e.meta.BrokerConfigs {
-		c.defaults[k] = v
-	}
+	maps.Copy(c.overrides, overrides)
+	maps.Copy(c.defaults, e.cfg.TopicDefaults)
+	maps.Copy(c.defaults, brokerConfigs)
 	return c
 }
 
@@ -1595,18 +1595,13 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 func (e *Engine) checkTieredUnder(set map[string]*string) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	defaults := applySet(maps.Clone(e.meta.BrokerConfigs), set)
+	defaults := applySet(e.meta.BrokerConfigs, set)
 	for _, t := range e.topics {
 		cur := t.Config()
 		if !cur.RemoteStorage() {
 			continue
 		}
-		next := &TopicConfig{overrides: cur.overrides, defaults: maps.Clone(e.cfg.TopicDefaults)}
-		if next.defaults == nil {
-			next.defaults = map[string]string{}
-		}
-		maps.Copy(next.defaults, defaults)
-		if err := CheckTopicConfigs(next, cur, true); err != nil {
+		if err := CheckTopicConfigs(e.topicConfigOver(cur.overrides, defaults), cur, true); err != nil {
 			return fmt.Errorf("%w: topic %q is tiered: %w", kerr.InvalidConfig, t.Name, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"sort"
 	"sync"
@@ -110,7 +109,7 @@ type tier struct {
 	forgets sync.WaitGroup
 
 	// Counters (metrics).
-	copiedBytes, copiedSegments, copyErrors, deletedSegments, remoteReadBytes atomic.Int64
+	copiedBytes, copiedSegments, copyErrors, deletedSegments, fetchedBytes atomic.Int64
 }
 
 // TierStats are tiered storage's counters.
@@ -131,12 +130,9 @@ func (e *Engine) TierStats() (TierStats, bool) {
 	r := e.remote
 	return TierStats{
 		CopiedBytes: r.copiedBytes.Load(), CopiedSegments: r.copiedSegments.Load(), CopyErrors: r.copyErrors.Load(),
-		DeletedSegments: r.deletedSegments.Load(), FetchedBytes: r.remoteReadBytes.Load(), Cache: r.cache.Stats(),
+		DeletedSegments: r.deletedSegments.Load(), FetchedBytes: r.fetchedBytes.Load(), Cache: r.cache.Stats(),
 	}, true
 }
-
-// Tiered reports whether the broker has an object store.
-func (e *Engine) Tiered() bool { return e.remote != nil }
 
 func newTier(cfg TierConfig) *tier {
 	if cfg.Interval <= 0 {
@@ -230,9 +226,9 @@ func (pt *partitionTier) publish() {
 	pt.view.Store(&remoteView{segs: segs})
 }
 
-// loadTier reads p's manifest (at open, when the partition's topic is
-// tiered or its directory has a manifest) and tells the log what is
-// copied.
+// loadTier reads p's manifest (at open when the partition's topic is
+// tiered, else the first time the uploader sees it tiered) and tells
+// the log what is copied.
 func (e *Engine) loadTier(p *Partition) {
 	if e.remote == nil || p.log == nil {
 		return
@@ -469,14 +465,11 @@ func (e *Engine) deleteSegmentObjects(topic string, id TopicID, partition int32,
 	return nil
 }
 
-// copySegment copies one sealed segment: started in the manifest, the
+// copySegment copies one sealed segment (not empty): started in the manifest, the
 // log object, the index object, finished in the manifest, then the log
 // may drop its local copy (uploader, pt.mu held).
 func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegment) error {
 	r := e.remote
-	if ss.Size == 0 {
-		return fmt.Errorf("segment %d is empty but sealed: not copied", ss.Base)
-	}
 	ix, err := tiered.BuildIndex(ss, ss.Base, ss.End, ss.Size, ss.Aborted)
 	if err != nil {
 		return err
@@ -603,7 +596,7 @@ type RemoteRead struct {
 	// offset after the last batch.
 	FirstOffset, NextOffset int64
 	// Aborted are the aborted transactions whose markers the segment
-	// read holds (MergeAborted adds them to a fetch's list).
+	// read holds (AbortedTxnsFor counts them).
 	Aborted []wal.AbortedTxn
 	held    *atomic.Int64
 	quota   *RemoteQuota
@@ -617,21 +610,6 @@ func (r *RemoteRead) Release() {
 		r.quota.held.Add(-r.Bytes)
 	}
 	*r = RemoteRead{}
-}
-
-// MergeAborted adds to a fetch's aborted list (dst, from AbortedTxns)
-// those of extra whose data may lie in [from, upTo), without repeats.
-func MergeAborted(dst, extra []wal.AbortedTxn, from, upTo int64) []wal.AbortedTxn {
-	n := len(dst)
-	for _, a := range extra {
-		if a.LastOffset >= from && a.FirstOffset < upTo {
-			dst = append(dst, a)
-		}
-	}
-	if len(dst) == n {
-		return dst
-	}
-	return dedupAborted(dst)
 }
 
 // Bounds of remote reads: the bytes one partition's read takes (beyond
@@ -675,7 +653,7 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int64, upTo int64, quota *
 	if err != nil {
 		return RemoteRead{}, fmt.Errorf("%w: %s: remote segment %d: %w", kerr.KafkaStorageError, p, seg.Base, err)
 	}
-	r.remoteReadBytes.Add(out.Bytes)
+	r.fetchedBytes.Add(out.Bytes)
 	if out.Bytes > 0 {
 		out.held, out.quota = &r.held, quota
 		r.held.Add(out.Bytes)
@@ -695,9 +673,9 @@ type RemoteQuota struct{ held atomic.Int64 }
 // remoteQuotaShare: a quota is the cache's size over this.
 const remoteQuotaShare = 16
 
-// readRemote reads batches of seg from offset; wake (nil: none) is
-// called when a missing piece arrives. errRemotePending: something is
-// being loaded. With a wait function, it blocks instead (ListOffsets).
+// readRemote reads batches of seg from offset; wake is told when a
+// missing piece arrives. errRemotePending: something is being loaded
+// (remoteWait turns it into a wait, for ListOffsets).
 func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSegment, offset, maxBytes, upTo int64, wake tiered.Waker) (RemoteRead, error) {
 	r := e.remote
 	keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
@@ -763,7 +741,7 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 		} else if out.Parts, err = r.pieces(keys.Log, seg.Size, pos, size, wake, out.Parts); err != nil {
 			break
 		}
-		if crcOf(out.Parts[n:]) != h.CRC {
+		if batch.ChecksumParts(out.Parts[n:]) != h.CRC {
 			return RemoteRead{}, fmt.Errorf("batch at %d (offset %d): CRC32C mismatch", pos, h.BaseOffset)
 		}
 		if out.Bytes == 0 {
@@ -790,25 +768,6 @@ func (e *Engine) readRemote(p *Partition, pt *partitionTier, seg tiered.RemoteSe
 
 // prefetchChunks is how many chunks past a read are loaded ahead.
 const prefetchChunks = 2
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// crcOf is the CRC32C of a batch in pieces, from its attributes on (as
-// batch.Checksum).
-func crcOf(pieces [][]byte) uint32 {
-	const from = 21 // the attributes' offset: the CRC covers the rest
-	var crc uint32
-	skip := from
-	for _, b := range pieces {
-		if skip >= len(b) {
-			skip -= len(b)
-			continue
-		}
-		crc = crc32.Update(crc, castagnoli, b[skip:])
-		skip = 0
-	}
-	return crc
-}
 
 // joinPieces appends the pieces to dst (a header that straddles chunks).
 func joinPieces(dst []byte, pieces [][]byte) []byte {
@@ -963,7 +922,6 @@ func (p *Partition) RemoteOffsetForTime(ctx context.Context, ts int64) (wal.Time
 
 // firstAtOrAfter finds the first record at or after ts in whole batches.
 func firstAtOrAfter(b []byte, ts int64) (wal.TimestampOffset, bool, error) {
-	var scratch []byte
 	for len(b) >= batch.HeaderSize {
 		h, err := batch.ParseHeader(b)
 		if err != nil {
@@ -974,26 +932,10 @@ func firstAtOrAfter(b []byte, ts int64) (wal.TimestampOffset, bool, error) {
 		}
 		one := b[:h.Size()]
 		b = b[h.Size():]
-		if h.MaxTimestamp < ts {
-			continue
+		if h.MaxTimestamp >= ts {
+			got, err := wal.RecordAtOrAfter(one, &h, ts)
+			return got, err == nil, err
 		}
-		if h.LogAppendTime() {
-			return wal.TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, true, nil
-		}
-		it, _, err := batch.Records(one, &h, scratch)
-		if err != nil {
-			return wal.TimestampOffset{}, false, err
-		}
-		for {
-			rec, ok := it.Next()
-			if !ok {
-				break
-			}
-			if t := h.BaseTimestamp + rec.TimestampDelta; t >= ts {
-				return wal.TimestampOffset{Offset: h.BaseOffset + int64(rec.OffsetDelta), Timestamp: t}, true, nil
-			}
-		}
-		return wal.TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, true, nil
 	}
 	return wal.TimestampOffset{}, false, nil
 }
@@ -1020,13 +962,19 @@ func (p *Partition) remoteAborted(dst []wal.AbortedTxn, from, upTo int64) []wal.
 		return dst
 	}
 	for _, s := range pt.view.Load().segs {
-		if s.End <= from {
-			continue
+		if s.End > from {
+			dst = appendAborted(dst, s.Aborted, from, upTo)
 		}
-		for _, a := range s.Aborted {
-			if a.LastOffset >= from && a.FirstOffset < upTo {
-				dst = append(dst, a)
-			}
+	}
+	return dst
+}
+
+// appendAborted appends those of list whose data may lie in [from, upTo):
+// marker at or after from, first offset before upTo.
+func appendAborted(dst, list []wal.AbortedTxn, from, upTo int64) []wal.AbortedTxn {
+	for _, a := range list {
+		if a.LastOffset >= from && a.FirstOffset < upTo {
+			dst = append(dst, a)
 		}
 	}
 	return dst
@@ -1052,9 +1000,8 @@ func dedupAborted(a []wal.AbortedTxn) []wal.AbortedTxn {
 // RemoteStatus is a tiered partition's state in the object store.
 type RemoteStatus struct {
 	// Start and End bound the offsets the store holds (-1 and 0 when it
-	// holds none); Bytes is their size; Segments their count.
+	// holds none); Bytes is their size.
 	Start, End, Bytes int64
-	Segments          int
 	// CopyLag is the local bytes not copied yet (the active segment
 	// included: it is copied once sealed).
 	CopyLag int64
@@ -1068,7 +1015,7 @@ func (p *Partition) RemoteStatus() (RemoteStatus, bool) {
 		return RemoteStatus{}, false
 	}
 	v := pt.view.Load()
-	st := RemoteStatus{Start: v.start(), End: v.end(), Segments: len(v.segs), CopyLag: p.log.SizeFrom(p.log.RemoteEnd())}
+	st := RemoteStatus{Start: v.start(), End: v.end(), CopyLag: p.log.SizeFrom(p.log.RemoteEnd())}
 	for _, s := range v.segs {
 		st.Bytes += s.Size
 	}

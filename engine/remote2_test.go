@@ -89,14 +89,7 @@ func TestTieredDeletionResumesAfterRestart(t *testing.T) {
 	}
 	e := openEngine(t, dir, mod)
 	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024"}
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "gone", Partitions: 1, ReplicationFactor: 1, Configs: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := top.Partition(0)
-	for range 6 {
-		appendOK(t, p, buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat("x", 600))))
-	}
+	p := tieredTopic(t, e, "gone", cfg, 6, "x")
 	waitFor(t, "copies", func() bool { end, _ := p.RemoteEnd(); return end >= 3 })
 	store.fail.Store(true)
 	if err := e.DeleteTopic("gone"); err != nil {
@@ -146,9 +139,10 @@ func TestRemoteWaitBeyondMaxWakers(t *testing.T) {
 	}
 }
 
-// After remote retention expired every remote segment, a restart
-// remembers the copied end (the manifest's): nothing is copied again.
-func TestNoRecopyAfterRemoteExpiryAndRestart(t *testing.T) {
+// Once retention expired every remote segment, the uploader does not
+// copy the (expired, copied) local segments again, neither then nor after
+// a restart (the manifest keeps the copied end).
+func TestNoRecopyAfterRemoteExpiry(t *testing.T) {
 	store := newMemStore()
 	dir := t.TempDir()
 	mod := func(c *Config) {
@@ -157,16 +151,13 @@ func TestNoRecopyAfterRemoteExpiryAndRestart(t *testing.T) {
 	}
 	e := openEngine(t, dir, mod)
 	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024", "retention.ms": "500"}
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "r", Partitions: 1, ReplicationFactor: 1, Configs: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := top.Partition(0)
-	for range 4 {
-		appendOK(t, p, buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat("x", 600))))
-	}
+	p := tieredTopic(t, e, "r", cfg, 4, "x")
 	waitFor(t, "copies", func() bool { end, _ := p.RemoteEnd(); return end >= 3 })
 	waitFor(t, "remote expiry", func() bool { st, _ := e.TierStats(); return st.DeletedSegments >= 3 })
+	time.Sleep(500 * time.Millisecond)
+	if st, _ := e.TierStats(); st.CopiedSegments > 3 || st.DeletedSegments != 3 {
+		t.Fatalf("3 sealed segments: %d copies, %d remote deletions", st.CopiedSegments, st.DeletedSegments)
+	}
 	e.Close()
 	e2 := openEngine(t, dir, mod)
 	time.Sleep(500 * time.Millisecond)

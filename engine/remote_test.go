@@ -169,6 +169,27 @@ func TestRemoteBatchLargerThanTheCacheAllows(t *testing.T) {
 	}
 }
 
+// tieredTopic creates a one-partition topic with cfg and appends n
+// batches of one 600-byte record of fill to it.
+func tieredTopic(t *testing.T, e *Engine, name string, cfg map[string]string, n int, fill string) *Partition {
+	t.Helper()
+	top, err := e.CreateTopic(CreateTopicRequest{Name: name, Partitions: 1, ReplicationFactor: 1, Configs: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	appendFill(t, p, n, fill)
+	return p
+}
+
+// appendFill appends n batches of one 600-byte record of fill to p.
+func appendFill(t *testing.T, p *Partition, n int, fill string) {
+	t.Helper()
+	for range n {
+		appendOK(t, p, buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat(fill, 600))))
+	}
+}
+
 func tierEngine(t *testing.T, dir string, store tiered.Store) *Engine {
 	return openEngine(t, dir, func(c *Config) {
 		c.Tier = TierConfig{Store: store, Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
@@ -195,13 +216,7 @@ func TestTieredDeleteWhileCopying(t *testing.T) {
 	dir := t.TempDir()
 	e := tierEngine(t, dir, store)
 	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024", "local.retention.bytes": "1024"}
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 1, Configs: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 10 {
-		appendOK(t, top.Partition(0), buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat("x", 600))))
-	}
+	tieredTopic(t, e, "t", cfg, 10, "x")
 	select {
 	case <-store.putStart:
 	case <-time.After(10 * time.Second):
@@ -210,15 +225,7 @@ func TestTieredDeleteWhileCopying(t *testing.T) {
 	if err := e.DeleteTopic("t"); err != nil {
 		t.Fatal(err)
 	}
-	top2, err := e.CreateTopic(CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 1,
-		Configs: map[string]string{"segment.bytes": "1024"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2 := top2.Partition(0)
-	for range 10 {
-		appendOK(t, p2, buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat("y", 600))))
-	}
+	p2 := tieredTopic(t, e, "t", map[string]string{"segment.bytes": "1024"}, 10, "y")
 	store.mu.Lock()
 	gate := store.putGate
 	store.putGate = nil
@@ -258,14 +265,7 @@ func TestTieredDeleteWhileCopying(t *testing.T) {
 func TestShareGroupOnTieredTopicStartsLocal(t *testing.T) {
 	e := tierEngine(t, t.TempDir(), newMemStore())
 	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024", "local.retention.bytes": "1024"}
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "q", Partitions: 1, ReplicationFactor: 1, Configs: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := top.Partition(0)
-	for range 10 {
-		appendOK(t, p, buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat("x", 600))))
-	}
+	p := tieredTopic(t, e, "q", cfg, 10, "x")
 	l, _ := p.Log()
 	waitFor(t, "copied and deleted locally", func() bool { return l.StartOffset() > 2 && p.LogStartOffset() == 0 })
 	if err := e.AlterGroupConfigs("g", map[string]*string{"share.auto.offset.reset": ptr("earliest")}, false); err != nil {
@@ -310,30 +310,5 @@ func TestBrokerDefaultsCannotCompactATieredTopic(t *testing.T) {
 	}
 	if err := e.AlterBrokerDefaults(map[string]*string{"retention.ms": ptr("1000")}, false); !errors.Is(err, kerr.InvalidConfig) {
 		t.Fatalf("retention.ms below a tiered topic's local.retention.ms: %v", err)
-	}
-}
-
-// Once retention expired every remote segment, the uploader does not
-// copy the (expired, copied) local segments again.
-func TestNoRecopyAfterRemoteExpiry(t *testing.T) {
-	store := newMemStore()
-	e := openEngine(t, t.TempDir(), func(c *Config) {
-		c.Tier = TierConfig{Store: store, Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-		c.RetentionCheckInterval = time.Hour
-	})
-	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024", "retention.ms": "500"}
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "r", Partitions: 1, ReplicationFactor: 1, Configs: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := top.Partition(0)
-	for range 4 {
-		appendOK(t, p, buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat("x", 600))))
-	}
-	waitFor(t, "copies", func() bool { end, _ := p.RemoteEnd(); return end >= 3 })
-	time.Sleep(1500 * time.Millisecond)
-	st, _ := e.TierStats()
-	if st.CopiedSegments > 3 || st.DeletedSegments != 3 {
-		t.Fatalf("3 sealed segments: %d copies, %d remote deletions", st.CopiedSegments, st.DeletedSegments)
 	}
 }

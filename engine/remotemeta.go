@@ -102,8 +102,9 @@ func (e *Engine) forgetRemote(p *Partition) {
 		return
 	}
 	// The manifest on disk holds every copy started (saved before its
-	// first put); the one in memory may hold more once the copy in
-	// flight has ended: both are taken.
+	// first put); a copy that passed its check of p.removed just before
+	// may save one more after this read: the manifest in memory, once
+	// that copy ended (pt.mu), is taken too.
 	m, err := tiered.LoadManifest(p.dir)
 	if err != nil {
 		e.logger.Error("tiered storage: a deleted partition's manifest cannot be read: its objects stay in the store", "partition", p.String(), "err", err)

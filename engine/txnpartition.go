@@ -91,6 +91,14 @@ func (p *Partition) Producers() ([]ProducerInfo, error) {
 // AbortedTxns returns the aborted transactions whose data may lie in
 // [from, upTo) (any goroutine), for read_committed fetches.
 func (p *Partition) AbortedTxns(dst []wal.AbortedTxn, from, upTo int64) []wal.AbortedTxn {
+	return p.AbortedTxnsFor(dst, from, upTo, nil)
+}
+
+// AbortedTxnsFor is AbortedTxns for a fetch whose records came from
+// tiered storage (remote, nil when they did not): the aborted
+// transactions of the segment read count even if retention expired it
+// since.
+func (p *Partition) AbortedTxnsFor(dst []wal.AbortedTxn, from, upTo int64, remote *RemoteRead) []wal.AbortedTxn {
 	if p.log == nil {
 		return dst
 	}
@@ -104,6 +112,9 @@ func (p *Partition) AbortedTxns(dst []wal.AbortedTxn, from, upTo int64) []wal.Ab
 	n := len(dst)
 	dst = p.log.AbortedTxns(dst, from, upTo)
 	dst = p.remoteAborted(dst, from, upTo)
+	if remote != nil {
+		dst = appendAborted(dst, remote.Aborted, from, upTo)
+	}
 	return append(dst[:n], dedupAborted(dst[n:])...)
 }
 

@@ -25,7 +25,7 @@ type fetchPartResult struct {
 	logStart  int64
 	chunk     wal.Chunk
 	// remote holds records read from tiered storage instead of chunk
-	// (copied into the response).
+	// (slices of the read cache's chunks, sent as they are).
 	remote engine.RemoteRead
 	// readCommitted: the fetch asked for read_committed, so the response
 	// carries aborted (possibly empty) instead of a null list.
@@ -77,7 +77,9 @@ func encodeFetch(r *request, errCode int16, sessionID int32, topics []fetchTopic
 		for j := range topics[i].parts {
 			p := &topics[i].parts[j]
 			size += 64 + 24*int64(len(p.aborted))
-			nparts += 1 + len(p.remote.Parts)
+			if len(p.remote.Parts) > 0 {
+				nparts += 1 + len(p.remote.Parts)
+			}
 			if c := &p.chunk; c.Bytes > 0 && c.Bytes < copyBelow {
 				size += c.Bytes
 			} else if c.Bytes > 0 {

@@ -360,8 +360,7 @@ func (f *fetch) read() {
 				continue
 			}
 			if pr.readCommitted && n > 0 {
-				pr.aborted = p.AbortedTxns(pr.aborted, rp.FetchOffset, next)
-				pr.aborted = engine.MergeAborted(pr.aborted, pr.remote.Aborted, rp.FetchOffset, next)
+				pr.aborted = p.AbortedTxnsFor(pr.aborted, rp.FetchOffset, next, &pr.remote)
 			}
 			if n > 0 {
 				first = false

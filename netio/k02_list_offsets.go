@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/wal"
 )
 
 // ListOffsets, key 2, versions 0-10.
@@ -107,7 +106,7 @@ func (s *Server) listOffset(ctx context.Context, r *request, t *engine.Topic, rp
 	case ts == -3 && r.version >= 7:
 		got, ok, err := l.MaxTimestamp()
 		if rt := p.RemoteMaxTimestamp(); err == nil && rt >= 0 && (!ok || rt > got.Timestamp) {
-			got, ok, err = s.remoteOffsetForTime(ctx, p, rt)
+			got, ok, err = p.RemoteOffsetForTime(ctx, rt)
 		}
 		if err != nil {
 			pr.ErrorCode = errCode(err)
@@ -123,7 +122,7 @@ func (s *Server) listOffset(ctx context.Context, r *request, t *engine.Topic, rp
 			found(-1, -1)
 		}
 	case ts >= 0:
-		got, ok, err := s.remoteOffsetForTime(ctx, p, ts)
+		got, ok, err := p.RemoteOffsetForTime(ctx, ts)
 		if err == nil && !ok {
 			got, ok, err = l.OffsetForTime(ts)
 		}
@@ -137,15 +136,6 @@ func (s *Server) listOffset(ctx context.Context, r *request, t *engine.Topic, rp
 	default:
 		pr.ErrorCode = kerr.InvalidRequest.Code
 	}
-}
-
-// remoteOffsetForTime looks ts up in p's tiered storage, waiting for the
-// store until ctx ends.
-func (s *Server) remoteOffsetForTime(ctx context.Context, p *engine.Partition, ts int64) (wal.TimestampOffset, bool, error) {
-	if p.RemoteMaxTimestamp() < ts {
-		return wal.TimestampOffset{}, false, nil
-	}
-	return p.RemoteOffsetForTime(ctx, ts)
 }
 
 // remoteLookupTimeout bounds a ListOffsets request's waits for the

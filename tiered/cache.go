@@ -139,16 +139,11 @@ func (c *Cache) ChunkBytes() int64 { return c.chunkSize }
 func (c *Cache) Chunk(k ChunkKey, size int64, w Waker) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.chunks[k]; ok {
-		c.lru.MoveToFront(e)
-		c.hits.Add(1)
-		return e.Value.(*cached).data, nil
+	if data, ok := c.hitLocked(k); ok {
+		return data, nil
 	}
-	if f, ok := c.failed[k]; ok {
-		if c.now().Sub(f.at) < c.retryAfter {
-			return nil, f.err
-		}
-		delete(c.failed, k)
+	if err := c.recentFailureLocked(k); err != nil {
+		return nil, err
 	}
 	if err := c.startLocked(k, size, w); err != nil {
 		return nil, err
@@ -162,12 +157,8 @@ func (c *Cache) Chunk(k ChunkKey, size int64, w Waker) ([]byte, error) {
 func (c *Cache) Peek(k ChunkKey) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.chunks[k]; ok {
-		c.lru.MoveToFront(e)
-		c.hits.Add(1)
-		return e.Value.(*cached).data
-	}
-	return nil
+	data, _ := c.hitLocked(k)
+	return data
 }
 
 // Prefetch starts loading chunk k unless it is cached, loading, or
@@ -178,13 +169,35 @@ func (c *Cache) Prefetch(k ChunkKey, size int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.chunks[k]; ok {
-		return
-	}
-	if f, ok := c.failed[k]; ok && c.now().Sub(f.at) < c.retryAfter {
+	if _, cached := c.chunks[k]; cached || c.recentFailureLocked(k) != nil {
 		return
 	}
 	_ = c.startLocked(k, size, nil) // busy: no read-ahead
+}
+
+// hitLocked returns chunk k, most recently used now, when it is cached.
+func (c *Cache) hitLocked(k ChunkKey) ([]byte, bool) {
+	e, ok := c.chunks[k]
+	if !ok {
+		return nil, false
+	}
+	c.lru.MoveToFront(e)
+	c.hits.Add(1)
+	return e.Value.(*cached).data, true
+}
+
+// recentFailureLocked returns the error of k's last load when it failed
+// less than RetryAfter ago, and forgets an older one.
+func (c *Cache) recentFailureLocked(k ChunkKey) error {
+	f, ok := c.failed[k]
+	if !ok {
+		return nil
+	}
+	if c.now().Sub(f.at) < c.retryAfter {
+		return f.err
+	}
+	delete(c.failed, k)
+	return nil
 }
 
 // maxWakers bounds the wakers one load tells: past it Chunk says

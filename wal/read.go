@@ -305,7 +305,7 @@ func (l *Log) OffsetForTime(ts int64) (TimestampOffset, bool, error) {
 	var hdr [batch.HeaderSize]byte
 	pos, h := s.seek(rel, size, &hdr)
 	have := h.BaseOffset >= 0 // seek read the header at pos
-	var buf, scratch []byte
+	var buf []byte
 	for pos < size {
 		if !have {
 			var err error
@@ -318,32 +318,44 @@ func (l *Log) OffsetForTime(ts int64) (TimestampOffset, bool, error) {
 			break
 		}
 		if h.MaxTimestamp >= ts {
-			if h.LogAppendTime() {
-				return TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, true, nil
-			}
-			buf = append(buf[:0], make([]byte, h.Size())...)
-			if _, err := s.f.ReadAt(buf, pos); err != nil {
-				return TimestampOffset{}, false, fmt.Errorf("wal: read batch at %d: %w", pos, err)
-			}
-			it, _, err := batch.Records(buf, &h, scratch)
-			if err != nil {
-				return TimestampOffset{}, false, err
-			}
-			for {
-				r, ok := it.Next()
-				if !ok {
-					break
-				}
-				if t := h.BaseTimestamp + r.TimestampDelta; t >= ts {
-					return TimestampOffset{Offset: h.BaseOffset + int64(r.OffsetDelta), Timestamp: t}, true, nil
+			if !h.LogAppendTime() {
+				buf = append(buf[:0], make([]byte, h.Size())...)
+				if _, err := s.f.ReadAt(buf, pos); err != nil {
+					return TimestampOffset{}, false, fmt.Errorf("wal: read batch at %d: %w", pos, err)
 				}
 			}
-			// maxTimestamp promised a record this late: trust it.
-			return TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, true, nil
+			got, err := RecordAtOrAfter(buf, &h, ts)
+			return got, err == nil, err
 		}
 		pos += int64(h.Size())
 	}
 	return TimestampOffset{}, false, nil
+}
+
+// RecordAtOrAfter returns the first record of batch b (header h, whose
+// MaxTimestamp is at or after ts) with a timestamp at or after ts,
+// decoding its records (decompressing if needed). A LogAppendTime batch
+// is its base offset, and b may then be nil: its records all carry
+// MaxTimestamp.
+func RecordAtOrAfter(b []byte, h *batch.Header, ts int64) (TimestampOffset, error) {
+	if h.LogAppendTime() {
+		return TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, nil
+	}
+	it, _, err := batch.Records(b, h, nil)
+	if err != nil {
+		return TimestampOffset{}, err
+	}
+	for {
+		r, ok := it.Next()
+		if !ok {
+			break
+		}
+		if t := h.BaseTimestamp + r.TimestampDelta; t >= ts {
+			return TimestampOffset{Offset: h.BaseOffset + int64(r.OffsetDelta), Timestamp: t}, nil
+		}
+	}
+	// maxTimestamp promised a record this late: trust it.
+	return TimestampOffset{Offset: h.BaseOffset, Timestamp: h.MaxTimestamp}, nil
 }
 
 // MaxTimestamp returns the offset and timestamp of the record with the

@@ -3,7 +3,6 @@ package wal
 import (
 	"fmt"
 	"io"
-	"os"
 )
 
 // Tiered storage's side of the log: the sealed segments the uploader
@@ -36,9 +35,6 @@ func (ss *SealedSegment) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, err
 }
-
-// File is the segment's log file (read only; valid until Release).
-func (ss *SealedSegment) File() *os.File { return ss.s.f }
 
 // Release lets the segment's files close once the log is done with them.
 func (ss *SealedSegment) Release() { ss.s.release() }

@@ -109,6 +109,22 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Checksum returns the CRC32C a batch's crc field must hold.
 func Checksum(b []byte) uint32 { return crc32.Checksum(b[offAttributes:], castagnoli) }
 
+// ChecksumParts is Checksum of a batch held in pieces, in order (the
+// slices of a cache's chunks).
+func ChecksumParts(parts [][]byte) uint32 {
+	var crc uint32
+	skip := offAttributes
+	for _, b := range parts {
+		if skip >= len(b) {
+			skip -= len(b)
+			continue
+		}
+		crc = crc32.Update(crc, castagnoli, b[skip:])
+		skip = 0
+	}
+	return crc
+}
+
 // Header is the decoded fixed part of a batch.
 type Header struct {
 	BaseOffset      int64

@@ -192,3 +192,17 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+// A batch's CRC computed over its pieces, cut anywhere (inside the
+// header too), is Checksum's.
+func TestChecksumParts(t *testing.T) {
+	b := build(t, CodecNone, 5, 40)
+	want := Checksum(b)
+	for i := 0; i <= len(b); i++ {
+		for _, j := range []int{i, min(i+7, len(b)), len(b)} {
+			if got := ChecksumParts([][]byte{b[:i], b[i:j], b[j:]}); got != want {
+				t.Fatalf("cut at %d and %d: %08x, want %08x", i, j, got, want)
+			}
+		}
+	}
+}
