@@ -31,6 +31,7 @@ FUZZ_TARGETS := \
 	./netio:FuzzNativeFrame \
 	./internal/fetchsession:FuzzSessionOps \
 	./metadata:FuzzDecodeRecord \
+	./internal/peer:FuzzDecodeRemoteLog \
 	./metadata:FuzzDecodeImage \
 	./quorum:FuzzHello \
 	./internal/kwire:FuzzParseResponse \

@@ -176,7 +176,7 @@ func (c *Cluster) CreateTopic(ctx context.Context, t admin.NewTopic, validateOnl
 	if configs == nil {
 		configs = map[string]string{}
 	}
-	if err := refuseTiering(configs["remote.storage.enable"]); err != nil {
+	if err := c.eng.CheckTopicConfigsOver(configs, nil, img.BrokerConfigs(), true); err != nil {
 		return admin.Topic{}, err
 	}
 	rec := metadata.CreateTopic{Name: t.Name, ID: metadata.NewUUID(), Replicas: replicas, Configs: configs}
@@ -321,20 +321,46 @@ func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, valid
 	if err != nil {
 		return err
 	}
-	if v := set["remote.storage.enable"]; v != nil {
-		if err := refuseTiering(*v); err != nil {
-			return err
-		}
+	if err := c.checkTiered(img, typ, ch.Name, current, set); err != nil {
+		return err
 	}
 	return c.proposeConfigs(ctx, img, metadata.AlterConfigs{Type: typ, Name: ch.Name}, set, validateOnly)
 }
 
-// refuseTiering refuses remote.storage.enable=true: tiered storage runs
-// on a single broker only in this version (its manifest is not in the
-// metadata quorum yet).
-func refuseTiering(v string) error {
-	if on, _ := strconv.ParseBool(strings.TrimSpace(v)); on {
-		return fmt.Errorf("%w: remote.storage.enable=true: tiered storage runs on a single broker only in this version, not in cluster mode", kerr.InvalidConfig)
+// checkTiered refuses a config change that tiered storage cannot take
+// (as a single broker does): for a topic, its new configuration must
+// pass engine.CheckTopicConfigs; a broker default may not be
+// remote.storage.enable, nor leave a tiered topic with a configuration
+// that would not.
+func (c *Cluster) checkTiered(img *metadata.Image, typ metadata.ConfigResourceType, name string, current map[string]string, set map[string]*string) error {
+	apply := func(m map[string]string) map[string]string {
+		out := maps.Clone(m)
+		if out == nil {
+			out = map[string]string{}
+		}
+		for k, v := range set {
+			if v == nil {
+				delete(out, k)
+			} else {
+				out[k] = *v
+			}
+		}
+		return out
+	}
+	if typ == metadata.ConfigTopic {
+		return c.eng.CheckTopicConfigsOver(apply(current), current, img.BrokerConfigs(), false)
+	}
+	if _, ok := set["remote.storage.enable"]; ok {
+		return fmt.Errorf("%w: remote.storage.enable is set per topic, not as a broker default", kerr.InvalidConfig)
+	}
+	defaults := apply(current)
+	for _, t := range img.Topics() {
+		if on, _ := strconv.ParseBool(strings.TrimSpace(t.Configs["remote.storage.enable"])); !on {
+			continue
+		}
+		if err := c.eng.CheckTopicConfigsOver(t.Configs, t.Configs, defaults, false); err != nil {
+			return fmt.Errorf("topic %q is tiered: %w", t.Name, err)
+		}
 	}
 	return nil
 }

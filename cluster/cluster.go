@@ -82,6 +82,7 @@ import (
 	"github.com/ringlog/ringlog/internal/peerwire"
 	"github.com/ringlog/ringlog/metadata"
 	"github.com/ringlog/ringlog/quorum"
+	"github.com/ringlog/ringlog/tiered"
 )
 
 // MetadataDir is the quorum node's directory inside the data directory.
@@ -369,6 +370,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		MayLead:             c.MayLead,
 		ShareStates:         shareRemote{c},
 		ShareMember:         c.shareMember,
+		SetRemoteLog:        c.setRemoteLog,
 	})
 	return c, nil
 }
@@ -984,6 +986,10 @@ func (c *Cluster) reconcileReplicas(img *metadata.Image) bool {
 					st.Role = engine.RoleFollower
 				}
 			}
+			// Before the role: a new leader copies on from the manifest
+			// its last leader wrote (the image has all of it, applied
+			// before the leadership moved).
+			p.SetRemoteLog(ip.RemoteLogVersion, ip.RemoteLog)
 			cur := p.ReplicaState()
 			if cur.Role != st.Role || cur.Leader != st.Leader || cur.LeaderEpoch != st.LeaderEpoch ||
 				cur.PartitionEpoch != st.PartitionEpoch || !slices.Equal(cur.ISR, st.ISR) || !slices.Equal(cur.Replicas, st.Replicas) {
@@ -1161,6 +1167,45 @@ func (c *Cluster) allocateProducerIDs() (int64, int32, error) {
 		return 0, 0, fmt.Errorf("allocate producer ids: %w", err)
 	}
 	return ids.First, ids.Count, nil
+}
+
+// setRemoteLog is engine.ClusterHooks.SetRemoteLog: the leader's new
+// remote log manifest of a partition, through the controller.
+func (c *Cluster) setRemoteLog(topic engine.TopicID, partition, leaderEpoch int32, version int64, manifest []byte) error {
+	epoch := c.BrokerEpoch()
+	if epoch == 0 {
+		return fmt.Errorf("%w: this broker has not registered with the controller yet", kerr.NotLeaderForPartition)
+	}
+	rl := peer.RemoteLog{BrokerID: c.cfg.NodeID, BrokerEpoch: epoch, TopicID: topic, Partition: partition,
+		LeaderEpoch: leaderEpoch, Version: version, Manifest: manifest}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.toController(func() error {
+		return c.AnswerSetRemoteLog(ctx, rl)
+	}, func(addr string) error {
+		return c.transport.SetRemoteLog(ctx, addr, rl)
+	})
+}
+
+// AnswerSetRemoteLog writes a partition leader's remote log manifest
+// (controller only): the manifest must decode and name the partition's
+// topic; the record's Apply checks the leader, its epochs and the
+// version.
+func (c *Cluster) AnswerSetRemoteLog(ctx context.Context, r peer.RemoteLog) error {
+	if err := c.notController(); err != nil {
+		return err
+	}
+	m, err := tiered.DecodeManifest(r.Manifest)
+	if err != nil {
+		return fmt.Errorf("%w: %w", kerr.InvalidRequest, err)
+	}
+	if m.TopicID != engine.TopicID(r.TopicID).String() {
+		return fmt.Errorf("%w: the manifest names topic id %q", kerr.InvalidRequest, m.TopicID)
+	}
+	_, err = c.propose(ctx, metadata.SetRemoteLog{TopicID: metadata.UUID(r.TopicID), Partition: r.Partition,
+		Requester: metadata.BrokerEpoch{ID: r.BrokerID, Epoch: r.BrokerEpoch}, LeaderEpoch: r.LeaderEpoch,
+		Version: r.Version, Manifest: r.Manifest})
+	return err
 }
 
 func splitHostPort(addr string) (string, int, error) {

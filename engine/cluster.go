@@ -42,6 +42,11 @@ type ClusterHooks struct {
 	// ShareMember asks the coordinator of share group group, another
 	// broker, whether member is a member (nil when it is).
 	ShareMember func(group, member string) error
+	// SetRemoteLog writes the manifest of a partition's remote segments
+	// (tiered storage) into the metadata, as its leader at leaderEpoch,
+	// at version (the one after the metadata's); it returns once the
+	// controller applied it, or why not.
+	SetRemoteLog func(topic TopicID, partition, leaderEpoch int32, version int64, manifest []byte) error
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the
@@ -170,7 +175,7 @@ func (e *Engine) rehost(name string, i int32, hosted, stray bool) error {
 	t.parts.Store(&newParts)
 	e.mu.Unlock()
 	e.metaMu.Unlock()
-	old.remove(stray)
+	old.remove(stray, false) // the remote segments are the partition's, wherever it lives
 	if hosted {
 		e.logger.Info("hosting a new replica", "partition", np.String())
 	} else {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/ringlog/ringlog/wal"
 )
 
@@ -275,7 +277,7 @@ func CheckTopicConfigs(next, prev *TopicConfig, tiered bool) error {
 		return nil
 	}
 	if !tiered {
-		return fmt.Errorf("%w: remote.storage.enable=true needs a broker started with --remote-storage-endpoint and --remote-storage-bucket (single-node mode)", ErrInvalidConfig)
+		return fmt.Errorf("%w: remote.storage.enable=true needs a broker started with --remote-storage-endpoint and --remote-storage-bucket", ErrInvalidConfig)
 	}
 	if policy, _ := next.Get("cleanup.policy"); next.Compact() {
 		return fmt.Errorf("%w: remote.storage.enable=true is refused with cleanup.policy=%s: compacted topics are not tiered", ErrInvalidConfig, policy)
@@ -288,6 +290,22 @@ func CheckTopicConfigs(next, prev *TopicConfig, tiered bool) error {
 		if local < 0 || local > total {
 			return fmt.Errorf("%w: %s=%d exceeds %s=%d: the local copy cannot outlive the log", ErrInvalidConfig, k[0], local, k[1], total)
 		}
+	}
+	return nil
+}
+
+// CheckTopicConfigsOver is CheckTopicConfigs for a cluster's controller:
+// the topic's overrides next (and prev before the change, nil for a new
+// topic) over brokerConfigs, the metadata's broker defaults, with this
+// broker's object store standing for every broker's (they must all be
+// started with the same one). The error wraps INVALID_CONFIG.
+func (e *Engine) CheckTopicConfigsOver(next, prev, brokerConfigs map[string]string, isNew bool) error {
+	var pc *TopicConfig
+	if !isNew {
+		pc = e.topicConfigOver(prev, brokerConfigs)
+	}
+	if err := CheckTopicConfigs(e.topicConfigOver(next, brokerConfigs), pc, e.remote != nil); err != nil {
+		return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
 	}
 	return nil
 }

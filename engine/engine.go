@@ -368,9 +368,6 @@ func Open(cfg Config) (*Engine, error) {
 		}
 	}()
 	if cfg.Tier.Store != nil {
-		if cfg.Replicated {
-			return nil, errors.New("engine: tiered storage runs on a single broker only: leave out the remote storage settings in cluster mode")
-		}
 		e.remote = newTier(cfg.Tier)
 		defer func() {
 			if !ok {
@@ -1343,7 +1340,7 @@ func (e *Engine) removeTopic(name string, stray bool) error {
 
 	t.deleted.Store(true)
 	for _, p := range t.Partitions() {
-		p.remove(stray)
+		p.remove(stray, true)
 	}
 	e.mu.Lock()
 	delete(e.pending, name)

@@ -18,7 +18,7 @@ import (
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
-// Tiered storage (KIP-405) on a single broker. The uploader goroutine
+// Tiered storage (KIP-405). The uploader goroutine
 // (runTiering) copies each tiered partition's sealed, durable segments to
 // the object store in offset order, one at a time: it records the copy
 // as started in the partition's manifest (tiered.Manifest, a file in the
@@ -44,6 +44,18 @@ import (
 // A manifest that cannot be read keeps its partition from tiering (every
 // local segment is kept, logged); one that is missing means nothing was
 // copied.
+//
+// In cluster mode the manifest is not a file: it lives in the metadata
+// quorum, one SetRemoteLog record per change, which only the partition's
+// leader at its leader epoch may write, each naming the version after
+// the current one (ClusterHooks.SetRemoteLog). Every replica gets the
+// image's version from the publisher (Partition.SetRemoteLog): readers
+// see its segments, and local retention deletes what it covers on
+// followers too. Only the leader (with its lease) copies and expires;
+// a new leader goes on from the image's manifest, its first pass
+// deleting the objects of a copy the old leader left unfinished. A write
+// whose answer was lost leaves the uploader stale: it takes the image's
+// manifest again before its next write.
 
 // Errors of remote reads.
 var (
@@ -178,14 +190,22 @@ type partitionTier struct {
 	gone     bool  // the partition was deleted: its objects are going
 	retryAt  time.Time
 	failures int
+	// clustered: the manifest is the metadata quorum's (cluster mode);
+	// imaged is the latest the publisher handed in (nil: none yet), and
+	// stale says the uploader's last write of it may or may not have
+	// been applied.
+	clustered bool
+	stale     bool
+	imaged    atomic.Pointer[tiered.Manifest]
 
 	view atomic.Pointer[remoteView]
 }
 
 // remoteView is what readers see: the finished remote segments, in
-// offset order (immutable).
+// offset order, of one version of the manifest (immutable).
 type remoteView struct {
-	segs []tiered.RemoteSegment
+	version int64
+	segs    []tiered.RemoteSegment
 }
 
 // start is the first remote offset, -1 with none.
@@ -216,14 +236,27 @@ func (v *remoteView) find(offset int64) (tiered.RemoteSegment, bool) {
 	return v.segs[i], true
 }
 
-func (pt *partitionTier) publish() {
+func (pt *partitionTier) publish() { pt.publishOf(pt.manifest) }
+
+// publishOf shows readers m's finished segments, unless they see a later
+// version already (the uploader and the publisher both publish).
+func (pt *partitionTier) publishOf(m *tiered.Manifest) {
 	var segs []tiered.RemoteSegment
-	for _, s := range pt.manifest.Segments {
+	for _, s := range m.Segments {
 		if s.State == tiered.CopyFinished {
 			segs = append(segs, s)
 		}
 	}
-	pt.view.Store(&remoteView{segs: segs})
+	next := &remoteView{version: m.Version, segs: segs}
+	for {
+		cur := pt.view.Load()
+		if cur != nil && cur.version > next.version {
+			return
+		}
+		if pt.view.CompareAndSwap(cur, next) {
+			return
+		}
+	}
 }
 
 // loadTier reads p's manifest (at open when the partition's topic is
@@ -234,6 +267,16 @@ func (e *Engine) loadTier(p *Partition) {
 		return
 	}
 	pt := &partitionTier{}
+	if p.rep != nil {
+		// The metadata's manifest: none until the publisher hands it in
+		// (SetRemoteLog), and none there means nothing was copied. A
+		// file in the directory is from before: never read.
+		pt.clustered = true
+		pt.manifest = &tiered.Manifest{}
+		pt.publish()
+		p.tier.Store(pt)
+		return
+	}
 	m, err := tiered.LoadManifest(p.dir)
 	if err == nil && m.TopicID != "" && m.TopicID != p.topic.ID.String() {
 		// A deleted topic's, left by a copy that finished while its
@@ -268,7 +311,7 @@ func (e *Engine) tierOf(p *Partition) *partitionTier {
 	return p.tier.Load()
 }
 
-// runTiering is the uploader's goroutine (single node).
+// runTiering is the uploader's goroutine.
 func (e *Engine) runTiering() {
 	r := e.remote
 	defer close(r.done)
@@ -309,6 +352,10 @@ func (e *Engine) tierPass() (more bool) {
 			if pt == nil || pt.broken != nil || e.now().Before(pt.retryAt) {
 				continue
 			}
+			if pt.clustered && !e.leadsTiered(p) {
+				e.followImage(pt)
+				continue
+			}
 			pmore, err := e.tierPartition(p, pt, t.Config())
 			if err != nil {
 				if r.ctx.Err() != nil {
@@ -346,6 +393,9 @@ func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig
 	defer pt.mu.Unlock()
 	if pt.gone || p.removed.Load() {
 		return false, nil
+	}
+	if pt.clustered && !pt.adoptImage() && pt.stale {
+		return false, errors.New("waiting for the metadata to show whether the last change of the remote log manifest was applied")
 	}
 	if err := e.cleanOrphans(p, pt); err != nil {
 		return false, err
@@ -429,17 +479,100 @@ func (e *Engine) cleanOrphans(p *Partition, pt *partitionTier) error {
 	if !changed {
 		return nil
 	}
-	if err := e.saveManifest(p, next); err != nil {
+	if err := e.saveManifest(p, pt, next); err != nil {
 		return err
 	}
 	pt.manifest = next
 	return nil
 }
 
-// saveManifest writes p's manifest, stamped with its topic's id.
-func (e *Engine) saveManifest(p *Partition, m *tiered.Manifest) error {
+// saveManifest writes m as p's manifest, stamped with its topic's id and
+// the version after pt's: a file on a single node, a SetRemoteLog
+// record through the controller in cluster mode (uploader, pt.mu held).
+func (e *Engine) saveManifest(p *Partition, pt *partitionTier, m *tiered.Manifest) error {
 	m.TopicID = p.topic.ID.String()
-	return m.Save(p.dir, e.cfg.Perm)
+	m.Version = pt.manifest.Version + 1
+	if !pt.clustered {
+		return m.Save(p.dir, e.cfg.Perm)
+	}
+	h := e.clusterHooks()
+	if h == nil || h.SetRemoteLog == nil {
+		return errors.New("tiered storage: no way to the metadata quorum")
+	}
+	b, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	if err := h.SetRemoteLog(p.topic.ID, p.Index, p.LeaderEpoch(), m.Version, b); err != nil {
+		// Refused (a new leader, a version written already) or lost on
+		// the way: the image says which before the next write.
+		pt.stale = true
+		return fmt.Errorf("tiered storage: write the remote log manifest (version %d): %w", m.Version, err)
+	}
+	return nil
+}
+
+// leadsTiered reports whether this broker copies and expires p's remote
+// segments (cluster mode): it leads p, with its lease.
+func (e *Engine) leadsTiered(p *Partition) bool {
+	if p.Role() != RoleLeader {
+		return false
+	}
+	h := e.clusterHooks()
+	return h == nil || h.MayLead == nil || h.MayLead()
+}
+
+// adoptImage makes the image's manifest the uploader's when it is newer,
+// or (after a write whose fate is unknown) as new; it reports whether
+// pt's manifest is now the image's (uploader, pt.mu held).
+func (pt *partitionTier) adoptImage() bool {
+	im := pt.imaged.Load()
+	if im == nil || im.Version < pt.manifest.Version || (im.Version == pt.manifest.Version && !pt.stale) {
+		return im != nil && im.Version == pt.manifest.Version
+	}
+	pt.manifest, pt.stale = im.Clone(), false
+	return true
+}
+
+// followImage keeps a replica's uploader state on the image's manifest
+// while it does not lead (what a deletion of the topic deletes).
+func (e *Engine) followImage(pt *partitionTier) {
+	pt.mu.Lock()
+	pt.adoptImage()
+	pt.mu.Unlock()
+}
+
+// SetRemoteLog hands the partition the metadata's manifest of its remote
+// segments, at version (cluster mode; the publisher calls it for every
+// replica, and a version it has is a no-op): readers see its finished
+// segments, and local retention may delete what they cover.
+func (p *Partition) SetRemoteLog(version int64, b []byte) {
+	e := p.topic.eng
+	if e.remote == nil || p.log == nil || p.rep == nil || version <= 0 {
+		return
+	}
+	pt := e.tierOf(p)
+	if pt == nil || !pt.clustered {
+		return
+	}
+	if cur := pt.imaged.Load(); cur != nil && cur.Version >= version {
+		return
+	}
+	m, err := tiered.DecodeManifest(b)
+	if err == nil && m.TopicID != p.topic.ID.String() {
+		err = fmt.Errorf("%w: it names topic id %q", tiered.ErrBadManifest, m.TopicID)
+	}
+	if err != nil {
+		// The controller checked it before proposing it: never seen.
+		e.logger.Error("tiered storage: the metadata's remote log manifest does not decode; this replica ignores it", "partition", p.String(), "version", version, "err", err)
+		return
+	}
+	m.Version = version
+	pt.imaged.Store(m)
+	pt.publishOf(m)
+	if end := max(pt.view.Load().end(), m.CopiedEnd); end > 0 {
+		p.log.SetRemoteEnd(end)
+	}
 }
 
 // deleteObjects removes a remote segment's objects and its cached
@@ -489,7 +622,7 @@ func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegm
 	if p.removed.Load() {
 		return errRemoved
 	}
-	if err := e.saveManifest(p, started); err != nil {
+	if err := e.saveManifest(p, pt, started); err != nil {
 		return err
 	}
 	pt.manifest = started
@@ -510,7 +643,7 @@ func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegm
 		// the deletion's (forgetRemote) to remove.
 		return errRemoved
 	}
-	if err := e.saveManifest(p, finished); err != nil {
+	if err := e.saveManifest(p, pt, finished); err != nil {
 		return err
 	}
 	pt.manifest = finished
@@ -553,7 +686,7 @@ func (e *Engine) expireRemote(p *Partition, pt *partitionTier, cfg *TopicConfig)
 	for i := range victims {
 		marked.Segments[i].State = tiered.DeleteStarted
 	}
-	if err := e.saveManifest(p, marked); err != nil {
+	if err := e.saveManifest(p, pt, marked); err != nil {
 		return err
 	}
 	pt.manifest = marked
@@ -567,7 +700,7 @@ func (e *Engine) expireRemote(p *Partition, pt *partitionTier, cfg *TopicConfig)
 	}
 	left := marked.Clone()
 	left.Segments = left.Segments[len(victims):]
-	if err := e.saveManifest(p, left); err != nil {
+	if err := e.saveManifest(p, pt, left); err != nil {
 		return err
 	}
 	pt.manifest = left

@@ -105,7 +105,17 @@ func (e *Engine) forgetRemote(p *Partition) {
 	// first put); a copy that passed its check of p.removed just before
 	// may save one more after this read: the manifest in memory, once
 	// that copy ended (pt.mu), is taken too.
-	m, err := tiered.LoadManifest(p.dir)
+	var m *tiered.Manifest
+	var err error
+	if pt.clustered {
+		// The metadata's, as this replica last saw it (the topic's
+		// deletion came after every change its leader made).
+		if m = pt.imaged.Load(); m == nil {
+			m = &tiered.Manifest{}
+		}
+	} else {
+		m, err = tiered.LoadManifest(p.dir)
+	}
 	if err != nil {
 		e.logger.Error("tiered storage: a deleted partition's manifest cannot be read: its objects stay in the store", "partition", p.String(), "err", err)
 		return
@@ -175,7 +185,7 @@ func (e *Engine) deleteAll(topic string, id TopicID, partition int32, segs []tie
 }
 
 // resumeDeletions restarts the deletions recorded in remote-deletions/
-// (Open, single node with a store). A record that cannot be read is
+// (Open, with a store). A record that cannot be read is
 // logged and kept.
 func (e *Engine) resumeDeletions() {
 	dir := filepath.Join(e.cfg.DataDir, pendingDeletionsDir)

@@ -224,8 +224,10 @@ func (p *Partition) Hosted() bool { return !p.notHosted }
 
 // remove takes the partition out of service: its shard closes the log and
 // moves the directory aside for deletion (stray: renames it to
-// <dir>.<topic id>-stray and keeps it); waiting fetches are woken.
-func (p *Partition) remove(stray bool) {
+// <dir>.<topic id>-stray and keeps it); waiting fetches are woken. With
+// forget (its topic is deleted, and not stray), its objects in tiered
+// storage go too.
+func (p *Partition) remove(stray, forget bool) {
 	p.removed.Store(true)
 	var parked []pendingAck
 	p.shard.Call(func() error {
@@ -245,7 +247,7 @@ func (p *Partition) remove(stray bool) {
 			return nil
 		}
 		err := p.log.Close()
-		if !stray {
+		if forget && !stray {
 			p.topic.eng.forgetRemote(p)
 		}
 		if stray {

@@ -21,9 +21,12 @@ const (
 	MaxReplicas = 256
 	// MaxProducerIDBlock is the largest AllocateProducerIDs.Count.
 	MaxProducerIDBlock = 1 << 20
-	maxConfigKey       = 255
-	maxClusterID       = 64
-	maxRack            = 255
+	// MaxRemoteLog is the largest manifest of a partition's remote
+	// segments (SetRemoteLog): some thousands of segments.
+	MaxRemoteLog = 1 << 20
+	maxConfigKey = 255
+	maxClusterID = 64
+	maxRack      = 255
 )
 
 // Apply applies rec, the record at Raft log index index, and returns the
@@ -145,6 +148,8 @@ func (t *txn) apply(rec Record, res *Result, top bool) *RefusedError {
 		return t.reassignPartition(r)
 	case UnregisterBroker:
 		return t.unregisterBroker(r)
+	case SetRemoteLog:
+		return t.setRemoteLog(r)
 	case AlterConfigs:
 		return t.alterConfigs(r)
 	case AllocateProducerIDs:
@@ -492,6 +497,38 @@ func (t *txn) changePartition(r ChangePartition) *RefusedError {
 	}
 	t.completeReassignment(&next)
 	return t.setPartition(topic, r.Partition, tp, cur, next)
+}
+
+// setRemoteLog replaces a partition's remote log manifest (see
+// SetRemoteLog): the requester must lead it at its leader epoch, and the
+// version follow the current one.
+func (t *txn) setRemoteLog(r SetRemoteLog) *RefusedError {
+	topic, tp, err := t.partition(r.TopicID, r.Partition)
+	if err != nil {
+		return err
+	}
+	cur := topic.Partitions[r.Partition]
+	b, ok := t.img.brokers[r.Requester.ID]
+	switch {
+	case !ok:
+		return refuse(kerr.BrokerIDNotRegistered, "%s: requesting broker %d is not registered", tp, r.Requester.ID)
+	case b.Epoch != r.Requester.Epoch:
+		return refuse(kerr.StaleBrokerEpoch, "%s: requesting broker %d is registered with epoch %d, not %d", tp, r.Requester.ID, b.Epoch, r.Requester.Epoch)
+	case cur.Leader != r.Requester.ID:
+		return refuse(kerr.NotLeaderForPartition, "%s: requesting broker %d is not the leader (%d is)", tp, r.Requester.ID, cur.Leader)
+	case r.LeaderEpoch < cur.LeaderEpoch:
+		return refuse(kerr.FencedLeaderEpoch, "%s: leader epoch %d is older than the partition's %d", tp, r.LeaderEpoch, cur.LeaderEpoch)
+	case r.LeaderEpoch > cur.LeaderEpoch:
+		return refuse(kerr.UnknownLeaderEpoch, "%s: leader epoch %d is newer than the partition's %d", tp, r.LeaderEpoch, cur.LeaderEpoch)
+	case cur.RemoteLogVersion == math.MaxInt64 || r.Version != cur.RemoteLogVersion+1:
+		return refuse(kerr.InvalidUpdateVersion, "%s: remote log version is %d, so the next is not %d", tp, cur.RemoteLogVersion, r.Version)
+	case len(r.Manifest) > MaxRemoteLog:
+		return refuse(kerr.InvalidRequest, "%s: a remote log manifest of %d bytes, more than %d", tp, len(r.Manifest), MaxRemoteLog)
+	}
+	next := cur
+	next.RemoteLogVersion, next.RemoteLog = r.Version, r.Manifest
+	t.topic(topic.Name).Partitions[r.Partition] = next
+	return nil
 }
 
 // partition finds partition i of the topic with id, for a record that

@@ -146,6 +146,14 @@ func encodeBody(e *encoder, rec Record) {
 	case UnregisterBroker:
 		e.varint(int64(r.ID))
 		e.varint(r.Epoch)
+	case SetRemoteLog:
+		e.uuid(r.TopicID)
+		e.varint(int64(r.Partition))
+		e.varint(int64(r.Requester.ID))
+		e.varint(r.Requester.Epoch)
+		e.varint(int64(r.LeaderEpoch))
+		e.varint(r.Version)
+		e.bytes(r.Manifest)
 	case ReassignPartition:
 		e.uuid(r.TopicID)
 		e.varint(int64(r.Partition))
@@ -240,6 +248,9 @@ func decodeBody(d *decoder, k Kind, top bool) Record {
 		return InOffice{Controller: d.int32(), Term: d.uvarint()}
 	case KindUnregisterBroker:
 		return UnregisterBroker{ID: d.int32(), Epoch: d.varint()}
+	case KindSetRemoteLog:
+		return SetRemoteLog{TopicID: d.uuid(), Partition: d.int32(), Requester: BrokerEpoch{ID: d.int32(), Epoch: d.varint()},
+			LeaderEpoch: d.int32(), Version: d.varint(), Manifest: d.bytes()}
 	case KindReassignPartition:
 		r := ReassignPartition{TopicID: d.uuid(), Partition: d.int32()}
 		if d.bool() {

@@ -28,6 +28,7 @@ func sampleRecords() []Record {
 		ReassignPartition{TopicID: tid, Partition: 2, Target: []int32{4, 2, 3}},
 		ReassignPartition{TopicID: tid, Partition: 0},
 		UnregisterBroker{ID: 7, Epoch: 42},
+		SetRemoteLog{TopicID: tid, Partition: 1, Requester: BrokerEpoch{ID: 2, Epoch: 77}, LeaderEpoch: 3, Version: 9, Manifest: []byte(`{"segments":[]}`)},
 		Batch{Records: []Record{FenceBroker{ID: 1, Epoch: 2}, ChangePartition{TopicID: tid, Leader: new(int32(NoLeader))}}},
 		RegisterBroker{ID: 4, Incarnation: inc, KafkaAddr: "127.0.0.1:9092", Listeners: []Listener{{Name: "PLAINTEXT", Addr: "127.0.0.1:9092"}, {Name: "SASL_SSL", Addr: "h:9095"}}},
 		UpsertScramCredential{User: "alice", Mechanism: ScramSHA256, Credential: ScramCredential{Iterations: 4096, Salt: []byte("salt"), StoredKey: bytes.Repeat([]byte{1}, 32), ServerKey: bytes.Repeat([]byte{2}, 32)}},

@@ -73,6 +73,12 @@
 //	                     target brokers may be fenced (the move then waits for them)
 //	UnregisterBroker     registered (BROKER_ID_NOT_REGISTERED) with that epoch (STALE_BROKER_EPOCH), fenced and a
 //	                     replica of no partition (INVALID_REQUEST)
+//	SetRemoteLog         topic id known (UNKNOWN_TOPIC_ID), partition exists (UNKNOWN_TOPIC_OR_PARTITION);
+//	                     requester registered with that epoch and the leader (BROKER_ID_NOT_REGISTERED,
+//	                     STALE_BROKER_EPOCH, NOT_LEADER_OR_FOLLOWER); the partition's leader epoch
+//	                     (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH); version = RemoteLogVersion + 1
+//	                     (INVALID_UPDATE_VERSION); manifest at most MaxRemoteLog bytes (INVALID_REQUEST);
+//	                     no epoch changes
 //	Batch                every record, in order, atomically; batches do not nest
 //
 // A ReassignPartition, and any ChangePartition of a partition being
@@ -122,6 +128,8 @@
 //	18 InOffice             sv controller, uv term
 //	19 ReassignPartition    uuid topicID, sv partition, bool hasTarget, (list of sv target if hasTarget)
 //	20 UnregisterBroker     sv id, sv epoch
+//	21 SetRemoteLog         uuid topicID, sv partition, sv requester, sv requesterEpoch, sv leaderEpoch,
+//	                        sv version, bytes manifest
 //
 //	bytes uv length, bytes
 //	acl   u8 resourceType, str name, u8 patternType, str principal, str host, u8 operation, u8 permission

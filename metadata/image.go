@@ -129,6 +129,11 @@ type Partition struct {
 	// target's brokers that were not replicas before.
 	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+	// RemoteLogVersion counts the SetRemoteLog records applied to the
+	// partition; RemoteLog is the last one's manifest (tiered storage;
+	// immutable, shared between images).
+	RemoteLogVersion int64  `json:"remote_log_version,omitempty"`
+	RemoteLog        []byte `json:"remote_log,omitempty"`
 }
 
 // Reassigning reports whether a reassignment of p is in progress.

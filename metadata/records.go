@@ -28,6 +28,7 @@ const (
 	KindInOffice                Kind = 18
 	KindReassignPartition       Kind = 19
 	KindUnregisterBroker        Kind = 20
+	KindSetRemoteLog            Kind = 21
 )
 
 var kindNames = map[Kind]string{
@@ -52,6 +53,7 @@ var kindNames = map[Kind]string{
 	KindInOffice:                "InOffice",
 	KindReassignPartition:       "ReassignPartition",
 	KindUnregisterBroker:        "UnregisterBroker",
+	KindSetRemoteLog:            "SetRemoteLog",
 }
 
 // String is the record type's name.
@@ -199,6 +201,24 @@ type UnregisterBroker struct {
 	Epoch int64
 }
 
+// SetRemoteLog replaces what the object store holds of one partition
+// (tiered storage, KIP-405): its manifest, as the partition's leader
+// wrote it (opaque here: package tiered's encoding, which every reader
+// decodes as hostile bytes). Only the current leader, at the current
+// leader epoch, may write it, and each write names the version after the
+// partition's current one: a deposed leader, or a write that was already
+// applied, changes nothing. It changes neither epoch of the partition.
+type SetRemoteLog struct {
+	TopicID   UUID
+	Partition int32
+	// Requester is the leader writing it, registered with that epoch.
+	Requester   BrokerEpoch
+	LeaderEpoch int32
+	// Version must be the partition's RemoteLogVersion + 1.
+	Version  int64
+	Manifest []byte
+}
+
 // ConfigResourceType is the kind of resource a config belongs to (Kafka's
 // numbering).
 type ConfigResourceType uint8
@@ -317,6 +337,9 @@ func (ReassignPartition) Kind() Kind { return KindReassignPartition }
 // Kind implements Record.
 func (UnregisterBroker) Kind() Kind { return KindUnregisterBroker }
 
+// Kind implements Record.
+func (SetRemoteLog) Kind() Kind { return KindSetRemoteLog }
+
 func (InitCluster) sealed()         {}
 func (RegisterBroker) sealed()      {}
 func (FenceBroker) sealed()         {}
@@ -332,6 +355,7 @@ func (TakeOffice) sealed()          {}
 func (InOffice) sealed()            {}
 func (ReassignPartition) sealed()   {}
 func (UnregisterBroker) sealed()    {}
+func (SetRemoteLog) sealed()        {}
 
 // ProducerIDBlock is a range of producer ids [First, First+Count).
 type ProducerIDBlock struct {

@@ -247,5 +247,8 @@ func (img *Image) checkPartition(p Partition) error {
 	if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
 		return fmt.Errorf("negative epoch (leader %d, partition %d)", p.LeaderEpoch, p.PartitionEpoch)
 	}
+	if p.RemoteLogVersion < 0 || len(p.RemoteLog) > MaxRemoteLog {
+		return fmt.Errorf("remote log version %d of %d bytes", p.RemoteLogVersion, len(p.RemoteLog))
+	}
 	return nil
 }

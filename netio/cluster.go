@@ -62,6 +62,10 @@ type Cluster interface {
 	AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.HeartbeatAnswer, error)
 	AnswerAllocateProducerIDs(ctx context.Context, broker int32, epoch int64) (peer.ProducerIDs, error)
 	AnswerAlterPartition(ctx context.Context, a peer.AlterPartition) ([]peer.ISRChangeAnswer, error)
+	// AnswerSetRemoteLog answers a leader's new remote log manifest
+	// (an AlterPartition entry with peer.RemoteLogTag) on the
+	// controller.
+	AnswerSetRemoteLog(ctx context.Context, r peer.RemoteLog) error
 	// CoordinatorFor is the broker that coordinates group, -1 when none
 	// does (yet).
 	CoordinatorFor(group string) int32

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -57,8 +58,16 @@ func (s *Server) answerInternal(ctx context.Context, req kmsg.Request) kmsg.Resp
 // ISR by broker id, or with broker epochs from v3).
 func (s *Server) answerAlterPartition(ctx context.Context, r *kmsg.AlterPartitionRequest) kmsg.Response {
 	a := peer.AlterPartition{BrokerID: r.BrokerID, BrokerEpoch: r.BrokerEpoch}
-	for _, rt := range r.Topics {
-		for _, rp := range rt.Partitions {
+	// Entries with a remote log manifest (peer.RemoteLogTag) are
+	// answered one by one, in their places among the ISR changes.
+	remote := map[[2]int]error{}
+	for ti, rt := range r.Topics {
+		for pi, rp := range rt.Partitions {
+			if rl, ok := remoteLogOf(&rp); ok {
+				rl.BrokerID, rl.BrokerEpoch, rl.TopicID = r.BrokerID, r.BrokerEpoch, rt.TopicID
+				remote[[2]int{ti, pi}] = s.setRemoteLog(ctx, rl)
+				continue
+			}
 			ch := peer.ISRChange{TopicID: rt.TopicID, Partition: rp.Partition, LeaderEpoch: rp.LeaderEpoch,
 				PartitionEpoch: rp.PartitionEpoch, ISR: rp.NewISR}
 			if r.Version >= 3 {
@@ -72,16 +81,25 @@ func (s *Server) answerAlterPartition(ctx context.Context, r *kmsg.AlterPartitio
 		}
 	}
 	resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
-	answers, err := s.cfg.Cluster.AnswerAlterPartition(ctx, a)
-	if err != nil {
-		resp.ErrorCode = errCode(err)
-		return resp
+	var answers []peer.ISRChangeAnswer
+	if len(a.Changes) > 0 {
+		var err error
+		if answers, err = s.cfg.Cluster.AnswerAlterPartition(ctx, a); err != nil {
+			resp.ErrorCode = errCode(err)
+			return resp
+		}
 	}
 	i := 0
-	for _, rt := range r.Topics {
+	for ti, rt := range r.Topics {
 		tr := kmsg.NewAlterPartitionResponseTopic()
 		tr.Topic, tr.TopidID = rt.Topic, rt.TopicID // kmsg spells it TopidID
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
+			if err, ok := remote[[2]int{ti, pi}]; ok {
+				pr := kmsg.NewAlterPartitionResponseTopicPartition()
+				pr.Partition, pr.ErrorCode, pr.LeaderID = rp.Partition, errCode(err), -1
+				tr.Partitions = append(tr.Partitions, pr)
+				continue
+			}
 			ans := peer.ISRChangeAnswer{Partition: rp.Partition, Leader: -1, Err: kerr.UnknownServerError}
 			if i < len(answers) {
 				ans = answers[i]
@@ -95,4 +113,36 @@ func (s *Server) answerAlterPartition(ctx context.Context, r *kmsg.AlterPartitio
 		resp.Topics = append(resp.Topics, tr)
 	}
 	return resp
+}
+
+// remoteLogOf returns the remote log manifest an AlterPartition entry
+// carries in its peer.RemoteLogTag field (bytes copied out of the
+// request), and false when it has none or it does not decode.
+func remoteLogOf(rp *kmsg.AlterPartitionRequestTopicPartition) (peer.RemoteLog, bool) {
+	var raw []byte
+	rp.UnknownTags.Each(func(k uint32, v []byte) {
+		if k == peer.RemoteLogTag {
+			raw = v
+		}
+	})
+	if raw == nil {
+		return peer.RemoteLog{}, false
+	}
+	rl := peer.RemoteLog{Partition: rp.Partition, LeaderEpoch: rp.LeaderEpoch}
+	version, manifest, err := peer.DecodeRemoteLog(raw)
+	if err != nil {
+		// Answered as a refusal by setRemoteLog (version 0).
+		return rl, true
+	}
+	rl.Version, rl.Manifest = version, bytes.Clone(manifest)
+	return rl, true
+}
+
+// setRemoteLog answers one remote log entry: one that did not decode is
+// INVALID_REQUEST.
+func (s *Server) setRemoteLog(ctx context.Context, rl peer.RemoteLog) error {
+	if rl.Version <= 0 {
+		return fmt.Errorf("%w: a remote log field that does not decode", kerr.InvalidRequest)
+	}
+	return s.cfg.Cluster.AnswerSetRemoteLog(ctx, rl)
 }

@@ -75,3 +75,65 @@ func TestAnswerInternal(t *testing.T) {
 		t.Errorf("denied heartbeat: %+v", r)
 	}
 }
+
+// remoteLogCluster records the remote log manifests it is asked to write.
+type remoteLogCluster struct {
+	shortCluster
+	remote []peer.RemoteLog
+}
+
+func (f *remoteLogCluster) AnswerSetRemoteLog(_ context.Context, r peer.RemoteLog) error {
+	f.remote = append(f.remote, r)
+	if r.Version == 7 {
+		return kerr.InvalidUpdateVersion
+	}
+	return nil
+}
+
+// An AlterPartition entry with the remote log tag is a leader's manifest
+// (tiered storage), answered in its place among the ISR changes; one
+// whose tag does not decode is INVALID_REQUEST, and never reaches the
+// cluster.
+func TestAnswerInternalRemoteLog(t *testing.T) {
+	cl := &remoteLogCluster{}
+	s := &Server{cfg: Config{Cluster: cl}}
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 2
+	req.BrokerID, req.BrokerEpoch = 2, 40
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.TopicID = [16]byte{7}
+	add := func(p int32, tag []byte) {
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = p, 3, 9
+		if tag != nil {
+			rp.UnknownTags.Set(peer.RemoteLogTag, tag)
+		} else {
+			rp.NewISR = []int32{2}
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	add(0, peer.EncodeRemoteLog(5, []byte(`{"segments":[]}`)))
+	add(1, nil)
+	add(2, []byte{1, 2})
+	add(3, peer.EncodeRemoteLog(7, nil))
+	req.Topics = append(req.Topics, rt)
+	// Through the wire, as a broker sends it.
+	b := req.AppendTo(nil)
+	back := kmsg.NewPtrAlterPartitionRequest()
+	back.Version = 2
+	if err := back.ReadFrom(b); err != nil {
+		t.Fatal(err)
+	}
+	resp := s.answerInternal(context.Background(), back).(*kmsg.AlterPartitionResponse)
+	if len(cl.remote) != 2 || cl.remote[0].Version != 5 || string(cl.remote[0].Manifest) != `{"segments":[]}` ||
+		cl.remote[0].BrokerEpoch != 40 || cl.remote[0].TopicID != [16]byte{7} || cl.remote[0].LeaderEpoch != 3 {
+		t.Fatalf("the cluster was asked %+v", cl.remote)
+	}
+	if len(cl.got.Changes) != 1 || cl.got.Changes[0].Partition != 1 {
+		t.Fatalf("ISR changes asked: %+v", cl.got.Changes)
+	}
+	ps := resp.Topics[0].Partitions
+	if len(ps) != 4 || ps[0].ErrorCode != 0 || ps[1].LeaderID != 2 || ps[2].ErrorCode != kerr.InvalidRequest.Code || ps[3].ErrorCode != kerr.InvalidUpdateVersion.Code {
+		t.Fatalf("answered %+v", ps)
+	}
+}

@@ -62,7 +62,12 @@ import (
 //     broker id ≥ 0) reads up to the log end rather than the high
 //     watermark, and its FetchOffset, which a follower sends only once
 //     what it has is durable, moves the high watermark
-//     (engine.Partition.FollowerFetched).
+//     (engine.Partition.FollowerFetched). Its LogStartOffset is the
+//     leader's local log start (tiered storage: a follower whose log
+//     ends below it starts its log there, and never copies remote
+//     segments); a consumer's is the earliest offset, remote or local.
+//     Offsets below the local log start are read from tiered storage on
+//     the leader and on a follower serving a rack consumer alike.
 
 type fetch struct {
 	s   *Server
@@ -315,7 +320,7 @@ func (f *fetch) read() {
 			upTo := p.HighWatermark()
 			pr.hw, pr.lso, pr.logStart = upTo, p.LastStableOffset(), p.LogStartOffset()
 			if fromFollower {
-				pr.lso, pr.logStart = upTo, l.StartOffset()
+				pr.lso = upTo
 			}
 			pr.readCommitted = f.req.IsolationLevel == 1 && f.replica < 0
 			pr.aborted = pr.aborted[:0]
@@ -329,14 +334,16 @@ func (f *fetch) read() {
 				}
 				upTo = l.EndOffset()
 				hw := p.HighWatermark() // the follower's fetch may have moved it
-				pr.hw, pr.lso = hw, hw
+				// The local log's start: below it, a follower does not
+				// copy tiered storage but starts its log there.
+				pr.hw, pr.lso, pr.logStart = hw, hw, l.StartOffset()
 			}
 			max := min(int64(rp.PartitionMaxBytes), budget)
 			if max <= 0 && !first {
 				continue
 			}
 			err = l.Read(&pr.chunk, rp.FetchOffset, int(max), upTo)
-			if errors.Is(err, wal.ErrOffsetOutOfRange) && f.replica < 0 && !fromFollower && rp.FetchOffset < l.StartOffset() {
+			if errors.Is(err, wal.ErrOffsetOutOfRange) && f.replica < 0 && rp.FetchOffset < l.StartOffset() {
 				// Below the local log: tiered storage may hold it.
 				pr.chunk.Release()
 				pr.remote, err = p.ReadRemote(rp.FetchOffset, max, upTo, &f.r.conn.remoteQuota)

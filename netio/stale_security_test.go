@@ -34,6 +34,9 @@ func (f *catchUpCluster) AnswerAllocateProducerIDs(context.Context, int32, int64
 func (f *catchUpCluster) AnswerAlterPartition(context.Context, peer.AlterPartition) ([]peer.ISRChangeAnswer, error) {
 	return nil, kerr.NotController
 }
+func (f *catchUpCluster) AnswerSetRemoteLog(context.Context, peer.RemoteLog) error {
+	return kerr.NotController
+}
 func (f *catchUpCluster) CoordinatorFor(string) int32    { return -1 }
 func (f *catchUpCluster) TxnCoordinatorFor(string) int32 { return -1 }
 func (f *catchUpCluster) CaughtUp() bool                 { return f.caughtUp }

@@ -55,6 +55,9 @@ type RemoteSegment struct {
 // object it does not name is never read, and a local segment is deleted
 // only once a CopyFinished segment here covers it.
 type Manifest struct {
+	// Version counts the manifest's changes (in cluster mode, the
+	// metadata's version of it).
+	Version int64 `json:"version,omitempty"`
 	// TopicID is the id of the topic whose partition it describes (a
 	// re-created topic of the same name has another).
 	TopicID string `json:"topic_id,omitempty"`
@@ -84,7 +87,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
-	if m.CopiedEnd < 0 {
+	if m.CopiedEnd < 0 || m.Version < 0 {
 		return nil, fmt.Errorf("%w: copied end %d", ErrBadManifest, m.CopiedEnd)
 	}
 	prevEnd := int64(-1)
@@ -130,11 +133,20 @@ func LoadManifest(dir string) (*Manifest, error) {
 	return m, nil
 }
 
-// Save writes the manifest into dir durably (atomically, synced).
-func (m *Manifest) Save(dir string, perm fsutil.Perm) error {
+// Encode returns the manifest's encoding (DecodeManifest's input).
+func (m *Manifest) Encode() ([]byte, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("tiered: encode manifest: %w", err)
+		return nil, fmt.Errorf("tiered: encode manifest: %w", err)
+	}
+	return b, nil
+}
+
+// Save writes the manifest into dir durably (atomically, synced).
+func (m *Manifest) Save(dir string, perm fsutil.Perm) error {
+	b, err := m.Encode()
+	if err != nil {
+		return err
 	}
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, ManifestFile), b, perm.File()); err != nil {
 		return fmt.Errorf("tiered: write manifest: %w", err)
@@ -144,5 +156,5 @@ func (m *Manifest) Save(dir string, perm fsutil.Perm) error {
 
 // Clone returns a deep copy.
 func (m *Manifest) Clone() *Manifest {
-	return &Manifest{TopicID: m.TopicID, CopiedEnd: m.CopiedEnd, Segments: slices.Clone(m.Segments), Orphans: slices.Clone(m.Orphans)}
+	return &Manifest{Version: m.Version, TopicID: m.TopicID, CopiedEnd: m.CopiedEnd, Segments: slices.Clone(m.Segments), Orphans: slices.Clone(m.Orphans)}
 }

@@ -3,6 +3,7 @@ package wal
 import (
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Tiered storage's side of the log: the sealed segments the uploader
@@ -18,6 +19,9 @@ type SealedSegment struct {
 	// Aborted are the aborted transactions whose abort marker it holds.
 	Aborted []AbortedTxn
 	s       *segment
+	// from is where in the segment's file Base's batch starts (0 but
+	// for a segment copied from the middle, see CopyableSegments).
+	from int64
 }
 
 // ReadAt reads the segment's bytes (io.ReaderAt), never past Size.
@@ -29,7 +33,7 @@ func (ss *SealedSegment) ReadAt(p []byte, off int64) (int, error) {
 	if rest := ss.Size - off; int64(len(p)) > rest {
 		p, short = p[:rest], true
 	}
-	n, err := ss.s.f.ReadAt(p, off)
+	n, err := ss.s.f.ReadAt(p, ss.from+off)
 	if err == nil && short {
 		err = io.EOF
 	}
@@ -45,6 +49,12 @@ func (ss *SealedSegment) Release() { ss.s.release() }
 // committed and durable (its background flush done): a copy never holds
 // bytes a power cut could take back from the local log. The caller
 // releases each.
+//
+// A segment that holds from past its base comes first as its part from
+// the batch starting at from (a replica that became the leader rolled
+// its segments elsewhere than the leader whose copies it goes on with);
+// when no batch starts at from, it comes whole, and the caller sees the
+// mismatch.
 func (l *Log) CopyableSegments(from, upTo int64, max int) []*SealedSegment {
 	var out []*SealedSegment
 	end := l.end.Load()
@@ -52,23 +62,39 @@ func (l *Log) CopyableSegments(from, upTo int64, max int) []*SealedSegment {
 	defer l.mu.RUnlock()
 	for i := 0; i+1 < len(l.segs) && len(out) < max; i++ {
 		s, next := l.segs[i], l.segs[i+1]
-		if s.base < from {
+		segEnd := s.end.Load()
+		if s.base < from && segEnd <= from {
 			continue
 		}
 		// Commits are in order: the log's end past the next segment's
 		// base means every batch of this one is committed.
-		if next.base > end || s.end.Load() > upTo || !s.flushed.Load() || s.damage.Load() != nil {
+		if next.base > end || segEnd > upTo || !s.flushed.Load() || s.damage.Load() != nil {
 			break
 		}
 		if !s.acquire() {
 			break
 		}
-		out = append(out, &SealedSegment{
-			Base: s.base, End: s.end.Load(), Size: s.size.Load(), MaxTimestamp: s.maxTs.Load(),
+		ss := &SealedSegment{
+			Base: s.base, End: segEnd, Size: s.size.Load(), MaxTimestamp: s.maxTs.Load(),
 			Aborted: append([]AbortedTxn(nil), s.aborted...), s: s,
-		})
+		}
+		if s.base < from {
+			ss.tail(from)
+		}
+		out = append(out, ss)
 	}
 	return out
+}
+
+// tail makes ss its part from the batch that starts at offset from, if
+// one does (else it stays whole).
+func (ss *SealedSegment) tail(from int64) {
+	pos, h, err := ss.s.findBatch(from, ss.Size)
+	if err != nil || h.BaseOffset != from {
+		return
+	}
+	ss.Base, ss.from, ss.Size = from, pos, ss.Size-pos
+	ss.Aborted = slices.DeleteFunc(ss.Aborted, func(a AbortedTxn) bool { return a.LastOffset < from })
 }
 
 // SetRemoteEnd says the object store holds a copy of every segment that

@@ -151,7 +151,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.imbalancePercent, "leader-imbalance-per-broker-percentage", cluster.DefaultLeaderImbalancePercent, "cluster mode: the share of a broker's preferred partitions led elsewhere above which the balance check moves them back (leader.imbalance.per.broker.percentage)")
 	fs.IntVar(&f.replicationFactor, "default-replication-factor", 0, "cluster mode: replication factor of auto-created topics and of CreateTopics with -1 (0: min(3, voters))")
 	fs.StringVar(&f.peerDialMap, "peer-dial-map", "", "cluster mode, for tests: connect to another broker's address through a different one, `FROM=TO,...` (host:port pairs; fault-injection proxies between brokers)")
-	fs.StringVar(&f.remoteEndpoint, "remote-storage-endpoint", "", "tiered storage: the S3-compatible object store's `URL` (path-style; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); topics with remote.storage.enable=true copy their closed segments there and read them back (single node only)")
+	fs.StringVar(&f.remoteEndpoint, "remote-storage-endpoint", "", "tiered storage: the S3-compatible object store's `URL` (path-style; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); topics with remote.storage.enable=true copy their closed segments there and read them back (in cluster mode, give every broker the same store)")
 	fs.StringVar(&f.remoteBucket, "remote-storage-bucket", "", "tiered storage: the bucket (it must exist)")
 	fs.StringVar(&f.remoteRegion, "remote-storage-region", "us-east-1", "tiered storage: the region requests are signed for")
 	fs.StringVar(&f.remotePrefix, "remote-storage-prefix", "", "tiered storage: a prefix of every object key (to share a bucket)")
@@ -273,9 +273,6 @@ func (f *serveFlags) config() (broker.Config, error) {
 	sh.LockDuration, sh.DeliveryLimit = f.shareLock, int16(f.shareDeliveryLimit)
 	sh.Group.SessionMillis, sh.Group.HeartbeatMillis = f.shareSession.Milliseconds(), int32(f.shareHeartbeat.Milliseconds())
 	if f.remoteEndpoint != "" || f.remoteBucket != "" {
-		if f.voters != "" {
-			return cfg, cli.Usagef("--remote-storage-endpoint: tiered storage runs on a single broker in this version; leave it out in cluster mode (--voters)")
-		}
 		if cfg.Engine.Tier.Interval <= 0 || cfg.Engine.Tier.RequestTimeout <= 0 || cfg.Engine.Tier.CacheBytes < 16<<20 {
 			return cfg, cli.Usagef("--remote-log-manager-interval and --remote-storage-request-timeout must be positive and --remote-fetch-cache-bytes at least 16 MiB (a remote batch may take up to an eighth of it)")
 		}

@@ -11,7 +11,11 @@ package peer
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ringlog/ringlog/metadata"
 )
@@ -103,6 +107,47 @@ type Transport interface {
 	// CreateTopic asks the controller to create a topic with the
 	// defaults (auto-creation).
 	CreateTopic(ctx context.Context, addr string, name string) error
+	// SetRemoteLog asks the controller to write a partition's remote
+	// log manifest (tiered storage) as its leader.
+	SetRemoteLog(ctx context.Context, addr string, r RemoteLog) error
+}
+
+// RemoteLog is a partition leader's new manifest of the partition's
+// segments in tiered storage (metadata.SetRemoteLog). It travels as an
+// AlterPartition partition entry (the leader's epochs, no ISR) whose
+// tagged field RemoteLogTag holds Version (8 bytes, big-endian) and
+// then Manifest.
+type RemoteLog struct {
+	BrokerID    int32
+	BrokerEpoch int64
+	TopicID     [16]byte
+	Partition   int32
+	LeaderEpoch int32
+	Version     int64
+	Manifest    []byte
+}
+
+// RemoteLogTag is the tag of an AlterPartition partition entry's field
+// that carries a RemoteLog (ringlog's own: past the tags Kafka uses).
+const RemoteLogTag = 0x524c
+
+// EncodeRemoteLog is the tagged field's value: version, then manifest.
+func EncodeRemoteLog(version int64, manifest []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(manifest)), uint64(version)), manifest...)
+}
+
+// DecodeRemoteLog splits a tagged field's value (bytes from the network:
+// hostile) into the version and the manifest, which it leaves to be
+// checked (tiered.DecodeManifest).
+func DecodeRemoteLog(b []byte) (version int64, manifest []byte, err error) {
+	if len(b) < 8 {
+		return 0, nil, fmt.Errorf("%w: a remote log field of %d bytes", kerr.InvalidRequest, len(b))
+	}
+	version = int64(binary.BigEndian.Uint64(b))
+	if version <= 0 {
+		return 0, nil, fmt.Errorf("%w: remote log version %d", kerr.InvalidRequest, version)
+	}
+	return version, b[8:], nil
 }
 
 // ReplicaFetch is a follower's Fetch of the partitions one leader leads.

@@ -301,6 +301,38 @@ func (c *Client) AlterPartition(ctx context.Context, addr string, a peer.AlterPa
 	return out, nil
 }
 
+// SetRemoteLog sends a partition's remote log manifest as an
+// AlterPartition (v2) whose one partition entry carries it in the
+// peer.RemoteLogTag tagged field (see peer.RemoteLog).
+func (c *Client) SetRemoteLog(ctx context.Context, addr string, r peer.RemoteLog) error {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 2
+	req.BrokerID, req.BrokerEpoch = r.BrokerID, r.BrokerEpoch
+	t := kmsg.NewAlterPartitionRequestTopic()
+	t.TopicID = r.TopicID
+	p := kmsg.NewAlterPartitionRequestTopicPartition()
+	p.Partition, p.LeaderEpoch, p.PartitionEpoch = r.Partition, r.LeaderEpoch, -1
+	p.UnknownTags.Set(peer.RemoteLogTag, peer.EncodeRemoteLog(r.Version, r.Manifest))
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	raw, err := c.Call(ctx, addr, req)
+	if err != nil {
+		return err
+	}
+	resp := raw.(*kmsg.AlterPartitionResponse)
+	if err := codeErr(resp.ErrorCode, nil); err != nil {
+		return err
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.TopidID == r.TopicID && rp.Partition == r.Partition {
+				return codeErr(rp.ErrorCode, nil)
+			}
+		}
+	}
+	return fmt.Errorf("%w: the controller did not answer the partition", kerr.UnknownServerError)
+}
+
 // CreateTopic sends a CreateTopics (v4) of one topic with the defaults.
 func (c *Client) CreateTopic(ctx context.Context, addr string, name string) error {
 	req := kmsg.NewPtrCreateTopicsRequest()

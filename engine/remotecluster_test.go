@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/tiered"
+)
+
+// fakeRemoteMeta stands for the metadata quorum's side of tiered storage
+// in cluster mode: it applies a leader's manifest writes as
+// metadata.SetRemoteLog does (the next version, at the current leader
+// epoch) and hands each applied one to the partition, as the publisher
+// would, unless held.
+type fakeRemoteMeta struct {
+	mu          sync.Mutex
+	p           *Partition
+	leaderEpoch int32
+	version     int64
+	manifest    []byte
+	writes      int
+	// loseAnswer applies the next write but answers an error, and keeps
+	// it from the partition until publish.
+	loseAnswer bool
+	held       bool
+}
+
+func (f *fakeRemoteMeta) set(_ TopicID, _, leaderEpoch int32, version int64, manifest []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if leaderEpoch != f.leaderEpoch {
+		return fmt.Errorf("%w: leader epoch %d, not %d", kerr.FencedLeaderEpoch, leaderEpoch, f.leaderEpoch)
+	}
+	if version != f.version+1 {
+		return fmt.Errorf("%w: version %d after %d", kerr.InvalidUpdateVersion, version, f.version)
+	}
+	f.version, f.manifest = version, append([]byte(nil), manifest...)
+	f.writes++
+	if f.loseAnswer {
+		f.loseAnswer, f.held = false, true
+		return errors.New("connection reset")
+	}
+	if !f.held {
+		f.p.SetRemoteLog(f.version, f.manifest)
+	}
+	return nil
+}
+
+// publish hands the partition what was applied (after a held write).
+func (f *fakeRemoteMeta) publish() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = false
+	f.p.SetRemoteLog(f.version, f.manifest)
+}
+
+func (f *fakeRemoteMeta) state() (int64, *tiered.Manifest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.version == 0 {
+		return 0, &tiered.Manifest{}
+	}
+	m, err := tiered.DecodeManifest(f.manifest)
+	if err != nil {
+		panic(err)
+	}
+	return f.version, m
+}
+
+func finished(m *tiered.Manifest) (n int, end int64) {
+	for _, s := range m.Segments {
+		if s.State == tiered.CopyFinished {
+			n++
+			end = s.End
+		}
+	}
+	return n, end
+}
+
+// tieredClusterTopic opens a replicated engine with a tiered topic of
+// one partition whose manifest writes go to a fakeRemoteMeta.
+func tieredClusterTopic(t *testing.T) (*Partition, *fakeRemoteMeta) {
+	t.Helper()
+	e := openEngine(t, t.TempDir(), func(c *Config) {
+		c.NodeID, c.Replicated = 1, true
+		c.Tier = TierConfig{Store: newMemStore(), Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+		c.RetentionCheckInterval = 20 * time.Millisecond
+	})
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "tc", Partitions: 1, ReplicationFactor: -1, Configs: map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096", "min.insync.replicas": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	f := &fakeRemoteMeta{p: p, leaderEpoch: 1}
+	e.SetClusterHooks(ClusterHooks{MayLead: func() bool { return true }, SetRemoteLog: f.set})
+	return p, f
+}
+
+// In cluster mode the leader's copies write the manifest through the
+// metadata, one version after the other, and never to a file; a follower
+// copies nothing; a leader whose write's answer was lost waits for the
+// metadata to say what was applied, and goes on from there; a leader
+// that finds a newer manifest in the metadata (another leader's, while
+// it followed) goes on from that one.
+func TestTieredClusterManifestInMetadata(t *testing.T) {
+	p, f := tieredClusterTopic(t)
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	appendFill(t, p, 12, "a")
+	waitFor(t, "the leader's copies", func() bool {
+		_, m := f.state()
+		n, _ := finished(m)
+		return n >= 3 && p.LocalStartOffset() > 0
+	})
+	if _, err := os.Stat(filepath.Join(p.dir, tiered.ManifestFile)); err == nil {
+		t.Fatal("cluster mode wrote a manifest file")
+	}
+	// Readers see the remote segments from the metadata's manifest.
+	if p.LogStartOffset() != 0 {
+		t.Fatalf("log start %d, want 0 (remote)", p.LogStartOffset())
+	}
+
+	// A follower copies nothing.
+	if err := p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	f.mu.Lock()
+	writes := f.writes
+	f.leaderEpoch = 2
+	f.mu.Unlock()
+	time.Sleep(200 * time.Millisecond)
+	f.mu.Lock()
+	if f.writes != writes {
+		f.mu.Unlock()
+		t.Fatal("a follower wrote the manifest")
+	}
+	// Broker 2 led meanwhile and wrote a version of its own (the same
+	// segments, here).
+	f.version++
+	f.p.SetRemoteLog(f.version, f.manifest)
+	f.leaderEpoch, f.loseAnswer = 3, true
+	f.mu.Unlock()
+	v0, _ := f.state()
+
+	// Leader again: it goes on from broker 2's version; its first write's
+	// answer is lost, so it waits for the metadata before writing again.
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	appendFill(t, p, 8, "b")
+	waitFor(t, "the write whose answer is lost", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.held
+	})
+	time.Sleep(200 * time.Millisecond)
+	if v, _ := f.state(); v != v0+1 {
+		t.Fatalf("version %d while the lost write (%d) is not in the image: it wrote again", v, v0+1)
+	}
+	f.publish()
+	_, before := f.state()
+	_, endBefore := finished(before)
+	waitFor(t, "copies after the image caught up", func() bool {
+		_, m := f.state()
+		_, end := finished(m)
+		return end > endBefore && end >= p.LocalStartOffset()
+	})
+	_, m := f.state()
+	for i := 1; i < len(m.Segments); i++ {
+		if m.Segments[i].Base != m.Segments[i-1].End {
+			t.Fatalf("segments %d and %d are not contiguous: %+v", i-1, i, m.Segments)
+		}
+	}
+	if m.Segments[0].Base != 0 {
+		t.Fatalf("the first remote segment starts at %d", m.Segments[0].Base)
+	}
+}
+
+// A follower takes the metadata's manifest: readers see its segments,
+// and local retention deletes what they cover, though it copies
+// nothing itself.
+func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
+	p, f := tieredClusterTopic(t)
+	f.leaderEpoch = 99 // the metadata refuses this leader's writes: nothing copied
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	appendFill(t, p, 20, "c") // more than local retention keeps
+	if err := p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	segs := p.log.CopyableSegments(0, p.HighWatermark(), 4)
+	if len(segs) < 2 {
+		t.Fatalf("%d sealed segments", len(segs))
+	}
+	m := &tiered.Manifest{TopicID: p.topic.ID.String()}
+	for _, ss := range segs[:2] {
+		m.Segments = append(m.Segments, tiered.RemoteSegment{ID: tiered.NewSegmentID(), State: tiered.CopyFinished,
+			Base: ss.Base, End: ss.End, Size: ss.Size, IndexSize: 10, MaxTimestamp: ss.MaxTimestamp})
+		m.CopiedEnd = ss.End
+		ss.Release()
+	}
+	for _, ss := range segs[2:] {
+		ss.Release()
+	}
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetRemoteLog(1, b)
+	if end, ok := p.RemoteEnd(); !ok || end != m.CopiedEnd {
+		t.Fatalf("remote end %d %v, want %d", end, ok, m.CopiedEnd)
+	}
+	waitFor(t, "local retention below the remote end", func() bool { return p.LocalStartOffset() == m.CopiedEnd })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.writes != 0 {
+		t.Fatalf("%d manifest writes by a follower", f.writes)
+	}
+	// An older version changes nothing.
+	p.SetRemoteLog(1, []byte("{}"))
+	if end, _ := p.RemoteEnd(); end != m.CopiedEnd {
+		t.Fatal("an old version replaced the manifest")
+	}
+}
