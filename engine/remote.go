@@ -260,8 +260,8 @@ func (pt *partitionTier) publishOf(m *tiered.Manifest) {
 }
 
 // loadTier reads p's manifest (at open when the partition's topic is
-// tiered, else the first time the uploader sees it tiered) and tells
-// the log what is copied.
+// tiered, else the first time the uploader, or in cluster mode the
+// publisher, sees it tiered) and tells the log what is copied.
 func (e *Engine) loadTier(p *Partition) {
 	if e.remote == nil || p.log == nil {
 		return
@@ -271,10 +271,12 @@ func (e *Engine) loadTier(p *Partition) {
 		// The metadata's manifest: none until the publisher hands it in
 		// (SetRemoteLog), and none there means nothing was copied. A
 		// file in the directory is from before: never read.
+		// The publisher and the uploader may both get here first: one
+		// state wins, whatever the other had.
 		pt.clustered = true
 		pt.manifest = &tiered.Manifest{}
 		pt.publish()
-		p.tier.Store(pt)
+		p.tier.CompareAndSwap(nil, pt)
 		return
 	}
 	m, err := tiered.LoadManifest(p.dir)
