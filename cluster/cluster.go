@@ -1176,6 +1176,10 @@ func (c *Cluster) setRemoteLog(topic engine.TopicID, partition, leaderEpoch int3
 	if epoch == 0 {
 		return fmt.Errorf("%w: this broker has not registered with the controller yet", kerr.NotLeaderForPartition)
 	}
+	if len(manifest) > metadata.MaxRemoteLog {
+		// Refused by the controller anyway: not sent into the log.
+		return fmt.Errorf("%w: a remote log manifest of %d bytes, more than the metadata takes (%d): copies of this partition stop", kerr.InvalidRequest, len(manifest), metadata.MaxRemoteLog)
+	}
 	rl := peer.RemoteLog{BrokerID: c.cfg.NodeID, BrokerEpoch: epoch, TopicID: topic, Partition: partition,
 		LeaderEpoch: leaderEpoch, Version: version, Manifest: manifest}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1194,6 +1198,9 @@ func (c *Cluster) setRemoteLog(topic engine.TopicID, partition, leaderEpoch int3
 func (c *Cluster) AnswerSetRemoteLog(ctx context.Context, r peer.RemoteLog) error {
 	if err := c.notController(); err != nil {
 		return err
+	}
+	if len(r.Manifest) > metadata.MaxRemoteLog {
+		return fmt.Errorf("%w: a remote log manifest of %d bytes, more than %d", kerr.InvalidRequest, len(r.Manifest), metadata.MaxRemoteLog)
 	}
 	m, err := tiered.DecodeManifest(r.Manifest)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -53,9 +54,15 @@ import (
 // see its segments, and local retention deletes what it covers on
 // followers too. Only the leader (with its lease) copies and expires;
 // a new leader goes on from the image's manifest, its first pass
-// deleting the objects of a copy the old leader left unfinished. A write
-// whose answer was lost leaves the uploader stale: it takes the image's
-// manifest again before its next write.
+// deleting the objects of a copy the old leader left unfinished. Every
+// write of one pass carries the leader epoch the pass started at, and a
+// pass stops when the leadership moves. A write whose answer was lost
+// (it may be applied, now or later) leaves the uploader stale: it sends
+// that same write again (Apply takes a write it already applied as a
+// no-op), or takes the image's manifest once the image has decided that
+// version, or once the leadership moved since (the write can no longer
+// apply). Orphans are recorded (committed) before their objects are
+// deleted.
 
 // Errors of remote reads.
 var (
@@ -191,12 +198,15 @@ type partitionTier struct {
 	retryAt  time.Time
 	failures int
 	// clustered: the manifest is the metadata quorum's (cluster mode);
-	// imaged is the latest the publisher handed in (nil: none yet), and
-	// stale says the uploader's last write of it may or may not have
-	// been applied.
-	clustered bool
-	stale     bool
-	imaged    atomic.Pointer[tiered.Manifest]
+	// imaged is the latest the publisher handed in (nil: none yet).
+	// epoch is the leader epoch of the uploader's pass. pending, when
+	// set, is the write whose answer was lost (it may be applied, at
+	// pendingEpoch): the uploader is stale until it knows.
+	clustered    bool
+	imaged       atomic.Pointer[tiered.Manifest]
+	epoch        int32
+	pending      *tiered.Manifest
+	pendingEpoch int32
 
 	view atomic.Pointer[remoteView]
 }
@@ -355,7 +365,7 @@ func (e *Engine) tierPass() (more bool) {
 				continue
 			}
 			if pt.clustered && !e.leadsTiered(p) {
-				e.followImage(pt)
+				e.followImage(p, pt)
 				continue
 			}
 			pmore, err := e.tierPartition(p, pt, t.Config())
@@ -396,8 +406,11 @@ func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig
 	if pt.gone || p.removed.Load() {
 		return false, nil
 	}
-	if pt.clustered && !pt.adoptImage() && pt.stale {
-		return false, errors.New("waiting for the metadata to show whether the last change of the remote log manifest was applied")
+	if pt.clustered {
+		pt.epoch = p.LeaderEpoch()
+		if err := e.settle(p, pt, true); err != nil {
+			return false, err
+		}
 	}
 	if err := e.cleanOrphans(p, pt); err != nil {
 		return false, err
@@ -451,52 +464,82 @@ func (e *Engine) copySegments(p *Partition, pt *partitionTier, segs []*wal.Seale
 func (e *Engine) cleanOrphans(p *Partition, pt *partitionTier) error {
 	m := pt.manifest
 	now := e.now().UnixMilli()
-	next := &tiered.Manifest{CopiedEnd: m.CopiedEnd}
-	changed := false
+	// First the unfinished segments become orphans, recorded before
+	// their objects go: a manifest never names as finished a segment
+	// whose objects were deleted, whoever writes it next.
+	moved := &tiered.Manifest{CopiedEnd: m.CopiedEnd, Orphans: slices.Clone(m.Orphans)}
+	var gone []tiered.RemoteSegment
 	for _, s := range m.Segments {
 		if s.State == tiered.CopyFinished {
-			next.Segments = append(next.Segments, s)
+			moved.Segments = append(moved.Segments, s)
 			continue
 		}
-		if err := e.deleteObjects(p, s); err != nil {
-			return err
-		}
-		e.logger.Info("tiered storage: removed an unfinished segment", "partition", p.String(), "base", s.Base, "id", s.ID, "state", s.State)
 		// Kept a while: a put the interrupted copy sent may still land
 		// (the store answers requests whose sender is gone).
 		s.State, s.DeletedAt = tiered.DeleteStarted, now
-		next.Orphans = append(next.Orphans, s)
-		changed = true
+		moved.Orphans = append(moved.Orphans, s)
+		gone = append(gone, s)
 	}
+	if len(gone) > 0 {
+		if err := e.saveManifest(p, pt, moved); err != nil {
+			return err
+		}
+		pt.manifest = moved
+		for _, s := range gone {
+			if err := e.deleteObjects(p, s); err != nil {
+				return err
+			}
+			e.logger.Info("tiered storage: removed an unfinished segment", "partition", p.String(), "base", s.Base, "id", s.ID)
+		}
+	}
+	// Then the orphans past their grace are deleted again and forgotten.
+	m = pt.manifest
+	kept := &tiered.Manifest{CopiedEnd: m.CopiedEnd, Segments: slices.Clone(m.Segments)}
+	forgot := false
 	for _, s := range m.Orphans {
 		if now-s.DeletedAt < e.remote.orphanGrace.Milliseconds() {
-			next.Orphans = append(next.Orphans, s)
+			kept.Orphans = append(kept.Orphans, s)
 			continue
 		}
 		if err := e.deleteObjects(p, s); err != nil {
 			return err
 		}
-		changed = true
+		forgot = true
 	}
-	if !changed {
+	if !forgot {
 		return nil
 	}
-	if err := e.saveManifest(p, pt, next); err != nil {
+	if err := e.saveManifest(p, pt, kept); err != nil {
 		return err
 	}
-	pt.manifest = next
+	pt.manifest = kept
 	return nil
 }
 
 // saveManifest writes m as p's manifest, stamped with its topic's id and
 // the version after pt's: a file on a single node, a SetRemoteLog
-// record through the controller in cluster mode (uploader, pt.mu held).
+// record through the controller in cluster mode, at the pass's leader
+// epoch (uploader, pt.mu held).
 func (e *Engine) saveManifest(p *Partition, pt *partitionTier, m *tiered.Manifest) error {
 	m.TopicID = p.topic.ID.String()
 	m.Version = pt.manifest.Version + 1
 	if !pt.clustered {
 		return m.Save(p.dir, e.cfg.Perm)
 	}
+	if err := e.checkLeads(p, pt); err != nil {
+		return err
+	}
+	if err := e.writeRemoteLog(p, pt.epoch, m); err != nil {
+		// Refused (a new leader, a version written already) or lost on
+		// the way: settle finds out before the next write.
+		pt.pending, pt.pendingEpoch = m, pt.epoch
+		return err
+	}
+	return nil
+}
+
+// writeRemoteLog sends m to the metadata as p's manifest at leaderEpoch.
+func (e *Engine) writeRemoteLog(p *Partition, leaderEpoch int32, m *tiered.Manifest) error {
 	h := e.clusterHooks()
 	if h == nil || h.SetRemoteLog == nil {
 		return errors.New("tiered storage: no way to the metadata quorum")
@@ -505,11 +548,20 @@ func (e *Engine) saveManifest(p *Partition, pt *partitionTier, m *tiered.Manifes
 	if err != nil {
 		return err
 	}
-	if err := h.SetRemoteLog(p.topic.ID, p.Index, p.LeaderEpoch(), m.Version, b); err != nil {
-		// Refused (a new leader, a version written already) or lost on
-		// the way: the image says which before the next write.
-		pt.stale = true
+	if err := h.SetRemoteLog(p.topic.ID, p.Index, leaderEpoch, m.Version, b); err != nil {
 		return fmt.Errorf("tiered storage: write the remote log manifest (version %d): %w", m.Version, err)
+	}
+	return nil
+}
+
+// errNotLeading: the pass's leadership ended (cluster mode).
+var errNotLeading = errors.New("tiered storage: no longer the partition's leader at the epoch this pass started at")
+
+// checkLeads refuses to go on with a pass (a write, a put, a delete)
+// once this broker no longer leads p at the pass's epoch (cluster mode).
+func (e *Engine) checkLeads(p *Partition, pt *partitionTier) error {
+	if pt.clustered && (!e.leadsTiered(p) || p.LeaderEpoch() != pt.epoch) {
+		return errNotLeading
 	}
 	return nil
 }
@@ -524,23 +576,53 @@ func (e *Engine) leadsTiered(p *Partition) bool {
 	return h == nil || h.MayLead == nil || h.MayLead()
 }
 
-// adoptImage makes the image's manifest the uploader's when it is newer,
-// or (after a write whose fate is unknown) as new; it reports whether
-// pt's manifest is now the image's (uploader, pt.mu held).
-func (pt *partitionTier) adoptImage() bool {
+// errUnsettled: a write's fate is unknown yet.
+var errUnsettled = errors.New("tiered storage: waiting for the metadata to show whether the last change of the remote log manifest was applied")
+
+// settle makes pt's manifest the metadata's (cluster mode, uploader,
+// pt.mu held): the image's when it is newer; after a write whose answer
+// was lost, the image's once it has decided that version or the
+// leadership moved since the write (it can no longer apply), else, when
+// leading, the same write sent again (taken as a no-op if it was
+// applied). errUnsettled: not known yet.
+func (e *Engine) settle(p *Partition, pt *partitionTier, leading bool) error {
 	im := pt.imaged.Load()
-	if im == nil || im.Version < pt.manifest.Version || (im.Version == pt.manifest.Version && !pt.stale) {
-		return im != nil && im.Version == pt.manifest.Version
+	if pt.pending == nil {
+		if im != nil && im.Version > pt.manifest.Version {
+			pt.manifest = im.Clone()
+		}
+		return nil
 	}
-	pt.manifest, pt.stale = im.Clone(), false
-	return true
+	switch {
+	case im != nil && im.Version >= pt.pending.Version, p.LeaderEpoch() != pt.pendingEpoch:
+		if im != nil {
+			pt.manifest = im.Clone()
+		} else {
+			pt.manifest = &tiered.Manifest{}
+		}
+	case leading:
+		if err := e.writeRemoteLog(p, pt.pendingEpoch, pt.pending); err != nil {
+			return err
+		}
+		pt.manifest = pt.pending
+	default:
+		return errUnsettled
+	}
+	pt.pending = nil
+	pt.publish()
+	if end := max(pt.view.Load().end(), pt.manifest.CopiedEnd); end > 0 {
+		p.log.SetRemoteEnd(end)
+	}
+	return nil
 }
 
 // followImage keeps a replica's uploader state on the image's manifest
 // while it does not lead (what a deletion of the topic deletes).
-func (e *Engine) followImage(pt *partitionTier) {
+func (e *Engine) followImage(p *Partition, pt *partitionTier) {
 	pt.mu.Lock()
-	pt.adoptImage()
+	if err := e.settle(p, pt, false); err != nil && !errors.Is(err, errUnsettled) {
+		e.logger.Warn("tiered storage", "partition", p.String(), "err", err)
+	}
 	pt.mu.Unlock()
 }
 
@@ -631,7 +713,16 @@ func (e *Engine) copySegment(p *Partition, pt *partitionTier, ss *wal.SealedSegm
 	keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Minute)
 	defer cancel()
+	// (In cluster mode a put stops here once the leadership moved: the
+	// new leader deletes what this copy wrote, and what lands later is
+	// deleted again after orphanGrace.)
+	if err := e.checkLeads(p, pt); err != nil {
+		return err
+	}
 	if err := r.store.Put(ctx, keys.Log, io.NewSectionReader(ss, 0, ss.Size), ss.Size); err != nil {
+		return err
+	}
+	if err := e.checkLeads(p, pt); err != nil {
 		return err
 	}
 	if err := r.store.Put(ctx, keys.Index, bytes.NewReader(idx), int64(len(idx))); err != nil {

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,10 +29,20 @@ type fakeRemoteMeta struct {
 	version     int64
 	manifest    []byte
 	writes      int
-	// loseAnswer applies the next write but answers an error, and keeps
-	// it from the partition until publish.
+	// loseAnswer applies the next write that finishes a copy but answers
+	// an error, and holds every write from the partition until publish.
 	loseAnswer bool
 	held       bool
+}
+
+// finishes reports whether manifest b finishes a copy.
+func finishes(b []byte) bool {
+	m, err := tiered.DecodeManifest(b)
+	if err != nil {
+		return false
+	}
+	n, _ := finished(m)
+	return n > 0
 }
 
 func (f *fakeRemoteMeta) set(_ TopicID, _, leaderEpoch int32, version int64, manifest []byte) error {
@@ -38,12 +51,15 @@ func (f *fakeRemoteMeta) set(_ TopicID, _, leaderEpoch int32, version int64, man
 	if leaderEpoch != f.leaderEpoch {
 		return fmt.Errorf("%w: leader epoch %d, not %d", kerr.FencedLeaderEpoch, leaderEpoch, f.leaderEpoch)
 	}
+	if version == f.version && string(manifest) == string(f.manifest) {
+		return nil // the same write again (after a lost answer): a no-op
+	}
 	if version != f.version+1 {
 		return fmt.Errorf("%w: version %d after %d", kerr.InvalidUpdateVersion, version, f.version)
 	}
 	f.version, f.manifest = version, append([]byte(nil), manifest...)
 	f.writes++
-	if f.loseAnswer {
+	if f.loseAnswer && finishes(manifest) {
 		f.loseAnswer, f.held = false, true
 		return errors.New("connection reset")
 	}
@@ -148,42 +164,150 @@ func TestTieredClusterManifestInMetadata(t *testing.T) {
 	// segments, here).
 	f.version++
 	f.p.SetRemoteLog(f.version, f.manifest)
-	f.leaderEpoch, f.loseAnswer = 3, true
+	f.leaderEpoch = 3
 	f.mu.Unlock()
-	v0, _ := f.state()
+	_, before := f.state()
+	_, endBefore := finished(before)
 
-	// Leader again: it goes on from broker 2's version; its first write's
-	// answer is lost, so it waits for the metadata before writing again.
+	// Leader again: it goes on from broker 2's version.
 	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 8, "b")
-	waitFor(t, "the write whose answer is lost", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.held
-	})
-	time.Sleep(200 * time.Millisecond)
-	if v, _ := f.state(); v != v0+1 {
-		t.Fatalf("version %d while the lost write (%d) is not in the image: it wrote again", v, v0+1)
-	}
-	f.publish()
-	_, before := f.state()
-	_, endBefore := finished(before)
-	waitFor(t, "copies after the image caught up", func() bool {
+	waitFor(t, "copies after the leadership came back", func() bool {
 		_, m := f.state()
 		_, end := finished(m)
 		return end > endBefore && end >= p.LocalStartOffset()
 	})
 	_, m := f.state()
-	for i := 1; i < len(m.Segments); i++ {
-		if m.Segments[i].Base != m.Segments[i-1].End {
-			t.Fatalf("segments %d and %d are not contiguous: %+v", i-1, i, m.Segments)
+	checkContiguous(t, m)
+}
+
+// checkContiguous fails the test unless m's segments start at 0 and
+// follow each other with no gap.
+func checkContiguous(t *testing.T, m *tiered.Manifest) {
+	t.Helper()
+	at := int64(0)
+	for i, s := range m.Segments {
+		if s.Base != at {
+			t.Fatalf("segment %d starts at %d, not at %d: %+v", i, s.Base, at, m.Segments)
+		}
+		at = s.End
+	}
+}
+
+// checkObjects fails the test if a finished segment of m lacks one of
+// its objects in store.
+func checkObjects(t *testing.T, p *Partition, store *memStore, m *tiered.Manifest) {
+	t.Helper()
+	for _, s := range m.Segments {
+		if s.State != tiered.CopyFinished {
+			continue
+		}
+		keys := p.topic.eng.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, s.Base, s.ID)
+		store.mu.Lock()
+		_, okLog := store.objs[keys.Log]
+		_, okIndex := store.objs[keys.Index]
+		store.mu.Unlock()
+		if !okLog || !okIndex {
+			t.Fatalf("the metadata names segment [%d, %d) finished, but the store lacks its objects (log %v, index %v)", s.Base, s.End, okLog, okIndex)
 		}
 	}
-	if m.Segments[0].Base != 0 {
-		t.Fatalf("the first remote segment starts at %d", m.Segments[0].Base)
+}
+
+// The answer of a write that finished a copy is lost (the write was
+// applied), and the image has not shown it yet: the uploader sends the
+// same write again rather than taking the copy for an orphan and
+// deleting objects the metadata names as finished.
+func TestTieredClusterLostAnswer(t *testing.T) {
+	p, f := tieredClusterTopic(t)
+	store := p.topic.eng.remote.store.(*memStore)
+	f.loseAnswer = true
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
 	}
+	appendFill(t, p, 12, "a")
+	waitFor(t, "the lost answer", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.held
+	})
+	waitFor(t, "more copies (the held image notwithstanding)", func() bool {
+		_, m := f.state()
+		n, _ := finished(m)
+		return n >= 2
+	})
+	_, m := f.state()
+	checkObjects(t, p, store, m)
+	f.publish()
+	waitFor(t, "local retention", func() bool { return p.LocalStartOffset() > 0 })
+	_, m = f.state()
+	checkObjects(t, p, store, m)
+	checkContiguous(t, m)
+}
+
+// putHookStore runs a function once, after the first index object lands.
+type putHookStore struct {
+	*memStore
+	once    sync.Once
+	onIndex func()
+}
+
+func (s *putHookStore) Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error {
+	if err := s.memStore.Put(ctx, key, body, size); err != nil {
+		return err
+	}
+	if strings.HasSuffix(key, ".rix") {
+		s.once.Do(s.onIndex)
+	}
+	return nil
+}
+
+// The leadership moves away and back (epoch 1 → 2 → 3) while a copy is
+// in flight, and the other leader deleted its objects as an orphan's:
+// the copy started at epoch 1 must not be finished at epoch 3.
+func TestTieredClusterLeadershipFlap(t *testing.T) {
+	ms := newMemStore()
+	hs := &putHookStore{memStore: ms}
+	e := openEngine(t, t.TempDir(), func(c *Config) {
+		c.NodeID, c.Replicated = 1, true
+		c.Tier = TierConfig{Store: hs, Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+		c.RetentionCheckInterval = 20 * time.Millisecond
+	})
+	top, err := e.CreateTopic(CreateTopicRequest{Name: "tc", Partitions: 1, ReplicationFactor: -1, Configs: map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096", "min.insync.replicas": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := top.Partition(0)
+	f := &fakeRemoteMeta{p: p, leaderEpoch: 1}
+	e.SetClusterHooks(ClusterHooks{MayLead: func() bool { return true }, SetRemoteLog: f.set})
+	hs.onIndex = func() {
+		// Broker 2 leads at epoch 2 and deletes the copy's objects (the
+		// image has it copy-started); then this broker leads again.
+		_, m := f.state()
+		x := m.Segments[len(m.Segments)-1]
+		keys := e.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, x.Base, x.ID)
+		ms.Delete(context.Background(), keys.Log)
+		ms.Delete(context.Background(), keys.Index)
+		_ = p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+		_ = p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+		f.mu.Lock()
+		f.leaderEpoch = 3
+		f.mu.Unlock()
+	}
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	appendFill(t, p, 12, "a")
+	waitFor(t, "finished copies", func() bool {
+		_, m := f.state()
+		n, _ := finished(m)
+		return n >= 2
+	})
+	_, m := f.state()
+	checkObjects(t, p, ms, m)
+	checkContiguous(t, m)
 }
 
 // A follower takes the metadata's manifest: readers see its segments,

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math"
@@ -520,6 +521,8 @@ func (t *txn) setRemoteLog(r SetRemoteLog) *RefusedError {
 		return refuse(kerr.FencedLeaderEpoch, "%s: leader epoch %d is older than the partition's %d", tp, r.LeaderEpoch, cur.LeaderEpoch)
 	case r.LeaderEpoch > cur.LeaderEpoch:
 		return refuse(kerr.UnknownLeaderEpoch, "%s: leader epoch %d is newer than the partition's %d", tp, r.LeaderEpoch, cur.LeaderEpoch)
+	case r.Version == cur.RemoteLogVersion && r.Version > 0 && bytes.Equal(r.Manifest, cur.RemoteLog):
+		return nil // sent again after a lost answer: applied already
 	case cur.RemoteLogVersion == math.MaxInt64 || r.Version != cur.RemoteLogVersion+1:
 		return refuse(kerr.InvalidUpdateVersion, "%s: remote log version is %d, so the next is not %d", tp, cur.RemoteLogVersion, r.Version)
 	case len(r.Manifest) > MaxRemoteLog:

@@ -77,8 +77,8 @@
 //	                     requester registered with that epoch and the leader (BROKER_ID_NOT_REGISTERED,
 //	                     STALE_BROKER_EPOCH, NOT_LEADER_OR_FOLLOWER); the partition's leader epoch
 //	                     (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH); version = RemoteLogVersion + 1
-//	                     (INVALID_UPDATE_VERSION); manifest at most MaxRemoteLog bytes (INVALID_REQUEST);
-//	                     no epoch changes
+//	                     (INVALID_UPDATE_VERSION), or the current version with the same manifest (a
+//	                     no-op); manifest at most MaxRemoteLog bytes (INVALID_REQUEST); no epoch changes
 //	Batch                every record, in order, atomically; batches do not nest
 //
 // A ReassignPartition, and any ChangePartition of a partition being

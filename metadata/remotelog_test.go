@@ -24,7 +24,10 @@ func TestSetRemoteLog(t *testing.T) {
 	if p.RemoteLogVersion != 2 || string(p.RemoteLog) != "two" || p.PartitionEpoch != 0 || p.LeaderEpoch != 0 {
 		t.Fatalf("after two writes: %+v", p)
 	}
-	refused(t, img, rec(2, "again"), kerr.InvalidUpdateVersion) // applied already
+	refused(t, img, rec(2, "again"), kerr.InvalidUpdateVersion) // another write at the current version
+	if same, _ := step(t, img, rec(2, "two")); same.Hash() != img.Hash() {
+		t.Fatal("the same write again changed the image") // sent again after a lost answer
+	}
 	refused(t, img, rec(4, "gap"), kerr.InvalidUpdateVersion)
 	refused(t, img, SetRemoteLog{TopicID: id, Requester: BrokerEpoch{ID: 2, Epoch: b2.Epoch}, Version: 3}, kerr.NotLeaderForPartition)
 	refused(t, img, SetRemoteLog{TopicID: id, Requester: BrokerEpoch{ID: 1, Epoch: b1.Epoch + 1}, Version: 3}, kerr.StaleBrokerEpoch)

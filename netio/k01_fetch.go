@@ -328,15 +328,17 @@ func (f *fetch) read() {
 				upTo = pr.lso
 			}
 			if f.replica >= 0 {
+				// The local log's start, also with OFFSET_OUT_OF_RANGE:
+				// a follower below it does not copy tiered storage but
+				// starts its log there.
+				pr.logStart = l.StartOffset()
 				if err := p.FollowerFetched(f.replica, rp.FetchOffset); err != nil {
 					pr.errCode = errCode(err)
 					continue
 				}
 				upTo = l.EndOffset()
 				hw := p.HighWatermark() // the follower's fetch may have moved it
-				// The local log's start: below it, a follower does not
-				// copy tiered storage but starts its log there.
-				pr.hw, pr.lso, pr.logStart = hw, hw, l.StartOffset()
+				pr.hw, pr.lso = hw, hw
 			}
 			max := min(int64(rp.PartitionMaxBytes), budget)
 			if max <= 0 && !first {
@@ -347,7 +349,14 @@ func (f *fetch) read() {
 				// Below the local log: tiered storage may hold it.
 				pr.chunk.Release()
 				pr.remote, err = p.ReadRemote(rp.FetchOffset, max, upTo, &f.r.conn.remoteQuota)
-				if errors.Is(err, engine.ErrNotRemote) {
+				switch {
+				case !errors.Is(err, engine.ErrNotRemote):
+				case fromFollower && rp.FetchOffset >= p.LogStartOffset():
+					// Between what this follower's metadata says is
+					// remote and its local log (its metadata lags the
+					// leader's): not out of range, try again.
+					err = kerr.OffsetNotAvailable
+				default:
 					err = wal.ErrOffsetOutOfRange
 				}
 			}

@@ -243,3 +243,87 @@ func storeHoldsEachOffsetOnce(t *testing.T, s3 *s3test.Server) string {
 	}
 	return ""
 }
+
+// A follower that was down while the leader's local retention moved
+// past its log end (the data below is in the store) starts its log at
+// the leader's local log start and rejoins the ISR; it never fetches
+// remote data.
+func TestTieredClusterFollowerBehind(t *testing.T) {
+	s3 := s3test.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	ctx := deadlineCtx(t, 240*time.Second)
+	c := newTestCluster(t, 3)
+	c.extraArgs = tieredFlags(s3)
+	for id := 1; id <= 3; id++ {
+		c.startReplicated(id)
+	}
+	c.converge(ctx, 3)
+	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
+	cr, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{
+		"remote.storage.enable": cfgStr("true"), "segment.bytes": cfgStr("32768"), "local.retention.bytes": cfgStr("65536"),
+		"min.insync.replicas": cfgStr("1"),
+	}, "tiered")
+	if err == nil {
+		err = cr.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	view := c.waitFullISR(ctx, "tiered", 1, 3, 60*time.Second)
+	leader := view.Parts[0].Leader
+	// The follower to stop: not the controller, if it can be helped.
+	var behind int32
+	for _, id := range []int32{3, 2, 1} {
+		if id != leader && (behind == 0 || id != view.Controller) {
+			behind = id
+		}
+	}
+	var seeds []string
+	for i, a := range c.kafka {
+		if int32(i+1) != behind {
+			seeds = append(seeds, a)
+		}
+	}
+	prod := procClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("tiered"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	pad := strings.Repeat("f", 2000)
+	produce := func(prefix string, n int) {
+		for i := range n {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%s%d-%s", prefix, i, pad))}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+	}
+	produce("a", 20)
+	c.procs[behind-1].kill()
+	produce("b", 300)
+	testenv.WaitFor(t, 60*time.Second, "the leader's local log start to pass the stopped follower's end", func() bool {
+		lo, err := localStart(ctx, adm)
+		return err == nil && lo > 100
+	})
+	c.startReplicated(int(behind))
+	c.waitFullISR(ctx, "tiered", 1, 3, 60*time.Second)
+	if !strings.Contains(c.procs[behind-1].stderr.String(), "reset the log to the leader's log start") {
+		t.Fatalf("broker %d rejoined without starting its log at the leader's local start", behind)
+	}
+	// Everything is still there from offset 0 (the store, then the
+	// leader's local log).
+	cons := procClient(t, seeds[0], kgo.SeedBrokers(c.kafka...), kgo.ConsumeTopics("tiered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for next := int64(0); next < 320; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read up to %d of 320: %v", next, ctx.Err())
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("fetch: %v", fe.Err)
+		}
+		for _, r := range fs.Records() {
+			if r.Offset != next {
+				t.Fatalf("offset %d after %d", r.Offset, next-1)
+			}
+			next++
+		}
+	}
+	c.stopAll(view.Controller)
+}
