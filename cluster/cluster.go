@@ -873,7 +873,18 @@ func (c *Cluster) reconcile() bool {
 		// Unknown to every image it has seen (deleted while it was
 		// down, or from another cluster or mode): keep, renamed -stray.
 		var err error
-		if c.last != nil && c.last.TopicByID(id) != nil {
+		var last *metadata.Topic
+		if c.last != nil {
+			last = c.last.TopicByID(id)
+		}
+		if it := last; it != nil {
+			// Tiered storage: the last manifests this broker saw are
+			// what the deletion deletes from the store.
+			for i := range it.Partitions {
+				if p := t.Partition(int32(i)); p != nil && p.Hosted() {
+					p.SetRemoteLog(it.Partitions[i].RemoteLogVersion, it.Partitions[i].RemoteLog)
+				}
+			}
 			err = c.eng.DeleteTopic(t.Name)
 		} else {
 			err = c.eng.StrayTopic(t.Name)

@@ -243,6 +243,7 @@ type Engine struct {
 
 	hooks       atomic.Pointer[ClusterHooks] // nil: single node
 	remote      *tier                        // tiered storage (remote.go); nil: none
+	noStore     sync.Once                    // logs once that tiered replicas are hosted without a store
 	cleanerStop chan struct{}
 	cleanerDone chan struct{}
 	scrubDone   chan struct{} // the scrubber stops with cleanerStop

@@ -632,6 +632,11 @@ func (e *Engine) followImage(p *Partition, pt *partitionTier) {
 // segments, and local retention may delete what they cover.
 func (p *Partition) SetRemoteLog(version int64, b []byte) {
 	e := p.topic.eng
+	if e.remote == nil && version > 0 && p.log != nil {
+		e.noStore.Do(func() {
+			e.logger.Error("tiered storage: this broker hosts replicas of tiered topics but has no object store (--remote-storage-endpoint): it cannot read their remote data, nor delete their local copies; give every broker the same store", "partition", p.String())
+		})
+	}
 	if e.remote == nil || p.log == nil || p.rep == nil || version <= 0 {
 		return
 	}
