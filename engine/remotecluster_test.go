@@ -299,7 +299,15 @@ func TestTieredClusterLeadershipFlap(t *testing.T) {
 	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
 		t.Fatal(err)
 	}
+	// No copy before every append is in (the flap would refuse the
+	// appends after it): the metadata refuses the writes meanwhile.
+	f.mu.Lock()
+	f.leaderEpoch = 99
+	f.mu.Unlock()
 	appendFill(t, p, 12, "a")
+	f.mu.Lock()
+	f.leaderEpoch = 1
+	f.mu.Unlock()
 	waitFor(t, "finished copies", func() bool {
 		_, m := f.state()
 		n, _ := finished(m)

@@ -30,3 +30,13 @@ func diskFree(path string) (int64, bool) {
 	}
 	return int64(st.Bavail) * st.Bsize, true
 }
+
+// diskSize is the size of the file system holding path, and the bytes
+// an unprivileged writer may still use on it.
+func diskSize(path string) (total, usable int64, ok bool) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, false
+	}
+	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, true
+}

@@ -55,6 +55,7 @@ var apiTable = []apiHandler{
 	{key: 23, name: "OffsetForLeaderEpoch", min: 0, max: 4, advMin: 0, handler: handleOffsetForLeaderEpoch},
 	{key: 32, name: "DescribeConfigs", min: 0, max: 4, advMin: 0, async: true, handler: handleDescribeConfigs},
 	{key: 33, name: "AlterConfigs", min: 0, max: 2, advMin: 0, async: true, handler: handleAlterConfigs},
+	{key: 35, name: "DescribeLogDirs", min: 0, max: 4, advMin: 0, handler: handleDescribeLogDirs},
 	{key: 37, name: "CreatePartitions", min: 0, max: 3, advMin: 0, async: true, handler: handleCreatePartitions},
 	{key: 42, name: "DeleteGroups", min: 0, max: 2, advMin: 0, async: true, handler: handleDeleteGroups},
 	{key: 43, name: "ElectLeaders", min: 0, max: 2, advMin: 0, async: true, handler: handleElectLeaders},

@@ -313,8 +313,7 @@ func TestMalformedFraming(t *testing.T) {
 	})
 
 	t.Run("unimplemented API at a version whose response cannot carry the error", func(t *testing.T) {
-		// DescribeLogDirs (35) has a top-level ErrorCode only from v3,
-		// AlterReplicaLogDirs (34) none at all.
+		// AlterReplicaLogDirs (34) has no top-level ErrorCode at all.
 		// kafka.go's unsupported() answers "when the response type has a
 		// top-level error code we can encode at the requested version;
 		// otherwise the connection is closed".
@@ -323,7 +322,6 @@ func TestMalformedFraming(t *testing.T) {
 			req     kmsg.Request
 			version int16
 		}{
-			{kmsg.NewPtrDescribeLogDirsRequest(), 0},
 			{kmsg.NewPtrAlterReplicaLogDirsRequest(), 0},
 		} {
 			notServed(t, kv.req.Key())

@@ -17,8 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/s3test"
+	"github.com/ringlog/ringlog/netio"
 	"github.com/ringlog/ringlog/tiered"
+	"github.com/ringlog/ringlog/wal"
 )
 
 // tieredBroker starts a broker whose tiered storage is store, looking
@@ -130,6 +133,7 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 
 	// Each remote segment is in the store once: its log and its index.
 	checkObjects(t, s3, b)
+	checkLogDirs(t, ctx, b, p, l)
 
 	b.Restart()
 	if got := b.e2ePart("tiered", 0).LogStartOffset(); got != 0 {
@@ -410,5 +414,48 @@ func TestTieredDamagedObject(t *testing.T) {
 	// The local part of the log is fine.
 	if fp := raw.rawFetch(12, "bad", tid, 0, l.EndOffset()-1); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
 		t.Fatalf("local read after the damage: error %d, %d bytes", fp.ErrorCode, len(fp.RecordBatches))
+	}
+}
+
+// checkLogDirs checks DescribeLogDirs: one directory, the data
+// directory, the partition's local bytes (kadm), and its remote bytes in
+// ringlog's tagged field (raw, v4).
+func checkLogDirs(t *testing.T, ctx context.Context, b *testBroker, p *engine.Partition, l *wal.Log) {
+	t.Helper()
+	dirs, err := b.e2eAdmin().DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		got = append(got, d.Dir)
+		if d.Err != nil || d.Dir != b.Eng.LogDir().Path {
+			t.Errorf("log dir %q: %v; want %q", d.Dir, d.Err, b.Eng.LogDir().Path)
+		}
+		if size := d.Topics["tiered"][0].Size; size != l.Size() {
+			t.Errorf("partition size %d, want %d", size, l.Size())
+		}
+		if d.TotalBytes <= 0 || d.UsableBytes <= 0 || d.UsableBytes > d.TotalBytes {
+			t.Errorf("total %d, usable %d", d.TotalBytes, d.UsableBytes)
+		}
+	})
+	if len(got) != 1 {
+		t.Fatalf("log dirs %v", got)
+	}
+	req := kmsg.NewPtrDescribeLogDirsRequest()
+	req.Version = 4
+	rt := kmsg.NewDescribeLogDirsRequestTopic()
+	rt.Topic, rt.Partitions = "tiered", []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp := b.e2eRaw().do(req, 4).(*kmsg.DescribeLogDirsResponse)
+	st, _ := p.RemoteStatus()
+	var remote int64 = -1
+	resp.Dirs[0].Topics[0].Partitions[0].UnknownTags.Each(func(k uint32, v []byte) {
+		if k == netio.RemoteBytesTag && len(v) == 8 {
+			remote = int64(binary.BigEndian.Uint64(v))
+		}
+	})
+	if remote <= 0 || remote != st.Bytes {
+		t.Fatalf("remote bytes %d in the tagged field, want %d", remote, st.Bytes)
 	}
 }

@@ -190,15 +190,18 @@ func TestTieredKillNine(t *testing.T) {
 	var desc []struct {
 		Tiered     bool `json:"tiered"`
 		Partitions []struct {
-			Start      int64  `json:"start_offset"`
-			LocalStart *int64 `json:"local_start_offset"`
-			TieredEnd  *int64 `json:"tiered_end_offset"`
+			Start       int64  `json:"start_offset"`
+			LocalStart  *int64 `json:"local_start_offset"`
+			TieredEnd   *int64 `json:"tiered_end_offset"`
+			LocalBytes  *int64 `json:"local_bytes"`
+			RemoteBytes *int64 `json:"remote_bytes"`
 		} `json:"partitions"`
 	}
 	if err := json.Unmarshal([]byte(out), &desc); code != 0 || err != nil || len(desc) != 1 || !desc[0].Tiered {
 		t.Fatalf("topic describe: exit %d, %v: %s %s", code, err, out, stderr)
 	}
-	if p := desc[0].Partitions[0]; p.Start != 0 || p.LocalStart == nil || *p.LocalStart <= 0 || p.TieredEnd == nil || *p.TieredEnd < *p.LocalStart {
+	if p := desc[0].Partitions[0]; p.Start != 0 || p.LocalStart == nil || *p.LocalStart <= 0 || p.TieredEnd == nil || *p.TieredEnd < *p.LocalStart ||
+		p.LocalBytes == nil || *p.LocalBytes <= 0 || p.RemoteBytes == nil || *p.RemoteBytes <= 0 {
 		t.Fatalf("topic describe: %s", out)
 	}
 	if _, err := os.Stat(filepath.Join(partDir, "00000000000000000000.log")); err == nil {

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/netio"
 )
 
 const adminTimeoutHelp = "how long to wait for the broker before giving up"
@@ -321,8 +323,13 @@ type partitionJSON struct {
 	// one in the object store (-5 plus one; 0: none there yet).
 	LocalStartOffset *int64 `json:"local_start_offset,omitempty"`
 	TieredEndOffset  *int64 `json:"tiered_end_offset,omitempty"`
-	EndOffset        int64  `json:"end_offset"`
-	Error            string `json:"error,omitempty"`
+	// LocalBytes and RemoteBytes (tiered topics): the size of the
+	// leader's local log and of the partition's segments in the object
+	// store (DescribeLogDirs of the leader).
+	LocalBytes  *int64 `json:"local_bytes,omitempty"`
+	RemoteBytes *int64 `json:"remote_bytes,omitempty"`
+	EndOffset   int64  `json:"end_offset"`
+	Error       string `json:"error,omitempty"`
 }
 
 type configJSON struct {
@@ -452,6 +459,7 @@ func runTopicDescribe(args []string, stdout, stderr io.Writer) error {
 			}
 			if d.Tiered {
 				s.tieredOffsets(&d)
+				s.tieredBytes(&d)
 			}
 			result = append(result, d)
 		}
@@ -494,6 +502,52 @@ func (s *session) tieredOffsets(d *topicDescribeJSON) {
 	}
 }
 
+// tieredBytes fills a tiered topic's partitions' local and remote bytes,
+// as their leaders' DescribeLogDirs answers say (the remote bytes in
+// ringlog's tagged field); what does not come stays unset.
+func (s *session) tieredBytes(d *topicDescribeJSON) {
+	ctx, cancel := context.WithTimeout(s.ctx, offsetsWait)
+	defer cancel()
+	req := kmsg.NewPtrDescribeLogDirsRequest()
+	rt := kmsg.NewDescribeLogDirsRequestTopic()
+	rt.Topic = d.Name
+	for _, p := range d.Partitions {
+		rt.Partitions = append(rt.Partitions, p.Partition)
+	}
+	req.Topics = append(req.Topics, rt)
+	leaders := map[int32]int32{}
+	for _, p := range d.Partitions {
+		leaders[p.Partition] = p.Leader
+	}
+	for _, shard := range s.cl.RequestSharded(ctx, req) {
+		resp, ok := shard.Resp.(*kmsg.DescribeLogDirsResponse)
+		if shard.Err != nil || !ok {
+			continue
+		}
+		for _, dir := range resp.Dirs {
+			for _, t := range dir.Topics {
+				if t.Topic != d.Name {
+					continue
+				}
+				for _, rp := range t.Partitions {
+					if leader, ok := leaders[rp.Partition]; !ok || leader != shard.Meta.NodeID {
+						continue
+					}
+					p := &d.Partitions[slices.IndexFunc(d.Partitions, func(x partitionJSON) bool { return x.Partition == rp.Partition })]
+					size := rp.Size
+					p.LocalBytes = &size
+					rp.UnknownTags.Each(func(k uint32, v []byte) {
+						if k == netio.RemoteBytesTag && len(v) == 8 {
+							rb := int64(binary.BigEndian.Uint64(v))
+							p.RemoteBytes = &rb
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // offsetsWait bounds how long topic describe waits for partition leaders'
 // offsets (a leader being replaced answers only after the failover).
 const offsetsWait = 5 * time.Second
@@ -531,7 +585,7 @@ func printTopic(w io.Writer, d topicDescribeJSON) {
 	if d.Tiered {
 		// START is the first offset anywhere, in the object store when
 		// it holds older data; LOCAL START the local log's first.
-		tieredCols = "LOCAL START\tTIERED END\t"
+		tieredCols = "LOCAL START\tTIERED END\tLOCAL BYTES\tREMOTE BYTES\t"
 	}
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOFFLINE\tSTART\t"+tieredCols+"END\tRECORDS\t")
 	for _, p := range d.Partitions {
@@ -551,7 +605,13 @@ func printTopic(w io.Writer, d topicDescribeJSON) {
 				}
 				return offsetString(*v)
 			}
-			tiered = opt(p.LocalStartOffset) + "\t" + opt(p.TieredEndOffset) + "\t"
+			size := func(v *int64) string {
+				if v == nil {
+					return "-"
+				}
+				return strconv.FormatInt(*v, 10)
+			}
+			tiered = opt(p.LocalStartOffset) + "\t" + opt(p.TieredEndOffset) + "\t" + size(p.LocalBytes) + "\t" + size(p.RemoteBytes) + "\t"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s%s\t%s\t", p.Partition, leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
 			cmp.Or(ints(p.Offline), "-"), offsetString(p.StartOffset), tiered, offsetString(p.EndOffset), records)
