@@ -595,10 +595,11 @@ func (e *Engine) settle(p *Partition, pt *partitionTier, leading bool) error {
 	}
 	switch {
 	case im != nil && im.Version >= pt.pending.Version, p.LeaderEpoch() != pt.pendingEpoch:
-		if im != nil {
+		// (The publisher hands in the image's manifest before the role
+		// of the same image: after a leadership move, imaged holds every
+		// write applied before it, this uploader's own included.)
+		if im != nil && im.Version >= pt.manifest.Version {
 			pt.manifest = im.Clone()
-		} else {
-			pt.manifest = &tiered.Manifest{}
 		}
 	case leading:
 		if err := e.writeRemoteLog(p, pt.pendingEpoch, pt.pending); err != nil {

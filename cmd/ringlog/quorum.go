@@ -5,6 +5,7 @@ package main
 // its add-controller / remove-controller (AddRaftVoter, RemoveRaftVoter).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -90,7 +91,13 @@ func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
 		req := kmsg.NewPtrAddRaftVoterRequest()
 		req.VoterID = id
 		req.TimeoutMillis = int32(min(max(cf.Timeout-5*time.Second, time.Second), time.Minute).Milliseconds())
-		resp, err := req.RequestWith(s.ctx, s.cl)
+		resp, err := whileNoController(s.ctx, func() (*kmsg.AddRaftVoterResponse, int16, error) {
+			resp, err := req.RequestWith(s.ctx, s.cl)
+			if err != nil {
+				return nil, 0, err
+			}
+			return resp, resp.ErrorCode, nil
+		})
 		if err != nil {
 			return s.explain(quorumUnsupported(err))
 		}
@@ -106,7 +113,13 @@ func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
 	case "remove-voter":
 		req := kmsg.NewPtrRemoveRaftVoterRequest()
 		req.VoterID = id
-		resp, err := req.RequestWith(s.ctx, s.cl)
+		resp, err := whileNoController(s.ctx, func() (*kmsg.RemoveRaftVoterResponse, int16, error) {
+			resp, err := req.RequestWith(s.ctx, s.cl)
+			if err != nil {
+				return nil, 0, err
+			}
+			return resp, resp.ErrorCode, nil
+		})
 		if err != nil {
 			return s.explain(quorumUnsupported(err))
 		}
@@ -223,4 +236,22 @@ func runClusterUnregister(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Broker %d unregistered.\n", id)
 	return nil
+}
+
+// whileNoController sends a request to the controller again while the
+// answer is NOT_CONTROLLER (an election under way, after a voter change
+// or a controller's death), every 250 ms until ctx ends; the last answer
+// comes back.
+func whileNoController[R any](ctx context.Context, send func() (R, int16, error)) (R, error) {
+	for {
+		resp, code, err := send()
+		if err != nil || code != kerr.NotController.Code {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return resp, nil
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
