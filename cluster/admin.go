@@ -333,27 +333,13 @@ func (c *Cluster) AlterConfigs(ctx context.Context, ch admin.ConfigChange, valid
 // remote.storage.enable, nor leave a tiered topic with a configuration
 // that would not.
 func (c *Cluster) checkTiered(img *metadata.Image, typ metadata.ConfigResourceType, name string, current map[string]string, set map[string]*string) error {
-	apply := func(m map[string]string) map[string]string {
-		out := maps.Clone(m)
-		if out == nil {
-			out = map[string]string{}
-		}
-		for k, v := range set {
-			if v == nil {
-				delete(out, k)
-			} else {
-				out[k] = *v
-			}
-		}
-		return out
-	}
 	if typ == metadata.ConfigTopic {
-		return c.eng.CheckTopicConfigsOver(apply(current), current, img.BrokerConfigs(), false)
+		return c.eng.CheckTopicConfigsOver(engine.ApplyConfigSet(current, set), current, img.BrokerConfigs(), false)
 	}
 	if _, ok := set["remote.storage.enable"]; ok {
 		return fmt.Errorf("%w: remote.storage.enable is set per topic, not as a broker default", kerr.InvalidConfig)
 	}
-	defaults := apply(current)
+	defaults := engine.ApplyConfigSet(current, set)
 	for _, t := range img.Topics() {
 		if on, _ := strconv.ParseBool(strings.TrimSpace(t.Configs["remote.storage.enable"])); !on {
 			continue

@@ -1565,7 +1565,7 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 	}
 	var topics []*Topic
 	err := e.writeMetaLocked(func(next *brokerMeta) error {
-		next.BrokerConfigs = applySet(next.BrokerConfigs, set)
+		next.BrokerConfigs = ApplyConfigSet(next.BrokerConfigs, set)
 		return nil
 	}, func() {
 		e.defaultsGen++
@@ -1593,7 +1593,7 @@ func (e *Engine) AlterBrokerDefaults(set map[string]*string, validateOnly bool) 
 func (e *Engine) checkTieredUnder(set map[string]*string) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	defaults := applySet(e.meta.BrokerConfigs, set)
+	defaults := ApplyConfigSet(e.meta.BrokerConfigs, set)
 	for _, t := range e.topics {
 		cur := t.Config()
 		if !cur.RemoteStorage() {
@@ -1627,9 +1627,9 @@ func (e *Engine) writeMetaLocked(change func(next *brokerMeta) error, swapped fu
 	return nil
 }
 
-// applySet returns a copy of m with set applied: a key with a value set,
-// one with nil removed; nil when empty.
-func applySet(m map[string]string, set map[string]*string) map[string]string {
+// ApplyConfigSet returns a copy of m with set applied: a key with a
+// value set, one with nil removed; nil when empty.
+func ApplyConfigSet(m map[string]string, set map[string]*string) map[string]string {
 	out := maps.Clone(m)
 	if out == nil {
 		out = map[string]string{}

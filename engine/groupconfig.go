@@ -156,7 +156,7 @@ func (e *Engine) AlterGroupConfigs(group string, set map[string]*string, validat
 		if next.GroupConfigs == nil {
 			next.GroupConfigs = map[string]map[string]string{}
 		}
-		cur := applySet(next.GroupConfigs[group], set)
+		cur := ApplyConfigSet(next.GroupConfigs[group], set)
 		if cur == nil {
 			delete(next.GroupConfigs, group)
 			return nil

@@ -103,10 +103,15 @@ func finished(m *tiered.Manifest) (n int, end int64) {
 // tieredClusterTopic opens a replicated engine with a tiered topic of
 // one partition whose manifest writes go to a fakeRemoteMeta.
 func tieredClusterTopic(t *testing.T) (*Partition, *fakeRemoteMeta) {
+	return tieredClusterTopicOn(t, newMemStore())
+}
+
+// tieredClusterTopicOn is tieredClusterTopic with its object store.
+func tieredClusterTopicOn(t *testing.T, store tiered.Store) (*Partition, *fakeRemoteMeta) {
 	t.Helper()
 	e := openEngine(t, t.TempDir(), func(c *Config) {
 		c.NodeID, c.Replicated = 1, true
-		c.Tier = TierConfig{Store: newMemStore(), Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+		c.Tier = TierConfig{Store: store, Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 		c.RetentionCheckInterval = 20 * time.Millisecond
 	})
 	top, err := e.CreateTopic(CreateTopicRequest{Name: "tc", Partitions: 1, ReplicationFactor: -1, Configs: map[string]string{
@@ -269,19 +274,8 @@ func (s *putHookStore) Put(ctx context.Context, key string, body io.ReadSeeker, 
 func TestTieredClusterLeadershipFlap(t *testing.T) {
 	ms := newMemStore()
 	hs := &putHookStore{memStore: ms}
-	e := openEngine(t, t.TempDir(), func(c *Config) {
-		c.NodeID, c.Replicated = 1, true
-		c.Tier = TierConfig{Store: hs, Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-		c.RetentionCheckInterval = 20 * time.Millisecond
-	})
-	top, err := e.CreateTopic(CreateTopicRequest{Name: "tc", Partitions: 1, ReplicationFactor: -1, Configs: map[string]string{
-		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096", "min.insync.replicas": "1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := top.Partition(0)
-	f := &fakeRemoteMeta{p: p, leaderEpoch: 1}
-	e.SetClusterHooks(ClusterHooks{MayLead: func() bool { return true }, SetRemoteLog: f.set})
+	p, f := tieredClusterTopicOn(t, hs)
+	e := p.topic.eng
 	hs.onIndex = func() {
 		// Broker 2 leads at epoch 2 and deletes the copy's objects (the
 		// image has it copy-started); then this broker leads again.

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,58 +30,11 @@ func TestTieredClusterLeaderKill(t *testing.T) {
 	// A slow store: copies fall behind and take a while, so the kills
 	// land in them.
 	s3.SetPutDelay(150 * time.Millisecond)
-	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
 	ctx := deadlineCtx(t, 400*time.Second)
-	c := newTestCluster(t, 3)
-	c.extraArgs = tieredFlags(s3)
-	for id := 1; id <= 3; id++ {
-		c.startReplicated(id)
-	}
-	c.converge(ctx, 3)
-	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
-	cr, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{
-		"remote.storage.enable": cfgStr("true"), "segment.bytes": cfgStr("32768"), "local.retention.bytes": cfgStr("65536"),
-		"min.insync.replicas": cfgStr("2"),
-	}, "tiered")
-	if err == nil {
-		err = cr.Err
-	}
-	if err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	view := c.waitFullISR(ctx, "tiered", 1, 3, 60*time.Second)
-
+	c, adm, view := startTieredCluster(t, ctx, s3, "2")
 	prod := procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...), kgo.DefaultProduceTopic("tiered"), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(time.Millisecond))
-	var (
-		mu    sync.Mutex
-		acked = map[string]bool{}
-		stop  = make(chan struct{})
-		done  = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		pad := strings.Repeat("c", 150)
-		for seq := 0; ; seq++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			v := fmt.Sprintf("%07d-%s", seq, pad)
-			prod.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
-					acked[v] = true
-					mu.Unlock()
-				}
-			})
-			if seq%50 == 49 {
-				time.Sleep(30 * time.Millisecond)
-			}
-		}
-	}()
+	load := startTieredLoad(ctx, prod, "c", 30*time.Millisecond)
 	interrupted := 0 // new leaders that cleaned a copy the kill interrupted
 	for cycle := range 2 {
 		leader := view.Parts[0].Leader
@@ -110,45 +63,18 @@ func TestTieredClusterLeaderKill(t *testing.T) {
 		view = c.waitFullISR(ctx, "tiered", 1, 3, 90*time.Second)
 	}
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
 	s3.SetPutDelay(0)
-	<-done
-	if err := prod.Flush(ctx); err != nil {
-		t.Logf("flush: %v", err)
-	}
-	// The copies catch up with everything produced. The batches a
-	// client held back during a failover can fill the active segment,
-	// which is never copied: more records roll it.
+	acked := load.halt(t, ctx, prod)
+	// The copies catch up with everything produced.
 	ends, err := adm.ListEndOffsets(ctx, "tiered")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealed, _ := ends.Lookup("tiered", 0)
-	var last string
-	pad := strings.Repeat("p", 16<<10)
-	for i := 0; ; i++ {
-		o, err := adm.ListOffsetsAfterMilli(ctx, -5, "tiered")
-		if err == nil {
-			tiered, _ := o.Lookup("tiered", 0)
-			last = fmt.Sprintf("latest tiered %d (%v), want %d", tiered.Offset, tiered.Err, sealed.Offset-1)
-			if tiered.Err == nil && tiered.Offset+1 >= sealed.Offset {
-				break
-			}
-		}
-		if i == 900 || ctx.Err() != nil {
-			t.Fatalf("the copies did not catch up: %s", last)
-		}
-		v := fmt.Sprintf("pad-%d-%s", i, pad)
-		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err == nil {
-			mu.Lock()
-			acked[v] = true
-			mu.Unlock()
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	mu.Lock()
+	end, _ := ends.Lookup("tiered", 0)
+	waitCopiedUpTo(t, ctx, adm, prod, load, end.Offset)
+	load.mu.Lock()
 	n := len(acked)
-	mu.Unlock()
+	load.mu.Unlock()
 	t.Logf("%d records acknowledged; %d of 2 leader kills left a copy for the new leader to clean", n, interrupted)
 	if n < 1000 {
 		t.Fatalf("only %d records acknowledged", n)
@@ -250,27 +176,8 @@ func storeHoldsEachOffsetOnce(t *testing.T, s3 *s3test.Server) string {
 // remote data.
 func TestTieredClusterFollowerBehind(t *testing.T) {
 	s3 := s3test.Start(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
 	ctx := deadlineCtx(t, 240*time.Second)
-	c := newTestCluster(t, 3)
-	c.extraArgs = tieredFlags(s3)
-	for id := 1; id <= 3; id++ {
-		c.startReplicated(id)
-	}
-	c.converge(ctx, 3)
-	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
-	cr, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{
-		"remote.storage.enable": cfgStr("true"), "segment.bytes": cfgStr("32768"), "local.retention.bytes": cfgStr("65536"),
-		"min.insync.replicas": cfgStr("1"),
-	}, "tiered")
-	if err == nil {
-		err = cr.Err
-	}
-	if err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	view := c.waitFullISR(ctx, "tiered", 1, 3, 60*time.Second)
+	c, adm, view := startTieredCluster(t, ctx, s3, "1")
 	leader := view.Parts[0].Leader
 	// The follower to stop: not the controller, if it can be helped.
 	var behind int32
@@ -326,4 +233,31 @@ func TestTieredClusterFollowerBehind(t *testing.T) {
 		}
 	}
 	c.stopAll(view.Controller)
+}
+
+// startTieredCluster starts three brokers with tiered storage on s3 and
+// creates topic "tiered" (one partition, three replicas, 32 KiB
+// segments, 64 KiB local retention, minISR), and waits for its ISR.
+func startTieredCluster(t *testing.T, ctx context.Context, s3 *s3test.Server, minISR string) (*testCluster, *kadm.Client, topicView) {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	c := newTestCluster(t, 3)
+	c.extraArgs = tieredFlags(s3)
+	for id := 1; id <= 3; id++ {
+		c.startReplicated(id)
+	}
+	c.converge(ctx, 3)
+	adm := kadm.NewClient(procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...)))
+	cr, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{
+		"remote.storage.enable": cfgStr("true"), "segment.bytes": cfgStr("32768"), "local.retention.bytes": cfgStr("65536"),
+		"min.insync.replicas": cfgStr(minISR),
+	}, "tiered")
+	if err == nil {
+		err = cr.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	return c, adm, c.waitFullISR(ctx, "tiered", 1, 3, 60*time.Second)
 }

@@ -54,37 +54,9 @@ func TestTieredKillNine(t *testing.T) {
 
 	prod := procClient(t, addr, kgo.DefaultProduceTopic("tiered"), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(time.Millisecond))
-	var (
-		mu    sync.Mutex
-		acked = map[string]bool{}
-		stop  = make(chan struct{})
-		done  = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		pad := strings.Repeat("t", 150)
-		for seq := 0; ; seq++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			v := fmt.Sprintf("%07d-%s", seq, pad)
-			prod.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
-					acked[v] = true
-					mu.Unlock()
-				}
-			})
-			if seq%50 == 49 {
-				// A backlog the uploader can catch up with under -race
-				// on a loaded machine (each copy: two puts, four
-				// fsyncs).
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	}()
+	// A backlog the uploader can catch up with under -race on a loaded
+	// machine (each copy: two puts, four fsyncs).
+	load := startTieredLoad(ctx, prod, "t", 20*time.Millisecond)
 	interrupted := 0 // starts that cleaned a copy the kill interrupted
 	for cycle := range 4 {
 		time.Sleep(time.Duration(400+150*cycle) * time.Millisecond)
@@ -101,14 +73,8 @@ func TestTieredKillNine(t *testing.T) {
 		t.Fatal("no kill interrupted a copy: the test did not test that")
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
-	if err := prod.Flush(ctx); err != nil {
-		t.Logf("flush: %v", err)
-	}
-	mu.Lock()
+	acked := load.halt(t, ctx, prod)
 	n := len(acked)
-	mu.Unlock()
 	t.Logf("%d records acknowledged; %d of 4 kills interrupted a copy", n, interrupted)
 	if n < 1000 {
 		t.Fatalf("only %d records acknowledged", n)
@@ -143,21 +109,13 @@ func TestTieredKillNine(t *testing.T) {
 		}
 	}
 
-	// The uploader catches up: everything but the active segment (about
-	// 200 records) is in the store.
-	testenv.WaitFor(t, 180*time.Second, "the copies to catch up", func() bool {
-		ends, err := adm.ListEndOffsets(ctx, "tiered")
-		if err != nil {
-			return false
-		}
-		o, err := adm.ListOffsetsAfterMilli(ctx, -5, "tiered")
-		if err != nil {
-			return false
-		}
-		end, _ := ends.Lookup("tiered", 0)
-		tiered, _ := o.Lookup("tiered", 0)
-		return tiered.Offset+1 >= end.Offset-400
-	})
+	// The uploader catches up with everything produced.
+	ends, err := adm.ListEndOffsets(ctx, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup("tiered", 0)
+	waitCopiedUpTo(t, ctx, adm, prod, load, end.Offset)
 	// No segment twice, no orphan: the store holds what the manifest
 	// names (the last start's first pass cleans what a kill interrupted,
 	// and again once a put sent before the kill can no longer land).
@@ -229,4 +187,89 @@ func localStart(ctx context.Context, adm *kadm.Client) (int64, error) {
 		return 0, fmt.Errorf("no earliest local offset: %v", lo.Err)
 	}
 	return lo.Offset, nil
+}
+
+// tieredLoad produces numbered values padded to about 160 bytes, without
+// waiting for their acknowledgements, and keeps those acknowledged.
+type tieredLoad struct {
+	mu    sync.Mutex
+	acked map[string]bool
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// startTieredLoad starts producing with prod, padding values with fill
+// and pausing for pause after every 50 records.
+func startTieredLoad(ctx context.Context, prod *kgo.Client, fill string, pause time.Duration) *tieredLoad {
+	l := &tieredLoad{acked: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		pad := strings.Repeat(fill, 150)
+		for seq := 0; ; seq++ {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			v := fmt.Sprintf("%07d-%s", seq, pad)
+			prod.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				if err == nil {
+					l.add(v)
+				}
+			})
+			if seq%50 == 49 {
+				time.Sleep(pause)
+			}
+		}
+	}()
+	return l
+}
+
+// add counts v as acknowledged.
+func (l *tieredLoad) add(v string) {
+	l.mu.Lock()
+	l.acked[v] = true
+	l.mu.Unlock()
+}
+
+// halt stops producing, flushes what is in flight and returns the
+// values acknowledged so far (later add calls show in it too).
+func (l *tieredLoad) halt(t *testing.T, ctx context.Context, prod *kgo.Client) map[string]bool {
+	close(l.stop)
+	<-l.done
+	if err := prod.Flush(ctx); err != nil {
+		t.Logf("flush: %v", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acked
+}
+
+// waitCopiedUpTo waits until the store holds every offset of partition 0
+// of "tiered" below end. Meanwhile it produces a 16 KiB record every
+// 200 ms (those acknowledged go to load): the batches a client held back
+// during an outage can fill the active segment, which is never copied,
+// and a record more rolls it.
+func waitCopiedUpTo(t *testing.T, ctx context.Context, adm *kadm.Client, prod *kgo.Client, load *tieredLoad, end int64) {
+	t.Helper()
+	var last string
+	pad := strings.Repeat("p", 16<<10)
+	for i := 0; ; i++ {
+		o, err := adm.ListOffsetsAfterMilli(ctx, -5, "tiered")
+		if err == nil {
+			tiered, _ := o.Lookup("tiered", 0)
+			last = fmt.Sprintf("latest tiered %d (%v), want %d", tiered.Offset, tiered.Err, end-1)
+			if tiered.Err == nil && tiered.Offset+1 >= end {
+				return
+			}
+		}
+		if i == 900 || ctx.Err() != nil {
+			t.Fatalf("the copies did not catch up: %s", last)
+		}
+		v := fmt.Sprintf("pad-%d-%s", i, pad)
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err == nil {
+			load.add(v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
