@@ -207,6 +207,9 @@ type partitionTier struct {
 	epoch        int32
 	pending      *tiered.Manifest
 	pendingEpoch int32
+	// confirmed is the last remote segment a follower found in its own
+	// store (confirmRemoteEnd); missing, the one it did not find.
+	confirmed, missing string
 
 	view atomic.Pointer[remoteView]
 }
@@ -349,6 +352,7 @@ const copiesPerTurn = 4
 // reports whether some partition has more to copy now.
 func (e *Engine) tierPass() (more bool) {
 	r := e.remote
+	storeFailed := false
 	for _, t := range e.Topics() {
 		if t.Internal || t.Deleted() || !t.Config().RemoteStorage() {
 			continue
@@ -365,7 +369,12 @@ func (e *Engine) tierPass() (more bool) {
 				continue
 			}
 			if pt.clustered && !e.leadsTiered(p) {
-				e.followImage(p, pt)
+				// One failed look at the store (down, slow) is enough for
+				// this pass: the rest of the followed partitions wait.
+				if err := e.followImage(p, pt, !storeFailed); err != nil {
+					storeFailed = true
+					e.logger.Warn("tiered storage: cannot confirm a followed partition's copies in the store; its local copies are kept meanwhile", "partition", p.String(), "err", err)
+				}
 				continue
 			}
 			pmore, err := e.tierPartition(p, pt, t.Config())
@@ -618,19 +627,66 @@ func (e *Engine) settle(p *Partition, pt *partitionTier, leading bool) error {
 }
 
 // followImage keeps a replica's uploader state on the image's manifest
-// while it does not lead (what a deletion of the topic deletes).
-func (e *Engine) followImage(p *Partition, pt *partitionTier) {
+// while it does not lead (what a deletion of the topic deletes), and
+// lets its local retention delete what that manifest covers once its own
+// store shows it.
+func (e *Engine) followImage(p *Partition, pt *partitionTier, confirm bool) error {
 	pt.mu.Lock()
+	defer pt.mu.Unlock()
 	if err := e.settle(p, pt, false); err != nil && !errors.Is(err, errUnsettled) {
 		e.logger.Warn("tiered storage", "partition", p.String(), "err", err)
 	}
-	pt.mu.Unlock()
+	if !confirm {
+		return nil
+	}
+	return e.confirmRemoteEnd(p, pt)
+}
+
+// confirmRemoteEnd moves a follower's copied end (Log.SetRemoteEnd: its
+// local retention deletes below it) to the end of the manifest it
+// follows, once this broker's own store holds the index object of the
+// last finished segment: a broker given another store than the leader's
+// keeps its local copies, and says so once per segment (uploader, pt.mu
+// held). The error is the store's, but for a missing object.
+func (e *Engine) confirmRemoteEnd(p *Partition, pt *partitionTier) error {
+	m := pt.manifest
+	end := m.CopiedEnd
+	if end <= p.log.RemoteEnd() {
+		return nil
+	}
+	var last *tiered.RemoteSegment
+	for i := range m.Segments {
+		if m.Segments[i].State == tiered.CopyFinished {
+			last = &m.Segments[i]
+		}
+	}
+	if last != nil && last.ID != pt.confirmed {
+		r := e.remote
+		keys := r.layout.Keys(p.topic.Name, p.topic.ID, p.Index, last.Base, last.ID)
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
+		_, err := r.store.GetRange(ctx, keys.Index, 0, 1)
+		cancel()
+		switch {
+		case errors.Is(err, tiered.ErrNotFound):
+			if pt.missing != last.ID {
+				pt.missing = last.ID
+				e.logger.Warn("tiered storage: this broker's store does not hold the last remote segment the metadata names (expired since, or its --remote-storage-* flags differ from the leader's): its local copies are kept", "partition", p.String(), "base", last.Base, "id", last.ID, "key", keys.Index)
+			}
+			return nil
+		case err != nil:
+			return err
+		}
+		pt.confirmed = last.ID
+	}
+	p.log.SetRemoteEnd(end)
+	return nil
 }
 
 // SetRemoteLog hands the partition the metadata's manifest of its remote
 // segments, at version (cluster mode; the publisher calls it for every
 // replica, and a version it has is a no-op): readers see its finished
-// segments, and local retention may delete what they cover.
+// segments, and on a follower local retention then deletes what they
+// cover (confirmRemoteEnd).
 func (p *Partition) SetRemoteLog(version int64, b []byte) {
 	e := p.topic.eng
 	if e.remote == nil && version > 0 && p.log != nil {
@@ -660,9 +716,8 @@ func (p *Partition) SetRemoteLog(version int64, b []byte) {
 	m.Version = version
 	pt.imaged.Store(m)
 	pt.publishOf(m)
-	if end := max(pt.view.Load().end(), m.CopiedEnd); end > 0 {
-		p.log.SetRemoteEnd(end)
-	}
+	// (Local retention follows on the uploader's goroutine, once this
+	// broker's store shows the copies: confirmRemoteEnd.)
 }
 
 // deleteObjects removes a remote segment's objects and its cached

@@ -313,8 +313,8 @@ func TestTieredClusterLeadershipFlap(t *testing.T) {
 }
 
 // A follower takes the metadata's manifest: readers see its segments,
-// and local retention deletes what they cover, though it copies
-// nothing itself.
+// and local retention deletes what they cover once its own store shows
+// them, though it copies nothing itself.
 func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 	p, f := tieredClusterTopic(t)
 	f.leaderEpoch = 99 // the metadata refuses this leader's writes: nothing copied
@@ -346,6 +346,17 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 	p.SetRemoteLog(1, b)
 	if end, ok := p.RemoteEnd(); !ok || end != m.CopiedEnd {
 		t.Fatalf("remote end %d %v, want %d", end, ok, m.CopiedEnd)
+	}
+	// Its own store does not hold the segments (another store than the
+	// leader's): the local copies stay.
+	time.Sleep(200 * time.Millisecond)
+	if got := p.LocalStartOffset(); got != 0 {
+		t.Fatalf("local start %d: local copies deleted though this broker's store lacks them", got)
+	}
+	last := m.Segments[len(m.Segments)-1]
+	keys := p.topic.eng.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, last.Base, last.ID)
+	if err := p.topic.eng.remote.store.Put(context.Background(), keys.Index, strings.NewReader("x"), 1); err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, "local retention below the remote end", func() bool { return p.LocalStartOffset() == m.CopiedEnd })
 	f.mu.Lock()
