@@ -427,7 +427,7 @@ func (e *Engine) tierPartition(p *Partition, pt *partitionTier, cfg *TopicConfig
 	l := p.log
 	// The copied end never moves back, even when retention expired every
 	// remote segment (the view is empty then).
-	next := max(pt.view.Load().end(), l.RemoteEnd(), l.StartOffset())
+	next := max(pt.view.Load().end(), l.RemoteEnd(), l.StartOffset(), pt.manifest.CopiedEnd)
 	segs := l.CopyableSegments(next, p.LastStableOffset(), copiesPerTurn+1)
 	defer func() {
 		for _, ss := range segs {
@@ -540,22 +540,30 @@ func (e *Engine) saveManifest(p *Partition, pt *partitionTier, m *tiered.Manifes
 	}
 	if err := e.writeRemoteLog(p, pt.epoch, m); err != nil {
 		// Refused (a new leader, a version written already) or lost on
-		// the way: settle finds out before the next write.
-		pt.pending, pt.pendingEpoch = m, pt.epoch
+		// the way: settle finds out before the next write. One that can
+		// never apply (not sent, too large, not a manifest) is no
+		// pending write: resending it would stop the partition's
+		// retention for good.
+		if !errors.Is(err, errNeverApplies) && !errors.Is(err, kerr.InvalidRequest) {
+			pt.pending, pt.pendingEpoch = m, pt.epoch
+		}
 		return err
 	}
 	return nil
 }
 
+// errNeverApplies wraps a manifest write that was not sent.
+var errNeverApplies = errors.New("tiered storage: the remote log manifest was not sent")
+
 // writeRemoteLog sends m to the metadata as p's manifest at leaderEpoch.
 func (e *Engine) writeRemoteLog(p *Partition, leaderEpoch int32, m *tiered.Manifest) error {
 	h := e.clusterHooks()
 	if h == nil || h.SetRemoteLog == nil {
-		return errors.New("tiered storage: no way to the metadata quorum")
+		return fmt.Errorf("%w: no way to the metadata quorum", errNeverApplies)
 	}
 	b, err := m.Encode()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errNeverApplies, err)
 	}
 	if err := h.SetRemoteLog(p.topic.ID, p.Index, leaderEpoch, m.Version, b); err != nil {
 		return fmt.Errorf("tiered storage: write the remote log manifest (version %d): %w", m.Version, err)
@@ -595,6 +603,9 @@ var errUnsettled = errors.New("tiered storage: waiting for the metadata to show 
 // leading, the same write sent again (taken as a no-op if it was
 // applied). errUnsettled: not known yet.
 func (e *Engine) settle(p *Partition, pt *partitionTier, leading bool) error {
+	// The epoch before the image: the publisher hands in the image before
+	// the role, so an epoch seen here comes with its image or a later one.
+	epoch := p.LeaderEpoch()
 	im := pt.imaged.Load()
 	if pt.pending == nil {
 		if im != nil && im.Version > pt.manifest.Version {
@@ -603,7 +614,7 @@ func (e *Engine) settle(p *Partition, pt *partitionTier, leading bool) error {
 		return nil
 	}
 	switch {
-	case im != nil && im.Version >= pt.pending.Version, p.LeaderEpoch() != pt.pendingEpoch:
+	case im != nil && im.Version >= pt.pending.Version, epoch != pt.pendingEpoch:
 		// (The publisher hands in the image's manifest before the role
 		// of the same image: after a leadership move, imaged holds every
 		// write applied before it, this uploader's own included.)
@@ -620,8 +631,11 @@ func (e *Engine) settle(p *Partition, pt *partitionTier, leading bool) error {
 	}
 	pt.pending = nil
 	pt.publish()
-	if end := max(pt.view.Load().end(), pt.manifest.CopiedEnd); end > 0 {
-		p.log.SetRemoteEnd(end)
+	if leading {
+		// (A follower's copied end moves in confirmRemoteEnd.)
+		if end := max(pt.view.Load().end(), pt.manifest.CopiedEnd); end > 0 {
+			p.log.SetRemoteEnd(end)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,11 @@ type fakeRemoteMeta struct {
 	version     int64
 	manifest    []byte
 	writes      int
+	// attempts counts every write asked for, refused or not.
+	attempts int
+	// maxSegments, when set, refuses (INVALID_REQUEST, as a too-large
+	// manifest) a manifest with more segments.
+	maxSegments int
 	// loseAnswer applies the next write that finishes a copy but answers
 	// an error, and holds every write from the partition until publish.
 	loseAnswer bool
@@ -48,6 +54,12 @@ func finishes(b []byte) bool {
 func (f *fakeRemoteMeta) set(_ TopicID, _, leaderEpoch int32, version int64, manifest []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.attempts++
+	if f.maxSegments > 0 {
+		if m, err := tiered.DecodeManifest(manifest); err == nil && len(m.Segments) > f.maxSegments {
+			return fmt.Errorf("%w: %d segments", kerr.InvalidRequest, len(m.Segments))
+		}
+	}
 	if leaderEpoch != f.leaderEpoch {
 		return fmt.Errorf("%w: leader epoch %d, not %d", kerr.FencedLeaderEpoch, leaderEpoch, f.leaderEpoch)
 	}
@@ -111,7 +123,9 @@ func tieredClusterTopicOn(t *testing.T, store tiered.Store) (*Partition, *fakeRe
 	t.Helper()
 	e := openEngine(t, t.TempDir(), func(c *Config) {
 		c.NodeID, c.Replicated = 1, true
-		c.Tier = TierConfig{Store: store, Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+		// (RequestTimeout: orphans are deleted again, and forgotten, 200 ms
+		// after they were recorded.)
+		c.Tier = TierConfig{Store: store, Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, RequestTimeout: 100 * time.Millisecond}
 		c.RetentionCheckInterval = 20 * time.Millisecond
 	})
 	top, err := e.CreateTopic(CreateTopicRequest{Name: "tc", Partitions: 1, ReplicationFactor: -1, Configs: map[string]string{
@@ -251,19 +265,27 @@ func TestTieredClusterLostAnswer(t *testing.T) {
 	checkContiguous(t, m)
 }
 
-// putHookStore runs a function once, after the first index object lands.
+// putHookStore runs onPut once, after the first object whose key ends
+// with suffix (".rix" when empty) lands.
 type putHookStore struct {
 	*memStore
-	once    sync.Once
-	onIndex func()
+	suffix string
+	onPut  func(key string)
+	once   sync.Once
+	fired  bool // under memStore.mu
 }
 
 func (s *putHookStore) Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error {
 	if err := s.memStore.Put(ctx, key, body, size); err != nil {
 		return err
 	}
-	if strings.HasSuffix(key, ".rix") {
-		s.once.Do(s.onIndex)
+	if strings.HasSuffix(key, cmp.Or(s.suffix, ".rix")) {
+		s.once.Do(func() {
+			s.onPut(key)
+			s.mu.Lock()
+			s.fired = true
+			s.mu.Unlock()
+		})
 	}
 	return nil
 }
@@ -276,7 +298,7 @@ func TestTieredClusterLeadershipFlap(t *testing.T) {
 	hs := &putHookStore{memStore: ms}
 	p, f := tieredClusterTopicOn(t, hs)
 	e := p.topic.eng
-	hs.onIndex = func() {
+	hs.onPut = func(string) {
 		// Broker 2 leads at epoch 2 and deletes the copy's objects (the
 		// image has it copy-started); then this broker leads again.
 		_, m := f.state()
@@ -322,6 +344,11 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 20, "c") // more than local retention keeps
+	waitFor(t, "the leader's refused copies", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.attempts > 0
+	})
 	if err := p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +370,19 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A follower copies nothing, though sealed segments are not copied
+	// (this broker's writes as leader were all refused).
+	time.Sleep(100 * time.Millisecond)
+	f.mu.Lock()
+	tried := f.attempts
+	f.mu.Unlock()
+	time.Sleep(200 * time.Millisecond)
+	f.mu.Lock()
+	if f.attempts != tried {
+		f.mu.Unlock()
+		t.Fatal("a follower wrote the manifest")
+	}
+	f.mu.Unlock()
 	p.SetRemoteLog(1, b)
 	if end, ok := p.RemoteEnd(); !ok || end != m.CopiedEnd {
 		t.Fatalf("remote end %d %v, want %d", end, ok, m.CopiedEnd)
@@ -359,14 +399,126 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "local retention below the remote end", func() bool { return p.LocalStartOffset() == m.CopiedEnd })
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.writes != 0 {
-		t.Fatalf("%d manifest writes by a follower", f.writes)
-	}
 	// An older version changes nothing.
 	p.SetRemoteLog(1, []byte("{}"))
 	if end, _ := p.RemoteEnd(); end != m.CopiedEnd {
 		t.Fatal("an old version replaced the manifest")
 	}
+}
+
+// A copy whose leadership ends between its two puts does not put the
+// second (checkLeads), and its segment is never finished.
+func TestTieredClusterPutStopsWithLeadership(t *testing.T) {
+	ms := newMemStore()
+	hs := &putHookStore{memStore: ms, suffix: ".log"}
+	p, f := tieredClusterTopicOn(t, hs)
+	var id string
+	hs.onPut = func(key string) {
+		id = key
+		_ = p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	}
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.leaderEpoch = 99 // nothing copied while appending
+	f.mu.Unlock()
+	appendFill(t, p, 12, "a")
+	f.mu.Lock()
+	f.leaderEpoch = 1
+	f.mu.Unlock()
+	waitFor(t, "the first log object", func() bool {
+		hs.mu.Lock()
+		defer hs.mu.Unlock()
+		return hs.fired
+	})
+	time.Sleep(200 * time.Millisecond)
+	index := strings.TrimSuffix(id, ".log") + ".rix"
+	ms.mu.Lock()
+	_, put := ms.objs[index]
+	ms.mu.Unlock()
+	if put {
+		t.Fatalf("%s was put after the leadership ended", index)
+	}
+	if _, m := f.state(); len(m.Segments) != 1 || m.Segments[0].State != tiered.CopyStarted {
+		t.Fatalf("manifest %+v: want the one copy started", m.Segments)
+	}
+}
+
+// A new leader records the orphans of its predecessor's copy before it
+// deletes their objects: with the record refused, the objects stay.
+func TestTieredClusterOrphansRecordedFirst(t *testing.T) {
+	p, f := tieredClusterTopic(t)
+	store := p.topic.eng.remote.store.(*memStore)
+	seg := tiered.RemoteSegment{ID: tiered.NewSegmentID(), State: tiered.CopyStarted, Base: 0, End: 3, Size: 100, IndexSize: 10}
+	keys := p.topic.eng.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, seg.Base, seg.ID)
+	for _, k := range []string{keys.Log, keys.Index} {
+		if err := store.Put(context.Background(), k, strings.NewReader("x"), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &tiered.Manifest{TopicID: p.topic.ID.String(), Segments: []tiered.RemoteSegment{seg}}
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.version, f.manifest, f.leaderEpoch = 1, b, 99 // every write refused
+	f.mu.Unlock()
+	p.SetRemoteLog(1, b)
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the orphan's record tried", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.attempts > 0
+	})
+	time.Sleep(100 * time.Millisecond)
+	store.mu.Lock()
+	_, okLog := store.objs[keys.Log]
+	store.mu.Unlock()
+	if !okLog {
+		t.Fatal("the orphan's objects were deleted before the record of it was committed")
+	}
+	// Accepted (the refused record is sent again): recorded, then its
+	// objects deleted, at the latest once its grace is over.
+	f.mu.Lock()
+	f.leaderEpoch = 1
+	f.mu.Unlock()
+	waitFor(t, "the orphan's objects to go", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		_, okLog := store.objs[keys.Log]
+		return !okLog
+	})
+	if _, m := f.state(); len(m.Segments) != 0 {
+		t.Fatalf("manifest %+v, want the segment gone", m)
+	}
+}
+
+// A manifest the metadata can never take (too large) is no pending write:
+// remote retention goes on, shrinks it, and the copies resume.
+func TestTieredClusterTooLargeManifest(t *testing.T) {
+	p, f := tieredClusterTopic(t)
+	f.maxSegments = 3
+	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	appendFill(t, p, 20, "a")
+	var end3 int64
+	waitFor(t, "three copies, the most the metadata takes", func() bool {
+		_, m := f.state()
+		n, end := finished(m)
+		end3 = end
+		return n == 3
+	})
+	if err := p.topic.eng.AlterTopicConfig("tc", map[string]*string{"retention.bytes": new("4096")}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "copies past the first three once retention made room", func() bool {
+		_, m := f.state()
+		_, end := finished(m)
+		return end > end3
+	})
 }
