@@ -206,8 +206,10 @@ type UnregisterBroker struct {
 // wrote it (opaque here: package tiered's encoding, which every reader
 // decodes as hostile bytes). Only the current leader, at the current
 // leader epoch, may write it, and each write names the version after the
-// partition's current one: a deposed leader, or a write that was already
-// applied, changes nothing. It changes neither epoch of the partition.
+// partition's current one: a deposed leader changes nothing. The same
+// write again (the current version, the same manifest, from the leader)
+// is a no-op, not a refusal: the leader sends it again when it lost the
+// answer. It changes neither epoch of the partition.
 type SetRemoteLog struct {
 	TopicID   UUID
 	Partition int32
