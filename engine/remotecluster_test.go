@@ -81,6 +81,18 @@ func (f *fakeRemoteMeta) set(_ TopicID, _, leaderEpoch int32, version int64, man
 	return nil
 }
 
+// setLeaderEpoch is the partition's leader epoch the metadata has now.
+func (f *fakeRemoteMeta) setLeaderEpoch(epoch int32) {
+	f.mu.Lock()
+	f.leaderEpoch = epoch
+	f.mu.Unlock()
+}
+
+// followerOf2 is the replica state of a follower of broker 2 at epoch.
+func followerOf2(epoch int32) ReplicaState {
+	return ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: epoch, PartitionEpoch: epoch, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}
+}
+
 // publish hands the partition what was applied (after a held write).
 func (f *fakeRemoteMeta) publish() {
 	f.mu.Lock()
@@ -147,7 +159,7 @@ func tieredClusterTopicOn(t *testing.T, store tiered.Store) (*Partition, *fakeRe
 // it followed) goes on from that one.
 func TestTieredClusterManifestInMetadata(t *testing.T) {
 	p, f := tieredClusterTopic(t)
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 12, "a")
@@ -165,7 +177,7 @@ func TestTieredClusterManifestInMetadata(t *testing.T) {
 	}
 
 	// A follower copies nothing.
-	if err := p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}); err != nil {
+	if err := p.SetReplicaState(followerOf2(2)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -189,7 +201,7 @@ func TestTieredClusterManifestInMetadata(t *testing.T) {
 	_, endBefore := finished(before)
 
 	// Leader again: it goes on from broker 2's version.
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(3, 3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 8, "b")
@@ -242,7 +254,7 @@ func TestTieredClusterLostAnswer(t *testing.T) {
 	p, f := tieredClusterTopic(t)
 	store := p.topic.eng.remote.store.(*memStore)
 	f.loseAnswer = true
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 12, "a")
@@ -306,24 +318,20 @@ func TestTieredClusterLeadershipFlap(t *testing.T) {
 		keys := e.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, x.Base, x.ID)
 		ms.Delete(context.Background(), keys.Log)
 		ms.Delete(context.Background(), keys.Index)
-		_ = p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
-		_ = p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+		_ = p.SetReplicaState(followerOf2(2))
+		_ = p.SetReplicaState(leaderState(3, 3, 1, 2))
 		f.mu.Lock()
 		f.leaderEpoch = 3
 		f.mu.Unlock()
 	}
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	// No copy before every append is in (the flap would refuse the
 	// appends after it): the metadata refuses the writes meanwhile.
-	f.mu.Lock()
-	f.leaderEpoch = 99
-	f.mu.Unlock()
+	f.setLeaderEpoch(99)
 	appendFill(t, p, 12, "a")
-	f.mu.Lock()
-	f.leaderEpoch = 1
-	f.mu.Unlock()
+	f.setLeaderEpoch(1)
 	waitFor(t, "finished copies", func() bool {
 		_, m := f.state()
 		n, _ := finished(m)
@@ -340,7 +348,7 @@ func TestTieredClusterLeadershipFlap(t *testing.T) {
 func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 	p, f := tieredClusterTopic(t)
 	f.leaderEpoch = 99 // the metadata refuses this leader's writes: nothing copied
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 20, "c") // more than local retention keeps
@@ -349,7 +357,7 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 		defer f.mu.Unlock()
 		return f.attempts > 0
 	})
-	if err := p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}); err != nil {
+	if err := p.SetReplicaState(followerOf2(2)); err != nil {
 		t.Fatal(err)
 	}
 	segs := p.log.CopyableSegments(0, p.HighWatermark(), 4)
@@ -415,18 +423,14 @@ func TestTieredClusterPutStopsWithLeadership(t *testing.T) {
 	var id string
 	hs.onPut = func(key string) {
 		id = key
-		_ = p.SetReplicaState(ReplicaState{Role: RoleFollower, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+		_ = p.SetReplicaState(followerOf2(2))
 	}
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	f.leaderEpoch = 99 // nothing copied while appending
-	f.mu.Unlock()
+	f.setLeaderEpoch(99) // nothing copied while appending
 	appendFill(t, p, 12, "a")
-	f.mu.Lock()
-	f.leaderEpoch = 1
-	f.mu.Unlock()
+	f.setLeaderEpoch(1)
 	waitFor(t, "the first log object", func() bool {
 		hs.mu.Lock()
 		defer hs.mu.Unlock()
@@ -466,7 +470,7 @@ func TestTieredClusterOrphansRecordedFirst(t *testing.T) {
 	f.version, f.manifest, f.leaderEpoch = 1, b, 99 // every write refused
 	f.mu.Unlock()
 	p.SetRemoteLog(1, b)
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the orphan's record tried", func() bool {
@@ -483,9 +487,7 @@ func TestTieredClusterOrphansRecordedFirst(t *testing.T) {
 	}
 	// Accepted (the refused record is sent again): recorded, then its
 	// objects deleted, at the latest once its grace is over.
-	f.mu.Lock()
-	f.leaderEpoch = 1
-	f.mu.Unlock()
+	f.setLeaderEpoch(1)
 	waitFor(t, "the orphan's objects to go", func() bool {
 		store.mu.Lock()
 		defer store.mu.Unlock()
@@ -502,7 +504,7 @@ func TestTieredClusterOrphansRecordedFirst(t *testing.T) {
 func TestTieredClusterTooLargeManifest(t *testing.T) {
 	p, f := tieredClusterTopic(t)
 	f.maxSegments = 3
-	if err := p.SetReplicaState(ReplicaState{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 20, "a")

@@ -90,24 +90,7 @@ func TestTieredClusterLeaderKill(t *testing.T) {
 	})
 	cons := procClient(t, c.kafka[0], kgo.SeedBrokers(c.kafka...), kgo.ConsumeTopics("tiered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxPartitionBytes(64<<10))
-	seen := map[string]bool{}
-	next := int64(0)
-	for len(seen) < n || !allSeen(acked, seen) {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d records, %d acknowledged: %v", len(seen), n, ctx.Err())
-		}
-		for _, fe := range fs.Errors() {
-			t.Fatalf("fetch: %v", fe.Err)
-		}
-		for _, r := range fs.Records() {
-			if r.Offset != next {
-				t.Fatalf("offset %d after %d: a gap", r.Offset, next-1)
-			}
-			next++
-			seen[string(r.Value)] = true
-		}
-	}
+	readDense(t, ctx, cons, func(_ int64, seen map[string]bool) bool { return len(seen) >= n && allSeen(acked, seen) })
 
 	// The store holds each offset once from 0 on, with no gap: the
 	// kills' orphans are gone.
@@ -217,21 +200,7 @@ func TestTieredClusterFollowerBehind(t *testing.T) {
 	// Everything is still there from offset 0 (the store, then the
 	// leader's local log).
 	cons := procClient(t, seeds[0], kgo.SeedBrokers(c.kafka...), kgo.ConsumeTopics("tiered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	for next := int64(0); next < 320; {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read up to %d of 320: %v", next, ctx.Err())
-		}
-		for _, fe := range fs.Errors() {
-			t.Fatalf("fetch: %v", fe.Err)
-		}
-		for _, r := range fs.Records() {
-			if r.Offset != next {
-				t.Fatalf("offset %d after %d", r.Offset, next-1)
-			}
-			next++
-		}
-	}
+	readDense(t, ctx, cons, func(next int64, _ map[string]bool) bool { return next >= 320 })
 	c.stopAll(view.Controller)
 }
 

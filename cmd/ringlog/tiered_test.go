@@ -90,24 +90,7 @@ func TestTieredKillNine(t *testing.T) {
 
 	cons := procClient(t, addr, kgo.ConsumeTopics("tiered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxPartitionBytes(64<<10))
-	seen := map[string]bool{}
-	next := int64(0)
-	for len(seen) < n || !allSeen(acked, seen) {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d records, %d acknowledged: %v", len(seen), n, ctx.Err())
-		}
-		for _, fe := range fs.Errors() {
-			t.Fatalf("fetch: %v", fe.Err)
-		}
-		for _, r := range fs.Records() {
-			if r.Offset != next {
-				t.Fatalf("offset %d after %d: a gap", r.Offset, next-1)
-			}
-			next++
-			seen[string(r.Value)] = true
-		}
-	}
+	readDense(t, ctx, cons, func(_ int64, seen map[string]bool) bool { return len(seen) >= n && allSeen(acked, seen) })
 
 	// The uploader catches up with everything produced.
 	ends, err := adm.ListEndOffsets(ctx, "tiered")
@@ -271,5 +254,30 @@ func waitCopiedUpTo(t *testing.T, ctx context.Context, adm *kadm.Client, prod *k
 			load.add(v)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readDense polls cons from offset 0 of one partition until done says
+// enough was read (the next offset, the values seen), failing the test on
+// a fetch error or a gap in the offsets.
+func readDense(t *testing.T, ctx context.Context, cons *kgo.Client, done func(next int64, seen map[string]bool) bool) {
+	t.Helper()
+	seen := map[string]bool{}
+	next := int64(0)
+	for !done(next, seen) {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d records (up to offset %d): %v", len(seen), next, ctx.Err())
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("fetch: %v", fe.Err)
+		}
+		for _, r := range fs.Records() {
+			if r.Offset != next {
+				t.Fatalf("offset %d after %d: a gap", r.Offset, next-1)
+			}
+			next++
+			seen[string(r.Value)] = true
+		}
 	}
 }
