@@ -232,6 +232,9 @@ func (c Config) Validate() error {
 	if c.Engine.WritebackBytes < 0 {
 		return &ConfigError{"writeback-bytes", fmt.Sprintf("must be 0 (off) or a positive byte count, got %d", c.Engine.WritebackBytes)}
 	}
+	if c.Engine.PageCacheTailBytes < 0 {
+		return &ConfigError{"page-cache-tail-bytes", fmt.Sprintf("must be 0 (off) or a positive byte count, got %d", c.Engine.PageCacheTailBytes)}
+	}
 	if c.Engine.DefaultPartitions < 1 {
 		return &ConfigError{"default-partitions", "must be at least 1"}
 	}

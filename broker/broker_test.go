@@ -54,6 +54,7 @@ func TestValidate(t *testing.T) {
 		change  func(*broker.Config)
 	}{
 		{"writeback-bytes", func(c *broker.Config) { c.Engine.WritebackBytes = -1 }},
+		{"page-cache-tail-bytes", func(c *broker.Config) { c.Engine.PageCacheTailBytes = -1 }},
 		{"default-partitions", func(c *broker.Config) { c.Engine.DefaultPartitions = 0 }},
 		{"native-addr", func(c *broker.Config) { c.NativeAddr = "0.0.0.0:0" }},
 		// The native listener authenticates nobody: beside a listener that

@@ -103,6 +103,12 @@ type Config struct {
 	// dirty page cache stays small and appends are not throttled in
 	// bursts. 0: leave writeback to the kernel.
 	WritebackBytes int64
+	// PageCacheTailBytes drops each partition's data from the page cache
+	// once it was written back and lies this many bytes behind the tail
+	// (see wal.Options.PageCacheTailBytes): consumers within it read the
+	// page cache, and appends reuse the freed pages. 0: leave the page
+	// cache to the kernel. Needs WritebackBytes.
+	PageCacheTailBytes int64
 	// Backend selects the I/O backend (ring.KindAuto by default).
 	Backend ring.Kind
 	// RetentionCheckInterval is how often shards enforce retention
@@ -175,6 +181,7 @@ func DefaultConfig() Config {
 		DiskFullResumeBytes:             16 << 20,
 		DefaultPartitions:               1,
 		WritebackBytes:                  1 << 20,
+		PageCacheTailBytes:              64 << 20,
 		Backend:                         ring.KindAuto,
 		RetentionCheckInterval:          5 * time.Minute,
 		CompactionInterval:              15 * time.Second,
@@ -747,8 +754,8 @@ func (e *Engine) walOptions(p *Partition) wal.Options {
 // topic's config.
 func (e *Engine) baseWALOptions(p *Partition) wal.Options {
 	return wal.Options{
-		WritebackBytes: e.cfg.WritebackBytes,
-		Logger:         e.logger.With("partition", p.String()), Now: e.now,
+		WritebackBytes: e.cfg.WritebackBytes, PageCacheTailBytes: e.cfg.PageCacheTailBytes,
+		Logger: e.logger.With("partition", p.String()), Now: e.now,
 		SyncFile: e.cfg.SyncFile, Perm: e.cfg.Perm,
 	}
 }

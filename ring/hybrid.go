@@ -122,6 +122,18 @@ func (h *Hybrid) StartWriteback(fd int, off, n int64) error {
 	return syncFileRange(fd, off, n)
 }
 
+// DropCache hands the drop hint to the io_uring without waiting for it,
+// or runs the system call when the hybrid runs without a ring.
+func (h *Hybrid) DropCache(fd int, off, n int64) error {
+	if h.closed {
+		return ErrClosed
+	}
+	if h.u != nil {
+		return h.u.DropCache(fd, off, n)
+	}
+	return dropCache(fd, off, n)
+}
+
 var (
 	_ Backend          = (*Hybrid)(nil)
 	_ WritebackStarter = (*Hybrid)(nil)

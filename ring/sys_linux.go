@@ -97,6 +97,19 @@ func fdatasync(fd int) error {
 	}
 }
 
+// dropCache asks the kernel to drop fd's page cache in [off, off+n)
+// (posix_fadvise POSIX_FADV_DONTNEED). The kernel drops only clean pages:
+// dirty ones and those still under writeback stay, so nothing written is
+// lost and a later read of a dropped range reads the file again.
+func dropCache(fd int, off, n int64) error {
+	for {
+		err := unix.Fadvise(fd, off, n, unix.FADV_DONTNEED)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 // syncFileRange starts the writeback of fd's dirty pages in [off, off+n)
 // and does not wait for it (sync_file_range with SYNC_FILE_RANGE_WRITE),
 // retrying EINTR.

@@ -15,5 +15,8 @@ func writeAll(int, [][]byte, int64, int64, *sysScratch) (int64, error) {
 // fdatasync is not supported on this platform.
 func fdatasync(int) error { return errors.ErrUnsupported }
 
+// dropCache does nothing: the hint promises nothing.
+func dropCache(int, int64, int64) error { return nil }
+
 // syncFileRange does nothing: the writeback hint promises nothing.
 func syncFileRange(int, int64, int64) error { return nil }

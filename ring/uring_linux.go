@@ -56,11 +56,12 @@ package ring
 //
 // Detached requests
 //
-// StartWriteback submits a SYNC_FILE_RANGE SQE and returns without waiting
-// for it; the kernel always runs it on an io-wq worker. Its user_data has
-// the top bit set (and the fd in the low bits), which no round's SQE has,
-// so whoever reaps the CQ next (a Run, or the next StartWriteback) counts
-// it off and keeps its error for the next StartWriteback to report. When
+// StartWriteback submits a SYNC_FILE_RANGE SQE and DropCache a FADVISE
+// (DONTNEED) SQE, and both return without waiting for it; the kernel
+// always runs either on an io-wq worker. Its user_data has the top bit set
+// (the opcode in bits 32-39 and the fd in the low bits), which no round's
+// SQE has, so whoever reaps the CQ next (a Run, or the next hint) counts
+// it off and keeps its error for the next hint to report. When
 // maxDetached are in flight the next hint runs as a plain system call,
 // which throttles its caller the way a synchronous writeback start would.
 // The kernel looks the fd up when the worker runs: should the file be
@@ -152,9 +153,11 @@ const (
 	opWritev        = 2
 	opFsync         = 3
 	opSyncFileRange = 8
+	opFadvise       = 24
 
 	fsyncDatasync      = 1
 	syncFileRangeWrite = 2 // SYNC_FILE_RANGE_WRITE
+	fadvDontNeed       = 4 // POSIX_FADV_DONTNEED
 
 	sqeSize = 64
 	cqeSize = 16
@@ -811,7 +814,11 @@ func (u *URing) reap() int {
 		case c.userData&detachedTag != 0:
 			u.detached--
 			if c.res < 0 && u.detachedErr == nil {
-				u.detachedErr = fmt.Errorf("ring: sync_file_range fd %d: %w", int32(uint32(c.userData)), syscall.Errno(-c.res))
+				call := "sync_file_range"
+				if uint8(c.userData>>32) == opFadvise {
+					call = "fadvise"
+				}
+				u.detachedErr = fmt.Errorf("ring: %s fd %d: %w", call, int32(uint32(c.userData)), syscall.Errno(-c.res))
 			}
 		case c.userData < uint64(len(u.subs)):
 			u.subs[c.userData].res = c.res
@@ -822,8 +829,8 @@ func (u *URing) reap() int {
 	return got
 }
 
-// detachedTag marks the user_data of a detached request; the low 32 bits
-// hold its fd.
+// detachedTag marks the user_data of a detached request; bits 32-39 hold
+// its opcode and the low 32 bits its fd.
 const detachedTag = 1 << 63
 
 // StartWriteback submits the start of [off, off+n)'s writeback of fd to
@@ -833,6 +840,20 @@ const detachedTag = 1 << 63
 // The error is this call's, or an earlier detached hint's (see the package
 // function StartWriteback).
 func (u *URing) StartWriteback(fd int, off, n int64) error {
+	return u.hint(sqe{opcode: opSyncFileRange, opFlags: syncFileRangeWrite}, "sync_file_range", syncFileRange, fd, off, n)
+}
+
+// DropCache submits the drop of [off, off+n)'s clean page cache of fd to
+// the ring (see the package function DropCache), as StartWriteback does
+// its hint.
+func (u *URing) DropCache(fd int, off, n int64) error {
+	return u.hint(sqe{opcode: opFadvise, opFlags: fadvDontNeed}, "fadvise", dropCache, fd, off, n)
+}
+
+// hint submits s (its opcode and flags; hint fills in the file, range and
+// user_data) as a detached request, or runs call(fd, off, n), named name
+// in its error, when it cannot be detached.
+func (u *URing) hint(s sqe, name string, call func(fd int, off, n int64) error, fd int, off, n int64) error {
 	if u.closed {
 		return ErrClosed
 	}
@@ -842,26 +863,35 @@ func (u *URing) StartWriteback(fd int, off, n int64) error {
 	u.reap() // outside a round only detached requests complete
 	err := u.detachedErr
 	u.detachedErr = nil
-	if u.detached >= u.maxDetached || off < 0 || n <= 0 || n > math.MaxUint32 || !u.submitDetached(fd, off, n) {
-		u.stats.detachedSync++
-		if e := syncFileRange(fd, off, n); e != nil {
-			err = fmt.Errorf("ring: sync_file_range fd %d: %w", fd, e)
-		}
-		return err
+	if u.detached >= u.maxDetached || off < 0 || n <= 0 || n > math.MaxUint32 {
+		return u.hintSync(name, call, fd, off, n, err)
+	}
+	s.fd, s.off, s.len = int32(fd), uint64(off), uint32(n)
+	s.userData = detachedTag | uint64(s.opcode)<<32 | uint64(uint32(fd))
+	if !u.submitDetached(s) {
+		return u.hintSync(name, call, fd, off, n, err)
 	}
 	u.detached++
 	u.stats.detached++
 	return err
 }
 
-// submitDetached queues one SYNC_FILE_RANGE SQE and submits it, reporting
+// hintSync runs a hint as a system call, returning its error or, when it
+// succeeds, err (an earlier detached hint's).
+func (u *URing) hintSync(name string, call func(fd int, off, n int64) error, fd int, off, n int64, err error) error {
+	u.stats.detachedSync++
+	if e := call(fd, off, n); e != nil {
+		err = fmt.Errorf("ring: %s fd %d: %w", name, fd, e)
+	}
+	return err
+}
+
+// submitDetached queues one detached SQE and submits it, reporting
 // whether the kernel took it; an SQE it did not take is withdrawn. The SQ
 // is empty here: rounds submit all of theirs before they return.
-func (u *URing) submitDetached(fd int, off, n int64) bool {
+func (u *URing) submitDetached(s sqe) bool {
 	tail := atomic.LoadUint32(u.sqTail)
-	s := u.sqe(tail)
-	*s = sqe{opcode: opSyncFileRange, fd: int32(fd), off: uint64(off), len: uint32(n),
-		opFlags: syncFileRangeWrite, userData: detachedTag | uint64(uint32(fd))}
+	*u.sqe(tail) = s
 	atomic.StoreUint32(u.sqTail, tail+1)
 	for {
 		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 1, 0, 0, 0, 0)

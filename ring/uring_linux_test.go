@@ -4,10 +4,13 @@ package ring
 
 import (
 	"errors"
+	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -406,4 +409,92 @@ func TestURingStartWriteback(t *testing.T) {
 		t.Fatalf("stats %+v after %+v: want 3 synchronous hints", d, before)
 	}
 	a.check(t)
+}
+
+// resident counts the pages of f's first n bytes in the page cache.
+func resident(t *testing.T, f *os.File, n int) int {
+	t.Helper()
+	m, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (n+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(n), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	in := 0
+	for _, v := range vec {
+		in += int(v & 1)
+	}
+	return in
+}
+
+// TestDropCache: a drop hint, through the ring (detached), through a
+// backend without one and as the package function, leaves the clean pages
+// of its range out of the page cache and keeps the others; the file reads
+// the same after it.
+func TestDropCache(t *testing.T) {
+	u := newURingOrSkip(t, Options{Entries: 8})
+	const chunk = 256 << 10
+	drops := map[string]func(fd int, off, n int64) error{
+		"ring": func(fd int, off, n int64) error {
+			before := u.stats.detached
+			err := u.DropCache(fd, off, n)
+			if u.stats.detached != before+1 {
+				t.Errorf("drop was not detached: stats %+v", u.stats)
+			}
+			waitDetached(t, u)
+			return err
+		},
+		"system call": func(fd int, off, n int64) error { return DropCache(nil, fd, off, n) },
+	}
+	for name, drop := range drops {
+		t.Run(name, func(t *testing.T) {
+			// Two files, dropped whole: the kernel caches written data
+			// in large folios, and a folio across the range's end stays.
+			a, b := newTestFile(t, "a"), newTestFile(t, "b")
+			var st unix.Statfs_t
+			if err := unix.Fstatfs(a.fd(), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Type == unix.TMPFS_MAGIC {
+				t.Skip("the temporary directory is on tmpfs, whose pages cannot be dropped")
+			}
+			ops := []Op{a.writev(0, false, pattern(1, chunk)), b.writev(0, false, pattern(2, chunk)),
+				{Kind: OpFdatasync, Fd: a.fd()}, {Kind: OpFdatasync, Fd: b.fd()}}
+			mustRun(t, u, ops)
+			checkOK(t, ops)
+			pages := chunk / os.Getpagesize()
+			if in := resident(t, a.f, chunk) + resident(t, b.f, chunk); in != 2*pages {
+				t.Skipf("%d of %d written pages in the page cache before the drop: nothing to observe", in, 2*pages)
+			}
+			if err := drop(a.fd(), 0, chunk); err != nil {
+				t.Fatal(err)
+			}
+			if in := resident(t, a.f, chunk); in != 0 {
+				t.Fatalf("%d of %d dropped pages still in the page cache", in, pages)
+			}
+			if in := resident(t, b.f, chunk); in != pages {
+				t.Fatalf("%d of %d pages of another file left in the page cache", in, pages)
+			}
+			a.check(t)
+			b.check(t)
+		})
+	}
+	// A hint the kernel fails is reported by the next one, naming it.
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	if err := u.DropCache(p[1], 0, chunk); err != nil {
+		t.Fatalf("drop on a pipe failed before it ran: %v", err)
+	}
+	waitDetached(t, u)
+	tf := newTestFile(t, "g")
+	if err := u.StartWriteback(tf.fd(), 0, chunk); !errors.Is(err, syscall.ESPIPE) || !strings.Contains(err.Error(), "fadvise") {
+		t.Fatalf("next hint after a failed drop: %v, want fadvise's ESPIPE", err)
+	}
 }

@@ -42,3 +42,6 @@ var _ Backend = (*URing)(nil)
 
 // StartWriteback returns ErrClosed: a URing cannot exist off Linux.
 func (u *URing) StartWriteback(int, int64, int64) error { return ErrClosed }
+
+// DropCache returns ErrClosed: a URing cannot exist off Linux.
+func (u *URing) DropCache(int, int64, int64) error { return ErrClosed }

@@ -89,6 +89,10 @@ type Log struct {
 	// writebackErr is logged once.
 	writeback    func(b ring.Backend, f *os.File, off, n int64) error
 	writebackErr bool
+	// drop drops a file range from the page cache through the committing
+	// backend (ring.DropCache; tests replace it); dropErr is logged once.
+	drop    func(b ring.Backend, f *os.File, off, n int64) error
+	dropErr bool
 
 	// Background flushes of sealed segments advance the recovery point.
 	bg       sync.WaitGroup
@@ -168,7 +172,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := o.Perm.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	l := &Log{dir: dir, opts: o, perm: o.Perm, logger: o.Logger.With("log", filepath.Base(dir)), writeback: hintWriteback}
+	l := &Log{dir: dir, opts: o, perm: o.Perm, logger: o.Logger.With("log", filepath.Base(dir)), writeback: hintWriteback, drop: hintDrop}
 	if err := l.load(); err != nil {
 		l.closeSegments()
 		return nil, err

@@ -666,3 +666,96 @@ func testWritebackChunks(t *testing.T, kind ring.Kind) {
 		t.Fatalf("WritebackBytes 0 started %d writebacks", len(calls))
 	}
 }
+
+// TestPageCacheTail: with PageCacheTailBytes, appends drop each segment's
+// whole writeback chunks from the page cache once they lie more than that
+// far behind the segment's end, each once and in order, never past the
+// writeback started; after a truncation the drops go on from the cut. The
+// hint goes through the committing backend, the real call succeeds, and
+// every batch reads back the same. PageCacheTailBytes 0 drops nothing.
+func TestPageCacheTail(t *testing.T) {
+	be := newBackend(t, ring.KindHybrid)
+	const chunk, tail = 4096, 16 << 10
+	type call struct {
+		f      *os.File
+		off, n int64
+	}
+	var drops []call
+	record := func(l *Log) {
+		l.drop = func(b ring.Backend, f *os.File, off, n int64) error {
+			if b != be {
+				t.Fatalf("drop through %v, want the committing backend %v", b, be)
+			}
+			st, err := f.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if off%chunk != 0 || n <= 0 || (off+n)%chunk != 0 || off+n > st.Size()-tail {
+				t.Fatalf("drop of [%d,+%d) of a %d-byte segment", off, n, st.Size())
+			}
+			drops = append(drops, call{f, off, n})
+			err = hintDrop(b, f, off, n) // the real call must work too
+			if err != nil {
+				t.Errorf("drop of [%d,+%d): %v", off, n, err)
+			}
+			return err
+		}
+	}
+	l := openLog(t, t.TempDir(), Options{WritebackBytes: chunk, PageCacheTailBytes: tail, SegmentBytes: 64 << 10})
+	defer l.Close()
+	record(l)
+	for i := 0; i < 250; i++ {
+		appendOne(t, l, be, makeBatch(t, i, 3, 300, 1), false)
+	}
+	if l.SegmentCount() < 2 {
+		t.Fatalf("%d segments: the test needs rolls", l.SegmentCount())
+	}
+	l.mu.RLock()
+	segs := slices.Clone(l.segs)
+	l.mu.RUnlock()
+	next := map[*os.File]int64{}
+	for _, c := range drops {
+		if c.off != next[c.f] {
+			t.Fatalf("drop of [%d,+%d) after %d", c.off, c.n, next[c.f])
+		}
+		next[c.f] = c.off + c.n
+	}
+	for _, s := range segs[:len(segs)-1] {
+		if next[s.f] == 0 {
+			t.Fatalf("segment %d (%d bytes): nothing dropped", s.base, s.size.Load())
+		}
+	}
+	if got := len(readAll(t, l, false)); got != 250 {
+		t.Fatalf("%d batches read back after the drops, want 250", got)
+	}
+
+	// A truncation into the dropped part of the active segment: the drops
+	// start again from the cut.
+	act := segs[len(segs)-1]
+	cutAt := act.base + 30
+	if _, err := l.TruncateTo(cutAt); err != nil {
+		t.Fatal(err)
+	}
+	cut := act.size.Load()
+	if cut >= next[act.f] {
+		t.Fatalf("cut at %d is not below the dropped %d: the test needs a deeper truncation", cut, next[act.f])
+	}
+	drops = nil
+	for i := 0; i < 60; i++ {
+		appendOne(t, l, be, makeBatch(t, 1000+i, 3, 300, 1), false)
+	}
+	if len(drops) == 0 || drops[0].f != act.f || drops[0].off != cut-cut%chunk {
+		t.Fatalf("first drops after truncating to %d: %+v", cut, drops[:min(len(drops), 1)])
+	}
+
+	drops = nil
+	off := openLog(t, t.TempDir(), Options{WritebackBytes: chunk})
+	defer off.Close()
+	record(off)
+	for i := 0; i < 100; i++ {
+		appendOne(t, off, be, makeBatch(t, i, 3, 300, 1), false)
+	}
+	if len(drops) != 0 {
+		t.Fatalf("PageCacheTailBytes 0 dropped %d ranges", len(drops))
+	}
+}

@@ -56,6 +56,16 @@ type Options struct {
 	// once gigabytes are dirty. 0: leave writeback to the kernel. Linux
 	// only: elsewhere the hint is a no-op.
 	WritebackBytes int64
+	// PageCacheTailBytes drops a segment's data from the page cache once
+	// its writeback was started and more than this many bytes were
+	// appended after it (posix_fadvise DONTNEED on the whole writeback
+	// chunks behind: the kernel drops only clean pages). Readers within
+	// this distance of the tail read the page cache; the freed pages are
+	// the ones the next appends take, instead of fresh ones, which on a VM
+	// whose free memory the hypervisor takes back cost several times the
+	// copy. 0: leave the page cache to the kernel. Needs WritebackBytes;
+	// Linux only, like it.
+	PageCacheTailBytes int64
 	// Preallocate reserves SegmentBytes of disk when a segment is created
 	// (fallocate, released past the data when the segment is sealed).
 	// Linux only: elsewhere nothing is reserved.
@@ -128,6 +138,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.WritebackBytes < 0 {
 		return r, fmt.Errorf("writeback bytes %d is negative", r.WritebackBytes)
+	}
+	if r.PageCacheTailBytes < 0 {
+		return r, fmt.Errorf("page cache tail bytes %d is negative", r.PageCacheTailBytes)
 	}
 	if r.IndexIntervalBytes <= 0 {
 		r.IndexIntervalBytes = DefaultIndexIntervalBytes

@@ -442,6 +442,7 @@ func (l *Log) cutSegment(s *segment, cut, newEnd int64) error {
 	}
 	s.preallocated = 0
 	s.writeback = min(s.writeback, cut)
+	s.dropped = min(s.dropped, cut)
 	s.maxTs.Store(-1)
 	s.maxTsOffset, s.lastIndexed = -1, -1
 	if why := l.loadTail(s, cut); why != "" {

@@ -6,6 +6,12 @@ import (
 	"github.com/ringlog/ringlog/ring"
 )
 
+// hintDrop is Log.drop outside tests: like hintWriteback, through the
+// backend that committed the writes.
+func hintDrop(b ring.Backend, f *os.File, off, n int64) error {
+	return ring.DropCache(b, int(f.Fd()), off, n)
+}
+
 // hintWriteback is Log.writeback outside tests: the hint goes to the
 // backend that committed the writes, so a ring-backed shard hands it to
 // io_uring and the committer (an event loop, on the direct-write path)
@@ -28,5 +34,27 @@ func (l *Log) startWriteback(b ring.Backend, seg *segment, end, chunk int64) {
 	if err := l.writeback(b, seg.f, from, end-from); err != nil && !l.writebackErr {
 		l.writebackErr = true
 		l.logger.Warn("starting writeback failed; appends go on", "segment", seg.base, "err", err)
+	}
+	if tail := l.opts.PageCacheTailBytes; tail > 0 {
+		l.dropBehind(b, seg, end-tail, chunk)
+	}
+}
+
+// dropBehind drops seg's whole chunks below upTo (and below the writeback
+// started) that were not dropped yet from the page cache (owner only),
+// through b. A failure is logged once, as the writeback hint's: the pages
+// stay cached, which costs memory and nothing else.
+func (l *Log) dropBehind(b ring.Backend, seg *segment, upTo, chunk int64) {
+	upTo = min(upTo, seg.writeback)
+	upTo -= upTo % chunk
+	// After a truncation dropped is the cut, inside a chunk.
+	from := seg.dropped - seg.dropped%chunk
+	if upTo <= from || upTo <= seg.dropped {
+		return
+	}
+	seg.dropped = upTo
+	if err := l.drop(b, seg.f, from, upTo-from); err != nil && !l.dropErr {
+		l.dropErr = true
+		l.logger.Warn("dropping written data from the page cache failed; appends go on", "segment", seg.base, "err", err)
 	}
 }
