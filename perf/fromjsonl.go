@@ -65,6 +65,9 @@ func ReadSuite(path string) (*SuiteResult, error) {
 		}
 		c := r.Config
 		switch {
+		case r.Mode == ModeProduce && strings.HasPrefix(r.Label, cpuRefPrefix):
+			sr.CPURef = append(sr.CPURef, r)
+			afterSweep = true
 		case r.Mode == ModeProduce && strings.HasPrefix(r.Label, "raw produce"):
 			sr.RawProduce = append(sr.RawProduce, r)
 			afterSweep = true

@@ -78,6 +78,10 @@ type SuiteConfig struct {
 	// (StartRelayProcess: the program and its arguments, e.g. this
 	// ringlog-perf and relay-serve); empty: no floor points.
 	RelayCommand []string `json:"relay_command,omitempty"`
+	// KfakeCommand starts franz-go's in-memory kfake for the CPU
+	// reference points (StartRelayProcess: e.g. this ringlog-perf and
+	// kfake-serve); empty: no CPU reference.
+	KfakeCommand []string `json:"kfake_command,omitempty"`
 }
 
 // DefaultSuite returns the standard matrix.
@@ -169,7 +173,11 @@ type SuiteResult struct {
 	// Floor is the relay floor (RunRelayFloor) at the low rate and at
 	// half of the max: the latency this machine gives a process that only
 	// moves the records, the same clients' pattern, run alongside.
-	Floor    []*Result `json:"relay_floor,omitempty"`
+	Floor []*Result `json:"relay_floor,omitempty"`
+	// CPURef is the CPU reference: the reference point at max rate
+	// against kfake (in-memory, nothing written) and against the broker,
+	// alternated, for the broker's CPU per record against kfake's.
+	CPURef   []*Result `json:"cpu_ref,omitempty"`
 	Targets  []Target  `json:"targets"`
 	Charts   []string  `json:"charts"`
 	Failures []string  `json:"failures,omitempty"`
@@ -230,14 +238,15 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 		manySteps = 1
 	}
 	phaseSteps := map[string]int{
-		"references":  2,
-		"sweep":       len(sc.Sizes) * len(sc.Acks) * len(sc.Partitions),
-		"producers":   moreProducers + 2,
-		"consume":     4,
-		"latency":     2 + len(sc.LoadFractions),
-		"raw latency": 1 + len(sc.LoadFractions),
-		"relay floor": floorSteps(sc),
-		"many":        manySteps,
+		"references":    2,
+		"sweep":         len(sc.Sizes) * len(sc.Acks) * len(sc.Partitions),
+		"producers":     moreProducers + 2,
+		"consume":       4,
+		"latency":       2 + len(sc.LoadFractions),
+		"raw latency":   1 + len(sc.LoadFractions),
+		"relay floor":   floorSteps(sc),
+		"cpu reference": cpuRefSteps(sc),
+		"many":          manySteps,
 	}
 	steps := 0
 	for _, n := range phaseSteps {
@@ -525,6 +534,46 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 		}
 	}
 
+	// 5d. The CPU reference: the reference point at max rate against
+	// kfake, which keeps the records in memory and writes nothing, and
+	// against the broker, alternated, each kfake in a fresh process (it
+	// keeps every record it was sent).
+	phase("cpu reference")
+	if len(sc.KfakeCommand) > 0 {
+		for round := 1; round <= cpuRefRounds; round++ {
+			for _, kfake := range []bool{true, false} {
+				c := base
+				c.RecordSize, c.Acks, c.Partitions, c.Rate = sc.RefSize, "1", sc.RefPartitions, 0
+				c.Duration = sc.PointDuration
+				c.Label = fmt.Sprintf("%s broker, produce %s acks=1 partitions=%d, round %d", cpuRefPrefix, sizeName(sc.RefSize), sc.RefPartitions, round)
+				var proc *RelayProcess
+				if kfake {
+					var err error
+					if proc, err = StartRelayProcess(sc.KfakeCommand[0], sc.KfakeCommand[1:]...); err != nil {
+						fail("start kfake", err)
+						say("kfake round %d: failed", round)
+						continue
+					}
+					c.Brokers, c.BrokerPID = []string{proc.Addr}, proc.PID
+					c.Label = fmt.Sprintf("%s kfake, produce %s acks=1 partitions=%d, round %d", cpuRefPrefix, sizeName(sc.RefSize), sc.RefPartitions, round)
+				}
+				r, err := point(c, false)
+				if proc != nil {
+					if serr := proc.Stop(); err == nil && serr != nil {
+						err = fmt.Errorf("stop kfake: %w", serr)
+					}
+				}
+				if err != nil {
+					fail(c.Label, err)
+					say("%s: failed", c.Label)
+					continue
+				}
+				sr.CPURef = append(sr.CPURef, r)
+				say("%s: %.0f records/s, broker CPU %s µs per record", c.Label, r.RecordsPerSec, usPerRecord(r))
+			}
+		}
+	}
+
 	phase("many")
 	// 6. Many partitions, last: a thousand partitions' files stay in the
 	// page cache and would disturb the steps after it.
@@ -550,6 +599,30 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 	sr.Env.Note = sc.Note
 	sr.Elapsed = Duration(time.Since(clock.began).Round(time.Second))
 	return sr, sr.WriteReport(dir, fail)
+}
+
+// cpuRefPrefix starts the labels of the CPU reference points, and
+// cpuRefRounds is how many rounds of them (kfake, then the broker) run.
+const (
+	cpuRefPrefix = "cpu reference:"
+	cpuRefRounds = 2
+)
+
+// cpuRefSteps is the number of CPU reference points the suite runs.
+func cpuRefSteps(sc SuiteConfig) int {
+	if len(sc.KfakeCommand) == 0 {
+		return 0
+	}
+	return 2 * cpuRefRounds
+}
+
+// usPerRecord is r's broker CPU per record in µs, "?" where the broker's
+// CPU was not read.
+func usPerRecord(r *Result) string {
+	if r.BrokerCores <= 0 || r.RecordsPerSec <= 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f", r.BrokerCores/r.RecordsPerSec*1e6)
 }
 
 // floorSteps is the number of relay floor points the suite runs.
@@ -753,7 +826,7 @@ func (sr *SuiteResult) targets() []Target {
 		t5.Value = sr.Many.MBPerSec / best.MBPerSec
 		t5.Measured = fmt.Sprintf("%.1f MB/s / %.1f MB/s (best, %d partitions) = %.2f", sr.Many.MBPerSec, best.MBPerSec, best.Config.Partitions, t5.Value)
 	}
-	ts = append(ts, t5)
+	ts = append(ts, t5, cpuRefTarget(sr.CPURef))
 	for i := range ts {
 		ts[i].judge()
 	}
@@ -879,4 +952,34 @@ func dirtyBytes() int64 {
 		}
 	}
 	return total
+}
+
+// cpuRefTarget judges the broker's CPU per record against kfake's over
+// the CPU reference points: each side's broker CPU seconds over its
+// records, all its rounds together.
+func cpuRefTarget(runs []*Result) Target {
+	t := Target{Name: "CPU per record vs kfake", Goal: "broker CPU per record ≤ 0.5x franz-go's in-memory kfake's at max rate (reference point, acks=1), measured alternately in the same run", Limit: 0.5, AtMost: true}
+	var cpu, recs [2]float64 // [0] the broker, [1] kfake
+	var rounds [2]int
+	for _, r := range runs {
+		side := 0
+		if strings.HasPrefix(r.Label, cpuRefPrefix+" kfake") {
+			side = 1
+		}
+		if r.BrokerCores <= 0 || r.RecordsPerSec <= 0 {
+			continue
+		}
+		secs := float64(r.Records) / r.RecordsPerSec
+		cpu[side] += r.BrokerCores * secs
+		recs[side] += float64(r.Records)
+		rounds[side]++
+	}
+	if rounds[0] == 0 || rounds[1] == 0 {
+		t.Missing = "CPU reference points missing (no kfake, or the broker's CPU not read: --broker-pid)"
+		return t
+	}
+	us := func(side int) float64 { return cpu[side] / recs[side] * 1e6 }
+	t.Value = us(0) / us(1)
+	t.Measured = fmt.Sprintf("%.2f µs / %.2f µs per record (broker / kfake, %d and %d rounds) = %.2f", us(0), us(1), rounds[0], rounds[1], t.Value)
+	return t
 }

@@ -33,6 +33,7 @@ func run(args []string, stdout, stderr io.Writer) cli.ExitCode {
 		{Name: "e2e-raw", Summary: "end-to-end latency with plain Produce and Fetch requests, no client library", Run: runPerfE2ERaw},
 		{Name: "relay-floor", Summary: "the latency floor of this machine: e2e-raw's clients and a relay that only moves the records", Run: runPerfRelayFloor},
 		{Name: "relay-serve", Summary: "serve the relay of relay-floor (which starts it)", Run: runRelayServe},
+		{Name: "kfake-serve", Summary: "serve franz-go's in-memory kfake, the suite's CPU reference (the suite starts it)", Run: runKfakeServe},
 		{Name: "share", Summary: "share-group (KIP-932 queue) throughput with 1, 4, 16 consumers of one partition", Run: runPerfShare},
 		{Name: "rebalance", Summary: "how long a consumer group takes to absorb one more member, and what it pauses: KIP-848 vs classic", Run: runPerfRebalance},
 		{Name: "scale", Summary: "sweep partitions and producers; charts and JSONL", Run: runPerfScale},

@@ -372,6 +372,35 @@ func runRelayServe(args []string, stdout, stderr io.Writer) error {
 	return perf.ServeRelay(ctx, ln, func() { fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr()) })
 }
 
+const kfakeServeUsage = `
+Usage: ringlog-perf kfake-serve [--addr host:port]
+
+Serves franz-go's in-memory fake Kafka (kfake, one broker: records kept in
+memory, nothing written to disk) until SIGINT or SIGTERM: the CPU reference
+of 'ringlog-perf suite', which starts it. Once it listens it prints the
+relay's ready line:
+  ringlog-perf relay ready addr=HOST:PORT
+`
+
+func runKfakeServe(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("kfake-serve", kfakeServeUsage, "\nExamples:\n  ringlog-perf kfake-serve --addr 127.0.0.1:0\n", stdout)
+	addr := fs.String("addr", "127.0.0.1:0", "`host:port` to listen on")
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return cli.Usagef("kfake-serve takes no arguments, got %q", rest)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("kfake-serve: %w", err)
+	}
+	ctx, cancel := perfContext()
+	defer cancel()
+	return perf.ServeKfake(ctx, ln, func() { fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr()) })
+}
+
 const perfScaleUsage = `
 Usage: ringlog-perf scale [flags]
 
@@ -439,7 +468,9 @@ partitions, producer clients at 16 partitions, 1000 partitions, consume
 from offset 0, end-to-end latency at 10k records/s and at fractions of the
 max (with franz-go and with raw clients), and the host's latency floor at
 10k records/s and half of the max (relay-floor, a relay process started
-for it). Writes results.jsonl, charts, targets.json and summary.md (targets met
+for it), and the CPU reference: the 1 KiB x 16 acks=1 max-rate point
+against franz-go's in-memory kfake (a 'kfake-serve' process) and against
+the broker, alternated, for the broker's CPU per record. Writes results.jsonl, charts, targets.json and summary.md (targets met
 or missed, with numbers) into <out>/<YYYYMMDD-HHMM>-<host>/.
 `
 
@@ -477,6 +508,7 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&sc.LatencyProcs, "latency-procs", sc.LatencyProcs, "GOMAXPROCS of the load generator in latency runs at up to half of the max (0: all CPUs)")
 	fs.StringVar(&sc.Note, "note", "", "free text added to the environment in every result")
 	noFloor := fs.Bool("no-relay-floor", false, "skip the relay floor points (they start this program as 'ringlog-perf relay-serve')")
+	noKfake := fs.Bool("no-kfake", false, "skip the CPU reference points against franz-go's in-memory kfake (they start this program as 'ringlog-perf kfake-serve')")
 	sc.BrokerPID, _ = strconv.Atoi(os.Getenv("RINGLOG_PID"))
 	fs.IntVar(&sc.BrokerPID, "broker-pid", sc.BrokerPID, "process id of the broker when it runs here: its CPU use is reported (env RINGLOG_PID)")
 	rest, err := cli.ParseArgs(fs, args)
@@ -502,12 +534,17 @@ func runPerfSuite(args []string, stdout, stderr io.Writer) error {
 	if sc.LatencyProcs < 0 {
 		return cli.Usagef("--latency-procs must be 0 (all CPUs) or more")
 	}
-	if !*noFloor {
+	if !*noFloor || !*noKfake {
 		exe, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("suite: find this program to start the relay floor's relay (or pass --no-relay-floor): %w", err)
+			return fmt.Errorf("suite: find this program to start the relay floor's relay and kfake (or pass --no-relay-floor --no-kfake): %w", err)
 		}
-		sc.RelayCommand = []string{exe, "relay-serve"}
+		if !*noFloor {
+			sc.RelayCommand = []string{exe, "relay-serve"}
+		}
+		if !*noKfake {
+			sc.KfakeCommand = []string{exe, "kfake-serve"}
+		}
 	}
 	ctx, cancel := perfContext()
 	defer cancel()

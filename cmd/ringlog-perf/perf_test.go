@@ -21,7 +21,7 @@ func TestPerfCommandLine(t *testing.T) {
 		code := run(args, &out, &errb)
 		return code, out.String(), errb.String()
 	}
-	for _, sub := range []string{"produce", "consume", "e2e", "e2e-raw", "relay-floor", "relay-serve", "scale", "suite", "report", "flamegraph"} {
+	for _, sub := range []string{"produce", "consume", "e2e", "e2e-raw", "relay-floor", "relay-serve", "kfake-serve", "scale", "suite", "report", "flamegraph"} {
 		code, stdout, stderr := runIn(sub, "--help")
 		if code != cli.ExitOK || !strings.Contains(stdout, "Usage: ringlog-perf "+sub) || !strings.Contains(stdout, "Examples:") || stderr != "" {
 			t.Errorf("%s --help: exit %d\nstdout %s\nstderr %s", sub, code, stdout, stderr)
@@ -46,6 +46,7 @@ func TestPerfCommandLine(t *testing.T) {
 		{"produce", "--warmup", "10s", "--duration", "5s"},
 		{"e2e", "extra-arg"},
 		{"relay-serve", "extra-arg"},
+		{"kfake-serve", "extra-arg"},
 		{"scale", "--sweep-partitions", "1,x"},
 		{"scale", "--topic", "t"},
 		{"suite", "--warmup", "1m"},
