@@ -395,8 +395,8 @@ func (l *Log) commit(st *Stage, b ring.Backend) {
 		m.seg.size.Store(m.pos + int64(len(m.data)))
 		m.seg.end.Store(m.next)
 		m.seg.noteBatch(m.base, m.pos)
-		if chunk := l.opts.WritebackBytes; chunk > 0 && !st.sync {
-			l.startWriteback(b, m.seg, m.pos+int64(len(m.data)), chunk)
+		if chunk := l.opts.WritebackBytes; chunk > 0 {
+			l.startWriteback(b, m.seg, m.pos+int64(len(m.data)), chunk, st.sync)
 		}
 	}
 	if st.epochs != nil {

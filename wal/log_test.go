@@ -670,7 +670,8 @@ func testWritebackChunks(t *testing.T, kind ring.Kind) {
 // TestPageCacheTail: with PageCacheTailBytes, appends drop each segment's
 // whole writeback chunks from the page cache once they lie more than that
 // far behind the segment's end, each once and in order, never past the
-// writeback started; after a truncation the drops go on from the cut. The
+// writeback started (or the sync done); after a truncation the drops go
+// on from the cut. The
 // hint goes through the committing backend, the real call succeeds, and
 // every batch reads back the same. PageCacheTailBytes 0 drops nothing.
 func TestPageCacheTail(t *testing.T) {
@@ -746,6 +747,15 @@ func TestPageCacheTail(t *testing.T) {
 	}
 	if len(drops) == 0 || drops[0].f != act.f || drops[0].off != cut-cut%chunk {
 		t.Fatalf("first drops after truncating to %d: %+v", cut, drops[:min(len(drops), 1)])
+	}
+	// Synced appends (acks=all, flush.messages) start no writeback, but
+	// their fdatasync wrote the chunks back: the drops go on.
+	drops = nil
+	for i := 0; i < 100; i++ {
+		appendOne(t, l, be, makeBatch(t, 2000+i, 3, 300, 1), true)
+	}
+	if len(drops) == 0 {
+		t.Fatal("synced appends dropped nothing")
 	}
 
 	drops = nil

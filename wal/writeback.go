@@ -21,19 +21,23 @@ func hintWriteback(b ring.Backend, f *os.File, off, n int64) error {
 }
 
 // startWriteback starts the writeback of seg's whole chunks below end that
-// were not started yet (owner only), through b. A failure is logged once
-// and otherwise ignored: it promises nothing, and a failing disk shows up
-// in the fdatasyncs that do.
-func (l *Log) startWriteback(b ring.Backend, seg *segment, end, chunk int64) {
+// were not started yet (owner only), through b, and drops those the page
+// cache tail left behind. synced says the stage's fdatasync has just
+// written everything below end back: the chunks only count as started. A
+// failure is logged once and otherwise ignored: it promises nothing, and
+// a failing disk shows up in the fdatasyncs that do.
+func (l *Log) startWriteback(b ring.Backend, seg *segment, end, chunk int64, synced bool) {
 	end -= end % chunk
 	if end <= seg.writeback {
 		return
 	}
 	from := seg.writeback
 	seg.writeback = end
-	if err := l.writeback(b, seg.f, from, end-from); err != nil && !l.writebackErr {
-		l.writebackErr = true
-		l.logger.Warn("starting writeback failed; appends go on", "segment", seg.base, "err", err)
+	if !synced {
+		if err := l.writeback(b, seg.f, from, end-from); err != nil && !l.writebackErr {
+			l.writebackErr = true
+			l.logger.Warn("starting writeback failed; appends go on", "segment", seg.base, "err", err)
+		}
 	}
 	if tail := l.opts.PageCacheTailBytes; tail > 0 {
 		l.dropBehind(b, seg, end-tail, chunk)

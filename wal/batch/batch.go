@@ -371,11 +371,8 @@ func validateRecords(recs []byte, count int32, requireKeys bool) error {
 	var it Iter
 	it.Reset(recs, count)
 	var i int32
-	for {
-		r, ok := it.Next()
-		if !ok {
-			break
-		}
+	var r Record
+	for it.next(&r) {
 		if r.OffsetDelta != i {
 			return errorf(ClassInvalid, "record %d has offset delta %d (offset deltas must be 0..%d)", i, r.OffsetDelta, count-1)
 		}

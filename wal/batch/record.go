@@ -82,65 +82,73 @@ func (it *Iter) Err() error { return it.err }
 // run out or a record is malformed (then Err says why). Bytes left over
 // after the declared count are an error.
 func (it *Iter) Next() (Record, bool) {
+	var r Record
+	ok := it.next(&r)
+	return r, ok
+}
+
+// next is Next filling r in place, which spares the validation of every
+// produced batch (validateRecords) a copy of each record.
+func (it *Iter) next(r *Record) bool {
 	if it.err != nil {
-		return Record{}, false
+		return false
 	}
 	if it.left <= 0 {
 		if len(it.b) != 0 {
 			it.err = errorf(ClassCorrupt, "%d bytes follow the last record", len(it.b))
 		}
-		return Record{}, false
+		return false
 	}
 	if len(it.b) == 0 {
 		it.err = errorf(ClassCorrupt, "records end after %d of the declared records", it.index)
-		return Record{}, false
+		return false
 	}
 	length, n := binary.Varint(it.b)
 	if n <= 0 || length < 0 || length > int64(len(it.b)-n) {
 		it.err = errorf(ClassCorrupt, "record %d: bad length", it.index)
-		return Record{}, false
+		return false
 	}
 	body := it.b[n : n+int(length)]
 	it.b = it.b[n+int(length):]
-	r, err := parseRecord(body)
-	if err != nil {
+	if err := parseRecord(body, r); err != nil {
 		it.err = fmt.Errorf("record %d: %w", it.index, err)
-		return Record{}, false
+		return false
 	}
 	it.left--
 	it.index++
-	return r, true
+	return true
 }
 
-func parseRecord(b []byte) (Record, error) {
-	var r Record
+// parseRecord decodes one record's body into r (every field set).
+func parseRecord(b []byte, r *Record) error {
+	*r = Record{}
 	if len(b) < 1 {
-		return r, errorf(ClassCorrupt, "empty record")
+		return errorf(ClassCorrupt, "empty record")
 	}
 	r.Attributes = int8(b[0])
 	b = b[1:]
 	var n int
 	r.TimestampDelta, n = binary.Varint(b)
 	if n <= 0 {
-		return r, errorf(ClassCorrupt, "bad timestamp delta")
+		return errorf(ClassCorrupt, "bad timestamp delta")
 	}
 	b = b[n:]
 	od, n := binary.Varint(b)
 	if n <= 0 || od < 0 || od > 1<<31-1 {
-		return r, errorf(ClassCorrupt, "bad offset delta")
+		return errorf(ClassCorrupt, "bad offset delta")
 	}
 	r.OffsetDelta = int32(od)
 	b = b[n:]
 	var err error
 	if r.Key, b, err = readVarBytes(b); err != nil {
-		return r, err
+		return err
 	}
 	if r.Value, b, err = readVarBytes(b); err != nil {
-		return r, err
+		return err
 	}
 	hc, n := binary.Varint(b)
 	if n <= 0 || hc < 0 || hc > int64(len(b)) {
-		return r, errorf(ClassCorrupt, "bad header count")
+		return errorf(ClassCorrupt, "bad header count")
 	}
 	r.HeaderCount = int32(hc)
 	b = b[n:]
@@ -149,19 +157,19 @@ func parseRecord(b []byte) (Record, error) {
 	for i := int64(0); i < hc; i++ {
 		var k []byte
 		if k, b, err = readVarBytes(b); err != nil {
-			return r, err
+			return err
 		}
 		if k == nil {
 			r.nullHeaderKey = true
 		}
 		if _, b, err = readVarBytes(b); err != nil {
-			return r, err
+			return err
 		}
 	}
 	if len(b) != 0 {
-		return r, errorf(ClassCorrupt, "%d bytes after the record's headers", len(b))
+		return errorf(ClassCorrupt, "%d bytes after the record's headers", len(b))
 	}
-	return r, nil
+	return nil
 }
 
 // readVarBytes reads a varint length and that many bytes; length -1 is nil.

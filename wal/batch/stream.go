@@ -307,8 +307,8 @@ func (st *Stream) Next() (Record, bool) {
 	if ok, err := src.read(body); !ok {
 		return Record{}, st.fail(readErr(err, "record cut short"))
 	}
-	r, err := parseRecord(body)
-	if err != nil {
+	var r Record
+	if err := parseRecord(body, &r); err != nil {
 		return Record{}, st.fail(err)
 	}
 	st.left--
