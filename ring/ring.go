@@ -17,9 +17,11 @@
 //     worker threads and lose to pwritev, while concurrent syncs win.
 //
 // Besides batches, StartWriteback passes on a hint to start the kernel's
-// writeback of a file range (sync_file_range): the ring-backed backends
-// submit it without waiting for it, so that the caller, an event loop on
-// the direct-write path, does not wait while the kernel issues the writes.
+// writeback of a file range (sync_file_range) and DropCache one to drop a
+// written-back range from the page cache (posix_fadvise DONTNEED): the
+// ring-backed backends submit them without waiting, so that the caller,
+// an event loop on the direct-write path, does not wait while the kernel
+// does the work.
 //
 // All backends give a batch the same meaning, including link chains and
 // short writes (see Op), and none allocates in steady state on Linux.
