@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 func TestHWCheckpointRoundTrip(t *testing.T) {
@@ -107,18 +109,17 @@ func TestHighWatermarkCheckpoint(t *testing.T) {
 	appendReplicaOK(t, f, batches...)
 	f.SetFollowerHighWatermark(6)
 	path := filepath.Join(dir, hwCheckpointFile)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil {
-			if hws, err := decodeHWCheckpoint(bytes.NewReader(b)); err == nil && hws[hwKey{tp.ID, 0}] == 6 {
-				break
-			}
+	var b []byte
+	var readErr error
+	if !testenv.Eventually(5*time.Second, func() bool {
+		if b, readErr = os.ReadFile(path); readErr != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint of high watermark 6 in %s: %q %v", path, b, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		var hws map[hwKey]int64
+		hws, readErr = decodeHWCheckpoint(bytes.NewReader(b))
+		return readErr == nil && hws[hwKey{tp.ID, 0}] == 6
+	}) {
+		t.Fatalf("no checkpoint of high watermark 6 in %s: %q %v", path, b, readErr)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/tiered"
 	"github.com/ringlog/ringlog/wal"
 )
@@ -34,15 +35,12 @@ func TestTieredBigBatchStaysReadable(t *testing.T) {
 		appendOK(t, p, buildBatch(t, time.Now().UnixMilli(), -1, 0, 0, pair("k", strings.Repeat("y", 600))))
 	}
 	l, _ := p.Log()
-	waitFor(t, "offset 0 copied and deleted locally", func() bool { return l.StartOffset() > 0 && p.LogStartOffset() == 0 })
+	waitUntil(t, "offset 0 copied and deleted locally", func() bool { return l.StartOffset() > 0 && p.LogStartOffset() == 0 })
 	var rd RemoteRead
-	for range 100 {
+	testenv.Eventually(time.Second, func() bool {
 		rd, err = p.ReadRemote(0, 1<<20, p.HighWatermark(), &RemoteQuota{})
-		if err != nil || rd.Bytes > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil || rd.Bytes > 0
+	})
 	if err != nil || rd.Bytes < 12000 || rd.FirstOffset != 0 {
 		t.Fatalf("acknowledged offset 0: %d bytes, %v", rd.Bytes, err)
 	}
@@ -90,7 +88,7 @@ func TestTieredDeletionResumesAfterRestart(t *testing.T) {
 	e := openEngine(t, dir, mod)
 	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024"}
 	p := tieredTopic(t, e, "gone", cfg, 6, "x")
-	waitFor(t, "copies", func() bool { end, _ := p.RemoteEnd(); return end >= 3 })
+	waitUntil(t, "copies", func() bool { end, _ := p.RemoteEnd(); return end >= 3 })
 	store.fail.Store(true)
 	if err := e.DeleteTopic("gone"); err != nil {
 		t.Fatal(err)
@@ -99,12 +97,12 @@ func TestTieredDeletionResumesAfterRestart(t *testing.T) {
 	e.Close()
 	store.fail.Store(false)
 	openEngine(t, dir, mod)
-	waitFor(t, "the deleted topic's objects to go", func() bool {
+	waitUntil(t, "the deleted topic's objects to go", func() bool {
 		store.mu.Lock()
 		defer store.mu.Unlock()
 		return len(store.objs) == 0
 	})
-	waitFor(t, "the deletion's record to go", func() bool {
+	waitUntil(t, "the deletion's record to go", func() bool {
 		ents, _ := os.ReadDir(filepath.Join(dir, pendingDeletionsDir))
 		return len(ents) == 0
 	})
@@ -152,8 +150,8 @@ func TestNoRecopyAfterRemoteExpiry(t *testing.T) {
 	e := openEngine(t, dir, mod)
 	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024", "retention.ms": "500"}
 	p := tieredTopic(t, e, "r", cfg, 4, "x")
-	waitFor(t, "copies", func() bool { end, _ := p.RemoteEnd(); return end >= 3 })
-	waitFor(t, "remote expiry", func() bool { st, _ := e.TierStats(); return st.DeletedSegments >= 3 })
+	waitUntil(t, "copies", func() bool { end, _ := p.RemoteEnd(); return end >= 3 })
+	waitUntil(t, "remote expiry", func() bool { st, _ := e.TierStats(); return st.DeletedSegments >= 3 })
 	time.Sleep(500 * time.Millisecond)
 	if st, _ := e.TierStats(); st.CopiedSegments > 3 || st.DeletedSegments != 3 {
 		t.Fatalf("3 sealed segments: %d copies, %d remote deletions", st.CopiedSegments, st.DeletedSegments)

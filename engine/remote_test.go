@@ -197,16 +197,6 @@ func tierEngine(t *testing.T, dir string, store tiered.Store) *Engine {
 	})
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out: %s", what)
-}
-
 // A copy in flight when its topic is deleted does not leave its manifest
 // to a re-created topic of the same name: the new topic, once tiered,
 // copies its own offsets from 0 and reads them all back.
@@ -236,7 +226,7 @@ func TestTieredDeleteWhileCopying(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _ := p2.Log()
-	waitFor(t, "local retention", func() bool { return l.StartOffset() > 2 })
+	waitUntil(t, "local retention", func() bool { return l.StartOffset() > 2 })
 	if got := p2.LogStartOffset(); got != 0 {
 		t.Fatalf("new topic's log start %d", got)
 	}
@@ -267,7 +257,7 @@ func TestShareGroupOnTieredTopicStartsLocal(t *testing.T) {
 	cfg := map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024", "local.retention.bytes": "1024"}
 	p := tieredTopic(t, e, "q", cfg, 10, "x")
 	l, _ := p.Log()
-	waitFor(t, "copied and deleted locally", func() bool { return l.StartOffset() > 2 && p.LogStartOffset() == 0 })
+	waitUntil(t, "copied and deleted locally", func() bool { return l.StartOffset() > 2 && p.LogStartOffset() == 0 })
 	if err := e.AlterGroupConfigs("g", map[string]*string{"share.auto.offset.reset": ptr("earliest")}, false); err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func TestTieredClusterManifestInMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 12, "a")
-	waitFor(t, "the leader's copies", func() bool {
+	waitUntil(t, "the leader's copies", func() bool {
 		_, m := f.state()
 		n, _ := finished(m)
 		return n >= 3 && p.LocalStartOffset() > 0
@@ -205,7 +205,7 @@ func TestTieredClusterManifestInMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 8, "b")
-	waitFor(t, "copies after the leadership came back", func() bool {
+	waitUntil(t, "copies after the leadership came back", func() bool {
 		_, m := f.state()
 		_, end := finished(m)
 		return end > endBefore && end >= p.LocalStartOffset()
@@ -258,12 +258,12 @@ func TestTieredClusterLostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 12, "a")
-	waitFor(t, "the lost answer", func() bool {
+	waitUntil(t, "the lost answer", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.held
 	})
-	waitFor(t, "more copies (the held image notwithstanding)", func() bool {
+	waitUntil(t, "more copies (the held image notwithstanding)", func() bool {
 		_, m := f.state()
 		n, _ := finished(m)
 		return n >= 2
@@ -271,7 +271,7 @@ func TestTieredClusterLostAnswer(t *testing.T) {
 	_, m := f.state()
 	checkObjects(t, p, store, m)
 	f.publish()
-	waitFor(t, "local retention", func() bool { return p.LocalStartOffset() > 0 })
+	waitUntil(t, "local retention", func() bool { return p.LocalStartOffset() > 0 })
 	_, m = f.state()
 	checkObjects(t, p, store, m)
 	checkContiguous(t, m)
@@ -332,7 +332,7 @@ func TestTieredClusterLeadershipFlap(t *testing.T) {
 	f.setLeaderEpoch(99)
 	appendFill(t, p, 12, "a")
 	f.setLeaderEpoch(1)
-	waitFor(t, "finished copies", func() bool {
+	waitUntil(t, "finished copies", func() bool {
 		_, m := f.state()
 		n, _ := finished(m)
 		return n >= 2
@@ -352,7 +352,7 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendFill(t, p, 20, "c") // more than local retention keeps
-	waitFor(t, "the leader's refused copies", func() bool {
+	waitUntil(t, "the leader's refused copies", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.attempts > 0
@@ -406,7 +406,7 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 	if err := p.topic.eng.remote.store.Put(context.Background(), keys.Index, strings.NewReader("x"), 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "local retention below the remote end", func() bool { return p.LocalStartOffset() == m.CopiedEnd })
+	waitUntil(t, "local retention below the remote end", func() bool { return p.LocalStartOffset() == m.CopiedEnd })
 	// An older version changes nothing.
 	p.SetRemoteLog(1, []byte("{}"))
 	if end, _ := p.RemoteEnd(); end != m.CopiedEnd {
@@ -431,7 +431,7 @@ func TestTieredClusterPutStopsWithLeadership(t *testing.T) {
 	f.setLeaderEpoch(99) // nothing copied while appending
 	appendFill(t, p, 12, "a")
 	f.setLeaderEpoch(1)
-	waitFor(t, "the first log object", func() bool {
+	waitUntil(t, "the first log object", func() bool {
 		hs.mu.Lock()
 		defer hs.mu.Unlock()
 		return hs.fired
@@ -473,7 +473,7 @@ func TestTieredClusterOrphansRecordedFirst(t *testing.T) {
 	if err := p.SetReplicaState(leaderState(1, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the orphan's record tried", func() bool {
+	waitUntil(t, "the orphan's record tried", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.attempts > 0
@@ -488,7 +488,7 @@ func TestTieredClusterOrphansRecordedFirst(t *testing.T) {
 	// Accepted (the refused record is sent again): recorded, then its
 	// objects deleted, at the latest once its grace is over.
 	f.setLeaderEpoch(1)
-	waitFor(t, "the orphan's objects to go", func() bool {
+	waitUntil(t, "the orphan's objects to go", func() bool {
 		store.mu.Lock()
 		defer store.mu.Unlock()
 		_, okLog := store.objs[keys.Log]
@@ -509,7 +509,7 @@ func TestTieredClusterTooLargeManifest(t *testing.T) {
 	}
 	appendFill(t, p, 20, "a")
 	var end3 int64
-	waitFor(t, "three copies, the most the metadata takes", func() bool {
+	waitUntil(t, "three copies, the most the metadata takes", func() bool {
 		_, m := f.state()
 		n, end := finished(m)
 		end3 = end
@@ -518,7 +518,7 @@ func TestTieredClusterTooLargeManifest(t *testing.T) {
 	if err := p.topic.eng.AlterTopicConfig("tc", map[string]*string{"retention.bytes": new("4096")}, false, false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "copies past the first three once retention made room", func() bool {
+	waitUntil(t, "copies past the first three once retention made room", func() bool {
 		_, m := f.state()
 		_, end := finished(m)
 		return end > end3

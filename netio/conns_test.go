@@ -47,13 +47,6 @@ func waitClosed(t *testing.T, c net.Conn, d time.Duration) time.Duration {
 	}
 }
 
-// waitUntil polls cond every 10 ms until it holds, failing the test
-// after d: a wait for a state, not for a time.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testenv.WaitFor(t, d, what, cond)
-}
-
 // dialAPIVersions does one ApiVersions round trip on a fresh raw connection.
 func dialAPIVersions(b *testBroker) *e2eConn {
 	rc := b.e2eRaw()

@@ -331,7 +331,7 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	dialWire(t, sb.saslTxt).expectClosed("a fourth unauthenticated connection")
 	versionsOK(t, authed, 8)
 	held[0].c.Close()
-	waitUntil(t, 5*time.Second, "the closed unauthenticated connection to stop counting", func() bool {
+	e2eWaitFor(t, 5*time.Second, "the closed unauthenticated connection to stop counting", func() bool {
 		return sb.B.Listeners()[2].UnauthenticatedConns() < 3
 	})
 	plainAuth(dialWire(t, sb.saslTxt))
@@ -894,13 +894,13 @@ func TestTLSHandshakesCountAgainstMaxConnections(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		dialWire(t, sb.ssl)
 	}
-	waitUntil(t, 5*time.Second, "three connections handshaking", func() bool { return sb.B.Listeners()[1].HandshakingConns() == 3 })
+	e2eWaitFor(t, 5*time.Second, "three connections handshaking", func() bool { return sb.B.Listeners()[1].HandshakingConns() == 3 })
 	dialWire(t, sb.ssl)
 	if d := waitClosed(t, oldest.c, 300*time.Millisecond); d > 250*time.Millisecond {
 		t.Fatalf("the oldest handshake closed %v after a fourth connection came, want at once", d)
 	}
 	// The others time out (the read timeout is 500 ms).
-	waitUntil(t, 3*time.Second, "the handshakes to time out", func() bool { return sb.B.Listeners()[1].HandshakingConns() == 0 })
+	e2eWaitFor(t, 3*time.Second, "the handshakes to time out", func() bool { return sb.B.Listeners()[1].HandshakingConns() == 0 })
 	c, err := tls.Dial("tcp", sb.ssl, sb.tlsConfig())
 	if err != nil {
 		t.Fatalf("a handshake after the silent ones timed out: %v", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/internal/fsutil"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
@@ -301,8 +302,8 @@ func TestCache(t *testing.T) {
 	for i := range int64(5) {
 		c.Prefetch(ChunkKey{Object: "o", Index: i}, int64(len(obj)))
 	}
-	waitFor(t, func() bool { return st.reads.Load() == reads+5 })
-	waitFor(t, func() bool { return c.Stats().CachedBytes <= 3000 })
+	testenv.WaitFor(t, 5*time.Second, "the five reads", func() bool { return st.reads.Load() == reads+5 })
+	testenv.WaitFor(t, 5*time.Second, "the cache to shrink to 3000 bytes", func() bool { return c.Stats().CachedBytes <= 3000 })
 	// The store down: the error comes back, and is not retried before
 	// RetryAfter.
 	st.fail.Store(true)
@@ -355,15 +356,6 @@ func TestCacheClose(t *testing.T) {
 	case <-woke:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not wake the waiter")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // reassignUnderLoad is the chaos harness's reassignment fault, on one
@@ -98,21 +100,17 @@ func (h *replHarness) reassignUnderLoad(label string, rng *rand.Rand) faultResul
 // retrying while the controller is being replaced.
 func (h *replHarness) alterAssignment(label string, p int32, target []int32) {
 	h.t.Helper()
-	deadline := time.Now().Add(h.waitMax)
-	for {
+	var err error
+	if !testenv.Eventually(h.waitMax, func() bool {
 		req := kadm.AlterPartitionAssignmentsReq{}
 		req.Assign(h.topic, p, target)
-		resps, err := h.adm.AlterPartitionAssignments(h.ctx, req)
-		if err == nil {
+		var resps kadm.AlterPartitionAssignmentsResponses
+		if resps, err = h.adm.AlterPartitionAssignments(h.ctx, req); err == nil {
 			err = resps.Error()
 		}
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: reassign partition %d to %v: %v", label, p, target, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
+	}) {
+		h.t.Fatalf("%s: reassign partition %d to %v: %v", label, p, target, err)
 	}
 }
 
@@ -123,19 +121,17 @@ func (h *replHarness) waitAssigned(label string, p int32, target []int32) {
 	h.t.Helper()
 	want := sortedIDs(target)
 	deadline := time.Now().Add(h.waitMax)
-	for {
-		listed, err := h.adm.ListPartitionReassignments(h.ctx, nil)
+	var listed kadm.ListPartitionReassignmentsResponses
+	var err error
+	if !testenv.Eventually(h.waitMax, func() bool {
+		listed, err = h.adm.ListPartitionReassignments(h.ctx, nil)
 		moving := 0
 		for _, ps := range listed {
 			moving += len(ps)
 		}
-		if err == nil && moving == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: the reassignment of partition %d to %v is still listed after %v: %v %v", label, p, target, h.waitMax, listed, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && moving == 0
+	}) {
+		h.t.Fatalf("%s: the reassignment of partition %d to %v is still listed after %v: %v %v", label, p, target, h.waitMax, listed, err)
 	}
 	h.c.pollViews(h.ctx, h.c.running(), h.topic, time.Until(deadline)+h.waitMax, fmt.Sprintf("partition %d of %s on %v, in sync", p, h.topic, target),
 		func(vs []topicView) bool {
