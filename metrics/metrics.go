@@ -34,6 +34,9 @@ type Metrics struct {
 	ConnectionsClosed *prometheus.CounterVec
 	SendfileBytes     prometheus.Counter
 	CopiedBytes       prometheus.Counter
+	// DirectReadBytes counts request bytes read from a socket straight
+	// into their frame's buffer, past gnet's read buffer.
+	DirectReadBytes prometheus.Counter
 	// FetchesParked is the long-poll fetches waiting for data now.
 	FetchesParked prometheus.Gauge
 	// WritersStarted counts connections whose responses needed a writer
@@ -101,6 +104,9 @@ func New(apis ...API) *Metrics {
 	m.CopiedBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlog_fetch_copied_bytes_total", Help: "Record bytes sent to consumers through a user-space copy.",
 	})
+	m.DirectReadBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ringlog_request_direct_read_bytes_total", Help: "Request bytes read from the socket straight into the request's buffer (the rest is copied there from the event loop's read buffer).",
+	})
 	m.FetchesParked = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ringlog_fetches_parked", Help: "Long-poll fetches waiting for data (MinBytes) or MaxWaitMs now.",
 	})
@@ -124,7 +130,7 @@ func New(apis ...API) *Metrics {
 		Name: "ringlog_native_requests_denied_total", Help: "Native-protocol requests refused by the ACLs (the listener's --native-principal lacks the operation).",
 	})
 	m.Registry.MustRegister(m.requests, m.errors, m.latencies, m.Connections, m.ConnectionsOpen, m.ConnectionsClosed,
-		m.SendfileBytes, m.CopiedBytes, m.FetchesParked, m.WritersStarted, m.ResponseWrites, m.SyncSeconds,
+		m.SendfileBytes, m.CopiedBytes, m.DirectReadBytes, m.FetchesParked, m.WritersStarted, m.ResponseWrites, m.SyncSeconds,
 		m.FetchSessions, m.FetchSessionEvictions, m.NativeDenied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each API's instruments are resolved once, so the request path does
