@@ -163,8 +163,8 @@ type Config struct {
 // DefaultConfig builds on it; DataDir is left to the caller). Open fills a
 // zero Shards, ShardQueueBytes, PassBytes, DefaultPartitions, RetentionCheckInterval,
 // CompactionInterval and group session timeouts from it; a zero
-// AutoCreateTopics, WritebackBytes or Groups.InitialRebalanceDelay means
-// off, so a Config built field by field is not what ships: start from
+// AutoCreateTopics, WritebackBytes, PageCacheTailBytes or
+// Groups.InitialRebalanceDelay means off, so a Config built field by field is not what ships: start from
 // this.
 func DefaultConfig() Config {
 	return Config{

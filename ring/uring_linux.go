@@ -59,9 +59,11 @@ package ring
 // StartWriteback submits a SYNC_FILE_RANGE SQE and DropCache a FADVISE
 // (DONTNEED) SQE, and both return without waiting for it; the kernel
 // always runs either on an io-wq worker. Its user_data has the top bit set
-// (the opcode in bits 32-39 and the fd in the low bits), which no round's
+// (the next one for a drop, and the fd in the low bits), which no round's
 // SQE has, so whoever reaps the CQ next (a Run, or the next hint) counts
-// it off and keeps its error for the next hint to report. When
+// it off and keeps its error for the next hint to report. A kernel without
+// IORING_OP_FADVISE (before 5.6) answers a drop with EINVAL: that is not
+// reported, and later drops make the system call. When
 // maxDetached are in flight the next hint runs as a plain system call,
 // which throttles its caller the way a synchronous writeback start would.
 // The kernel looks the fd up when the worker runs: should the file be
@@ -262,9 +264,15 @@ type URing struct {
 	closed bool
 	broken error // set when the ring failed with requests in flight
 
-	detached    int   // detached requests (StartWriteback) in flight
+	detached    int   // detached requests (StartWriteback, DropCache) in flight
 	maxDetached int   // the most of them: min(16, cq_entries - sq_entries)
 	detachedErr error // the first detached failure not yet reported
+	// fadviseOp is the opcode DropCache submits (opFadvise; tests name
+	// one the kernel lacks), and noFadvise is set once the kernel
+	// answered it with EINVAL (io_uring before Linux 5.6 has no
+	// IORING_OP_FADVISE): from then on DropCache makes the system call.
+	fadviseOp uint8
+	noFadvise bool
 
 	// testHookRes, when set by a test, may replace the result of an SQE
 	// as reaped from the CQ (to fake a short write).
@@ -355,6 +363,7 @@ func NewURing(opts Options) (*URing, error) {
 	}
 	u.subs = make([]subEntry, 0, u.sqEntries)
 	u.maxDetached = int(min(16, u.cqEntries-min(u.cqEntries, u.sqEntries)))
+	u.fadviseOp = opFadvise
 	return u, nil
 }
 
@@ -813,9 +822,12 @@ func (u *URing) reap() int {
 		switch {
 		case c.userData&detachedTag != 0:
 			u.detached--
-			if c.res < 0 && u.detachedErr == nil {
+			drop := c.userData&detachedDrop != 0
+			if drop && c.res == -int32(syscall.EINVAL) {
+				u.noFadvise = true // an old kernel: not the hint's failure
+			} else if c.res < 0 && u.detachedErr == nil {
 				call := "sync_file_range"
-				if uint8(c.userData>>32) == opFadvise {
+				if drop {
 					call = "fadvise"
 				}
 				u.detachedErr = fmt.Errorf("ring: %s fd %d: %w", call, int32(uint32(c.userData)), syscall.Errno(-c.res))
@@ -829,9 +841,12 @@ func (u *URing) reap() int {
 	return got
 }
 
-// detachedTag marks the user_data of a detached request; bits 32-39 hold
-// its opcode and the low 32 bits its fd.
-const detachedTag = 1 << 63
+// detachedTag marks the user_data of a detached request, detachedDrop
+// that of a DropCache; the low 32 bits hold its fd.
+const (
+	detachedTag  = 1 << 63
+	detachedDrop = 1 << 62
+)
 
 // StartWriteback submits the start of [off, off+n)'s writeback of fd to
 // the ring and returns without waiting for it (see "Detached requests").
@@ -840,18 +855,24 @@ const detachedTag = 1 << 63
 // The error is this call's, or an earlier detached hint's (see the package
 // function StartWriteback).
 func (u *URing) StartWriteback(fd int, off, n int64) error {
-	return u.hint(sqe{opcode: opSyncFileRange, opFlags: syncFileRangeWrite}, "sync_file_range", syncFileRange, fd, off, n)
+	return u.hint(sqe{opcode: opSyncFileRange, opFlags: syncFileRangeWrite, userData: detachedTag}, "sync_file_range", syncFileRange, fd, off, n)
 }
 
 // DropCache submits the drop of [off, off+n)'s clean page cache of fd to
 // the ring (see the package function DropCache), as StartWriteback does
 // its hint.
 func (u *URing) DropCache(fd int, off, n int64) error {
-	return u.hint(sqe{opcode: opFadvise, opFlags: fadvDontNeed}, "fadvise", dropCache, fd, off, n)
+	if u.noFadvise && !u.closed && u.broken == nil {
+		u.reap()
+		err := u.detachedErr
+		u.detachedErr = nil
+		return u.hintSync("fadvise", dropCache, fd, off, n, err)
+	}
+	return u.hint(sqe{opcode: u.fadviseOp, opFlags: fadvDontNeed, userData: detachedTag | detachedDrop}, "fadvise", dropCache, fd, off, n)
 }
 
-// hint submits s (its opcode and flags; hint fills in the file, range and
-// user_data) as a detached request, or runs call(fd, off, n), named name
+// hint submits s (its opcode, flags and user_data tag; hint fills in the
+// file and range) as a detached request, or runs call(fd, off, n), named name
 // in its error, when it cannot be detached.
 func (u *URing) hint(s sqe, name string, call func(fd int, off, n int64) error, fd int, off, n int64) error {
 	if u.closed {
@@ -867,7 +888,7 @@ func (u *URing) hint(s sqe, name string, call func(fd int, off, n int64) error, 
 		return u.hintSync(name, call, fd, off, n, err)
 	}
 	s.fd, s.off, s.len = int32(fd), uint64(off), uint32(n)
-	s.userData = detachedTag | uint64(s.opcode)<<32 | uint64(uint32(fd))
+	s.userData |= uint64(uint32(fd))
 	if !u.submitDetached(s) {
 		return u.hintSync(name, call, fd, off, n, err)
 	}

@@ -498,3 +498,50 @@ func TestDropCache(t *testing.T) {
 		t.Fatalf("next hint after a failed drop: %v, want fadvise's ESPIPE", err)
 	}
 }
+
+// TestDropCacheWithoutFadviseOp: a kernel whose io_uring lacks
+// IORING_OP_FADVISE (before 5.6) answers the drop SQE with EINVAL; that is
+// no failure to report, and from then on DropCache makes the system call,
+// which drops the pages. The kernel here has the opcode, so the ring is
+// given one no kernel has, which meets the same EINVAL.
+func TestDropCacheWithoutFadviseOp(t *testing.T) {
+	u := newURingOrSkip(t, Options{Entries: 8})
+	u.fadviseOp = 0xf0
+	const chunk = 256 << 10
+	a := newTestFile(t, "a")
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(a.fd(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skip("the temporary directory is on tmpfs, whose pages cannot be dropped")
+	}
+	ops := []Op{a.writev(0, true, pattern(1, chunk)), {Kind: OpFdatasync, Fd: a.fd()}}
+	mustRun(t, u, ops)
+	checkOK(t, ops)
+	pages := chunk / os.Getpagesize()
+	if in := resident(t, a.f, chunk); in != pages {
+		t.Skipf("%d of %d written pages in the page cache before the drop: nothing to observe", in, pages)
+	}
+	if err := u.DropCache(a.fd(), 0, chunk); err != nil {
+		t.Fatalf("first drop: %v", err)
+	}
+	waitDetached(t, u)
+	if !u.noFadvise {
+		t.Fatal("the ring did not notice the kernel refused the opcode")
+	}
+	before := u.stats
+	if err := u.DropCache(a.fd(), 0, chunk); err != nil {
+		t.Fatalf("drop after the refusal: %v", err)
+	}
+	if err := u.StartWriteback(a.fd(), 0, chunk); err != nil {
+		t.Fatalf("the refused opcode was reported as a writeback failure: %v", err)
+	}
+	if u.stats.detachedSync != before.detachedSync+1 {
+		t.Fatalf("stats %+v after %+v: the drop did not make the system call", u.stats, before)
+	}
+	if in := resident(t, a.f, chunk); in != 0 {
+		t.Fatalf("%d of %d clean pages still cached after the system call's drop", in, pages)
+	}
+	a.check(t)
+}

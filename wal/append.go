@@ -418,6 +418,9 @@ func (l *Log) commit(st *Stage, b ring.Backend) {
 	if len(l.toSeal) > 0 {
 		l.sealPending()
 	}
+	if len(l.undropped) > 0 {
+		l.dropSealed(b, l.opts.WritebackBytes)
+	}
 }
 
 // fail records a failed stage: the log refuses appends from now on, and

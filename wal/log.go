@@ -68,6 +68,9 @@ type Log struct {
 	failedNoSpace bool
 	closed        bool
 	toSeal        []*segment
+	// undropped: sealed segments the page cache tail has not dropped
+	// whole yet, oldest first (owner only; dropSealed).
+	undropped []*segment
 	// pendingFlush: sealed segments not known durable (see
 	// Batch.buildOps), oldest first (owner only).
 	pendingFlush []*segment
@@ -329,6 +332,10 @@ func (l *Log) sealPending() {
 	for _, s := range l.toSeal {
 		if err := s.seal(); err != nil {
 			l.logger.Warn("seal segment", "base", s.base, "err", err)
+		}
+		if l.opts.PageCacheTailBytes > 0 && l.opts.WritebackBytes > 0 && !s.dropPending && s.dropped < s.size.Load() {
+			s.dropPending = true
+			l.undropped = append(l.undropped, s)
 		}
 		if !s.acquire() {
 			continue

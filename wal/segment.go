@@ -56,6 +56,7 @@ type segment struct {
 	preallocated  int64 // bytes reserved by preallocate at creation
 	writeback     int64 // bytes from 0 whose writeback was started
 	dropped       int64 // bytes from 0 dropped from the page cache (below writeback)
+	dropPending   bool  // sealed and in Log.undropped
 	idxOnDisk     int64 // index file sizes found at open, before preallocation
 	tidxOnDisk    int64
 

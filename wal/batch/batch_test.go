@@ -206,3 +206,26 @@ func TestChecksumParts(t *testing.T) {
 		}
 	}
 }
+
+// Next answers a malformed record with false and a zero Record, not the
+// fields parsed before the fault.
+func TestIterNextZeroRecordOnError(t *testing.T) {
+	// Attributes, timestamp delta 7, offset delta 0, key "k", then a value
+	// of 100 bytes that are not there.
+	body := []byte{0}
+	body = binary.AppendVarint(body, 7)
+	body = binary.AppendVarint(body, 0)
+	body = binary.AppendVarint(body, 1)
+	body = append(body, 'k')
+	body = binary.AppendVarint(body, 100)
+	recs := append(binary.AppendVarint(nil, int64(len(body))), body...)
+	var it Iter
+	it.Reset(recs, 1)
+	r, ok := it.Next()
+	if ok || it.Err() == nil {
+		t.Fatalf("malformed record: ok %v, err %v", ok, it.Err())
+	}
+	if r.TimestampDelta != 0 || r.Key != nil || r.Attributes != 0 || r.HeaderCount != 0 {
+		t.Fatalf("Next returned %+v with false", r)
+	}
+}

@@ -83,8 +83,10 @@ func (it *Iter) Err() error { return it.err }
 // after the declared count are an error.
 func (it *Iter) Next() (Record, bool) {
 	var r Record
-	ok := it.next(&r)
-	return r, ok
+	if !it.next(&r) {
+		return Record{}, false // not the half-parsed record
+	}
+	return r, true
 }
 
 // next is Next filling r in place, which spares the validation of every
