@@ -490,6 +490,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("starting ringlog", "version", cfg.Build.Version, "data_dir", e.DataDir, "kafka_addr", cfg.Kafka.Addr, "http_addr", cfg.HTTPAddr,
 		"io_backend", cfg.Engine.Backend, "io_backend_from", f.ioBackendSource, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "page_cache_tail_bytes", e.PageCacheTailBytes, "topic_defaults", e.TopicDefaults)
+	if e.PageCacheTailBytes > 0 && e.WritebackBytes == 0 {
+		logger.Warn("--page-cache-tail-bytes drops only data whose writeback was started: with --writeback-bytes 0 nothing is dropped (set both, or --page-cache-tail-bytes 0 to say so)")
+	}
 	b, err := broker.New(cfg)
 	if err != nil {
 		return err
