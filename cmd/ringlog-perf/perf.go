@@ -354,22 +354,7 @@ SIGINT or SIGTERM. Once it listens it prints one line:
 `
 
 func runRelayServe(args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("relay-serve", relayServeUsage, "\nExamples:\n  ringlog-perf relay-serve --addr 127.0.0.1:0\n", stdout)
-	addr := fs.String("addr", "127.0.0.1:0", "`host:port` to listen on")
-	rest, err := cli.ParseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return cli.Usagef("relay-serve takes no arguments, got %q", rest)
-	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("relay-serve: %w", err)
-	}
-	ctx, cancel := perfContext()
-	defer cancel()
-	return perf.ServeRelay(ctx, ln, func() { fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr()) })
+	return runHelperServe("relay-serve", relayServeUsage, args, stdout, perf.ServeRelay)
 }
 
 const kfakeServeUsage = `
@@ -383,22 +368,29 @@ relay's ready line:
 `
 
 func runKfakeServe(args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("kfake-serve", kfakeServeUsage, "\nExamples:\n  ringlog-perf kfake-serve --addr 127.0.0.1:0\n", stdout)
+	return runHelperServe("kfake-serve", kfakeServeUsage, args, stdout, perf.ServeKfake)
+}
+
+// runHelperServe is a helper process the suite starts (relay-serve,
+// kfake-serve): it listens on --addr, prints perf.RelayReadyPrefix and the
+// address once serve calls its ready, and serves until SIGINT or SIGTERM.
+func runHelperServe(name, usage string, args []string, stdout io.Writer, serve func(ctx context.Context, ln net.Listener, ready func()) error) error {
+	fs := cli.NewFlagSet(name, usage, "\nExamples:\n  ringlog-perf "+name+" --addr 127.0.0.1:0\n", stdout)
 	addr := fs.String("addr", "127.0.0.1:0", "`host:port` to listen on")
 	rest, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return cli.Usagef("kfake-serve takes no arguments, got %q", rest)
+		return cli.Usagef("%s takes no arguments, got %q", name, rest)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return fmt.Errorf("kfake-serve: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	ctx, cancel := perfContext()
 	defer cancel()
-	return perf.ServeKfake(ctx, ln, func() { fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr()) })
+	return serve(ctx, ln, func() { fmt.Fprintf(stdout, "%s%s\n", perf.RelayReadyPrefix, ln.Addr()) })
 }
 
 const perfScaleUsage = `
