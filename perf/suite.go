@@ -827,6 +827,7 @@ func (sr *SuiteResult) targets() []Target {
 		t5.Measured = fmt.Sprintf("%.1f MB/s / %.1f MB/s (best, %d partitions) = %.2f", sr.Many.MBPerSec, best.MBPerSec, best.Config.Partitions, t5.Value)
 	}
 	ts = append(ts, t5, cpuRefTarget(sr.CPURef))
+	ts = append(ts, floorTargets(sc, sr.refPoint)...)
 	for i := range ts {
 		ts[i].judge()
 	}
@@ -982,4 +983,51 @@ func cpuRefTarget(runs []*Result) Target {
 	t.Value = us(0) / us(1)
 	t.Measured = fmt.Sprintf("%.2f µs / %.2f µs per record (broker / kfake, %d and %d rounds) = %.2f", us(0), us(1), rounds[0], rounds[1], t.Value)
 	return t
+}
+
+// floorTargets are the latency goals restated against the host's floor
+// (issue 42): what the broker adds to the relay floor's p99 at the low
+// rate, the raw clients' p99 against the floor's at half of the max, and
+// the franz-go clients' p99 against the raw clients' at the low rate (how
+// much of the tail is the client library's). The raw clients judge the
+// broker: on shared cores the franz-go generator's own work is in its
+// numbers.
+func floorTargets(sc SuiteConfig, ref map[string]*Result) []Target {
+	p99 := func(r *Result) (float64, bool) {
+		if r == nil || r.E2ELatency == nil {
+			return 0, false
+		}
+		return r.E2ELatency.P99, true
+	}
+	added := Target{Name: "added p99 at low rate", Goal: fmt.Sprintf("the broker's added e2e p99 (raw clients' p99 − relay floor's p99, same run) ≤ 0.3 ms at %.0f records/s", sc.LowRate), Limit: 0.3, AtMost: true}
+	raw, okRaw := p99(ref["raw_low"])
+	floor, okFloor := p99(ref["floor_low"])
+	if okRaw && okFloor {
+		added.Value = math.Round((raw-floor)*1000) / 1000 // µs, as shown
+		added.Measured = fmt.Sprintf("%.3f ms − %.3f ms = %.3f ms", raw, floor, added.Value)
+	} else {
+		added.Missing = "raw clients' or relay floor's low-rate run missing"
+	}
+	half := Target{Name: "p99 vs floor at 50% of max", Goal: "raw clients' e2e p99 ≤ 2x the relay floor's p99 at 50% of max (acks=1, same run)", Limit: 2, AtMost: true}
+	raw, okRaw = p99(ref["raw_half"])
+	floor, okFloor = p99(ref["floor_half"])
+	if okRaw && okFloor && floor > 0 {
+		half.Value = raw / floor
+		half.Measured = fmt.Sprintf("%.3f ms / %.3f ms = %.2f", raw, floor, half.Value)
+	} else {
+		half.Missing = "raw clients' or relay floor's run at half of the max missing"
+	}
+	client := Target{Name: "franz-go vs raw clients at low rate", Goal: fmt.Sprintf("franz-go's e2e p99 ≤ 1.3x the raw clients' at %.0f records/s (acks=1, same run)", sc.LowRate), Limit: 1.3, AtMost: true}
+	kgo, okKgo := p99(ref["low"])
+	raw, okRaw = p99(ref["raw_low"])
+	if okKgo && okRaw && raw > 0 {
+		client.Value = kgo / raw
+		client.Measured = fmt.Sprintf("%.3f ms / %.3f ms = %.2f", kgo, raw, client.Value)
+		if r := ref["low"]; r.SendLag != nil {
+			client.Measured += fmt.Sprintf(" (franz-go's send lag p99 %.3f ms)", r.SendLag.P99)
+		}
+	} else {
+		client.Missing = "franz-go's or the raw clients' low-rate run missing"
+	}
+	return []Target{added, half, client}
 }

@@ -92,6 +92,9 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 		{true, 3},
 		{true, 420.0 / 500},
 		{true, 1.1 / 3.25}, // CPU per record vs kfake
+		{true, 0.3},        // added p99 at the low rate: 0.8 − 0.5
+		{true, 2.5 / 1.5},  // raw p99 vs the floor's at half of max
+		{false, 1.4 / 0.8}, // franz-go vs raw at the low rate
 	}
 	if len(sr.Targets) != len(want) {
 		t.Fatalf("%d targets", len(sr.Targets))
@@ -117,7 +120,7 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := buf.String()
-	for _, s := range []string{"6 of 8 met", "1.10 µs / 3.25 µs per record (broker / kfake, 2 and 2 rounds) = 0.34", "| produce vs physical |", "**met**", "missed", "600.0 MB/s (raw produce acks=1) / 800.0 MB/s = 0.75; franz-go producers: 450.0 MB/s (1 producer(s)) = 0.56",
+	for _, s := range []string{"8 of 11 met", "0.800 ms − 0.500 ms = 0.300 ms", "2.500 ms / 1.500 ms = 1.67", "1.400 ms / 0.800 ms = 1.75 (franz-go's send lag p99 0.050 ms)", "1.10 µs / 3.25 µs per record (broker / kfake, 2 and 2 rounds) = 0.34", "| produce vs physical |", "**met**", "missed", "600.0 MB/s (raw produce acks=1) / 800.0 MB/s = 0.75; franz-go producers: 450.0 MB/s (1 producer(s)) = 0.56",
 		"raw producer: 540.0 / 600.0 MB/s = 0.90", "| raw produce | all | 1 |",
 		"same 2 vCPUs", "![throughput_vs_partitions](throughput_vs_partitions.svg)", "| 1KiB | all | 64 |", "p99 1.400 ms at 10000 records/s",
 		"p99 1.400 ms at 10000 records/s (p50 0.467, p99.9 2.800, max 5.600); raw clients: p99 0.800 ms, p99.9 1.600 ms",
@@ -173,10 +176,15 @@ func TestSuiteTargetsAndSummary(t *testing.T) {
 	// A missing measurement is a miss that says why.
 	sr.Many = nil
 	sr.CPURef = sr.CPURef[1:2] // the broker's round 1 without kfake's
+	delete(sr.refPoint, "floor_low")
+	delete(sr.refPoint, "floor_half")
 	ts := sr.targets()
-	for _, tg := range ts[6:] {
+	for _, tg := range ts[6:10] {
 		if tg.Met || tg.Missing == "" {
 			t.Errorf("missing point: %+v", tg)
 		}
+	}
+	if tg := ts[10]; tg.Missing != "" {
+		t.Errorf("franz-go vs raw needs no floor: %+v", tg)
 	}
 }
