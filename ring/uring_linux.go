@@ -862,18 +862,13 @@ func (u *URing) StartWriteback(fd int, off, n int64) error {
 // the ring (see the package function DropCache), as StartWriteback does
 // its hint.
 func (u *URing) DropCache(fd int, off, n int64) error {
-	if u.noFadvise && !u.closed && u.broken == nil {
-		u.reap()
-		err := u.detachedErr
-		u.detachedErr = nil
-		return u.hintSync("fadvise", dropCache, fd, off, n, err)
-	}
 	return u.hint(sqe{opcode: u.fadviseOp, opFlags: fadvDontNeed, userData: detachedTag | detachedDrop}, "fadvise", dropCache, fd, off, n)
 }
 
 // hint submits s (its opcode, flags and user_data tag; hint fills in the
 // file and range) as a detached request, or runs call(fd, off, n), named name
-// in its error, when it cannot be detached.
+// in its error, when it cannot be detached (a drop, too, once the kernel
+// refused the opcode: noFadvise).
 func (u *URing) hint(s sqe, name string, call func(fd int, off, n int64) error, fd int, off, n int64) error {
 	if u.closed {
 		return ErrClosed
@@ -884,7 +879,7 @@ func (u *URing) hint(s sqe, name string, call func(fd int, off, n int64) error, 
 	u.reap() // outside a round only detached requests complete
 	err := u.detachedErr
 	u.detachedErr = nil
-	if u.detached >= u.maxDetached || off < 0 || n <= 0 || n > math.MaxUint32 {
+	if u.detached >= u.maxDetached || off < 0 || n <= 0 || n > math.MaxUint32 || s.userData&detachedDrop != 0 && u.noFadvise {
 		return u.hintSync(name, call, fd, off, n, err)
 	}
 	s.fd, s.off, s.len = int32(fd), uint64(off), uint32(n)

@@ -613,17 +613,9 @@ func testWritebackChunks(t *testing.T, kind ring.Kind) {
 	l := openLog(t, t.TempDir(), Options{WritebackBytes: chunk, SegmentBytes: 64 << 10})
 	defer l.Close()
 	record(l)
-	for i := 0; i < 200; i++ {
-		appendOne(t, l, be, makeBatch(t, i, 3, 300, 1), false)
-	}
-	if l.SegmentCount() < 2 {
-		t.Fatalf("%d segments: the test needs rolls", l.SegmentCount())
-	}
+	segs := appendRolled(t, l, be, 200, false)
 	// Per file: contiguous ranges from 0, chunk-aligned ends, covering
 	// every whole chunk of the file (the last segment: of its size).
-	l.mu.RLock()
-	segs := slices.Clone(l.segs)
-	l.mu.RUnlock()
 	byFile := map[*os.File][]call{}
 	for _, c := range calls {
 		byFile[c.f] = append(byFile[c.f], c)
@@ -714,15 +706,7 @@ func TestPageCacheTail(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{WritebackBytes: chunk, PageCacheTailBytes: tail, SegmentBytes: 64 << 10})
 	defer l.Close()
 	record(l)
-	for i := 0; i < 250; i++ {
-		appendOne(t, l, be, makeBatch(t, i, 3, 300, 1), false)
-	}
-	if l.SegmentCount() < 2 {
-		t.Fatalf("%d segments: the test needs rolls", l.SegmentCount())
-	}
-	l.mu.RLock()
-	segs := slices.Clone(l.segs)
-	l.mu.RUnlock()
+	segs := appendRolled(t, l, be, 250, false)
 	next := map[*os.File]int64{}
 	for _, c := range drops {
 		if c.off > next[c.f] || c.off+c.n <= next[c.f] {
@@ -780,4 +764,20 @@ func TestPageCacheTail(t *testing.T) {
 	if len(drops) != 0 {
 		t.Fatalf("PageCacheTailBytes 0 dropped %d ranges", len(drops))
 	}
+}
+
+// appendRolled appends n batches of three 300-byte records to l (synced
+// or not), fails unless the log rolled at least once, and returns its
+// segments, oldest first.
+func appendRolled(t *testing.T, l *Log, be ring.Backend, n int, sync bool) []*segment {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		appendOne(t, l, be, makeBatch(t, i, 3, 300, 1), sync)
+	}
+	if l.SegmentCount() < 2 {
+		t.Fatalf("%d segments: the test needs rolls", l.SegmentCount())
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return slices.Clone(l.segs)
 }

@@ -57,12 +57,10 @@ func TestPageCacheTailSealedSegments(t *testing.T) {
 	const chunk, tail = 4096, 32 << 10
 	l := openLog(t, pageCacheDir(t), Options{WritebackBytes: chunk, PageCacheTailBytes: tail, SegmentBytes: 16 << 10})
 	defer l.Close()
-	for i := 0; l.SegmentCount() < 8; i++ {
-		appendOne(t, l, be, makeBatch(t, i, 3, 300, 1), true)
+	segs := appendRolled(t, l, be, 400, true) // 16 KiB segments: about 8
+	if len(segs) < 8 {
+		t.Fatalf("%d segments, the test needs 8", len(segs))
 	}
-	l.mu.RLock()
-	segs := append([]*segment(nil), l.segs...)
-	l.mu.RUnlock()
 	var total int64
 	for _, s := range segs {
 		total += cachedBytes(t, s.f, s.size.Load())
