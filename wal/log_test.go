@@ -741,8 +741,11 @@ func TestPageCacheTail(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		appendOne(t, l, be, makeBatch(t, 1000+i, 3, 300, 1), false)
 	}
-	if len(drops) == 0 || drops[0].f != act.f || drops[0].off != cut-cut%folioSpan {
-		t.Fatalf("first drops after truncating to %d: %+v", cut, drops[:min(len(drops), 1)])
+	// A sealed segment's flush, done in the background, may let its own
+	// drop come first: the active segment's first is the one that counts.
+	i := slices.IndexFunc(drops, func(c call) bool { return c.f == act.f })
+	if i < 0 || drops[i].off != cut-cut%folioSpan {
+		t.Fatalf("drops after truncating the active segment to %d: %+v", cut, drops)
 	}
 	// Synced appends (acks=all, flush.messages) start no writeback, but
 	// their fdatasync wrote the chunks back: the drops go on.
