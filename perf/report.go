@@ -447,6 +447,10 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 	p("\n## How it was run\n\n`ringlog-perf suite` (see perf/README.md) against %s; max-rate points %s long with %s warm-up, latency runs %s; references %s each. ", strings.Join(sc.Brokers, ","), sc.PointDuration.D(), sc.Warmup.D(), sc.LatencyDuration.D(), sc.RefDuration.D())
 	if !sc.NoSettle {
 		p("Before every step the page cache's dirty data was flushed (sync(2)) so that one step's writeback does not run into the next. ")
+		if sr.ReclaimWaits > 0 {
+			p("After %d steps that freed %d MiB or more, the suite waited %s in all, every CPU busy, until the hypervisor had taken the freed memory back (steal quiet for %d s; see perf/README.md, \"Freed memory on a VM\"). ",
+				sr.ReclaimWaits, reclaimFreed>>20, sr.ReclaimWaited.D(), quietWindows)
+		}
 	}
 	p("Every run uses its own fresh topic (deleted afterwards); producers use linger 0, 1 MB batches, a 32 MiB client buffer, no compression, null keys.\n")
 	p("\n## Files\n\n`results.jsonl`: one JSON line per run (configuration, environment, throughput, latency percentiles) and per reference; `targets.json`: the targets above.\n")

@@ -8,13 +8,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // SuiteConfig is the standard matrix behind `make perf`.
@@ -181,6 +178,11 @@ type SuiteResult struct {
 	Targets  []Target  `json:"targets"`
 	Charts   []string  `json:"charts"`
 	Failures []string  `json:"failures,omitempty"`
+	// ReclaimWaits counts the steps after which the suite waited for the
+	// hypervisor to take back memory the step freed, ReclaimWaited their
+	// time in all (settler).
+	ReclaimWaits  int      `json:"reclaim_waits,omitempty"`
+	ReclaimWaited Duration `json:"reclaim_waited,omitempty"`
 	// Redrawn: the report was drawn again from results.jsonl
 	// (ReadSuite), Elapsed estimated from the runs' start times.
 	Redrawn  bool `json:"redrawn,omitempty"`
@@ -216,6 +218,14 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 	}
 	defer func() { err = errors.Join(err, out.close()) }()
 	sr := &SuiteResult{Config: sc, Dir: dir, Started: time.Now().UTC(), refPoint: map[string]*Result{}}
+	st := newSettler()
+	if !sc.NoSettle {
+		wctx, stop := context.WithCancel(ctx)
+		var watching sync.WaitGroup
+		watching.Add(1)
+		go func() { defer watching.Done(); st.watch(wctx) }()
+		defer func() { stop(); watching.Wait() }()
+	}
 	env := HostEnv()
 	env.Note = sc.Note
 
@@ -258,7 +268,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 		pos := clock.step()
 		defer func() {
 			if !sc.NoSettle {
-				settle(ctx)
+				st.settle(ctx)
 			}
 		}()
 		if progress != nil {
@@ -276,7 +286,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 	// 1. The physical references, with the broker idle.
 	phase("references")
 	if !sc.NoSettle {
-		settle(ctx)
+		st.settle(ctx)
 	}
 	if r, err := TCPLoopback(ctx, sc.RefDuration.D()); err != nil {
 		r.Error = err.Error()
@@ -436,7 +446,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 			adm.close()
 		}
 		if !sc.NoSettle {
-			settle(ctx)
+			st.settle(ctx)
 		}
 	}
 
@@ -598,6 +608,7 @@ func RunSuite(ctx context.Context, sc SuiteConfig, progress io.Writer) (_ *Suite
 	}
 	sr.Env.Note = sc.Note
 	sr.Elapsed = Duration(time.Since(clock.began).Round(time.Second))
+	sr.ReclaimWaits, sr.ReclaimWaited = st.waits, Duration(st.waited.Round(time.Second))
 	return sr, sr.WriteReport(dir, fail)
 }
 
@@ -915,44 +926,6 @@ func (sr *SuiteResult) chartSet() []namedChart {
 			sizeName(sr.Config.RefSize), sr.Config.RefPartitions), sr.RawLatency))
 	}
 	return set
-}
-
-// settle collects the load generator's garbage, flushes the page cache's
-// dirty data (sync(2)) and waits until
-// Dirty+Writeback in /proc/meminfo are below 64 MiB (at most 10 s), so
-// that one step's writeback and garbage do not run into the next.
-func settle(ctx context.Context) {
-	runtime.GC() // the load generator's garbage of the last step, too
-	unix.Sync()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if dirtyBytes() < 64<<20 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
-}
-
-// dirtyBytes is Dirty + Writeback from /proc/meminfo (0 when unreadable).
-func dirtyBytes() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	var total int64
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "Dirty" && k != "Writeback") {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) > 0 {
-			n, _ := strconv.ParseInt(f[0], 10, 64)
-			total += n << 10
-		}
-	}
-	return total
 }
 
 // cpuRefTarget judges the broker's CPU per record against kfake's over
