@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/tiered"
 )
 
@@ -185,12 +186,12 @@ func TestTieredClusterManifestInMetadata(t *testing.T) {
 	writes := f.writes
 	f.leaderEpoch = 2
 	f.mu.Unlock()
-	time.Sleep(200 * time.Millisecond)
+	testenv.Holds(t, 200*time.Millisecond, "a follower writing no manifest", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.writes == writes
+	})
 	f.mu.Lock()
-	if f.writes != writes {
-		f.mu.Unlock()
-		t.Fatal("a follower wrote the manifest")
-	}
 	// Broker 2 led meanwhile and wrote a version of its own (the same
 	// segments, here).
 	f.version++
@@ -384,23 +385,20 @@ func TestTieredClusterFollowerFollowsManifest(t *testing.T) {
 	f.mu.Lock()
 	tried := f.attempts
 	f.mu.Unlock()
-	time.Sleep(200 * time.Millisecond)
-	f.mu.Lock()
-	if f.attempts != tried {
-		f.mu.Unlock()
-		t.Fatal("a follower wrote the manifest")
-	}
-	f.mu.Unlock()
+	testenv.Holds(t, 200*time.Millisecond, "a follower writing no manifest", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.attempts == tried
+	})
 	p.SetRemoteLog(1, b)
 	if end, ok := p.RemoteEnd(); !ok || end != m.CopiedEnd {
 		t.Fatalf("remote end %d %v, want %d", end, ok, m.CopiedEnd)
 	}
 	// Its own store does not hold the segments (another store than the
 	// leader's): the local copies stay.
-	time.Sleep(200 * time.Millisecond)
-	if got := p.LocalStartOffset(); got != 0 {
-		t.Fatalf("local start %d: local copies deleted though this broker's store lacks them", got)
-	}
+	testenv.Holds(t, 200*time.Millisecond, "the local copies kept (local start 0) while this broker's store lacks them", func() bool {
+		return p.LocalStartOffset() == 0
+	})
 	last := m.Segments[len(m.Segments)-1]
 	keys := p.topic.eng.remote.layout.Keys(p.topic.Name, p.topic.ID, p.Index, last.Base, last.ID)
 	if err := p.topic.eng.remote.store.Put(context.Background(), keys.Index, strings.NewReader("x"), 1); err != nil {
@@ -436,14 +434,13 @@ func TestTieredClusterPutStopsWithLeadership(t *testing.T) {
 		defer hs.mu.Unlock()
 		return hs.fired
 	})
-	time.Sleep(200 * time.Millisecond)
 	index := strings.TrimSuffix(id, ".log") + ".rix"
-	ms.mu.Lock()
-	_, put := ms.objs[index]
-	ms.mu.Unlock()
-	if put {
-		t.Fatalf("%s was put after the leadership ended", index)
-	}
+	testenv.Holds(t, 200*time.Millisecond, index+" not put after the leadership ended", func() bool {
+		ms.mu.Lock()
+		defer ms.mu.Unlock()
+		_, put := ms.objs[index]
+		return !put
+	})
 	if _, m := f.state(); len(m.Segments) != 1 || m.Segments[0].State != tiered.CopyStarted {
 		t.Fatalf("manifest %+v: want the one copy started", m.Segments)
 	}
@@ -478,13 +475,12 @@ func TestTieredClusterOrphansRecordedFirst(t *testing.T) {
 		defer f.mu.Unlock()
 		return f.attempts > 0
 	})
-	time.Sleep(100 * time.Millisecond)
-	store.mu.Lock()
-	_, okLog := store.objs[keys.Log]
-	store.mu.Unlock()
-	if !okLog {
-		t.Fatal("the orphan's objects were deleted before the record of it was committed")
-	}
+	testenv.Holds(t, 100*time.Millisecond, "the orphan's objects kept until the record of it is committed", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		_, okLog := store.objs[keys.Log]
+		return okLog
+	})
 	// Accepted (the refused record is sent again): recorded, then its
 	// objects deleted, at the latest once its grace is over.
 	f.setLeaderEpoch(1)

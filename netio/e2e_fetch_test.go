@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -61,12 +62,11 @@ func TestE2ELongPollWakeup(t *testing.T) {
 		}
 	}()
 	e2eWaitFor(t, 10*time.Second, "the consumer's first fetch", func() bool { return hook.n.Load() > 0 })
-	time.Sleep(300 * time.Millisecond)
 	// A parked fetch is one request: a broker answering the empty fetch
 	// at once would make kgo send more.
-	if n := hook.n.Load(); n != 1 {
-		t.Fatalf("%d fetches written while the partition was empty; want 1, parked", n)
-	}
+	testenv.Holds(t, 300*time.Millisecond, "one fetch written while the partition was empty (parked)", func() bool {
+		return hook.n.Load() == 1
+	})
 	select {
 	case a := <-got:
 		t.Fatalf("got %d records before producing", len(a.recs))

@@ -2,12 +2,14 @@ package quorum
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -84,13 +86,7 @@ func TestBrokerOnlyNode(t *testing.T) {
 	if v, _ := b.Image().BrokerConfig("log.retention.ms"); v != "3" {
 		t.Fatalf("after the restart: retention %q, want 3", v)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !b.member() {
-		if time.Now().After(deadline) {
-			t.Fatal("the configuration does not list the broker-only node at its new address")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, "the configuration to list the broker-only node at its new address", b.member)
 }
 
 // A join request for a voter's id, or from a node of another voter set,
@@ -140,9 +136,9 @@ func TestJoinAtAVotersAddressDoesNotDepose(t *testing.T) {
 			t.Fatalf("join refused before the dial: %s", r)
 		}
 	}
-	time.Sleep(2 * time.Second) // several heartbeats to the bogus members
-	if now := c.leader(ctx); now != leader || leader.Term() != term {
-		t.Fatalf("leader %d term %d after the joins, was %d term %d", now.ID(), now.Term(), leader.ID(), term)
-	}
+	// Several heartbeats to the bogus members.
+	testenv.Holds(t, 2*time.Second, fmt.Sprintf("node %d leading in term %d after the joins", leader.ID(), term), func() bool {
+		return leader.IsLeader() && leader.Term() == term
+	})
 	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "log.retention.ms", Value: "9"}}})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -83,11 +84,9 @@ func TestReplaceLostVoter(t *testing.T) {
 	}
 	back := c.start(lost, nil)
 	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
-	time.Sleep(1500 * time.Millisecond)
-	if back.Image().Index() != 0 || back.raft.LastIndex() != 0 || back.Term() != 0 {
-		t.Fatalf("the empty voter took entries or voted before it was removed: index %d, raft last %d, term %d",
-			back.Image().Index(), back.raft.LastIndex(), back.Term())
-	}
+	testenv.Holds(t, 1500*time.Millisecond, "the empty voter taking no entries and casting no vote before it was removed", func() bool {
+		return back.Image().Index() == 0 && back.raft.LastIndex() == 0 && back.Term() == 0
+	})
 	if !strings.Contains(c.logs.tail(400), "lost its metadata") {
 		t.Fatal("the empty voter did not say it lost its metadata")
 	}
@@ -257,13 +256,13 @@ func TestLostVoterWithoutLeader(t *testing.T) {
 	}
 	c.start(b, nil)
 	empty := c.start(lost, nil)
-	time.Sleep(3 * time.Second) // many election timeouts
-	if id, _ := c.node(b).Leader(); id >= 0 || c.node(b).IsLeader() {
-		t.Fatalf("a leader (%d) was elected without the node that has the commit", id)
-	}
-	if empty.raft.LastIndex() != 0 {
-		t.Fatalf("the node that lost its directory founded the cluster again (raft last index %d)", empty.raft.LastIndex())
-	}
+	// Many election timeouts: no leader without the node that has the
+	// commit, and the node that lost its directory does not found the
+	// cluster again.
+	testenv.Holds(t, 3*time.Second, "no leader and an empty raft log on the emptied node", func() bool {
+		id, _ := c.node(b).Leader()
+		return id < 0 && !c.node(b).IsLeader() && empty.raft.LastIndex() == 0
+	})
 	c.start(l, nil)
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
@@ -301,10 +300,10 @@ func TestStaleVoterDoesNotLetALostVoterIn(t *testing.T) {
 	}
 	c.start(b, nil)
 	empty := c.start(lost, nil)
-	time.Sleep(3 * time.Second)
-	if id, _ := c.node(b).Leader(); id >= 0 || c.node(b).IsLeader() || empty.raft.LastIndex() != 0 {
-		t.Fatalf("the stale voter let the lost one in: leader %d, its raft last index %d", id, empty.raft.LastIndex())
-	}
+	testenv.Holds(t, 3*time.Second, "the stale voter keeping the lost one out (no leader, its raft log empty)", func() bool {
+		id, _ := c.node(b).Leader()
+		return id < 0 && !c.node(b).IsLeader() && empty.raft.LastIndex() == 0
+	})
 }
 
 // TestLateFirstStartWithoutLeader: two founding voters formed the cluster
@@ -328,9 +327,13 @@ func TestLateFirstStartWithoutLeader(t *testing.T) {
 	survivor := 3 - dead
 	c.stop(dead)
 	n3 := c.start(3, nil)
-	time.Sleep(3 * time.Second) // many election timeouts
-	if id, _ := c.node(survivor).Leader(); id >= 0 || c.node(survivor).IsLeader() || n3.raft.LastIndex() != 0 {
-		t.Fatalf("the survivor let the empty voter in: leader %d, its raft last index %d", id, n3.raft.LastIndex())
+	// Many election timeouts. The survivor forgets the dead leader only
+	// after its election timeout: that there is none is checked at the end.
+	testenv.Holds(t, 3*time.Second, "the survivor keeping the empty voter out (not leading, its raft log empty)", func() bool {
+		return !c.node(survivor).IsLeader() && n3.raft.LastIndex() == 0
+	})
+	if id, _ := c.node(survivor).Leader(); id >= 0 {
+		t.Fatalf("the survivor names leader %d without the empty voter's vote", id)
 	}
 	c.start(dead, nil)
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)

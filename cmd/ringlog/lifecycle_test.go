@@ -102,16 +102,10 @@ func TestGracefulShutdown(t *testing.T) {
 	}()
 
 	// Let the tailer catch up and the parked fetch park.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := tailed.Load("before-0199"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the tailing consumer did not read the first records")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, "the tailing consumer to read the first records", func() bool {
+		_, ok := tailed.Load("before-0199")
+		return ok
+	})
 	waitParkedFetch(t, b)
 
 	code, took, err := b.signal(syscall.SIGTERM, 15*time.Second)

@@ -332,16 +332,25 @@ func TestConsumeGroupRidesBrokerRestart(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	waitLines := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); len(out.lines()) < n; {
+		var exited error
+		gone := false
+		printed := testenv.Eventually(60*time.Second, func() bool {
+			if len(out.lines()) >= n {
+				return true
+			}
 			select {
-			case err := <-done:
-				t.Fatalf("consume exited (%v) after %d of %d records; stderr:\n%s", err, len(out.lines()), n, errOut.String())
+			case exited = <-done:
+				gone = true
+				return true
 			default:
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("consume printed %d of %d records in 60s; stderr:\n%s", len(out.lines()), n, errOut.String())
-			}
-			time.Sleep(20 * time.Millisecond)
+		})
+		switch {
+		case gone:
+			t.Fatalf("consume exited (%v) after %d of %d records; stderr:\n%s", exited, len(out.lines()), n, errOut.String())
+		case !printed:
+			t.Fatalf("consume printed %d of %d records in 60s; stderr:\n%s", len(out.lines()), n, errOut.String())
 		}
 	}
 	waitLines(30)

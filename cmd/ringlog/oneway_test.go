@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -328,14 +329,13 @@ func TestResumedLeaderRefusesAtOnce(t *testing.T) {
 		return resp.Topics[0].Partitions[0], nil
 	}
 	// Warm the connections a produce and a metadata request use.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		r, err := acks1(h.ctx, "before") // the new topic's leader may not have applied it yet
-		if err == nil && r.ErrorCode == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("produce to the leader %d before the pause: %v %v", id, err, kerr.ErrorForCode(r.ErrorCode))
-		}
+	var warm kmsg.ProduceResponseTopicPartition
+	var warmErr error
+	if !testenv.Eventually(10*time.Second, func() bool {
+		warm, warmErr = acks1(h.ctx, "before") // the new topic's leader may not have applied it yet
+		return warmErr == nil && warm.ErrorCode == 0
+	}) {
+		t.Fatalf("produce to the leader %d before the pause: %v %v", id, warmErr, kerr.ErrorForCode(warm.ErrorCode))
 	}
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(h.ctx, seed); err != nil {
 		t.Fatal(err)

@@ -208,11 +208,8 @@ func tryStartServe(t testing.TB, dataDir string, extraFlags ...string) (*servePr
 		// stderr is copied independently of stdout: wait for the log
 		// line written just before the ready line, so that callers see
 		// the startup log (start=..., recovery warnings) complete.
-		for wait := time.Now().Add(5 * time.Second); !strings.Contains(b.stderr.String(), "listening"); {
-			if time.Now().After(wait) {
-				return b, fmt.Errorf("ready line printed but no 'listening' log line on stderr:\n%s", lastChars(b.stderr.String(), 4000))
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !testenv.Eventually(5*time.Second, func() bool { return strings.Contains(b.stderr.String(), "listening") }) {
+			return b, fmt.Errorf("ready line printed but no 'listening' log line on stderr:\n%s", lastChars(b.stderr.String(), 4000))
 		}
 		return b, nil
 	case <-b.done:

@@ -51,3 +51,20 @@ func TestWaitFor(t *testing.T) {
 		t.Fatalf("Eventually gave up after %v, want about 30ms", took)
 	}
 }
+
+func TestHolds(t *testing.T) {
+	n := 0
+	start := time.Now()
+	Holds(t, 50*time.Millisecond, "a true condition", func() bool { n++; return true })
+	if took := time.Since(start); took < 50*time.Millisecond || took > time.Second || n < 2 {
+		t.Fatalf("Holds of 50ms returned after %v, %d calls", took, n)
+	}
+	// A condition that fails once, then holds again: the failure is
+	// caught where one check after a sleep would have missed it.
+	var r recorder
+	n = 0
+	Holds(&r, time.Second, "the count", func() bool { n++; return n != 3 })
+	if r.fatal == "" || n != 3 {
+		t.Fatalf("a condition false at its third call: fatal %q after %d calls", r.fatal, n)
+	}
+}

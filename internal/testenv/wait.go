@@ -32,3 +32,24 @@ func Eventually(d time.Duration, cond func() bool) bool {
 	}
 	return true
 }
+
+// Holds asks cond every 10 ms for d and fails t the first time it does
+// not hold: the way tests check that something does not happen for a
+// while (no leader elected, no write made), which a sleep followed by
+// one check would miss when it happens and undoes itself in between.
+func Holds(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	start := time.Now()
+	tick := time.NewTicker(waitPoll)
+	defer tick.Stop()
+	for {
+		if !cond() {
+			t.Fatalf("%s stopped holding after %v of %v", what, time.Since(start).Round(time.Millisecond), d)
+			return
+		}
+		if time.Since(start) >= d {
+			return
+		}
+		<-tick.C
+	}
+}
