@@ -181,7 +181,8 @@ func leaderHint(reason string) string {
 // one answer): a founding voter took this node in, names a leader, says
 // this node lost its metadata, or has a log past the bootstrap entry. No
 // cluster: a majority of the founding voters, this one included,
-// answered without such evidence. Otherwise it asks again (every node of
+// answered without such evidence (a peer still loading its log answers
+// nothing yet: it may have one). Otherwise it asks again (every node of
 // a new cluster starting at once bootstraps once enough of them are up;
 // a founding voter alone with dead peers waits, and says so).
 func (n *Node) foundLoop() {
@@ -251,7 +252,8 @@ func (n *Node) findCluster() (exists, admitted bool, answered int) {
 			case peer.Established || leaderHint(mm.Reason) != "" || strings.Contains(mm.Reason, awaitingRemovalReason):
 				answers <- answer{exists: true}
 			default:
-				answers <- answer{answered: strings.Contains(mm.Reason, notLeaderReason)}
+				// A peer still starting may have the log: no answer.
+				answers <- answer{answered: strings.Contains(mm.Reason, notLeaderReason) && !strings.Contains(mm.Reason, startingReason)}
 			}
 		}(v.Addr)
 	}
@@ -310,7 +312,7 @@ func (n *Node) admit(id int32, addr string, empty bool) string {
 		return fmt.Sprintf("node %d is a founding voter at %s (--voters), not at %s", id, v.Addr, addr)
 	}
 	if !n.ready.Load() {
-		return notLeaderReason // still starting
+		return startingReason
 	}
 	if !n.IsLeader() {
 		if lid, laddr := n.Leader(); lid >= 0 && laddr != "" {

@@ -101,6 +101,11 @@ type Config struct {
 	RaftLogLevel slog.Leveler
 	// OnApply is passed to the FSM (metadata.FSMOptions.OnApply).
 	OnApply func(metadata.ApplyEvent)
+
+	// beforeRaft, set by tests only, runs once the node answers
+	// handshakes and before its Raft log is loaded: the window in which
+	// it is still starting.
+	beforeRaft func()
 }
 
 func (c *Config) defaults() {
@@ -355,6 +360,9 @@ func (n *Node) start(self Voter) (err error) {
 		return fmt.Errorf("quorum: %w", err)
 	}
 
+	if cfg.beforeRaft != nil {
+		cfg.beforeRaft()
+	}
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		return fmt.Errorf("quorum: %w", err)

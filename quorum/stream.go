@@ -470,6 +470,13 @@ func (s *streamLayer) probe(addr string, timeout time.Duration) (int32, error) {
 // the leader (the joining node asks the next one).
 const notLeaderReason = "not the metadata leader"
 
+// startingReason is the answer of a node that has not loaded its Raft
+// log yet: it cannot tell whether it has one, so a voter deciding whether
+// to found the cluster must not count it as a node of a new cluster (see
+// findCluster). It contains notLeaderReason: to a joining node, and to a
+// node of an older version, it is one more "ask the next one".
+const startingReason = notLeaderReason + ": still starting"
+
 // dialHello connects to the peer at addr and runs the handshake, sending
 // mine; with report, the outcome is reported as a Raft connection's (a
 // join's refusal by a voter that is not the leader is no mismatch).

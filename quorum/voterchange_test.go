@@ -343,3 +343,86 @@ func TestLateFirstStartWithoutLeader(t *testing.T) {
 	}
 	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
 }
+
+// TestLostVoterDoesNotFoundWhileAPeerStarts: the voter that lost its
+// directory asks the others whether a cluster runs. A peer that has the
+// log but is still loading it (listening, Raft not started yet) used to
+// answer as a node of a new cluster would, "not the leader", without
+// saying it had a log: with the third voter down, that answer made a
+// majority, the lost voter founded the cluster again, and its vote could
+// then elect the peer without the entry only the third voter had (a
+// failure of TestLostVoterWithoutLeader, once, under load). A starting
+// peer's answer now counts as none.
+func TestLostVoterDoesNotFoundWhileAPeerStarts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.initialized(ctx)
+	c.registerBrokers(ctx)
+	l := c.leader(ctx).ID()
+	var others []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != l {
+			others = append(others, id)
+		}
+	}
+	b, lost := others[0], others[1]
+	c.stop(b)
+	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "committed"}}})
+	c.stop(l)
+	c.stop(lost)
+	if err := os.RemoveAll(c.dirs[lost]); err != nil {
+		t.Fatal(err)
+	}
+
+	// b listens and answers, but its Raft waits until released.
+	listening, release := make(chan struct{}), make(chan struct{})
+	type opened struct {
+		n   *Node
+		err error
+	}
+	bOpen := make(chan opened, 1)
+	go func() {
+		cfg := c.config(b)
+		cfg.beforeRaft = func() { close(listening); <-release }
+		n, err := Open(cfg)
+		bOpen <- opened{n, err}
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		if o := <-bOpen; o.n != nil {
+			o.n.Shutdown()
+		}
+	}()
+	<-listening
+	empty := c.start(lost, nil)
+	testenv.Holds(t, 5*c.config(lost).ElectionTimeout, "the emptied voter not founding the cluster while b starts", func() bool {
+		return empty.raft.LastIndex() == 0 // founding writes the configuration at index 1
+	})
+
+	// b up: the emptied voter learns that the cluster runs, and the
+	// commit is there once l is back.
+	close(release)
+	released = true
+	o := <-bOpen
+	bOpen <- o // for the deferred shutdown
+	if o.err != nil {
+		t.Fatalf("start node %d: %v", b, o.err)
+	}
+	c.start(l, nil)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	img, err := o.n.WaitIndex(wctx, res.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := img.BrokerConfig("k"); v != "committed" {
+		t.Fatalf("the commit was lost: k=%q", v)
+	}
+	if empty.raft.LastIndex() != 0 {
+		t.Fatal("the lost voter took entries before it was removed")
+	}
+}
