@@ -226,6 +226,32 @@ func TestLateFirstStart(t *testing.T) {
 	c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "2"}}})
 }
 
+// lostVoterDown sets up a correlated restart: of three registered
+// voters, b misses a commit only leader l and lost have, then all three
+// stop and lost's directory is removed. It returns the voters and the
+// commit.
+func (c *testCluster) lostVoterDown(ctx context.Context) (l, b, lost int32, res metadata.Result) {
+	c.t.Helper()
+	c.initialized(ctx)
+	c.registerBrokers(ctx)
+	l = c.leader(ctx).ID()
+	var others []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != l {
+			others = append(others, id)
+		}
+	}
+	b, lost = others[0], others[1]
+	c.stop(b)
+	res = c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "committed"}}})
+	c.stop(l)
+	c.stop(lost)
+	if err := os.RemoveAll(c.dirs[lost]); err != nil {
+		c.t.Fatal(err)
+	}
+	return l, b, lost, res
+}
+
 // TestLostVoterWithoutLeader: a voter whose directory was lost starts
 // while no leader exists (a correlated restart): voter b is behind (it
 // missed a commit), the leader and c are down, c comes back empty and b
@@ -237,23 +263,7 @@ func TestLostVoterWithoutLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := newTestCluster(t, 3, nil)
-	c.initialized(ctx)
-	c.registerBrokers(ctx)
-	l := c.leader(ctx).ID()
-	var others []int32
-	for id := int32(1); id <= 3; id++ {
-		if id != l {
-			others = append(others, id)
-		}
-	}
-	b, lost := others[0], others[1]
-	c.stop(b)
-	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "committed"}}})
-	c.stop(l)
-	c.stop(lost)
-	if err := os.RemoveAll(c.dirs[lost]); err != nil {
-		t.Fatal(err)
-	}
+	l, b, lost, res := c.lostVoterDown(ctx)
 	c.start(b, nil)
 	empty := c.start(lost, nil)
 	// Many election timeouts: no leader without the node that has the
@@ -357,23 +367,7 @@ func TestLostVoterDoesNotFoundWhileAPeerStarts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := newTestCluster(t, 3, nil)
-	c.initialized(ctx)
-	c.registerBrokers(ctx)
-	l := c.leader(ctx).ID()
-	var others []int32
-	for id := int32(1); id <= 3; id++ {
-		if id != l {
-			others = append(others, id)
-		}
-	}
-	b, lost := others[0], others[1]
-	c.stop(b)
-	res := c.mustPropose(ctx, metadata.AlterConfigs{Type: metadata.ConfigBroker, Ops: []metadata.ConfigOp{{Key: "k", Value: "committed"}}})
-	c.stop(l)
-	c.stop(lost)
-	if err := os.RemoveAll(c.dirs[lost]); err != nil {
-		t.Fatal(err)
-	}
+	l, b, lost, res := c.lostVoterDown(ctx)
 
 	// b listens and answers, but its Raft waits until released.
 	listening, release := make(chan struct{}), make(chan struct{})
