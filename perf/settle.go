@@ -29,12 +29,13 @@ import (
 // causes it: MemFree has grown by at least reclaimFreed since its lowest
 // point during the step. Then it keeps every CPU busy (steal is only
 // counted for a CPU that wants to run) and waits for quietWindows
-// windows in a row with at most quietSteal of steal.
+// windows in a row in which steal took at most quietShare of the CPUs.
 type settler struct {
 	memFree func() int64                               // MemFree in bytes; 0: unknown
 	steal   func() time.Duration                       // the machine's steal time so far
 	burn    func(ctx context.Context, d time.Duration) // every CPU busy for d
 	sync    func()                                     // the GC and sync(2) of settle
+	cpus    int                                        // the CPUs burn keeps busy
 
 	mu      sync.Mutex
 	lowFree int64 // the lowest MemFree sampled since the last settle (0: none)
@@ -50,7 +51,7 @@ const (
 	reclaimFreed   = 512 << 20              // freed bytes that make a settle wait for the host
 	reclaimWindow  = time.Second            // one steal sample, every CPU busy
 	quietWindows   = 3                      // quiet windows in a row that end the wait (the reporting runs every 2 s)
-	quietSteal     = 20 * time.Millisecond  // the most steal of a quiet window, all CPUs (two ticks)
+	quietShare     = 0.01                   // the most steal of a quiet window, a share of its CPU time (20 ms on 2 CPUs; 5 GB freed stole 6 %)
 	reclaimMaxWait = 30 * time.Second       // the longest wait
 	freeSample     = 100 * time.Millisecond // how often MemFree is sampled during a step
 	dirtyDrained   = 64 << 20               // dirty+writeback bytes a settle waits for
@@ -64,6 +65,7 @@ func newSettler() *settler {
 		memFree: func() int64 { return meminfo("MemFree") },
 		steal:   stealTime,
 		burn:    burnCPUs,
+		cpus:    runtime.NumCPU(),
 		sync: func() {
 			runtime.GC() // the load generator's garbage of the last step, too
 			unix.Sync()
@@ -132,6 +134,7 @@ func (s *settler) waitReclaimed(ctx context.Context) bool {
 	}
 	start := time.Now()
 	quiet := 0
+	quietSteal := time.Duration(quietShare * float64(time.Duration(s.cpus)*reclaimWindow))
 	for waited := time.Duration(0); quiet < quietWindows && waited < reclaimMaxWait && ctx.Err() == nil; waited += reclaimWindow {
 		before := s.steal()
 		s.burn(ctx, reclaimWindow)
