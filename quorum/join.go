@@ -92,6 +92,7 @@ func (n *Node) joinLoop() {
 				}
 				if err == nil {
 					n.admitted.Store(true)
+					n.joined.Store(true)
 					if !asked {
 						n.log.Info("asked the metadata leader to add this node", "leader_addr", addr, "addr", n.advertise)
 						asked = true
@@ -193,6 +194,7 @@ func (n *Node) foundLoop() {
 		exists, admitted, answered := n.findCluster()
 		switch {
 		case exists:
+			n.joined.Store(true)
 			if admitted {
 				n.admitted.Store(true)
 			}

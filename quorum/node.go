@@ -205,6 +205,10 @@ type Node struct {
 	// empty directory finds out whether to found the cluster (foundLoop).
 	ready    atomic.Bool
 	deciding atomic.Bool
+	// joined is set once this node saw a running cluster: a leader took
+	// it in, or foundLoop found evidence of one. It is evidence in turn
+	// (established), also before the node has any log.
+	joined atomic.Bool
 
 	stop         chan struct{}
 	stopped      chan struct{}
@@ -407,9 +411,12 @@ func foundingMismatch(dir, have, want string) error {
 		"every node keeps the --voters the cluster was founded with, also after voters are added or removed", dir, have, want)
 }
 
-// established reports whether this node's Raft log (or snapshot) goes
-// past the bootstrap entry: a leader was elected once.
-func (n *Node) established() bool { return n.ready.Load() && n.raft.LastIndex() > 1 }
+// established reports whether this node knows a cluster runs: its Raft
+// log (or snapshot) goes past the bootstrap entry (a leader was elected
+// once), or it saw a running cluster before it had any log (joined).
+func (n *Node) established() bool {
+	return n.ready.Load() && (n.raft.LastIndex() > 1 || n.joined.Load())
+}
 
 // checkFoundingVoters refuses a directory first started with other
 // --voters than this start's. The voters of the Raft configuration change

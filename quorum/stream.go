@@ -229,8 +229,8 @@ type handshaker struct {
 	// open reports whether Raft connections are taken: false on a node
 	// with an empty directory until the leader took it in.
 	open func() bool
-	// established reports whether this node's Raft log goes past the
-	// bootstrap entry.
+	// established reports whether this node knows a cluster runs (see
+	// Node.established).
 	established func() bool
 }
 
