@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -92,5 +93,40 @@ func TestAdmittedEmptyVoterIsEvidence(t *testing.T) {
 	})
 	if strings.Count(c.logs.tail(5000), "founded the metadata quorum") != before {
 		t.Fatal("the emptied voter founded the cluster again")
+	}
+}
+
+// TestMissingRaftDBRefused: a voter whose raft.db is gone while its
+// snapshots are there lost its log and the vote it cast; it must not start
+// (it would count as having state and could vote twice in one term), and
+// says how to come back. Nothing in the directory is removed.
+func TestMissingRaftDBRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newTestCluster(t, 3, nil)
+	c.initialized(ctx)
+	c.registerBrokers(ctx)
+	l := c.leader(ctx)
+	if err := l.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	id := l.ID()
+	c.stop(id)
+	if err := os.Remove(filepath.Join(c.dirs[id], raftDBFile)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Open(c.config(id))
+	if err == nil {
+		n.Shutdown()
+		t.Fatal("a voter without its raft.db but with snapshots started")
+	}
+	if !strings.Contains(err.Error(), "no raft.db") || !strings.Contains(err.Error(), "remove-voter") {
+		t.Fatalf("unclear refusal: %v", err)
+	}
+	if snaps, _ := os.ReadDir(filepath.Join(c.dirs[id], snapshotsDir)); len(snaps) == 0 {
+		t.Fatal("the snapshots were removed")
+	}
+	if _, err := os.Stat(filepath.Join(c.dirs[id], raftDBFile)); err == nil {
+		t.Fatal("the refused start created a raft.db")
 	}
 }

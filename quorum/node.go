@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -293,6 +295,9 @@ func (n *Node) start(self Voter) (err error) {
 		}
 	}()
 
+	if err := checkLogPresent(cfg.Dir); err != nil {
+		return err
+	}
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(cfg.Dir, raftDBFile),
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
@@ -404,6 +409,24 @@ func (n *Node) start(self Voter) (err error) {
 	n.log.Info("metadata quorum node started", "dir", cfg.Dir, "addr", self.Addr, "voters", cfg.Voters.String(),
 		"broker_only", n.nonVoter, "deciding", !existing && !n.nonVoter, "cluster_id", n.knownClusterID(), "existing_state", existing)
 	return nil
+}
+
+// checkLogPresent refuses a directory that holds Raft snapshots but no
+// raft.db. Snapshots are written only after raft.db was, so its log and,
+// with it, the node's term and vote were lost. Started so, the node would
+// count as having state but have forgotten whom it voted for: it could
+// vote twice in one term and elect a second leader.
+func checkLogPresent(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, raftDBFile)); !errors.Is(err, fs.ErrNotExist) {
+		return nil // present, or unreadable: opening it reports that
+	}
+	snaps, err := os.ReadDir(filepath.Join(dir, snapshotsDir))
+	if err != nil || len(snaps) == 0 {
+		return nil // a first start
+	}
+	return fmt.Errorf("quorum: %s holds Raft snapshots but no %s: this node lost its Raft log and the term and vote it had cast, "+
+		"and must not vote with them forgotten. Move the directory aside (keep it: the snapshots hold the metadata) and start on an empty one: "+
+		"a voter that registered is then refused until `ringlog cluster quorum remove-voter` removes it, and joins again as an observer", dir, raftDBFile)
 }
 
 func foundingMismatch(dir, have, want string) error {
