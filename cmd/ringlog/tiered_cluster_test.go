@@ -42,6 +42,12 @@ func TestTieredClusterLeaderKill(t *testing.T) {
 		testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("broker %d (the leader) to copy segments", leader), func() bool {
 			return strings.Count(lp.stderr.String(), "tiered storage: copied segment") >= 2+cycle
 		})
+		// Killed in the middle of a copy: only the leader uploads, and
+		// each PUT takes 150 ms (a kill between two copies, as right
+		// after the count above, leaves nothing to clean).
+		testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("broker %d (the leader) to be uploading", leader), func() bool {
+			return s3.PutsInFlight() > 0
+		})
 		lp.kill()
 		t.Logf("cycle %d: killed broker %d, the leader", cycle, leader)
 		others := []int32{}

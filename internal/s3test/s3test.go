@@ -36,6 +36,7 @@ type Server struct {
 	backend *s3mem.Backend
 	down    atomic.Bool
 	putWait atomic.Int64 // nanoseconds each PUT waits before it is served
+	puts    atomic.Int64 // PUTs being served
 	// Requests counts the requests it got (failed ones too).
 	Requests atomic.Int64
 	srv      *httptest.Server
@@ -52,8 +53,12 @@ func Start(t testing.TB) *Server {
 	h := fake.Server()
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Requests.Add(1)
-		if d := time.Duration(s.putWait.Load()); d > 0 && r.Method == http.MethodPut {
-			time.Sleep(d)
+		if r.Method == http.MethodPut {
+			s.puts.Add(1)
+			defer s.puts.Add(-1)
+			if d := time.Duration(s.putWait.Load()); d > 0 {
+				time.Sleep(d)
+			}
 		}
 		if s.down.Load() {
 			http.Error(w, "<Error><Code>ServiceUnavailable</Code><Message>down for the test</Message></Error>", http.StatusServiceUnavailable)
@@ -68,6 +73,10 @@ func Start(t testing.TB) *Server {
 
 // SetPutDelay makes each PUT wait d before it is served (a slow store).
 func (s *Server) SetPutDelay(d time.Duration) { s.putWait.Store(int64(d)) }
+
+// PutsInFlight is how many PUTs it is serving now: with SetPutDelay, a
+// test can act while an upload is under way.
+func (s *Server) PutsInFlight() int64 { return s.puts.Load() }
 
 // SetDown makes every request fail with 503 (true) or be served again.
 func (s *Server) SetDown(down bool) { s.down.Store(down) }
