@@ -34,7 +34,7 @@ type settler struct {
 	memFree func() int64                               // MemFree in bytes; 0: unknown
 	steal   func() time.Duration                       // the machine's steal time so far
 	burn    func(ctx context.Context, d time.Duration) // every CPU busy for d
-	sync    func()                                     // the GC and sync(2) of settle
+	flush   func()                                     // the GC and sync(2) of settle
 	cpus    int                                        // the CPUs burn keeps busy
 
 	mu      sync.Mutex
@@ -66,7 +66,7 @@ func newSettler() *settler {
 		steal:   stealTime,
 		burn:    burnCPUs,
 		cpus:    runtime.NumCPU(),
-		sync: func() {
+		flush: func() {
 			runtime.GC() // the load generator's garbage of the last step, too
 			unix.Sync()
 		},
@@ -106,7 +106,7 @@ func (s *settler) sample() {
 // below dirtyDrained (at most dirtyMaxWait), then waits for the
 // hypervisor to take back what the step freed (waitReclaimed).
 func (s *settler) settle(ctx context.Context) {
-	s.sync()
+	s.flush()
 	deadline := time.Now().Add(dirtyMaxWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if meminfo("Dirty", "Writeback") < dirtyDrained {

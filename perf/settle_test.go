@@ -26,8 +26,8 @@ func (h *fakeHost) settler() *settler {
 			}
 			h.burned++
 		},
-		sync: func() {},
-		cpus: 2, // quiet: at most 20 ms of steal a window
+		flush: func() {},
+		cpus:  2, // quiet: at most 20 ms of steal a window
 	}
 }
 

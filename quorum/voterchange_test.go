@@ -252,6 +252,25 @@ func (c *testCluster) lostVoterDown(ctx context.Context) (l, b, lost int32, res 
 	return l, b, lost, res
 }
 
+// commitSurvived checks the end of a lostVoterDown scenario, the old
+// leader back: stale voter b reaches the commit, which holds, and the
+// voter that lost its directory took no entries.
+func (c *testCluster) commitSurvived(ctx context.Context, b *Node, res metadata.Result, empty *Node) {
+	c.t.Helper()
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	img, err := b.WaitIndex(wctx, res.Index)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if v, _ := img.BrokerConfig("k"); v != "committed" {
+		c.t.Fatalf("the commit was lost: k=%q", v)
+	}
+	if empty.raft.LastIndex() != 0 {
+		c.t.Fatal("the lost voter took entries before it was removed")
+	}
+}
+
 // TestLostVoterWithoutLeader: a voter whose directory was lost starts
 // while no leader exists (a correlated restart): voter b is behind (it
 // missed a commit), the leader and c are down, c comes back empty and b
@@ -274,18 +293,7 @@ func TestLostVoterWithoutLeader(t *testing.T) {
 		return id < 0 && !c.node(b).IsLeader() && empty.raft.LastIndex() == 0
 	})
 	c.start(l, nil)
-	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-	defer wcancel()
-	img, err := c.node(b).WaitIndex(wctx, res.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := img.BrokerConfig("k"); v != "committed" {
-		t.Fatalf("the commit was lost: k=%q", v)
-	}
-	if empty.raft.LastIndex() != 0 {
-		t.Fatal("the lost voter took entries before it was removed")
-	}
+	c.commitSurvived(ctx, c.node(b), res, empty)
 }
 
 // TestStaleVoterDoesNotLetALostVoterIn: voter b is down while lost's
@@ -407,16 +415,5 @@ func TestLostVoterDoesNotFoundWhileAPeerStarts(t *testing.T) {
 		t.Fatalf("start node %d: %v", b, o.err)
 	}
 	c.start(l, nil)
-	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-	defer wcancel()
-	img, err := o.n.WaitIndex(wctx, res.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := img.BrokerConfig("k"); v != "committed" {
-		t.Fatalf("the commit was lost: k=%q", v)
-	}
-	if empty.raft.LastIndex() != 0 {
-		t.Fatal("the lost voter took entries before it was removed")
-	}
+	c.commitSurvived(ctx, o.n, res, empty)
 }
