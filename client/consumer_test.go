@@ -246,12 +246,8 @@ func TestConsumerIdleDoesNotBusyLoop(t *testing.T) {
 // for topic: a Poll started after n were counted is under way.
 func waitFetch(t testing.TB, px *proxy, topic string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for px.count(apiFetch, topic) <= n {
-		if time.Now().After(deadline) {
-			t.Fatalf("no FETCH for %s within 5s: Poll did not start", topic)
-		}
-		time.Sleep(time.Millisecond)
+	if !testenv.Eventually(5*time.Second, func() bool { return px.count(apiFetch, topic) > n }) {
+		t.Fatalf("no FETCH for %s within 5s: Poll did not start", topic)
 	}
 }
 

@@ -67,7 +67,17 @@ func TestReassignOffABroker(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // (some data before the move)
+	waitAcked := func(n int, when string) {
+		t.Helper()
+		count := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked)
+		}
+		want := count() + n
+		testenv.WaitFor(t, time.Minute, fmt.Sprintf("%d more records acknowledged %s", n, when), func() bool { return count() >= want })
+	}
+	waitAcked(500, "before the move")
 
 	move := kadm.AlterPartitionAssignmentsReq{}
 	target := map[int32][]int32{}
@@ -134,7 +144,7 @@ func TestReassignOffABroker(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(300 * time.Millisecond) // (load on the new leaders)
+	waitAcked(300, "on the new leaders")
 	stopLoad()
 	loadDone.Wait()
 	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)

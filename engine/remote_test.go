@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/tiered"
 )
 
@@ -262,17 +263,15 @@ func TestShareGroupOnTieredTopicStartsLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	joinShare(t, e, "g", "a", "q")
-	for range 50 {
-		recs, _, err := e.Shares().Fetch("g", "a", p, 1<<20, 0, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) > 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	var err error
+	if testenv.Eventually(time.Second, func() bool {
+		var recs []byte
+		recs, _, err = e.Shares().Fetch("g", "a", p, 1<<20, 0, false)
+		return err != nil || len(recs) > 0
+	}) && err == nil {
+		return
 	}
-	t.Fatalf("the share group got nothing (log start %d, local start %d, end %d)", p.LogStartOffset(), l.StartOffset(), l.EndOffset())
+	t.Fatalf("the share group got nothing (log start %d, local start %d, end %d): %v", p.LogStartOffset(), l.StartOffset(), l.EndOffset(), err)
 }
 
 // A broker default that would make a tiered topic compacted is refused,

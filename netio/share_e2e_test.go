@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // setGroupConfigs sets share-group configs (IncrementalAlterConfigs on
@@ -188,13 +190,19 @@ func TestShareLockExpiryAndDeliveryLimit(t *testing.T) {
 	if got := acquired(resp); len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 9 || got[0].DeliveryCount != 1 {
 		t.Fatalf("first fetch acquired %+v", got)
 	}
+	locked := time.Now()
 	// Accept 0-4; hold 5-9 past the lock.
 	resp = a.fetch(t, 0, ack(0, 4, 1))
 	if got := acquired(resp); len(got) != 0 {
 		t.Fatalf("records still locked were acquired again: %+v", got)
 	}
-	time.Sleep(1100 * time.Millisecond)
-	resp = a.fetch(t, 0)
+	testenv.WaitFor(t, 10*time.Second, "records 5-9 acquired again", func() bool {
+		resp = a.fetch(t, 0)
+		return len(acquired(resp)) > 0
+	})
+	if held := time.Since(locked); held < 900*time.Millisecond {
+		t.Fatalf("records locked for 1000 ms were acquired again after %v", held)
+	}
 	if got := acquired(resp); len(got) != 1 || got[0].FirstOffset != 5 || got[0].LastOffset != 9 || got[0].DeliveryCount != 2 {
 		t.Fatalf("after the lock expired acquired %+v, want 5-9 delivery 2", got)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/internal/s3test"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // One client that pipelines fetches of remote data and never reads its
@@ -67,15 +68,10 @@ func TestTieredUnreadSocketDoesNotStarveOthers(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	got := 0
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if fetch0() > 0 {
-			got++
-		}
-	}
+	served := testenv.Eventually(3*time.Second, func() bool { return fetch0() > 0 })
 	ac.Close()
 	e2eWaitFor(t, 10*time.Second, "remote reads again once the attacker is gone", func() bool { return fetch0() > 0 })
-	if got == 0 {
+	if !served {
 		t.Fatalf("for 3 s, while one connection does not read its responses, no other fetch of remote data got any record")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/metadata"
 )
 
@@ -65,30 +66,21 @@ func TestConvergesUnderLeaderRestarts(t *testing.T) {
 					return
 				}
 			}
-			var old *Node
-			for old == nil && ctx.Err() == nil {
+			leader := func() *Node {
 				for _, n := range c.running() {
 					if n.IsLeader() {
-						old = n
+						return n
 					}
 				}
-				time.Sleep(5 * time.Millisecond)
+				return nil
 			}
-			if old == nil {
+			var old *Node
+			if !testenv.Until(ctx, func() bool { old = leader(); return old != nil }) {
 				return
 			}
 			c.stop(old.ID())
 			// Wait for a new leader among the others before restarting it.
-			for ctx.Err() == nil {
-				elected := false
-				for _, n := range c.running() {
-					elected = elected || n.IsLeader()
-				}
-				if elected {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testenv.Until(ctx, func() bool { return leader() != nil })
 			cfg := c.config(old.ID())
 			n, err := Open(cfg)
 			if err != nil {
@@ -452,6 +444,7 @@ func TestProposeReturnsWhenTheNodeStops(t *testing.T) {
 		n := c.leader(ctx)
 		var wg sync.WaitGroup
 		returned := make(chan error, 64)
+		var answered atomic.Int64
 		for g := 0; g < 16; g++ {
 			wg.Add(1)
 			go func() {
@@ -462,10 +455,12 @@ func TestProposeReturnsWhenTheNodeStops(t *testing.T) {
 						returned <- err
 						return
 					}
+					answered.Add(1)
 				}
 			}()
 		}
-		time.Sleep(time.Duration(5+round) * time.Millisecond)
+		// Stop it a little later each round, with proposals in flight.
+		testenv.WaitFor(t, 10*time.Second, "proposals answered", func() bool { return answered.Load() > int64(8*round) })
 		c.stop(n.ID())
 		stopped := time.Now()
 		allDone := make(chan struct{})

@@ -46,14 +46,13 @@ func (c *testCluster) waitVoters(ctx context.Context, want ...int32) {
 // onLeader runs f on the leader, again on the next one if leadership
 // moved under it.
 func (c *testCluster) onLeader(ctx context.Context, f func(*Node) error) error {
-	for {
-		err := f(c.leader(ctx))
+	var err error
+	testenv.Until(ctx, func() bool {
+		err = f(c.leader(ctx))
 		var nl *NotLeaderError
-		if !errors.As(err, &nl) && !errors.Is(err, ErrUncertain) || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return !errors.As(err, &nl) && !errors.Is(err, ErrUncertain)
+	})
+	return err
 }
 
 // TestReplaceLostVoter: a voter whose metadata directory is lost comes
@@ -138,15 +137,13 @@ func TestGrowAndShrinkVoters(t *testing.T) {
 	c.startJoiner(5, "127.0.0.1:0")
 	addr4 := n4.Addr()
 	for _, id := range []int32{4, 5} {
-		for {
-			err := c.onLeader(ctx, func(l *Node) error { return l.AddVoter(ctx, id) })
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, ErrNotMember) || ctx.Err() != nil {
-				t.Fatalf("add voter %d: %v", id, err)
-			}
-			time.Sleep(50 * time.Millisecond) // not joined yet
+		var err error
+		testenv.Until(ctx, func() bool {
+			err = c.onLeader(ctx, func(l *Node) error { return l.AddVoter(ctx, id) })
+			return !errors.Is(err, ErrNotMember) // not joined yet
+		})
+		if err != nil {
+			t.Fatalf("add voter %d: %v", id, err)
 		}
 	}
 	c.waitVoters(ctx, 1, 2, 3, 4, 5)

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ringlog/ringlog/internal/powerloss"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // The crash loop's topics and group.
@@ -78,17 +79,16 @@ func TestCrashLoop(t *testing.T) {
 	b := startBrokerIn(t, dir, append([]string{"--kafka-addr", "127.0.0.1:0"}, flags...)...)
 	addr := b.addr
 	restart := func() *brokerProc {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			nb, err := tryStartBrokerIn(t, dir, append([]string{"--kafka-addr", addr}, flags...)...)
-			if err == nil {
-				return nb
-			}
-			if !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
-				t.Fatalf("restart: %v", err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var nb *brokerProc
+		var err error
+		testenv.Eventually(15*time.Second, func() bool {
+			nb, err = tryStartBrokerIn(t, dir, append([]string{"--kafka-addr", addr}, flags...)...)
+			return err == nil || !strings.Contains(err.Error(), "address already in use")
+		})
+		if err != nil {
+			t.Fatalf("restart: %v", err)
 		}
+		return nb
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -328,12 +328,8 @@ func TestURingEINTR(t *testing.T) {
 // waitDetached reaps until no detached request is in flight.
 func waitDetached(t *testing.T, u *URing) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for u.reap(); u.detached > 0; u.reap() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d detached requests still in flight after 10 s", u.detached)
-		}
-		time.Sleep(time.Millisecond)
+	if !testenv.Eventually(10*time.Second, func() bool { u.reap(); return u.detached == 0 }) {
+		t.Fatalf("%d detached requests still in flight after 10 s", u.detached)
 	}
 }
 

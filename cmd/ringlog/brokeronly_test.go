@@ -50,7 +50,7 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	load := startAckedLoad(ctx, prod)
-	time.Sleep(time.Second)
+	load.waitMore(t, 1000, "before the drain")
 
 	r := run(0, "cluster", "drain", "1", "--timeout", "90s")
 	wantContains(t, "drain", r.stdout, "Every move of the plan has completed")
@@ -79,7 +79,7 @@ func TestClusterBrokerOnlyNodes(t *testing.T) {
 		offsets, _ := filepath.Glob(filepath.Join(c.dirs[0], "__consumer_offsets-*"))
 		return len(left) == 0 && len(offsets) == 0
 	})
-	time.Sleep(500 * time.Millisecond) // (load on the new leaders)
+	load.waitMore(t, 300, "on the new leaders")
 	acked := load.halt(t, ctx, prod)
 	if len(acked) < 100 {
 		t.Fatalf("only %d records acknowledged", len(acked))
@@ -196,6 +196,12 @@ func (l *ackedLoad) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.acked)
+}
+
+// waitMore waits until n more records are acknowledged than now.
+func (l *ackedLoad) waitMore(t *testing.T, n int, when string) {
+	t.Helper()
+	waitMoreAcked(t, n, when, l.count)
 }
 
 // halt stops producing, flushes what is in flight, and returns the

@@ -184,7 +184,7 @@ func TestReplicationChaos(t *testing.T) {
 			}
 		}
 	})
-	time.Sleep(time.Second)
+	h.prods.waitAcked(500, "before the first fault")
 
 	// The partition faults (one-way cuts, client-side cuts) are drawn
 	// twice as often as the others: they are where the subtle bugs were,

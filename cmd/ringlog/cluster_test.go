@@ -491,6 +491,16 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	}
 }
 
+// waitMoreAcked waits until count (records a test's load had
+// acknowledged) is n above what it is now: the load the cluster carried
+// at this point of the test (before a fault, after it, on new leaders),
+// not a guess of how long that takes.
+func waitMoreAcked(t *testing.T, n int, when string, count func() int) {
+	t.Helper()
+	want := count() + n
+	testenv.WaitFor(t, time.Minute, fmt.Sprintf("%d more records acknowledged %s", n, when), func() bool { return count() >= want })
+}
+
 // eventually asks cond until it holds (true) or ctx ends (false).
 func eventually(ctx context.Context, cond func() bool) bool {
 	d := time.Minute

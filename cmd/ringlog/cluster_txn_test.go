@@ -17,6 +17,7 @@ import (
 
 	"github.com/ringlog/ringlog/cluster"
 	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/internal/testenv"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -408,16 +409,12 @@ func exactlyOnceAcrossCoordinatorKill(t *testing.T, ctx context.Context, c *test
 		live = append(live, c.kafka[id-1])
 	}
 	var seen map[string]int
-	killed := time.Now()
-	for ctx.Err() == nil {
-		if seen = readAllValues(ctx, t, live, "ctx-out", kgo.ReadCommitted()); len(seen) >= n {
-			break
-		}
-		if time.Since(killed) > 90*time.Second {
-			logTxnState(t, ctx, live, loopID, "ctx-out")
-			t.Fatalf("after 90 s the committed output holds %d of %d records", len(seen), n)
-		}
-		time.Sleep(500 * time.Millisecond)
+	if !testenv.Poll(90*time.Second, 500*time.Millisecond, func() bool {
+		seen = readAllValues(ctx, t, live, "ctx-out", kgo.ReadCommitted())
+		return len(seen) >= n || ctx.Err() != nil
+	}) {
+		logTxnState(t, ctx, live, loopID, "ctx-out")
+		t.Fatalf("after 90 s the committed output holds %d of %d records", len(seen), n)
 	}
 	loop.halt()
 	for i := 0; i < 5 && len(seen) < n; i++ {

@@ -426,7 +426,7 @@ func newReplHarnessSpares(t *testing.T, topic string, parts, spares int, total, 
 func TestReplicationFailover(t *testing.T) {
 	const topic, parts = "repl", 6
 	h := newReplHarness(t, topic, parts, 150*time.Second, 30*time.Second, 60*time.Second)
-	time.Sleep(time.Second) // records acknowledged before the first fault
+	h.prods.waitAcked(500, "before the first fault")
 
 	fa := h.killAndRestart("(a) kill the broker leading the most partitions", h.view.mostLeading())
 	fb := h.pauseAndResume("(b) pause partition 0's leader", h.view.Parts[0].Leader)
@@ -440,7 +440,7 @@ func TestReplicationFailover(t *testing.T) {
 		}
 	}
 	fe := h.deafAndHeal("(e) make a leader other than the controller deaf to the other brokers", deaf)
-	time.Sleep(500 * time.Millisecond) // records acknowledged after the last fault
+	h.prods.waitAcked(300, "after the last fault")
 
 	acked, failed := h.prods.finish(h.ctx)
 	t.Logf("failover, cluster side / producer side: (a) leader kill %s / %s, (b) leader pause %s / %s, (c) controller kill %s / %s, (d) leader cut off %s / %s, (e) deaf leader %s / %s",

@@ -254,24 +254,21 @@ func TestReplicatedConsumerGroupFailover(t *testing.T) {
 	}
 	var after map[string]string
 	var state string
-	for {
+	var err error
+	if !testenv.Poll(time.Minute, 200*time.Millisecond, func() bool {
 		// A fresh client each try: franz-go keeps a group's coordinator
 		// cached while dialing it fails.
-		cl, err := kgo.NewClient(kgo.SeedBrokers(live...), kgo.RetryTimeout(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
+		cl, cerr := kgo.NewClient(kgo.SeedBrokers(live...), kgo.RetryTimeout(2*time.Second))
+		if cerr != nil {
+			t.Fatal(cerr)
 		}
 		fctx, fcancel := context.WithTimeout(ctx, 3*time.Second)
 		state, after, err = consumerGroupView(fctx, cl, group)
 		fcancel()
 		cl.Close()
-		if err == nil && state == "Stable" && fmt.Sprint(after) == fmt.Sprint(before) {
-			break
-		}
-		if time.Since(killedAt) > time.Minute {
-			t.Fatalf("a minute after killing coordinator %d the group is %s %v (%v), before it was %v", victim, state, after, err, before)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && state == "Stable" && fmt.Sprint(after) == fmt.Sprint(before)
+	}) {
+		t.Fatalf("a minute after killing coordinator %d the group is %s %v (%v), before it was %v", victim, state, after, err, before)
 	}
 	t.Logf("coordinator %d killed: the group was served again, as it was, after %v", victim, time.Since(killedAt).Round(time.Millisecond))
 	time.Sleep(6 * time.Second) // a heartbeat of each member against the new coordinator

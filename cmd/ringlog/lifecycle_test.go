@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,28 +163,14 @@ func TestGracefulShutdown(t *testing.T) {
 // gauge is the only outside view of it.
 func waitParkedFetch(t *testing.T, b *serveProc) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + b.HTTP + "/metrics")
-		if err != nil {
-			t.Fatalf("metrics: %v", err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("metrics: %v", err)
-		}
-		for _, line := range strings.Split(string(body), "\n") {
-			v, ok := strings.CutPrefix(line, "ringlog_fetches_parked ")
-			if ok && v != "0" {
-				return
+	testenv.WaitFor(t, 10*time.Second, "a fetch parked in the broker (ringlog_fetches_parked above 0)", func() bool {
+		for _, line := range strings.Split(httpGet(t, "http://"+b.HTTP+"/metrics"), "\n") {
+			if v, ok := strings.CutPrefix(line, "ringlog_fetches_parked "); ok && v != "0" {
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no fetch parked in the broker within 10s (ringlog_fetches_parked stayed 0)")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // TestGracefulShutdownAnswersParkedFetch parks a fetch in a long poll

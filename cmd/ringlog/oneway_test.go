@@ -143,6 +143,11 @@ func TestOneWayCutNoStaleLeadership(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var acks1 []ack
+	acked1 := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks1)
+	}
 	cl := procClient(t, h.c.kafka[0], kgo.SeedBrokers(h.c.kafka...), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
 		kgo.DefaultProduceTopic(topic1), kgo.RecordDeliveryTimeout(20*time.Second))
 	stop := make(chan struct{})
@@ -166,7 +171,7 @@ func TestOneWayCutNoStaleLeadership(t *testing.T) {
 			})
 		}
 	}()
-	time.Sleep(time.Second)
+	waitMoreAcked(t, 100, "with acks=1 before the first cut", acked1)
 	// The windows from each heal to a second before the next cut: a
 	// record acknowledged by a leader just before it was cut off, or
 	// while it was and had not stepped down, may be lost (acks=1 promises
@@ -213,7 +218,7 @@ func TestOneWayCutNoStaleLeadership(t *testing.T) {
 		}
 		return false
 	}
-	time.Sleep(time.Second)
+	waitMoreAcked(t, 100, "with acks=1 after the last heal", acked1)
 	close(stop)
 	wg.Wait()
 	cl.Flush(h.ctx)

@@ -237,10 +237,10 @@ func viewsAgree(vs []topicView) bool {
 // the test, with the last views and error seen, when d passes first.
 func (c *testCluster) pollViews(ctx context.Context, ids []int32, topic string, d time.Duration, what string, ok func(vs []topicView) bool) []topicView {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		var vs []topicView
-		var lastErr error
+	var vs []topicView
+	var lastErr error
+	if testenv.Poll(d, 100*time.Millisecond, func() bool {
+		vs, lastErr = nil, nil
 		for _, id := range ids {
 			v, err := topicViewFrom(ctx, c.kafka[id-1], topic)
 			if err != nil {
@@ -249,18 +249,16 @@ func (c *testCluster) pollViews(ctx context.Context, ids []int32, topic string, 
 			}
 			vs = append(vs, v)
 		}
-		if lastErr == nil && len(vs) > 0 && ok(vs) {
-			return vs
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			var b strings.Builder
-			for i, v := range vs {
-				fmt.Fprintf(&b, "\n  broker %d: %+v", ids[i], v)
-			}
-			c.t.Fatalf("timed out after %v waiting for %s; last views:%s\nlast error: %v", d, what, b.String(), lastErr)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return ctx.Err() != nil || lastErr == nil && len(vs) > 0 && ok(vs)
+	}) && ctx.Err() == nil {
+		return vs
 	}
+	var b strings.Builder
+	for i, v := range vs {
+		fmt.Fprintf(&b, "\n  broker %d: %+v", ids[i], v)
+	}
+	c.t.Fatalf("timed out after %v waiting for %s; last views:%s\nlast error: %v", d, what, b.String(), lastErr)
+	return nil
 }
 
 // waitFullISR waits up to d until every running broker's Metadata lists
@@ -481,6 +479,12 @@ func (p *replProducers) counts() (acked, failed int) {
 	p.acks.mu.Lock()
 	defer p.acks.mu.Unlock()
 	return len(p.acks.acked), len(p.acks.failed)
+}
+
+// waitAcked waits until n more records are acknowledged than now.
+func (p *replProducers) waitAcked(n int, when string) {
+	p.t.Helper()
+	waitMoreAcked(p.t, n, when, func() int { acked, _ := p.counts(); return acked })
 }
 
 // finish stops producing, flushes every client (waiting up to 2 minutes
@@ -755,26 +759,28 @@ func sendBatch(ctx context.Context, r kmsg.Requestor, topic string, partition in
 // want (0: success).
 func (c *testCluster) produceRawUntil(ctx context.Context, ids []int32, topic string, want int16, d time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		v := c.pollViews(ctx, ids, topic, d, fmt.Sprintf("a leader for %s-0", topic), func(vs []topicView) bool {
+	var (
+		v      topicView
+		leader int32
+		code   int16
+		err    error
+	)
+	if testenv.Poll(d, 200*time.Millisecond, func() bool {
+		v = c.pollViews(ctx, ids, topic, d, fmt.Sprintf("a leader for %s-0", topic), func(vs []topicView) bool {
 			return len(vs[0].Parts) > 0 && vs[0].Parts[0].Leader > 0
 		})[0]
-		leader := v.Parts[0].Leader
-		code, err := produceRaw(ctx, c.kafka[leader-1], topic, 0, fmt.Sprintf("raw-%d", time.Now().UnixNano()))
-		if err == nil && code == want {
-			return
-		}
+		leader = v.Parts[0].Leader
+		code, err = produceRaw(ctx, c.kafka[leader-1], topic, 0, fmt.Sprintf("raw-%d", time.Now().UnixNano()))
 		// A success where an error is wanted is final; an error where
 		// success is wanted may be the leader catching up on an ISR
 		// change the metadata already shows.
 		retry := err != nil || (code != 0 && kerr.IsRetriable(kerr.ErrorForCode(code)))
-		if !retry || time.Now().After(deadline) {
-			c.t.Fatalf("acks=all produce to %s-0 on its leader %d (ISR %v): error %v, request error %v; want %v",
-				topic, leader, v.Parts[0].ISR, kerr.ErrorForCode(code), err, kerr.ErrorForCode(want))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && code == want || !retry
+	}) && err == nil && code == want {
+		return
 	}
+	c.t.Fatalf("acks=all produce to %s-0 on its leader %d (ISR %v): error %v, request error %v; want %v",
+		topic, leader, v.Parts[0].ISR, kerr.ErrorForCode(code), err, kerr.ErrorForCode(want))
 }
 
 // TestReplicationBadInput: a replication factor above the number of
@@ -919,7 +925,7 @@ func TestReplicatedGroupOffsets(t *testing.T) {
 	// cached while dialing it fails.
 	var adm2 *kadm.Client
 	var after kadm.OffsetResponses
-	for {
+	if !testenv.Poll(30*time.Second, 100*time.Millisecond, func() bool {
 		cl, cerr := kgo.NewClient(kgo.SeedBrokers(live...), kgo.RetryTimeout(2*time.Second))
 		if cerr != nil {
 			t.Fatal(cerr)
@@ -930,13 +936,12 @@ func TestReplicatedGroupOffsets(t *testing.T) {
 		cancel()
 		if err == nil && after.Error() == nil && len(after) > 0 {
 			t.Cleanup(cl.Close)
-			break
+			return true
 		}
 		cl.Close()
-		if time.Since(killed) > 30*time.Second {
-			t.Fatalf("no broker served %s's offsets within 30 s of killing its coordinator %d: %v %v", group, victim, err, after.Error())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no broker served %s's offsets within 30 s of killing its coordinator %d: %v %v", group, victim, err, after.Error())
 	}
 	took := time.Since(killed)
 	// Brokers apply the new leadership a few milliseconds apart: the one

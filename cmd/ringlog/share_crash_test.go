@@ -13,6 +13,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/kwire"
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // shareWire is a share consumer speaking the protocol by hand over one
@@ -168,10 +169,12 @@ func TestShareGroupSurvivesKill(t *testing.T) {
 			t.Fatalf("only %d of %d records confirmed", len(tally.confirmed), total)
 		}
 		if s == nil {
-			var err error
-			if s, err = dialShare(ctx, b.Kafka, group, "m1", topic); err != nil {
-				time.Sleep(50 * time.Millisecond)
-				continue
+			if !testenv.Until(ctx, func() bool {
+				var err error
+				s, err = dialShare(ctx, b.Kafka, group, "m1", topic)
+				return err == nil
+			}) {
+				continue // the context's end, reported above
 			}
 			tally.pending = nil // acks of a dead session are lost: delivered again
 		}
@@ -276,20 +279,19 @@ func TestShareGroupClusterFailover(t *testing.T) {
 			continue
 		}
 		if s == nil {
-			leader := leaderOf(ctx, c.kafka, topic, 0)
-			if leader < 1 {
-				lastErr = fmt.Errorf("no leader of %s", topic)
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			if lastErr = shareJoin(ctx, c.kafka, group, "m1", topic); lastErr != nil {
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			var err error
-			if s, err = dialShareConn(ctx, c.kafka[leader-1], group, "m1", topicID(ctx, t, admCl, topic)); err != nil {
-				time.Sleep(100 * time.Millisecond)
-				continue
+			if !testenv.Until(ctx, func() bool {
+				leader := leaderOf(ctx, c.kafka, topic, 0)
+				if leader < 1 {
+					lastErr = fmt.Errorf("no leader of %s", topic)
+					return false
+				}
+				if lastErr = shareJoin(ctx, c.kafka, group, "m1", topic); lastErr != nil {
+					return false
+				}
+				s, lastErr = dialShareConn(ctx, c.kafka[leader-1], group, "m1", topicID(ctx, t, admCl, topic))
+				return lastErr == nil
+			}) {
+				continue // the context's end, reported above
 			}
 			tally.pending = nil
 		}
@@ -298,7 +300,6 @@ func TestShareGroupClusterFailover(t *testing.T) {
 			lastErr = fmt.Errorf("fetch: %w", err)
 			s.c.Close()
 			s = nil
-			time.Sleep(50 * time.Millisecond)
 			continue
 		}
 		if !acked && len(tally.pending) > 0 {

@@ -68,7 +68,7 @@ func TestTieredClusterLeaderKill(t *testing.T) {
 		c.startReplicated(int(leader))
 		view = c.waitFullISR(ctx, "tiered", 1, 3, 90*time.Second)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitMoreAcked(t, 300, "after the last restart", load.count)
 	s3.SetPutDelay(0)
 	acked := load.halt(t, ctx, prod)
 	// The copies catch up with everything produced.

@@ -72,7 +72,7 @@ func TestTieredKillNine(t *testing.T) {
 	if interrupted == 0 {
 		t.Fatal("no kill interrupted a copy: the test did not test that")
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitMoreAcked(t, 500, "after the last restart", load.count)
 	acked := load.halt(t, ctx, prod)
 	n := len(acked)
 	t.Logf("%d records acknowledged; %d of 4 kills interrupted a copy", n, interrupted)
@@ -206,6 +206,13 @@ func startTieredLoad(ctx context.Context, prod *kgo.Client, fill string, pause t
 		}
 	}()
 	return l
+}
+
+// count is how many records were acknowledged so far.
+func (l *tieredLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
 }
 
 // add counts v as acknowledged.

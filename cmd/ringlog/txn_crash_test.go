@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/testenv"
 )
 
 // TestExactlyOnceAcrossKillNine runs franz-go's GroupTransactSession
@@ -181,9 +183,7 @@ func (l *transactLoop) committed() int {
 // waitInside waits until at least n transactions committed and one is
 // open.
 func (l *transactLoop) waitInside(ctx context.Context, n int) {
-	for ctx.Err() == nil && (l.committed() < n || !l.inTxn.Load()) {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Until(ctx, func() bool { return l.committed() >= n && l.inTxn.Load() })
 }
 
 // halt stops the loop and waits for it.

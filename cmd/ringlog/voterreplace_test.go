@@ -65,7 +65,7 @@ func TestClusterReplaceDeadVoter(t *testing.T) {
 		t.Fatal(err)
 	}
 	load := startAckedLoad(ctx, prod)
-	time.Sleep(time.Second)
+	load.waitMore(t, 1000, "before voter 1 dies")
 
 	// Voter 1 dies with its disk.
 	c.procs[0].kill()

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -66,5 +67,21 @@ func TestHolds(t *testing.T) {
 	Holds(&r, time.Second, "the count", func() bool { n++; return n != 3 })
 	if r.fatal == "" || n != 3 {
 		t.Fatalf("a condition false at its third call: fatal %q after %d calls", r.fatal, n)
+	}
+}
+
+func TestUntil(t *testing.T) {
+	n := 0
+	if !Until(context.Background(), func() bool { n++; return n == 3 }) || n != 3 {
+		t.Fatalf("Until returned before the third call (%d calls)", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if Until(ctx, func() bool { return false }) {
+		t.Fatal("a condition that never holds held")
+	}
+	if took := time.Since(start); took < 30*time.Millisecond || took > time.Second {
+		t.Fatalf("Until gave up after %v, want about 30ms (the context's end)", took)
 	}
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -21,8 +22,15 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // Eventually asks cond every 10 ms until it holds (true) or d has passed
 // (false): WaitFor for a caller that reports the failure itself.
 func Eventually(d time.Duration, cond func() bool) bool {
+	return Poll(d, waitPoll, cond)
+}
+
+// Poll asks cond every period until it holds (true) or d has passed
+// (false): Eventually for a condition too costly to ask every 10 ms (a
+// request to each broker of a cluster).
+func Poll(d, period time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
-	tick := time.NewTicker(waitPoll)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -52,4 +60,20 @@ func Holds(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// Until asks cond every 10 ms until it holds (true) or ctx ends (false):
+// Eventually for a wait bounded by a test's context, as in a goroutine
+// that may not fail t itself, or a retry loop whose attempt is cond.
+func Until(ctx context.Context, cond func() bool) bool {
+	tick := time.NewTicker(waitPoll)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
 }
