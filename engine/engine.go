@@ -109,6 +109,12 @@ type Config struct {
 	// page cache, and appends reuse the freed pages. 0: leave the page
 	// cache to the kernel. Needs WritebackBytes.
 	PageCacheTailBytes int64
+	// DirectWrites writes every partition's appends with O_DIRECT, past
+	// the page cache (see wal.Options.DirectWrites): no page-cache pages
+	// are allocated and filled for them, and consumers read the disk.
+	// WritebackBytes and PageCacheTailBytes then do nothing. Open checks
+	// that the data directory's file system supports it.
+	DirectWrites bool
 	// Backend selects the I/O backend (ring.KindAuto by default).
 	Backend ring.Kind
 	// RetentionCheckInterval is how often shards enforce retention
@@ -363,6 +369,12 @@ func Open(cfg Config) (*Engine, error) {
 	lock, err := lockDataDir(cfg.DataDir, cfg.Perm)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.DirectWrites {
+		if err := wal.CheckDirectWrites(cfg.DataDir); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("engine: %w (start without --direct-writes, or put the data directory on a file system such as ext4 or xfs)", err)
+		}
 	}
 	e := &Engine{
 		cfg: cfg, logger: cfg.Logger, now: cfg.Now,
@@ -754,7 +766,7 @@ func (e *Engine) walOptions(p *Partition) wal.Options {
 // topic's config.
 func (e *Engine) baseWALOptions(p *Partition) wal.Options {
 	return wal.Options{
-		WritebackBytes: e.cfg.WritebackBytes, PageCacheTailBytes: e.cfg.PageCacheTailBytes,
+		WritebackBytes: e.cfg.WritebackBytes, PageCacheTailBytes: e.cfg.PageCacheTailBytes, DirectWrites: e.cfg.DirectWrites,
 		Logger: e.logger.With("partition", p.String()), Now: e.now,
 		SyncFile: e.cfg.SyncFile, Perm: e.cfg.Perm,
 	}

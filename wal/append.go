@@ -38,6 +38,10 @@ type Batch struct {
 	ops    []ring.Op
 	pool   []*Stage
 	bufs   [][]byte
+	// arena holds the aligned buffers of the direct writes (direct.go),
+	// arenaUsed of it by this submission.
+	arena     []byte
+	arenaUsed int
 }
 
 // Appended is the outcome of one appended record batch.
@@ -81,6 +85,10 @@ type Stage struct {
 	// flush: earlier segments of the log not yet known durable, synced
 	// ahead of a syncing stage (referenced until Submit returns).
 	flush []*segment
+	// direct: the O_DIRECT writes built for the stage (DirectWrites);
+	// buildErr: why its writes could not be built (it then has no ops).
+	direct   []directRun
+	buildErr error
 }
 
 type stagedBatch struct {
@@ -103,7 +111,8 @@ func (b *Batch) Reset() {
 		}
 		clear(st.metas)
 		clear(st.flush)
-		*st = Stage{Results: st.Results[:0], metas: st.metas[:0], flush: st.flush[:0]}
+		clear(st.direct)
+		*st = Stage{Results: st.Results[:0], metas: st.metas[:0], flush: st.flush[:0], direct: st.direct[:0]}
 		b.pool = append(b.pool, st)
 	}
 	clear(b.stages)
@@ -233,7 +242,8 @@ func (b *Batch) Sync(l *Log) (Ticket, error) {
 }
 
 // buildOps turns the stages into ring operations: per log, one writev per
-// run of batches in the same segment (split at ring.MaxIovecs), an fdatasync of
+// run of batches in the same segment (split at ring.MaxIovecs; with
+// DirectWrites one aligned O_DIRECT write, directWrite), an fdatasync of
 // each segment written when the stage syncs, all linked in one chain.
 //
 // A syncing stage first syncs the log's earlier segments that are not
@@ -243,6 +253,9 @@ func (b *Batch) Sync(l *Log) (Ticket, error) {
 // acknowledged acks=all batch in the new segment and lose the unsynced
 // tail of the one before, damaging the log in the middle.
 func (b *Batch) buildOps() {
+	if n := b.directBytes(); n > 0 {
+		b.growArena(n)
+	}
 	for _, st := range b.stages {
 		st.opFirst = len(b.ops)
 		if st.sync {
@@ -256,20 +269,27 @@ func (b *Batch) buildOps() {
 		}
 		for i := 0; i < len(st.metas); {
 			seg := st.metas[i].seg
-			j := i
-			for j < len(st.metas) && st.metas[j].seg == seg {
-				j++
-			}
-			for k := i; k < j; k += ring.MaxIovecs {
-				e := min(k+ring.MaxIovecs, j)
-				first := len(b.bufs)
-				for _, m := range st.metas[k:e] {
-					b.bufs = append(b.bufs, m.data)
+			j := st.runEnd(i)
+			if st.log.opts.DirectWrites {
+				op, err := b.directWrite(st, seg, st.metas[i:j])
+				if err != nil {
+					st.buildErr = err
+					b.ops = b.ops[:st.opFirst]
+					break
 				}
-				b.ops = append(b.ops, ring.Op{
-					Kind: ring.OpWritev, Fd: int(seg.f.Fd()), Offset: st.metas[k].pos,
-					Bufs: b.bufs[first:len(b.bufs):len(b.bufs)], Link: true,
-				})
+				b.ops = append(b.ops, op)
+			} else {
+				for k := i; k < j; k += ring.MaxIovecs {
+					e := min(k+ring.MaxIovecs, j)
+					first := len(b.bufs)
+					for _, m := range st.metas[k:e] {
+						b.bufs = append(b.bufs, m.data)
+					}
+					b.ops = append(b.ops, ring.Op{
+						Kind: ring.OpWritev, Fd: int(seg.f.Fd()), Offset: st.metas[k].pos,
+						Bufs: b.bufs[first:len(b.bufs):len(b.bufs)], Link: true,
+					})
+				}
 			}
 			if st.sync {
 				b.ops = append(b.ops, ring.Op{Kind: ring.OpFdatasync, Fd: int(seg.f.Fd()), Link: true})
@@ -309,7 +329,7 @@ func (b *Batch) Submit(backend ring.Backend) error {
 		return err
 	}
 	for _, st := range b.stages {
-		var err error
+		err := st.buildErr
 		noSpace := false
 		for i := st.opFirst; i < st.opEnd; i++ {
 			if op := &b.ops[i]; op.Err != nil {
@@ -388,6 +408,7 @@ func (l *Log) prunePendingFlush() {
 // commit publishes a written stage to readers (owner only); b, the
 // backend that wrote it, also starts its writeback.
 func (l *Log) commit(st *Stage, b ring.Backend) {
+	st.commitDirect()
 	interval := l.opts.IndexIntervalBytes
 	for i := range st.metas {
 		m := &st.metas[i]
@@ -443,9 +464,14 @@ func (l *Log) fail(st *Stage, err error, noSpace bool) {
 	segs := l.segs
 	l.mu.RUnlock()
 	for _, s := range segs {
-		if s.wpos != s.size.Load() {
+		// A failed direct write may have rewritten the partial block
+		// before it: read it back for the next one.
+		s.dtailEnd = -1
+		if s.wpos != s.size.Load() || s.padded {
 			if terr := s.f.Truncate(s.size.Load()); terr != nil && !errors.Is(terr, ErrClosed) {
 				l.logger.Warn("cut back failed write", "segment", s.base, "err", terr)
+			} else {
+				s.padded = false
 			}
 			s.wpos = s.size.Load()
 			s.wnext = s.end.Load()

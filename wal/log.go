@@ -124,6 +124,7 @@ func (l *Log) Options() Options { return l.opts }
 func (l *Log) SetOptions(o Options) error {
 	o.Clean, o.RepairCorruption = l.opts.Clean, l.opts.RepairCorruption
 	o.LeaderEpoch, o.crashHook, o.Perm = l.opts.LeaderEpoch, l.opts.crashHook, l.perm
+	o.DirectWrites = l.opts.DirectWrites // a broker-wide choice, made at Open
 	if o.Logger == nil {
 		o.Logger = l.opts.Logger
 	}
@@ -491,6 +492,9 @@ func (l *Log) Close() error {
 	}
 	if len(l.segs) > 0 {
 		s := l.active()
+		if err := s.trimPadding(); err != nil {
+			errs = append(errs, err)
+		}
 		if l.failed == nil {
 			if err := l.opts.SyncFile(s.f); err != nil {
 				errs = append(errs, fmt.Errorf("flush %s: %w", s.path(logSuffix), err))

@@ -66,6 +66,18 @@ type Options struct {
 	// copy. 0: leave the page cache to the kernel. Needs WritebackBytes;
 	// Linux only, like it.
 	PageCacheTailBytes int64
+	// DirectWrites writes appends with O_DIRECT, past the page cache: each
+	// submission copies a log's batches, after the partial block the last
+	// one ended in, into one aligned buffer and writes it whole, zero
+	// padded to a 4 KiB block (the next write rewrites that block). The
+	// kernel allocates and copies no page-cache pages for them, and
+	// readers read the disk (the file through the page cache as before,
+	// which caches what they read). A padded segment is cut back to its
+	// data when sealed or closed; recovery drops the padding left by a
+	// crash. WritebackBytes and PageCacheTailBytes do nothing with it
+	// (there are no dirty pages). Linux only, and the file system must
+	// support O_DIRECT (tmpfs does not).
+	DirectWrites bool
 	// Preallocate reserves SegmentBytes of disk when a segment is created
 	// (fallocate, released past the data when the segment is sealed).
 	// Linux only: elsewhere nothing is reserved.
@@ -141,6 +153,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.PageCacheTailBytes < 0 {
 		return r, fmt.Errorf("page cache tail bytes %d is negative", r.PageCacheTailBytes)
+	}
+	if r.DirectWrites {
+		r.WritebackBytes, r.PageCacheTailBytes = 0, 0
 	}
 	if r.IndexIntervalBytes <= 0 {
 		r.IndexIntervalBytes = DefaultIndexIntervalBytes

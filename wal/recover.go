@@ -285,6 +285,16 @@ func (l *Log) recoverSegment(s *segment, minOffset int64, laterData bool) error 
 	pos, next := int64(0), minOffset
 	for pos < size {
 		h, reason := sc.batchAt(pos, next)
+		if reason != "" && isDirectPadding(s.f, pos, size) {
+			// Not data: the zeros a direct write (DirectWrites) pads
+			// its last block with, left by a stop before the segment
+			// was cut back to its data.
+			l.logger.Info("dropping the padding of a direct write", "segment", s.path(logSuffix), "at", pos, "dropped_bytes", size-pos)
+			if err := s.f.Truncate(pos); err != nil {
+				return fmt.Errorf("segment %d: cut the padding of a direct write: %w", s.base, err)
+			}
+			break
+		}
 		if reason != "" {
 			q := sc.searchValid(pos+1, next)
 			if q < 0 && !laterData {

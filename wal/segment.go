@@ -60,6 +60,16 @@ type segment struct {
 	idxOnDisk     int64 // index file sizes found at open, before preallocation
 	tidxOnDisk    int64
 
+	// Writer-only, with Options.DirectWrites (direct.go): df is the file
+	// opened again with O_DIRECT (nil until the first write), dtail the
+	// bytes of the partial block before dtailEnd (-1: unknown, read back
+	// from the file), padded whether the file may run past size with
+	// zero padding.
+	df       *os.File
+	dtail    []byte
+	dtailEnd int64
+	padded   bool
+
 	refs    atomic.Int32
 	deleted atomic.Bool
 
@@ -104,7 +114,7 @@ func (s *segment) path(suffix string) string {
 // openSegment opens (creating if needed) the three files of the segment at
 // base. It does not validate anything; recovery does that.
 func openSegment(dir string, base int64, opts *Options, create bool) (*segment, error) {
-	s := &segment{dir: dir, base: base, lastIndexed: -1, maxTsOffset: -1, firstAppendMs: -1, logger: opts.Logger, perm: opts.Perm}
+	s := &segment{dir: dir, base: base, lastIndexed: -1, maxTsOffset: -1, firstAppendMs: -1, dtailEnd: -1, logger: opts.Logger, perm: opts.Perm}
 	s.maxTs.Store(-1)
 	s.refs.Store(1)
 	flags := os.O_RDWR
@@ -188,6 +198,13 @@ func (s *segment) release() {
 func (s *segment) closeFiles() {
 	s.idx.close()
 	s.tidx.close()
+	if s.df != nil {
+		// Its writes went to the disk, not the page cache: a failed
+		// close loses none of them, and fdatasync covers the rest.
+		if err := s.df.Close(); err != nil {
+			s.logger.Warn("close the segment's O_DIRECT file", "segment", s.base, "err", err)
+		}
+	}
 	s.f.Close()
 }
 
@@ -289,6 +306,9 @@ func (s *segment) seal() error {
 	}
 	if err := s.tidx.trim(); err != nil {
 		errs = append(errs, fmt.Errorf("segment %d: trim time index: %w", s.base, err))
+	}
+	if err := s.trimPadding(); err != nil {
+		errs = append(errs, err)
 	}
 	if s.preallocated > 0 {
 		if err := releasePrealloc(s.f, s.size.Load(), s.preallocated); err != nil {

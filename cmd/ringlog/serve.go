@@ -183,6 +183,7 @@ func serveFlagSet(f *serveFlags, stdout io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.ioBackend, "io-backend", string(def.Engine.Backend), "auto (hybrid), hybrid, io_uring or pwritev; without the flag, env "+ring.EnvBackend+" when set")
 	fs.Int64Var(&e.WritebackBytes, "writeback-bytes", def.Engine.WritebackBytes, "start the kernel's writeback of each partition's new data every this many bytes, so dirty page cache stays small and appends are not throttled in bursts (0: leave writeback to the kernel)")
 	fs.Int64Var(&e.PageCacheTailBytes, "page-cache-tail-bytes", def.Engine.PageCacheTailBytes, "drop each partition's written-back data from the page cache once it lies this many bytes behind the tail, so appends reuse those pages instead of taking fresh ones; consumers further behind read the disk (0: leave the page cache to the kernel; needs --writeback-bytes)")
+	fs.BoolVar(&e.DirectWrites, "direct-writes", def.Engine.DirectWrites, "write appends with O_DIRECT, past the page cache: no page-cache pages are allocated and filled for them (less CPU per produced byte), consumers read the disk; --writeback-bytes and --page-cache-tail-bytes then do nothing (Linux; the data directory's file system must support O_DIRECT, tmpfs does not)")
 	fs.BoolVar(&e.WriteCaching, "write-caching", def.Engine.WriteCaching, "acknowledge acks=all from the page cache (no fdatasync) for every topic")
 	fs.BoolVar(&e.RepairCorruptLogs, "repair-corrupt-logs", def.Engine.RepairCorruptLogs, "at start, move damaged bytes in the middle of a log aside and keep every valid batch (default: keep such a partition offline)")
 	fs.DurationVar(&e.RetentionCheckInterval, "retention-check-interval", def.Engine.RetentionCheckInterval, "how often retention runs")
@@ -489,7 +490,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			"metadata_addr", f.metadataAddr)
 	}
 	logger.Info("starting ringlog", "version", cfg.Build.Version, "data_dir", e.DataDir, "kafka_addr", cfg.Kafka.Addr, "http_addr", cfg.HTTPAddr,
-		"io_backend", cfg.Engine.Backend, "io_backend_from", f.ioBackendSource, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "page_cache_tail_bytes", e.PageCacheTailBytes, "topic_defaults", e.TopicDefaults)
+		"io_backend", cfg.Engine.Backend, "io_backend_from", f.ioBackendSource, "shards", e.Shards, "write_caching", e.WriteCaching, "writeback_bytes", e.WritebackBytes, "page_cache_tail_bytes", e.PageCacheTailBytes, "direct_writes", e.DirectWrites, "topic_defaults", e.TopicDefaults)
 	if e.PageCacheTailBytes > 0 && e.WritebackBytes == 0 {
 		logger.Warn("--page-cache-tail-bytes drops only data whose writeback was started: with --writeback-bytes 0 nothing is dropped (set both, or --page-cache-tail-bytes 0 to say so)")
 	}
