@@ -17,6 +17,11 @@ type cpuSample struct {
 	broker  time.Duration
 	brokerK bool
 	steal   time.Duration // the machine's steal time so far, all CPUs
+	// selfWait and brokerWait are the time the threads of each process
+	// spent runnable without a CPU so far (runDelay); the bools say
+	// whether it could be read.
+	selfWait, brokerWait   time.Duration
+	selfWaitK, brokerWaitK bool
 }
 
 // clockTick is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
@@ -28,11 +33,43 @@ func sampleCPU(brokerPID int) cpuSample {
 	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
 		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
+	s.selfWait, s.selfWaitK = runDelay(os.Getpid())
 	if brokerPID > 0 {
 		s.broker, s.brokerK = procCPU(brokerPID)
+		s.brokerWait, s.brokerWaitK = runDelay(brokerPID)
 	}
 	s.steal = stealTime()
 	return s
+}
+
+// runDelay is the time the threads of process pid spent runnable but
+// waiting for a CPU so far: the sum of the run_delay field (the second) of
+// each /proc/PID/task/TID/schedstat. A thread that exited takes its share
+// with it (Go's threads rarely do). False where the files cannot be read
+// (a kernel without CONFIG_SCHED_INFO, off Linux).
+func runDelay(pid int) (time.Duration, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, false
+	}
+	var sum int64
+	read := false
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			sum += v
+			read = true
+		}
+	}
+	return time.Duration(sum), read
 }
 
 // stealTime is the steal column of /proc/stat's cpu line: time the
@@ -92,5 +129,11 @@ func (res *Result) setCPU(a, b cpuSample) {
 	res.StealCores = (b.steal - a.steal).Seconds() / wall
 	if a.brokerK && b.brokerK {
 		res.BrokerCores = (b.broker - a.broker).Seconds() / wall
+	}
+	if a.selfWaitK && b.selfWaitK {
+		res.LoadGenRunWait = max(0, (b.selfWait-a.selfWait).Seconds()/wall)
+	}
+	if a.brokerWaitK && b.brokerWaitK {
+		res.BrokerRunWait = max(0, (b.brokerWait-a.brokerWait).Seconds()/wall)
 	}
 }

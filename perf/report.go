@@ -70,6 +70,14 @@ type Result struct {
 	// on a shared VM, a run with steal lost that much of its machine, and
 	// its latency tail shows it. Zero where it cannot be read.
 	StealCores float64 `json:"steal_cpu_cores,omitempty"`
+	// LoadGenRunWait and BrokerRunWait are the time the threads of the
+	// load generator and of the broker (when its pid was given) spent
+	// runnable but waiting for a CPU during the run, in thread-seconds
+	// per second (the run_delay of /proc/PID/task/*/schedstat): on a host
+	// with fewer cores than runnable threads, the queueing that shows in
+	// the latency tail, which neither side's own code causes.
+	LoadGenRunWait float64 `json:"loadgen_run_wait,omitempty"`
+	BrokerRunWait  float64 `json:"broker_run_wait,omitempty"`
 	// SendLag is how late the load generator handed records to the
 	// client relative to their due times (fixed-rate runs): its own
 	// share of the latency.
@@ -404,7 +412,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 		p("\n## End-to-end latency at fixed rates (%s, 1 producer, 1 consumer, %s measured after %s warm-up)\n\n", sizeName(sc.RefSize), (sc.LatencyDuration - sc.Warmup).D(), sc.Warmup.D())
 		p("Latency is measured from each record's scheduled send time (coordinated omission avoided); send lag is how late the load generator itself was. Generator Ps is the load generator's GOMAXPROCS: runs at up to half of the max use %d (it needs less than a core there, and its idle Ps' spinning would take CPU from the broker on shared cores).\n\n", sc.LatencyProcs)
 		p("Broker CPU µs/record is the broker's CPU time per record, the produce and the fetch of it together; steal is the CPU the hypervisor gave to other guests meanwhile (cores, from /proc/stat): a run with steal lost that much of its 2 cores, and its tail shows it.\n\n")
-		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker | broker CPU µs/record | steal cores |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| acks | offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / broker | broker CPU µs/record | steal cores | run wait loadgen / broker |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range sr.Latency {
 			p("| %s | %s |\n", r.Config.Acks, latencyCells(r))
 		}
@@ -417,7 +425,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 			return
 		}
 		p("\n## %s\n\n%s\n\n", title, about)
-		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / %s | %s CPU µs/record | steal cores | from send p99 / p99.9 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", server, server)
+		p("| offered rec/s | achieved rec/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | ack p99 ms | send lag p99 ms | generator Ps | CPU cores loadgen / %s | %s CPU µs/record | steal cores | run wait loadgen / %s | from send p99 / p99.9 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", server, server, server)
 		for _, r := range rs {
 			fs := "-"
 			if f := r.E2EFromSend; f != nil {
@@ -459,7 +467,7 @@ func WriteSummary(w io.Writer, sr *SuiteResult) error {
 }
 
 // latencyCells are a fixed-rate e2e run's cells of the latency tables,
-// from the offered rate to the steal.
+// from the offered rate to the run-queue wait.
 func latencyCells(r *Result) string {
 	l, a, g := r.E2ELatency, r.ProduceLatency, r.SendLag
 	if l == nil {
@@ -472,7 +480,16 @@ func latencyCells(r *Result) string {
 		g = &Latency{}
 	}
 	return fmt.Sprintf("%.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %s | %s | %s", r.OfferedRate, r.RecordsPerSec,
-		l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r))
+		l.P50, l.P99, l.P999, l.P9999, l.Max, a.P99, g.P99, r.Env.GOMAXPROCS, cpuCell(r), usPerRecordCell(r), stealCell(r)) + " | " + runWaitCell(r)
+}
+
+// runWaitCell is "loadgen / broker" run-queue wait of a run (thread-seconds
+// per second runnable without a CPU; "-" where not read).
+func runWaitCell(r *Result) string {
+	if r.LoadGenRunWait == 0 && r.BrokerRunWait == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f / %.2f", r.LoadGenRunWait, r.BrokerRunWait)
 }
 
 // BrokerMicrosPerRecord is the broker's CPU time per record of the run
