@@ -783,7 +783,7 @@ func (e *Engine) openPartition(p *Partition, clean bool) {
 	}
 	l, err := wal.Open(p.dir, opts)
 	if err == nil && !clean {
-		p.recoveryCut = max(before-l.Size(), 0)
+		p.recoveryCut = max(before-l.Size()-l.PaddingDropped(), 0)
 	}
 	if err != nil {
 		p.setOffline(err)

@@ -515,7 +515,7 @@ func (l *Log) swapIn(g *cleanedGroup) (*segment, error) {
 		l.logger.Warn("compaction: write the aborted-transaction index", "segment", base, "err", err)
 	}
 	last := g.srcs[len(g.srcs)-1]
-	if err := l.recoverSegment(ns, base, true); err != nil {
+	if err := l.recoverSegment(ns, base, math.MaxInt64, true); err != nil {
 		ns.release()
 		return nil, err
 	}

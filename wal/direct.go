@@ -65,7 +65,7 @@ func (b *Batch) growArena(n int) {
 		b.arena = b.arena[:cap(b.arena)]
 		return
 	}
-	n = max(n, 2*cap(b.arena), 1<<20)
+	n = max(n, 2*cap(b.arena))
 	raw := make([]byte, n+directBlock)
 	skip := int(-uintptr(unsafe.Pointer(&raw[0])) & (directBlock - 1))
 	b.arena = raw[skip : skip+n : skip+n]

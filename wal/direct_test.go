@@ -136,6 +136,15 @@ func TestDirectWrites(t *testing.T) {
 		if strings.Contains(logs.String(), "torn") || !strings.Contains(logs.String(), "padding of a direct write") {
 			t.Fatalf("recovery of a padded segment logged:\n%s", logs.String())
 		}
+		if pad := c.PaddingDropped(); pad <= 0 || pad >= directBlock {
+			t.Fatalf("recovery counted %d bytes of padding, want those of the active segment's last block", pad)
+		}
+		// Sealed segments gave back their O_DIRECT descriptors.
+		for _, s := range l.segs[:len(l.segs)-1] {
+			if s.df != nil || s.dtail != nil {
+				t.Fatalf("sealed segment %d keeps its O_DIRECT file or its block", s.base)
+			}
+		}
 		want2 := append(want, directAppends(t, c, be, rng, 2, 30)...)
 		wantLog(t, c, want2)
 		if err := c.Close(); err != nil {
@@ -222,8 +231,47 @@ func TestDirectPaddingInSealedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	l = openLog(t, dir, opts)
-	defer l.Close()
 	wantLog(t, l, want)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Zeros where the first segment's last batch was, to a block's end,
+	// before the next segment: lost data, not padding (the data does not
+	// reach the next segment's base). Refused as corruption, with direct
+	// writes and without.
+	l = openLog(t, dir, opts)
+	headers, next := readAll(t, l, false), l.segs[1].base
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lastPos, end := int64(0), int64(0) // the first segment's last batch
+	for _, h := range headers {
+		if h.NextOffset() > next {
+			break
+		}
+		lastPos, end = end, end+int64(h.Size())
+	}
+	if roundBlock(lastPos) == lastPos {
+		t.Skip("the first segment's last batch does not end its block")
+	}
+	if err := os.Truncate(first, lastPos); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(first, roundBlock(lastPos)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, recoveryPointFile))
+	for _, direct := range []bool{true, false} {
+		o := opts
+		o.DirectWrites, o.Logger = direct, testLogger(t)
+		if bad, err := Open(dir, o); !errors.Is(err, ErrCorrupt) {
+			if err == nil {
+				bad.Close()
+			}
+			t.Fatalf("direct writes %v: a lost batch that reads as padding before later data opened: %v", direct, err)
+		}
+	}
 
 	// Zeros that are not padding (a whole block, or not to a block's
 	// end) are still corruption.

@@ -39,6 +39,9 @@ type Log struct {
 	dir    string
 	opts   Options
 	logger *slog.Logger
+	// paddingDropped is how many bytes of direct-write padding the
+	// recovery at Open cut (PaddingDropped).
+	paddingDropped int64
 	// perm is opts.Perm, fixed at Open: read by any goroutine (the
 	// background flushes write the recovery point, the cleaner its
 	// output) while the owner may replace opts.
@@ -162,6 +165,12 @@ func (l *Log) SegmentCount() int {
 	defer l.mu.RUnlock()
 	return len(l.segs)
 }
+
+// PaddingDropped is how many bytes recovery cut at Open that were the
+// zero padding of direct writes (Options.DirectWrites), not data: a
+// caller that measures what recovery cut from the files' sizes leaves
+// them out.
+func (l *Log) PaddingDropped() int64 { return l.paddingDropped }
 
 // Err is the sticky write error that made the log refuse appends, if any.
 func (l *Log) Err() error { return l.failed }

@@ -1,9 +1,11 @@
 package wal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -114,7 +116,7 @@ func (l *Log) load() error {
 		}
 		if !clean && (last || nextBase > rp) {
 			rescanFrom = min(rescanFrom, base)
-			err = l.recoverSegment(s, base, laterData)
+			err = l.recoverSegment(s, base, nextBase, laterData)
 		} else {
 			err = l.loadSegment(s, nextBase, laterData)
 		}
@@ -217,7 +219,7 @@ func (l *Log) loadSegment(s *segment, nextBase int64, laterData bool) error {
 	}
 	if why != "" {
 		l.logger.Warn("rebuilding segment indexes from the log", "segment", s.base, "reason", why)
-		return l.recoverSegment(s, s.base, laterData)
+		return l.recoverSegment(s, s.base, nextBase, laterData)
 	}
 	return nil
 }
@@ -267,8 +269,11 @@ func (l *Log) loadTail(s *segment, size int64) string {
 }
 
 // recoverSegment rescans s, verifying every batch, rebuilding both indexes,
-// and deals with the first invalid batch (torn tail, corruption, repair).
-func (l *Log) recoverSegment(s *segment, minOffset int64, laterData bool) error {
+// and deals with the first invalid batch (torn tail, corruption, repair,
+// the padding of a direct write). nextBase is the base offset of the
+// segment after s (math.MaxInt64: none, or not known), laterData whether
+// a later segment holds data.
+func (l *Log) recoverSegment(s *segment, minOffset, nextBase int64, laterData bool) error {
 	fi, err := s.f.Stat()
 	if err != nil {
 		return fmt.Errorf("segment %d: %w", s.base, err)
@@ -285,14 +290,22 @@ func (l *Log) recoverSegment(s *segment, minOffset int64, laterData bool) error 
 	pos, next := int64(0), minOffset
 	for pos < size {
 		h, reason := sc.batchAt(pos, next)
-		if reason != "" && isDirectPadding(s.f, pos, size) {
-			// Not data: the zeros a direct write (DirectWrites) pads
-			// its last block with, left by a stop before the segment
-			// was cut back to its data.
-			l.logger.Info("dropping the padding of a direct write", "segment", s.path(logSuffix), "at", pos, "dropped_bytes", size-pos)
+		if reason != "" && l.opts.DirectWrites && (!laterData || next == nextBase) && isDirectPadding(s.f, pos, size) {
+			// Not data: the zeros a direct write pads its last block
+			// with, left by a stop before the segment was cut back to
+			// its data. Only in a log written so, and before later
+			// data only where the data reaches the next segment: a
+			// roll happens at the log's end. Anything else that reads
+			// as zeros may be lost data (a torn tail, or corruption).
+			level := slog.LevelInfo
+			if laterData {
+				level = slog.LevelWarn
+			}
+			l.logger.Log(context.Background(), level, "dropping the padding of a direct write", "segment", s.path(logSuffix), "at", pos, "dropped_bytes", size-pos)
 			if err := s.f.Truncate(pos); err != nil {
 				return fmt.Errorf("segment %d: cut the padding of a direct write: %w", s.base, err)
 			}
+			l.paddingDropped += size - pos
 			break
 		}
 		if reason != "" {
@@ -312,7 +325,7 @@ func (l *Log) recoverSegment(s *segment, minOffset int64, laterData bool) error 
 			if err := l.repairSegment(s, minOffset); err != nil {
 				return fmt.Errorf("%w; repair failed: %w", cerr, err)
 			}
-			return l.recoverSegment(s, minOffset, laterData)
+			return l.recoverSegment(s, minOffset, nextBase, laterData)
 		}
 		s.indexBatch(h.BaseOffset, pos, h.Size(), h.MaxTimestamp, l.opts.IndexIntervalBytes)
 		next = h.NextOffset()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -447,7 +448,7 @@ func (l *Log) cutSegment(s *segment, cut, newEnd int64) error {
 	s.maxTsOffset, s.lastIndexed = -1, -1
 	if why := l.loadTail(s, cut); why != "" {
 		l.logger.Warn("rebuilding indexes of a truncated segment", "segment", s.base, "reason", why)
-		if err := l.recoverSegment(s, s.base, false); err != nil {
+		if err := l.recoverSegment(s, s.base, math.MaxInt64, false); err != nil {
 			return err
 		}
 	}

@@ -310,6 +310,15 @@ func (s *segment) seal() error {
 	if err := s.trimPadding(); err != nil {
 		errs = append(errs, err)
 	}
+	// No more direct writes: the descriptor and the block go (an unseal
+	// opens the one and reads the other back).
+	if s.df != nil {
+		if err := s.df.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("segment %d: close its O_DIRECT file: %w", s.base, err))
+		}
+		s.df = nil
+	}
+	s.dtail, s.dtailEnd = nil, -1
 	if s.preallocated > 0 {
 		if err := releasePrealloc(s.f, s.size.Load(), s.preallocated); err != nil {
 			errs = append(errs, fmt.Errorf("segment %d: release preallocated space: %w", s.base, err))

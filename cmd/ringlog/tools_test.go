@@ -511,6 +511,18 @@ func TestToolsDumpSegment(t *testing.T) {
 	}
 	wantContains(t, "dump-segment of a torn file", r.stderr, fmt.Sprintf("torn batch (offsets 5-5) at position %d", positions[2]))
 
+	// The padding a direct write leaves: zeros to a block's end, not a
+	// problem.
+	padded := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	if err := os.WriteFile(padded, append(slices.Clone(data), make([]byte, 4096-len(data)%4096)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = tool(t, "", nil, "dump-segment", padded)
+	if r.code != 0 {
+		t.Errorf("dump-segment of a padded segment: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "dump-segment of a padded segment", r.stdout, fmt.Sprintf("padding at position %d", len(data)), "Summary: 3 batches")
+
 	r = tool(t, "", nil, "dump-segment", filepath.Join(dir, "nope.log"))
 	if r.code != 1 || !strings.Contains(r.stderr, "no such file") {
 		t.Errorf("dump-segment of a missing file: exit %d, stderr %q", r.code, r.stderr)
