@@ -555,6 +555,7 @@ func (f *fetch) respond(errCode int16) {
 	if copied > 0 {
 		f.r.conn.srv.metrics.CopiedBytes.Add(float64(copied))
 	}
+	f.r.count()
 	f.r.conn.complete(f.r.resp, parts, f.done)
 	f.r.finish()
 }

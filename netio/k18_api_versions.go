@@ -57,6 +57,7 @@ func (r *request) respondAPIVersionsUnsupported() {
 	}
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 	r.failed = true
+	r.count()
 	r.conn.completeBytes(r.resp, buf)
 	r.finish()
 }

@@ -114,6 +114,7 @@ type request struct {
 	own     response
 	arrived time.Time
 	failed  bool // some error code was returned (metrics)
+	counted bool // count ran: the metrics have the request
 }
 
 // handleFrame parses a request frame and dispatches it (event loop).
@@ -334,14 +335,26 @@ func (r *request) respond(resp kmsg.Response) {
 	buf = r.header(buf)
 	buf = resp.AppendTo(buf)
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	r.count()
 	r.conn.completePooled(r.resp, buf)
 	r.finish()
 }
 
-// finish records metrics and returns the request buffer to the pool.
+// count records the request in the metrics, once. The paths that answer
+// call it before queuing the response: a client that has its answer
+// finds the request counted (/metrics read right after a produce).
+func (r *request) count() {
+	if !r.counted {
+		r.counted = true
+		r.conn.srv.metrics.Request(r.key, time.Since(r.arrived), r.failed)
+	}
+}
+
+// finish records metrics (if count did not) and returns the request
+// buffer to the pool.
 func (r *request) finish() {
 	s := r.conn.srv
-	s.metrics.Request(r.key, time.Since(r.arrived), r.failed)
+	r.count()
 	if r.frame != nil {
 		s.pool.put(r.frame)
 		r.frame = nil

@@ -189,6 +189,7 @@ func (s *Server) nativeDenied(r *request, api, needs string) {
 }
 
 func (r *request) nativeRespond(frame []byte) {
+	r.count()
 	r.conn.completeBytes(r.resp, nativeEnd(frame))
 	r.finish()
 }
