@@ -36,6 +36,15 @@ func directOptions(t *testing.T, dir string) Options {
 	return Options{SegmentBytes: 64 << 10, DirectWrites: true}
 }
 
+// openDirectLog opens a log with directOptions in a new directory, with
+// the hybrid backend and a random source seeded with seed.
+func openDirectLog(t *testing.T, seed uint64) (string, Options, ring.Backend, *rand.Rand, *Log) {
+	t.Helper()
+	dir := t.TempDir()
+	opts := directOptions(t, dir)
+	return dir, opts, newBackend(t, ring.KindHybrid), rand.New(rand.NewPCG(seed, seed+1)), openLog(t, dir, opts)
+}
+
 // directAppends appends n batches of varied sizes (a few bytes of a block
 // to several blocks), every fifth synced, some several to a submission,
 // and returns them as appended (offsets set).
@@ -183,14 +192,10 @@ func TestDirectWrites(t *testing.T) {
 // direct write rewrites before it different from those it kept: it reads
 // them back instead.
 func TestDirectWritesAfterTruncation(t *testing.T) {
-	dir := t.TempDir()
-	opts := directOptions(t, dir)
-	be := newBackend(t, ring.KindHybrid)
-	rng := rand.New(rand.NewPCG(3, 4))
-	l := openLog(t, dir, opts)
+	_, _, be, rng, l := openDirectLog(t, 3)
 	defer l.Close()
 	want := directAppends(t, l, be, rng, 1, 40)
-	// Cut after the batch that ends furthest into a block.
+	// Cut the last three batches: with random sizes, inside a block.
 	keep := len(want) - 3
 	cut := readAll(t, l, false)[keep].BaseOffset
 	if _, err := l.TruncateTo(cut); err != nil {
@@ -206,11 +211,7 @@ func TestDirectWritesAfterTruncation(t *testing.T) {
 // segment's cut back leaves padding before later data; recovery drops it
 // as padding, not as corruption in the middle of the log.
 func TestDirectPaddingInSealedSegment(t *testing.T) {
-	dir := t.TempDir()
-	opts := directOptions(t, dir)
-	be := newBackend(t, ring.KindHybrid)
-	rng := rand.New(rand.NewPCG(5, 6))
-	l := openLog(t, dir, opts)
+	dir, opts, be, rng, l := openDirectLog(t, 5)
 	want := directAppends(t, l, be, rng, 1, 60)
 	first := l.segs[0].path(logSuffix)
 	if err := l.Close(); err != nil {
