@@ -371,6 +371,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		ShareStates:         shareRemote{c},
 		ShareMember:         c.shareMember,
 		SetRemoteLog:        c.setRemoteLog,
+		GroupConfigs:        func(group string) map[string]string { return c.Image().GroupConfigs()[group] },
 	})
 	return c, nil
 }

@@ -47,6 +47,13 @@ type ClusterHooks struct {
 	// at version (the one after the metadata's); it returns once the
 	// controller applied it, or why not.
 	SetRemoteLog func(topic TopicID, partition, leaderEpoch int32, version int64, manifest []byte) error
+	// GroupConfigs returns a group's config overrides in the newest
+	// metadata this broker applied (do not modify). The engine's own
+	// copy (ReplaceGroupConfigs) follows the metadata only at the end of
+	// a reconcile pass, which on a broker creating many partitions takes
+	// hundreds of milliseconds: a share-partition that starts meanwhile
+	// must see the share.auto.offset.reset an AlterConfigs just set.
+	GroupConfigs func(group string) map[string]string
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the

@@ -285,3 +285,34 @@ func TestHostAndDropPartition(t *testing.T) {
 		t.Fatalf("a deleted replica's directory is still there: %v", err)
 	}
 }
+
+// TestShareStartReadsTheNewestGroupConfigs: in cluster mode a
+// share-partition that starts reads share.auto.offset.reset from the
+// newest metadata applied (the hook), not the engine's copy, which
+// follows it only at the end of a reconcile pass: an AlterConfigs just
+// made must not be missed, or the group starts at the end of the log and
+// never delivers what was produced before it.
+func TestShareStartReadsTheNewestGroupConfigs(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	appendOK(t, p, buildBatch(t, 1000, -1, -1, -1, values("v", 10)...))
+	if got, err := e.Shares().initialOffset("g", p); err != nil || got != 10 {
+		t.Fatalf("without an override: start %d (%v), want the high watermark 10", got, err)
+	}
+	e.SetClusterHooks(ClusterHooks{GroupConfigs: func(group string) map[string]string {
+		if group == "g" {
+			return map[string]string{"share.auto.offset.reset": "earliest"}
+		}
+		return nil
+	}})
+	if len(e.AllGroupConfigs()) != 0 {
+		t.Fatal("the engine's own copy has group configs")
+	}
+	if got, err := e.Shares().initialOffset("g", p); err != nil || got != 0 {
+		t.Fatalf("with earliest in the newest metadata: start %d (%v), want 0", got, err)
+	}
+}

@@ -71,8 +71,12 @@ func ValidateGroupConfig(key, value string) error {
 	return fmt.Errorf("unknown group config %q (known: %s)", key, strings.Join(GroupConfigKeys, ", "))
 }
 
-// GroupConfigs returns group's config overrides (do not modify).
+// GroupConfigs returns group's config overrides (do not modify); in
+// cluster mode those of the newest metadata applied (ClusterHooks).
 func (e *Engine) GroupConfigs(group string) map[string]string {
+	if h := e.clusterHooks(); h != nil && h.GroupConfigs != nil {
+		return h.GroupConfigs(group)
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.meta.GroupConfigs[group]
