@@ -145,10 +145,11 @@ func (s *segment) trimPadding() error {
 	return nil
 }
 
-// isDirectPadding reports whether [pos, size) of f is what a direct write
-// interrupted before its segment was cut back leaves after the data:
-// zeros, less than a block, to a block-aligned end of file.
-func isDirectPadding(f io.ReaderAt, pos, size int64) bool {
+// IsDirectPadding reports whether [pos, size) of a segment file f is what
+// a direct write (Options.DirectWrites) leaves after the data until the
+// segment is cut back: zeros, less than a block, to a block-aligned end
+// of file. Recovery drops it; dump-segment names it.
+func IsDirectPadding(f io.ReaderAt, pos, size int64) bool {
 	if size%directBlock != 0 || size-pos >= directBlock || pos >= size {
 		return false
 	}

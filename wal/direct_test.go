@@ -276,15 +276,15 @@ func TestDirectPaddingInSealedSegment(t *testing.T) {
 
 	// Zeros that are not padding (a whole block, or not to a block's
 	// end) are still corruption.
-	if isDirectPadding(bytes.NewReader(make([]byte, 2*directBlock)), directBlock-1, 2*directBlock) {
+	if IsDirectPadding(bytes.NewReader(make([]byte, 2*directBlock)), directBlock-1, 2*directBlock) {
 		t.Fatal("a block and more of zeros taken for padding")
 	}
-	if isDirectPadding(bytes.NewReader(make([]byte, directBlock+100)), directBlock, directBlock+100) {
+	if IsDirectPadding(bytes.NewReader(make([]byte, directBlock+100)), directBlock, directBlock+100) {
 		t.Fatal("zeros to an unaligned end taken for padding")
 	}
 	junk := make([]byte, directBlock)
 	junk[directBlock-1] = 1
-	if isDirectPadding(bytes.NewReader(junk), 100, directBlock) {
+	if IsDirectPadding(bytes.NewReader(junk), 100, directBlock) {
 		t.Fatal("bytes that are not all zero taken for padding")
 	}
 }

@@ -290,7 +290,7 @@ func (l *Log) recoverSegment(s *segment, minOffset, nextBase int64, laterData bo
 	pos, next := int64(0), minOffset
 	for pos < size {
 		h, reason := sc.batchAt(pos, next)
-		if reason != "" && l.opts.DirectWrites && (!laterData || next == nextBase) && isDirectPadding(s.f, pos, size) {
+		if reason != "" && l.opts.DirectWrites && (!laterData || next == nextBase) && IsDirectPadding(s.f, pos, size) {
 			// Not data: the zeros a direct write pads its last block
 			// with, left by a stop before the segment was cut back to
 			// its data. Only in a log written so, and before later

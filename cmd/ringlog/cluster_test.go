@@ -501,13 +501,15 @@ func waitMoreAcked(t *testing.T, n int, when string, count func() int) {
 	testenv.WaitFor(t, time.Minute, fmt.Sprintf("%d more records acknowledged %s", n, when), func() bool { return count() >= want })
 }
 
-// eventually asks cond until it holds (true) or ctx ends (false).
+// eventually asks cond until it holds (true) or ctx ends (false), a
+// minute at most when ctx has no deadline.
 func eventually(ctx context.Context, cond func() bool) bool {
-	d := time.Minute
-	if dl, ok := ctx.Deadline(); ok {
-		d = time.Until(dl)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
 	}
-	return testenv.Eventually(d, func() bool { return ctx.Err() != nil || cond() }) && ctx.Err() == nil
+	return testenv.Until(ctx, cond)
 }
 
 // Nodes started with different --voters never talk: the odd one stops with

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ringlog/ringlog/internal/cli"
+	"github.com/ringlog/ringlog/wal"
 	"github.com/ringlog/ringlog/wal/batch"
 )
 
@@ -208,12 +209,10 @@ func (d *dumper) segment() error {
 	)
 	for pos < size {
 		left := size - pos
-		if size%directBlock == 0 && left < directBlock && pos > 0 {
-			if zero, err := allZero(f, pos, size); err == nil && zero {
-				fmt.Fprintf(d.w, "padding at position %d: the last %s are zeros to the end of a 4 KiB block, as a broker writing with --direct-writes leaves after the data of its active segment (and a crash leaves; recovery drops it)\n",
-					pos, plural(int(left), "byte", "bytes"))
-				break
-			}
+		if wal.IsDirectPadding(f, pos, size) {
+			fmt.Fprintf(d.w, "padding at position %d: the last %s are zeros to the end of a 4 KiB block, as a broker writing with --direct-writes leaves after the data of its active segment (and a crash leaves; recovery drops it)\n",
+				pos, plural(int(left), "byte", "bytes"))
+			break
 		}
 		if left < batch.LogOverhead {
 			d.problem("torn batch at position %d: the file ends %s into a batch (fewer than the %d bytes of its offset and length)",
@@ -353,10 +352,6 @@ func (d *dumper) printRecord(h *batch.Header, r *batch.Record) {
 	}
 	fmt.Fprintln(d.w)
 }
-
-// directBlock is the block direct writes pad a segment's data to
-// (wal.Options.DirectWrites).
-const directBlock = 4096
 
 // allZero reports whether f holds only zero bytes from pos to size.
 func allZero(f *os.File, pos, size int64) (bool, error) {
