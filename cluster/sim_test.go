@@ -18,7 +18,8 @@ import (
 // every step and, at the end, that no acknowledged record was lost.
 // RINGLOG_SIM_SEEDS (comma-separated) and RINGLOG_SIM_STEPS choose the
 // run (make sim runs the long one); a failure names its seed, and
-// RINGLOG_SIM_SEEDS=that seed draws the same steps again.
+// RINGLOG_SIM_SEEDS=that seed draws the same actions again, step for step
+// (simcluster.Draw), though not their timing.
 func TestSimulation(t *testing.T) {
 	seeds := []uint64{1, 2}
 	steps := 25
@@ -63,7 +64,7 @@ func runSimulation(t *testing.T, seed uint64, steps int) {
 	report := func(err error) {
 		t.Helper()
 		tail := s.Log[max(0, len(s.Log)-30):]
-		t.Fatalf("seed %d (replay: RINGLOG_SIM_SEEDS=%d RINGLOG_SIM_STEPS=%d go test ./cluster -run TestSimulation): %v\nlast steps:\n%s",
+		t.Fatalf("seed %d (the same actions again: RINGLOG_SIM_SEEDS=%d RINGLOG_SIM_STEPS=%d go test ./cluster -run TestSimulation): %v\nlast steps:\n%s",
 			seed, seed, steps, err, strings.Join(tail, "\n"))
 	}
 	for i := range steps {

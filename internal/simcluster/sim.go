@@ -23,7 +23,8 @@ import (
 // broker cut off from everyone, a client cut off from a broker, slow
 // links), heals, crashes and restarts, preferred leader elections, voter
 // changes, partition reassignments; after every step it checks the invariants
-// (Check). The same seed draws the same steps.
+// (Check). The same seed draws the same steps (Draw); their timing, and so
+// what each meets, is the machine's.
 type Simulation struct {
 	C     *Cluster
 	Seed  uint64
@@ -32,7 +33,6 @@ type Simulation struct {
 	Partitions int
 	RF         int16
 
-	rng *rand.Rand
 	// acked is every record acknowledged: its value → where.
 	acked map[string]position
 	// leaders is the leader seen for each partition and leader epoch.
@@ -58,7 +58,7 @@ type epochKey struct {
 // NewSimulation creates the simulation's topic on c.
 func NewSimulation(ctx context.Context, c *Cluster, seed uint64) (*Simulation, error) {
 	s := &Simulation{C: c, Seed: seed, Topic: "sim", Partitions: 3, RF: 3,
-		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), acked: map[string]position{}, leaders: map[epochKey]int32{},
+		acked: map[string]position{}, leaders: map[epochKey]int32{},
 		voters: len(c.voters)}
 	if err := c.WaitController(ctx); err != nil {
 		return nil, err
@@ -82,9 +82,15 @@ func NewSimulation(ctx context.Context, c *Cluster, seed uint64) (*Simulation, e
 	return s, nil
 }
 
-// Step takes step number i: one action drawn from the seed, then Check.
+// Step takes step number i: the action Draw gives the seed and i, then
+// Check.
 func (s *Simulation) Step(ctx context.Context, i int) error {
-	desc := s.act(ctx)
+	a := Draw(s.Seed, i, s.brokers(), s.Partitions)
+	outcome := s.do(ctx, a)
+	desc := a.String()
+	if outcome != "" {
+		desc += ": " + outcome
+	}
 	s.Log = append(s.Log, fmt.Sprintf("%d: %s", i, desc))
 	if err := s.Check(); err != nil {
 		return fmt.Errorf("after step %d (%s): %w", i, desc, err)
@@ -101,85 +107,170 @@ func (s *Simulation) brokers() []int32 {
 	return out
 }
 
-// two distinct brokers.
-func (s *Simulation) two() (int32, int32) {
-	b := s.brokers()
-	i := s.rng.IntN(len(b))
-	j := (i + 1 + s.rng.IntN(len(b)-1)) % len(b)
-	return b[i], b[j]
+// ActionKind names what an Action does.
+type ActionKind int
+
+// The kinds of action, in the order Draw weighs them.
+const (
+	Produce        ActionKind = iota // Count records, acks=all
+	PartitionLink                    // A and B cannot reach each other
+	CutLink                          // A cannot reach B
+	Isolate                          // A reaches no broker and no client
+	CutClients                       // the clients cannot reach A
+	DelayLink                        // A's packets to B wait Delay
+	Heal                             // every link back
+	DownOrRestart                    // restart the node that is down, else crash (Crash) or stop A
+	ElectPreferred                   // a preferred leader election of every partition
+	Reassign                         // move Partition to Target
+	ChangeVoters                     // add or remove a voter, chosen by Pick
+	Wait                             // nothing for Delay
+)
+
+// Action is one step of a simulation. Draw makes it from the seed and the
+// step's number alone, never from the cluster's state, so a seed draws the
+// same actions on every run whatever the earlier steps found; what an
+// action meets (a leader, a voter set, a node already down) is the
+// cluster's.
+type Action struct {
+	Kind      ActionKind
+	A, B      int32         // the brokers it acts on
+	Count     int           // Produce: how many records
+	Delay     time.Duration // DelayLink, Wait
+	Crash     bool          // DownOrRestart: crash, not a clean stop
+	Partition int32         // Reassign
+	Target    []int32       // Reassign: the new replicas, preferred leader first
+	Pick      int           // ChangeVoters: which voter or observer, modulo their count
 }
 
-// act draws and takes one action, and says what it did.
-func (s *Simulation) act(ctx context.Context) string {
-	n := s.C.Net
-	switch w := s.rng.IntN(25); {
+// Draw is step number step of seed's simulation over brokers and a topic
+// of partitions partitions. Each step has a generator of its own, seeded
+// by both numbers: a step's draws never shift a later step's.
+func Draw(seed uint64, step int, brokers []int32, partitions int) Action {
+	rng := rand.New(rand.NewPCG(seed, uint64(step)^0x9e3779b97f4a7c15))
+	i := rng.IntN(len(brokers))
+	a := Action{A: brokers[i], B: brokers[(i+1+rng.IntN(len(brokers)-1))%len(brokers)]}
+	switch w := rng.IntN(25); {
 	case w < 7:
-		return s.produce(ctx, 1+s.rng.IntN(20))
+		a.Kind, a.Count = Produce, 1+rng.IntN(20)
 	case w < 8:
-		a, b := s.two()
-		n.Partition(a, b)
-		return fmt.Sprintf("partition %d and %d", a, b)
+		a.Kind = PartitionLink
 	case w < 9:
-		a, b := s.two()
-		n.Cut(a, b)
-		return fmt.Sprintf("cut %d→%d", a, b)
+		a.Kind = CutLink
 	case w < 10:
-		a, _ := s.two()
-		for _, b := range append(s.brokers(), Client) {
-			if b != a {
-				n.Partition(a, b)
-			}
-		}
-		return fmt.Sprintf("isolate %d", a)
+		a.Kind = Isolate
 	case w < 11:
-		a, _ := s.two()
-		n.Partition(Client, a)
-		return fmt.Sprintf("cut the clients from %d", a)
+		a.Kind = CutClients
 	case w < 12:
-		a, b := s.two()
-		d := time.Duration(10+s.rng.IntN(90)) * time.Millisecond
-		n.Delay(a, b, d)
-		return fmt.Sprintf("delay %d→%d by %v", a, b, d)
+		a.Kind, a.Delay = DelayLink, time.Duration(10+rng.IntN(90))*time.Millisecond
 	case w < 16:
-		n.Heal()
-		return "heal"
+		a.Kind = Heal
 	case w < 18:
-		if s.down != 0 {
-			id := s.down
-			if err := s.C.Restart(id); err != nil {
-				return fmt.Sprintf("restart %d: %v", id, err)
-			}
-			s.down = 0
-			return fmt.Sprintf("restart %d", id)
-		}
-		id, _ := s.two()
-		crash := s.rng.IntN(3) > 0
-		var err error
-		if crash {
-			err = s.C.Crash(id)
-		} else {
-			err = s.C.Stop(id)
-		}
-		s.down = id
-		what := map[bool]string{true: "crash", false: "stop"}[crash]
-		if err != nil {
-			return fmt.Sprintf("%s %d: %v", what, id, err)
-		}
-		return fmt.Sprintf("%s %d", what, id)
+		a.Kind, a.Crash = DownOrRestart, rng.IntN(3) > 0
 	case w < 19:
-		return s.electPreferred(ctx)
+		a.Kind = ElectPreferred
 	case w < 21:
-		return s.reassign(ctx)
+		a.Kind, a.Partition = Reassign, int32(rng.IntN(partitions))
+		b := slices.Clone(brokers)
+		rng.Shuffle(len(b), func(i, j int) { b[i], b[j] = b[j], b[i] })
+		a.Target = b[:2+rng.IntN(min(len(b), 3)-1)]
 	case w < 22:
-		return s.changeVoters(ctx)
+		a.Kind, a.Pick = ChangeVoters, rng.IntN(1<<16)
 	default:
-		d := time.Duration(100+s.rng.IntN(1900)) * time.Millisecond
+		a.Kind, a.Delay = Wait, time.Duration(100+rng.IntN(1900))*time.Millisecond
+	}
+	return a
+}
+
+// String says what the action is, as the step log shows it.
+func (a Action) String() string {
+	switch a.Kind {
+	case Produce:
+		return fmt.Sprintf("produce %d", a.Count)
+	case PartitionLink:
+		return fmt.Sprintf("partition %d and %d", a.A, a.B)
+	case CutLink:
+		return fmt.Sprintf("cut %d→%d", a.A, a.B)
+	case Isolate:
+		return fmt.Sprintf("isolate %d", a.A)
+	case CutClients:
+		return fmt.Sprintf("cut the clients from %d", a.A)
+	case DelayLink:
+		return fmt.Sprintf("delay %d→%d by %v", a.A, a.B, a.Delay)
+	case Heal:
+		return "heal"
+	case DownOrRestart:
+		return fmt.Sprintf("restart the node down, or %s %d", map[bool]string{true: "crash", false: "stop"}[a.Crash], a.A)
+	case ElectPreferred:
+		return "elect preferred leaders"
+	case Reassign:
+		return fmt.Sprintf("reassign partition %d to %v", a.Partition, a.Target)
+	case ChangeVoters:
+		return fmt.Sprintf("change voters (pick %d)", a.Pick)
+	case Wait:
+		return fmt.Sprintf("wait %v", a.Delay)
+	}
+	return fmt.Sprintf("action %d", a.Kind)
+}
+
+// do takes action a and says what came of it.
+func (s *Simulation) do(ctx context.Context, a Action) string {
+	n := s.C.Net
+	switch a.Kind {
+	case Produce:
+		return s.produce(ctx, a.Count)
+	case PartitionLink:
+		n.Partition(a.A, a.B)
+	case CutLink:
+		n.Cut(a.A, a.B)
+	case Isolate:
+		for _, b := range append(s.brokers(), Client) {
+			if b != a.A {
+				n.Partition(a.A, b)
+			}
+		}
+	case CutClients:
+		n.Partition(Client, a.A)
+	case DelayLink:
+		n.Delay(a.A, a.B, a.Delay)
+	case Heal:
+		n.Heal()
+	case DownOrRestart:
+		return s.downOrRestart(a)
+	case ElectPreferred:
+		return s.electPreferred(ctx)
+	case Reassign:
+		return s.reassign(ctx, a.Partition, a.Target)
+	case ChangeVoters:
+		return s.changeVoters(ctx, a.Pick)
+	case Wait:
 		select {
 		case <-ctx.Done():
-		case <-time.After(d):
+		case <-time.After(a.Delay):
 		}
-		return fmt.Sprintf("wait %v", d)
 	}
+	return ""
+}
+
+// downOrRestart restarts the node that is down, or takes a.A down when
+// none is.
+func (s *Simulation) downOrRestart(a Action) string {
+	if s.down != 0 {
+		id := s.down
+		if err := s.C.Restart(id); err != nil {
+			return fmt.Sprintf("restart %d: %v", id, err)
+		}
+		s.down = 0
+		return fmt.Sprintf("restarted %d", id)
+	}
+	what, down := "stopped", s.C.Stop
+	if a.Crash {
+		what, down = "crashed", s.C.Crash
+	}
+	s.down = a.A
+	if err := down(a.A); err != nil {
+		return fmt.Sprintf("%s %d: %v", what, a.A, err)
+	}
+	return fmt.Sprintf("%s %d", what, a.A)
 }
 
 // electPreferred asks for preferred leader elections of every partition
@@ -187,14 +278,14 @@ func (s *Simulation) act(ctx context.Context) string {
 func (s *Simulation) electPreferred(ctx context.Context) string {
 	cl, err := s.C.NewClient()
 	if err != nil {
-		return fmt.Sprintf("elect preferred leaders: no client: %v", err)
+		return fmt.Sprintf("no client: %v", err)
 	}
 	defer cl.Close()
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	res, err := kadm.NewClient(cl).ElectLeaders(ectx, kadm.ElectPreferredReplica, nil)
 	if err != nil {
-		return fmt.Sprintf("elect preferred leaders: %v", err)
+		return err.Error()
 	}
 	moved, failed := 0, 0
 	for _, ps := range res {
@@ -206,21 +297,16 @@ func (s *Simulation) electPreferred(ctx context.Context) string {
 			}
 		}
 	}
-	return fmt.Sprintf("elect preferred leaders: %d moved, %d could not", moved, failed)
+	return fmt.Sprintf("%d moved, %d could not", moved, failed)
 }
 
-// reassign moves one partition to two or three of the brokers in a
-// random order: a move that drops a replica, adds one from an empty log,
-// or only changes the preferred leader.
-func (s *Simulation) reassign(ctx context.Context) string {
-	p := int32(s.rng.IntN(s.Partitions))
-	b := s.brokers()
-	s.rng.Shuffle(len(b), func(i, j int) { b[i], b[j] = b[j], b[i] })
-	target := b[:2+s.rng.IntN(min(len(b), 3)-1)]
-	desc := fmt.Sprintf("reassign %s-%d to %v", s.Topic, p, target)
+// reassign moves partition p of the topic to target (two or three of
+// the brokers in a random order): a move that drops a replica, adds one
+// from an empty log, or only changes the preferred leader.
+func (s *Simulation) reassign(ctx context.Context, p int32, target []int32) string {
 	cl, err := s.C.NewClient()
 	if err != nil {
-		return fmt.Sprintf("%s: no client: %v", desc, err)
+		return fmt.Sprintf("no client: %v", err)
 	}
 	defer cl.Close()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -232,20 +318,21 @@ func (s *Simulation) reassign(ctx context.Context) string {
 		err = res.Error()
 	}
 	if err != nil {
-		return fmt.Sprintf("%s: %v", desc, err)
+		return err.Error()
 	}
-	return desc
+	return "done"
 }
 
 // changeVoters rotates the metadata quorum's voters (KIP-853's
 // AddRaftVoter and RemoveRaftVoter, as `ringlog cluster quorum` sends
 // them): with more voters than it began with, a random voter leaves (it
 // stays on as an observer); otherwise a random observer becomes a voter.
-// Under the faults of the moment either may be refused.
-func (s *Simulation) changeVoters(ctx context.Context) string {
+// pick chooses which, modulo how many there are. Under the faults of the
+// moment either may be refused.
+func (s *Simulation) changeVoters(ctx context.Context, pick int) string {
 	cl, err := s.C.NewClient()
 	if err != nil {
-		return fmt.Sprintf("change voters: no client: %v", err)
+		return fmt.Sprintf("no client: %v", err)
 	}
 	defer cl.Close()
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -260,15 +347,15 @@ func (s *Simulation) changeVoters(ctx context.Context) string {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
 	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fmt.Sprintf("change voters: describe the quorum: %v", err)
+		return fmt.Sprintf("describe the quorum: %v", err)
 	}
 	p := resp.Topics[0].Partitions[0]
-	pick := func(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) int32 {
-		return rs[s.rng.IntN(len(rs))].ReplicaID
+	choose := func(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) int32 {
+		return rs[pick%len(rs)].ReplicaID
 	}
 	switch {
 	case len(p.CurrentVoters) > s.voters:
-		id := pick(p.CurrentVoters)
+		id := choose(p.CurrentVoters)
 		req := kmsg.NewPtrRemoveRaftVoterRequest()
 		req.VoterID = id
 		r, err := req.RequestWith(qctx, cl)
@@ -277,7 +364,7 @@ func (s *Simulation) changeVoters(ctx context.Context) string {
 		}
 		return fmt.Sprintf("remove voter %d: %v", id, err)
 	case len(p.Observers) > 0:
-		id := pick(p.Observers)
+		id := choose(p.Observers)
 		req := kmsg.NewPtrAddRaftVoterRequest()
 		req.VoterID, req.TimeoutMillis = id, 3000
 		r, err := req.RequestWith(qctx, cl)
@@ -286,7 +373,7 @@ func (s *Simulation) changeVoters(ctx context.Context) string {
 		}
 		return fmt.Sprintf("add voter %d: %v", id, err)
 	}
-	return "change voters: no observer to promote"
+	return "no observer to promote"
 }
 
 // produce sends count records acks=all and remembers those acknowledged.
@@ -302,7 +389,7 @@ func (s *Simulation) produce(ctx context.Context, count int) string {
 	cl, err := s.C.NewClient(kgo.DefaultProduceTopic(s.Topic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(4*time.Second), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
-		return fmt.Sprintf("produce %d: no client: %v", count, err)
+		return fmt.Sprintf("no client: %v", err)
 	}
 	defer cl.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -322,9 +409,9 @@ func (s *Simulation) produce(ctx context.Context, count int) string {
 		ok++
 	}
 	if firstErr != nil {
-		return fmt.Sprintf("produce %d: %d acknowledged (%v)", count, ok, firstErr)
+		return fmt.Sprintf("%d acknowledged (%v)", ok, firstErr)
 	}
-	return fmt.Sprintf("produce %d: all acknowledged", count)
+	return "all acknowledged"
 }
 
 // Check verifies, on every running broker: each partition's ISR is a

@@ -2,10 +2,46 @@ package simcluster
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
+
+// A seed draws the same actions whatever order its steps are drawn in and
+// whatever came before them, and different seeds draw different runs
+// that use every kind of action.
+func TestDrawDependsOnSeedAndStepAlone(t *testing.T) {
+	brokers := []int32{1, 2, 3, 4}
+	const steps = 2000
+	forward := make([]Action, steps)
+	for i := range steps {
+		forward[i] = Draw(1, i, brokers, 3)
+	}
+	kinds := map[ActionKind]int{}
+	for i := steps - 1; i >= 0; i-- {
+		a := Draw(1, i, brokers, 3)
+		if !reflect.DeepEqual(a, forward[i]) {
+			t.Fatalf("step %d drawn twice: %v, then %v", i, forward[i], a)
+		}
+		kinds[a.Kind]++
+		if a.A == a.B || a.A < 1 || a.A > 4 || a.B < 1 || a.B > 4 {
+			t.Fatalf("step %d: brokers %d and %d", i, a.A, a.B)
+		}
+	}
+	if len(kinds) != int(Wait)+1 {
+		t.Errorf("%d steps drew %d kinds of action of %d: %v", steps, len(kinds), Wait+1, kinds)
+	}
+	same := 0
+	for i := range steps {
+		if reflect.DeepEqual(Draw(2, i, brokers, 3), forward[i]) {
+			same++
+		}
+	}
+	if same > steps/4 {
+		t.Errorf("seeds 1 and 2 draw the same action at %d steps of %d", same, steps)
+	}
+}
 
 // The simulation's checks fail where they must: a record claimed
 // acknowledged that the log does not have, and a second leader for a
