@@ -51,21 +51,13 @@ func handleOffsetCommit(s *Server, r *request) frameOutcome {
 	} else {
 		err = kerr.GroupAuthorizationFailed
 	}
-	i := 0
+	out := partitionOutcomes{err: err, errs: errs, denied: denied}
 	for _, t := range req.Topics {
 		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
-			switch {
-			case err != nil:
-				rp.ErrorCode = errCode(err)
-			case denied[t.Topic]:
-				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			default:
-				rp.ErrorCode = errCode(errs[i])
-				i++
-			}
+			rp.ErrorCode = out.code(t.Topic)
 			r.failed = r.failed || rp.ErrorCode != 0
 			rt.Partitions = append(rt.Partitions, rp)
 		}

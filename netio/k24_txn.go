@@ -249,22 +249,14 @@ func handleTxnOffsetCommit(s *Server, r *request) frameOutcome {
 	default:
 		errs, err = s.eng.Coordinator().TxnCommitOffsets(req.TransactionalID, req.Group, req.MemberID, req.InstanceID, req.Generation, req.ProducerID, req.ProducerEpoch, commits)
 	}
-	i := 0
+	out := partitionOutcomes{err: err, errs: errs, denied: denied}
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
-			switch {
-			case err != nil:
-				rp.ErrorCode = errCode(err)
-			case denied[t.Topic]:
-				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			default:
-				rp.ErrorCode = errCode(errs[i])
-				i++
-			}
+			rp.ErrorCode = out.code(t.Topic)
 			r.failed = r.failed || rp.ErrorCode != 0
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -21,9 +21,11 @@ func handleOffsetDelete(s *Server, r *request) frameOutcome {
 	}
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	var parts []engine.TopicPartition
+	denied := map[string]bool{}
 	for _, t := range req.Topics {
 		if !r.topicAllowed(kmsg.ACLOperationRead, t.Topic) {
-			continue // answered TOPIC_AUTHORIZATION_FAILED below, nothing deleted
+			denied[t.Topic] = true // answered TOPIC_AUTHORIZATION_FAILED below, nothing deleted
+			continue
 		}
 		for _, p := range t.Partitions {
 			parts = append(parts, engine.TopicPartition{Topic: t.Topic, Partition: p.Partition})
@@ -38,19 +40,14 @@ func handleOffsetDelete(s *Server, r *request) frameOutcome {
 	}
 	resp.ErrorCode = errCode(err)
 	r.failed = err != nil
-	i := 0
+	out := partitionOutcomes{errs: errs, denied: denied}
 	for _, t := range req.Topics {
 		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
-			switch {
-			case err != nil:
-			case !r.topicAllowed(kmsg.ACLOperationRead, t.Topic):
-				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			default:
-				rp.ErrorCode = errCode(errs[i])
-				i++
+			if err == nil { // else the group's error is the answer's, at its top
+				rp.ErrorCode = out.code(t.Topic)
 			}
 			r.failed = r.failed || rp.ErrorCode != 0
 			rt.Partitions = append(rt.Partitions, rp)

@@ -371,6 +371,31 @@ func (r *request) closeMalformed(err error) {
 	r.conn.gc.Close()
 }
 
+// partitionOutcomes hands out each partition's error code in the answer to
+// a request the group coordinator served in one call (offset commits and
+// deletes): the call's own error for every partition, otherwise
+// TOPIC_AUTHORIZATION_FAILED for a denied topic (left out of the call),
+// otherwise the call's next per-partition error, errs holding one for
+// each allowed partition in the request's order.
+type partitionOutcomes struct {
+	err    error
+	errs   []error
+	denied map[string]bool
+	next   int
+}
+
+// code is the error code of the request's next partition, of topic.
+func (o *partitionOutcomes) code(topic string) int16 {
+	switch {
+	case o.err != nil:
+		return errCode(o.err)
+	case o.denied[topic]:
+		return kerr.TopicAuthorizationFailed.Code
+	}
+	o.next++
+	return errCode(o.errs[o.next-1])
+}
+
 // errCode maps an engine or wal error to a Kafka error code. Engine errors
 // wrap a Kafka error first and their cause after it (which may hold other
 // Kafka errors): errors.As searches depth first, in wrapping order, so the
