@@ -62,17 +62,25 @@ func (e *Engine) DescribeConfigs(overrides map[string]string) []ConfigEntry {
 		if v, ok := overrides[d.Name]; ok {
 			ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.Name, v, SourceTopic})
 		}
-		if v, ok := dynamic[d.Name]; ok {
-			ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, v, SourceDynamicDefault})
-		}
-		if v, ok := e.cfg.TopicDefaults[d.Name]; ok {
-			ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, v, SourceStaticBroker})
-		}
-		ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, d.Default, SourceDefault})
-		ent.Value, ent.Source = ent.Synonyms[0].Value, ent.Synonyms[0].Source
+		e.brokerSynonyms(&ent, d, dynamic)
 		out = append(out, ent)
 	}
 	return out
+}
+
+// brokerSynonyms appends to ent the broker-level sources of topic config
+// d, strongest first (the dynamic default, the static one, Kafka's
+// default), and takes its value and source from the strongest synonym of
+// all.
+func (e *Engine) brokerSynonyms(ent *ConfigEntry, d ConfigDef, dynamic map[string]string) {
+	if v, ok := dynamic[d.Name]; ok {
+		ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, v, SourceDynamicDefault})
+	}
+	if v, ok := e.cfg.TopicDefaults[d.Name]; ok {
+		ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, v, SourceStaticBroker})
+	}
+	ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, d.Default, SourceDefault})
+	ent.Value, ent.Source = ent.Synonyms[0].Value, ent.Synonyms[0].Source
 }
 
 // BrokerSettings are read-only broker settings reported by DescribeConfigs
@@ -92,14 +100,7 @@ func (e *Engine) DescribeBrokerConfig(static BrokerSettings) []ConfigEntry {
 	var out []ConfigEntry
 	for _, d := range TopicConfigDefs() {
 		ent := ConfigEntry{Name: d.BrokerKey, Type: d.Type, Doc: d.Doc}
-		if v, ok := dynamic[d.Name]; ok {
-			ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, v, SourceDynamicDefault})
-		}
-		if v, ok := e.cfg.TopicDefaults[d.Name]; ok {
-			ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, v, SourceStaticBroker})
-		}
-		ent.Synonyms = append(ent.Synonyms, ConfigSynonym{d.BrokerKey, d.Default, SourceDefault})
-		ent.Value, ent.Source = ent.Synonyms[0].Value, ent.Synonyms[0].Source
+		e.brokerSynonyms(&ent, d, dynamic)
 		out = append(out, ent)
 	}
 	st := map[string]string{

@@ -836,16 +836,7 @@ func (e *Engine) Close() error {
 	}
 	errs := e.stopShards()
 	e.pidMu.Lock()
-	e.metaMu.Lock()
-	next := e.meta.clone()
-	next.NextProducerID = e.nextPID
-	err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next)
-	if err == nil {
-		e.mu.Lock()
-		e.meta = next
-		e.mu.Unlock()
-	}
-	e.metaMu.Unlock()
+	err := e.saveNextProducerID(e.nextPID)
 	// Any later allocation needs a reservation, which a closed engine
 	// refuses: no id past the one just saved is handed out.
 	e.pidLimit = e.nextPID
@@ -1687,17 +1678,7 @@ func (e *Engine) AllocateProducerID() (int64, error) {
 			return 0, err
 		}
 		defer e.admin.Done()
-		e.metaMu.Lock()
-		next := e.meta.clone()
-		next.NextProducerID = e.nextPID + producerIDBlock
-		err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next)
-		if err == nil {
-			e.mu.Lock()
-			e.meta = next
-			e.mu.Unlock()
-		}
-		e.metaMu.Unlock()
-		if err != nil {
+		if err := e.saveNextProducerID(e.nextPID + producerIDBlock); err != nil {
 			return 0, fmt.Errorf("%w: reserve producer ids: %w", kerr.KafkaStorageError, err)
 		}
 		e.pidLimit = e.nextPID + producerIDBlock
@@ -1705,6 +1686,22 @@ func (e *Engine) AllocateProducerID() (int64, error) {
 	id := e.nextPID
 	e.nextPID++
 	return id, nil
+}
+
+// saveNextProducerID writes id into the metadata file as the first
+// producer id a restart may hand out. The caller holds pidMu.
+func (e *Engine) saveNextProducerID(id int64) error {
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	next := e.meta.clone()
+	next.NextProducerID = id
+	if err := saveMeta(e.cfg.DataDir, e.cfg.Perm, next); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.meta = next
+	e.mu.Unlock()
+	return nil
 }
 
 // ParseTopicID decodes a topic id from its base64 or hex form.

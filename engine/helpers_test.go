@@ -147,11 +147,7 @@ func readLog(t testing.TB, p *Partition) []stored {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for {
-				r, ok := it.Next()
-				if !ok {
-					break
-				}
+			for r := range it.All() {
 				o := h.BaseOffset + int64(r.OffsetDelta)
 				if o <= last {
 					t.Fatalf("%s: offset %d after %d", p, o, last)

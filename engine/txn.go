@@ -676,10 +676,11 @@ func (c *TxnCoordinator) check(m *txnMeta, producerID int64, epoch int16) error 
 	return nil
 }
 
-// AddPartitions adds partitions to the id's transaction, opening it.
-// errs has one entry per partition; when any is unknown none is added
-// (the others get OPERATION_NOT_ATTEMPTED). err fails the whole request.
-func (c *TxnCoordinator) AddPartitions(id string, producerID int64, epoch int16, parts []TopicPartition) (errs []error, err error) {
+// lockChecked begins each call a transactional producer makes on its open
+// transaction: this node coordinates id, id is known and live, and
+// producerID and epoch are its current ones. It returns id's state
+// locked; the caller unlocks it.
+func (c *TxnCoordinator) lockChecked(id string, producerID int64, epoch int16) (*txnMeta, error) {
 	if err := c.checkCoordinator(id); err != nil {
 		return nil, err
 	}
@@ -687,10 +688,22 @@ func (c *TxnCoordinator) AddPartitions(id string, producerID int64, epoch int16,
 	if m == nil {
 		return nil, fmt.Errorf("%w: transactional id %q is unknown: call InitProducerId first", kerr.InvalidProducerIDMapping, id)
 	}
-	defer m.mu.Unlock()
 	if err := c.check(m, producerID, epoch); err != nil {
+		m.mu.Unlock()
 		return nil, err
 	}
+	return m, nil
+}
+
+// AddPartitions adds partitions to the id's transaction, opening it.
+// errs has one entry per partition; when any is unknown none is added
+// (the others get OPERATION_NOT_ATTEMPTED). err fails the whole request.
+func (c *TxnCoordinator) AddPartitions(id string, producerID int64, epoch int16, parts []TopicPartition) (errs []error, err error) {
+	m, err := c.lockChecked(id, producerID, epoch)
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
 	errs = make([]error, len(parts))
 	failed := false
 	for i, tp := range parts {
@@ -799,17 +812,11 @@ func (c *TxnCoordinator) AddOffsets(id string, producerID int64, epoch int16, gr
 	if group == "" {
 		return fmt.Errorf("%w: empty group id", kerr.InvalidGroupID)
 	}
-	if err := c.checkCoordinator(id); err != nil {
+	m, err := c.lockChecked(id, producerID, epoch)
+	if err != nil {
 		return err
-	}
-	m := c.lockLive(id)
-	if m == nil {
-		return fmt.Errorf("%w: transactional id %q is unknown", kerr.InvalidProducerIDMapping, id)
 	}
 	defer m.mu.Unlock()
-	if err := c.check(m, producerID, epoch); err != nil {
-		return err
-	}
 	p := c.eng.coord.partitionFor(group)
 	if p == nil {
 		return fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, OffsetsTopic)
@@ -853,17 +860,11 @@ func (c *TxnCoordinator) lockOffsetsCommit(id string, producerID int64, epoch in
 // ended it answers success; ending a transaction that is not open (or
 // ended the other way) is INVALID_TXN_STATE.
 func (c *TxnCoordinator) EndTxn(id string, producerID int64, epoch int16, commit bool) error {
-	if err := c.checkCoordinator(id); err != nil {
+	m, err := c.lockChecked(id, producerID, epoch)
+	if err != nil {
 		return err
-	}
-	m := c.lockLive(id)
-	if m == nil {
-		return fmt.Errorf("%w: transactional id %q is unknown", kerr.InvalidProducerIDMapping, id)
 	}
 	defer m.mu.Unlock()
-	if err := c.check(m, producerID, epoch); err != nil {
-		return err
-	}
 	switch {
 	case m.state == TxnOngoing:
 		return c.end(m, commit)
