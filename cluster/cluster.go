@@ -692,12 +692,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 			next /= 2
 		}
 		wait.Reset(max(next-time.Since(sent), 0))
-		select {
-		case <-c.stop:
+		if !c.await(wait.C) {
 			return
-		case <-c.node.Done():
-			return
-		case <-wait.C:
 		}
 	}
 }
@@ -765,15 +761,21 @@ func (c *Cluster) isrLoop() {
 	defer c.wg.Done()
 	tick := time.NewTicker(min(isrTick, c.cfg.ReplicaLagMax/4))
 	defer tick.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.node.Done():
-			return
-		case <-tick.C:
-		}
+	for c.await(tick.C) {
 		c.askISRChanges()
+	}
+}
+
+// await waits for a value on ch (a timer's or a ticker's): false, at
+// once, when the cluster stops or its quorum node does.
+func (c *Cluster) await(ch <-chan time.Time) bool {
+	select {
+	case <-c.stop:
+		return false
+	case <-c.node.Done():
+		return false
+	case <-ch:
+		return true
 	}
 }
 

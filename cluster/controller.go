@@ -141,14 +141,7 @@ func (c *Cluster) controlLoop() {
 	defer tick.Stop()
 	var since time.Time // when this node took office (in term officeTerm)
 	prev := int32(-1)   // the controller before it, when known for sure
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.node.Done():
-			return
-		case <-tick.C:
-		}
+	for c.await(tick.C) {
 		if !c.node.IsLeader() {
 			since = time.Time{}
 			continue

@@ -512,22 +512,29 @@ func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
 // leader stops sending it the log); it refuses a voter. On the leader
 // only. The node joins again if it comes back.
 func (n *Node) RemoveNonVoter(ctx context.Context, id int32) error {
-	if !n.IsLeader() {
-		return n.notLeader()
-	}
-	ms, index, err := n.configuration()
-	if err != nil {
+	m, ok, index, err := n.leaderMember(id)
+	if err != nil || !ok {
 		return err
-	}
-	m, ok := member(ms, id)
-	if !ok {
-		return nil
 	}
 	if m.Voter {
 		return fmt.Errorf("quorum: node %d is a voter", id)
 	}
 	// At the configuration read: a promotion since fails it.
 	return n.wait(ctx, n.raft.RemoveServer(serverID(id), index, timeoutOf(ctx)))
+}
+
+// leaderMember is member id of the Raft configuration (ok false when it
+// has none) and the configuration's index, read on the leader only.
+func (n *Node) leaderMember(id int32) (m Member, ok bool, index uint64, err error) {
+	if !n.IsLeader() {
+		return m, false, 0, n.notLeader()
+	}
+	ms, index, err := n.configuration()
+	if err != nil {
+		return m, false, 0, err
+	}
+	m, ok = member(ms, id)
+	return m, ok, index, nil
 }
 
 // ErrNotMember is returned by AddVoter for a node the configuration does
@@ -539,15 +546,10 @@ var ErrNotMember = errors.New("quorum: not a member of the metadata quorum")
 // The caller makes sure the node has caught up: a voter far behind slows
 // every commit until it is.
 func (n *Node) AddVoter(ctx context.Context, id int32) error {
-	if !n.IsLeader() {
-		return n.notLeader()
-	}
-	ms, index, err := n.configuration()
-	if err != nil {
-		return err
-	}
-	m, ok := member(ms, id)
+	m, ok, index, err := n.leaderMember(id)
 	switch {
+	case err != nil:
+		return err
 	case !ok:
 		return fmt.Errorf("%w: node %d (start it; it joins as an observer)", ErrNotMember, id)
 	case m.Voter:
