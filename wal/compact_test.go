@@ -56,11 +56,7 @@ func readMap(t *testing.T, l *Log) (map[string]string, int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
-			r, ok := it.Next()
-			if !ok {
-				break
-			}
+		for r := range it.All() {
 			off := h.BaseOffset + int64(r.OffsetDelta)
 			if off <= last {
 				t.Fatalf("offset %d after %d", off, last)
@@ -199,11 +195,7 @@ func hasTombstone(t *testing.T, l *Log, key string) bool {
 		n := int(batch.BatchLength(buf)) + batch.LogOverhead
 		h, _ := batch.CheckStored(buf[:n])
 		it, _, _ := batch.Records(buf[:n], &h, nil)
-		for {
-			r, ok := it.Next()
-			if !ok {
-				break
-			}
+		for r := range it.All() {
 			if string(r.Key) == key && r.Value == nil {
 				return true
 			}

@@ -345,11 +345,7 @@ func RecordAtOrAfter(b []byte, h *batch.Header, ts int64) (TimestampOffset, erro
 	if err != nil {
 		return TimestampOffset{}, err
 	}
-	for {
-		r, ok := it.Next()
-		if !ok {
-			break
-		}
+	for r := range it.All() {
 		if t := h.BaseTimestamp + r.TimestampDelta; t >= ts {
 			return TimestampOffset{Offset: h.BaseOffset + int64(r.OffsetDelta), Timestamp: t}, nil
 		}

@@ -44,11 +44,7 @@ func TestBuildValidateRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			i := 0
-			for {
-				r, ok := it.Next()
-				if !ok {
-					break
-				}
+			for r := range it.All() {
 				if int(r.OffsetDelta) != i || len(r.Value) != 100 || r.Value[0] != byte('a'+i) {
 					t.Fatalf("record %d: %+v", i, r)
 				}
@@ -227,5 +223,40 @@ func TestIterNextZeroRecordOnError(t *testing.T) {
 	}
 	if r.TimestampDelta != 0 || r.Key != nil || r.Attributes != 0 || r.HeaderCount != 0 {
 		t.Fatalf("Next returned %+v with false", r)
+	}
+}
+
+// All yields every record Next would, stops where a loop breaks, and
+// leaves a malformed record to Err.
+func TestIterAll(t *testing.T) {
+	b := build(t, CodecNone, 3, 1)
+	h, err := Validate(b, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _, err := Records(b, &h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for r := range it.All() {
+		got = append(got, r.Value...)
+		if len(got) == 2 {
+			break
+		}
+	}
+	for r := range it.All() { // the walk goes on where the loop left it
+		got = append(got, r.Value...)
+	}
+	if string(got) != "abc" || it.Err() != nil {
+		t.Fatalf("got %q, err %v", got, it.Err())
+	}
+	it.Reset(b[HeaderSize:len(b)-1], h.RecordCount) // the last byte cut off
+	n := 0
+	for range it.All() {
+		n++
+	}
+	if n != 2 || it.Err() == nil {
+		t.Fatalf("a cut record: %d yielded, err %v", n, it.Err())
 	}
 }

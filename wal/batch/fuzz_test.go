@@ -34,11 +34,7 @@ func FuzzValidate(f *testing.F) {
 		if err != nil {
 			return // a compressed payload that does not decompress
 		}
-		for {
-			r, ok := it.Next()
-			if !ok {
-				break
-			}
+		for r := range it.All() {
 			_, _ = r.Headers()
 		}
 	})

@@ -3,6 +3,7 @@ package batch
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 )
 
 // A record inside a batch (all integers zigzag varints unless noted):
@@ -87,6 +88,19 @@ func (it *Iter) Next() (Record, bool) {
 		return Record{}, false // not the half-parsed record
 	}
 	return r, true
+}
+
+// All yields the records Next returns, in order, for a range loop; Err
+// says afterwards whether the walk stopped early.
+func (it *Iter) All() iter.Seq[Record] {
+	return func(yield func(Record) bool) {
+		for {
+			r, ok := it.Next()
+			if !ok || !yield(r) {
+				return
+			}
+		}
+	}
 }
 
 // next is Next filling r in place, which spares the validation of every
