@@ -311,20 +311,26 @@ func (s *session) aclRequestError(action string, api kmsg.Key, err error) error 
 	return fmt.Errorf("%s: %w", action, err)
 }
 
+// parse parses an acl command's flags (it takes no arguments: hint says
+// what names its ACLs) and builds the ACLs, or their filter, they give.
+func (f *aclFlags) parse(fs *flag.FlagSet, args []string, hint string) (*kadm.ACLBuilder, error) {
+	rest, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, cli.Usagef("%s takes no arguments, got %q (%s)", fs.Name(), rest, hint)
+	}
+	return f.builder()
+}
+
 // ---- add ----
 
 func runACLAdd(args []string, stdout, stderr io.Writer) error {
 	var f aclFlags
 	fs := cli.NewFlagSet("acl add", "\nUsage: ringlog acl add --principal User:NAME --operation OP (--topic NAME | --group NAME | --cluster | --transactional-id ID) [flags]\n\nAdds ACLs: every principal × host × operation × resource given, allowed or denied.\n", aclExamples, stdout)
 	f.register(fs, true)
-	rest, err := cli.ParseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return cli.Usagef("acl add takes no arguments, got %q (name resources with --topic, --group, --cluster, --transactional-id)", rest)
-	}
-	b, err := f.builder()
+	b, err := f.parse(fs, args, "name resources with --topic, --group, --cluster, --transactional-id")
 	if err != nil {
 		return err
 	}
@@ -371,14 +377,7 @@ func runACLList(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("acl list", "\nUsage: ringlog acl list [filters] [flags]\n\nLists ACLs: all of them, or those every given filter matches (a flag not given matches anything).\n", aclExamples, stdout)
 	f.register(fs, false)
 	addOutputFlag(fs, &out)
-	rest, err := cli.ParseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return cli.Usagef("acl list takes no arguments, got %q (filter with --topic, --group, --principal, ...)", rest)
-	}
-	b, err := f.builder()
+	b, err := f.parse(fs, args, "filter with --topic, --group, --principal, ...")
 	if err != nil {
 		return err
 	}
@@ -428,14 +427,7 @@ func runACLDelete(args []string, stdout, stderr io.Writer) error {
 	f.register(fs, false)
 	addOutputFlag(fs, &out)
 	fs.BoolVar(&dryRun, "dry-run", false, "print the ACLs that would be deleted, delete nothing")
-	rest, err := cli.ParseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return cli.Usagef("acl delete takes no arguments, got %q (filter with --topic, --group, --principal, ...)", rest)
-	}
-	b, err := f.builder()
+	b, err := f.parse(fs, args, "filter with --topic, --group, --principal, ...")
 	if err != nil {
 		return err
 	}

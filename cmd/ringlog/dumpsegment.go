@@ -305,11 +305,7 @@ func (d *dumper) segment() error {
 			continue
 		}
 		got := 0
-		for {
-			r, ok := it.Next()
-			if !ok {
-				break
-			}
+		for r := range it.All() {
 			got++
 			if d.records {
 				d.printRecord(&h, &r)
