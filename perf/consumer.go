@@ -252,23 +252,15 @@ func (g *consumerGroup) totals() consumeTotals {
 // filled with PrefillBytes of records at full speed (acks=1); that part
 // is not measured.
 func RunConsume(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
-	c.Mode = ModeConsume
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	r, err := newRun(ctx, &c)
+	r, err := startRun(ctx, &c, ModeConsume)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close(ctx)
-	if r.created {
-		if err := prefill(ctx, c, r.topic, progress); err != nil {
-			return nil, err
-		}
+	if err := r.prefill(ctx, progress); err != nil {
+		return nil, err
 	}
-	actx, cancel := context.WithTimeout(ctx, c.Timeout.D())
-	ends, err := r.adm.endOffsets(actx, r.topic)
-	cancel()
+	ends, err := r.endOffsets(ctx)
 	if err != nil {
 		return nil, err
 	}

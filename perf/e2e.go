@@ -13,18 +13,12 @@ import (
 // in hand. Produce-ack latency is measured as well. Throughput is what the
 // consumers received during the measured window.
 func RunE2E(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
-	c.Mode = ModeE2E
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	r, err := newRun(ctx, &c)
+	r, err := startRun(ctx, &c, ModeE2E)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close(ctx)
-	actx, cancel := context.WithTimeout(ctx, c.Timeout.D())
-	ends, err := r.adm.endOffsets(actx, r.topic)
-	cancel()
+	ends, err := r.endOffsets(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -357,11 +357,7 @@ func (g *producerGroup) totals() produceTotals {
 // Duration (or Records records). Progress lines go to progress (may be
 // nil); the result is returned.
 func RunProduce(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
-	c.Mode = ModeProduce
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	r, err := newRun(ctx, &c)
+	r, err := startRun(ctx, &c, ModeProduce)
 	if err != nil {
 		return nil, err
 	}

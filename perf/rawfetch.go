@@ -20,23 +20,15 @@ import (
 // c.Consumers fetchers reads its own share of the partitions; c.FetchBytes
 // is the per-partition fetch size.
 func RunRawFetch(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
-	c.Mode = ModeConsume
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	r, err := newRun(ctx, &c)
+	r, err := startRun(ctx, &c, ModeConsume)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close(ctx)
-	if r.created {
-		if err := prefill(ctx, c, r.topic, progress); err != nil {
-			return nil, err
-		}
+	if err := r.prefill(ctx, progress); err != nil {
+		return nil, err
 	}
-	actx, cancel := context.WithTimeout(ctx, c.Timeout.D())
-	ends, err := r.adm.endOffsets(actx, r.topic)
-	cancel()
+	ends, err := r.endOffsets(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -165,6 +165,34 @@ func newRun(ctx context.Context, c *Config) (*run, error) {
 	return r, nil
 }
 
+// startRun validates c for a run of mode and sets the run up; the caller
+// closes it.
+func startRun(ctx context.Context, c *Config, mode string) (*run, error) {
+	c.Mode = mode
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return newRun(ctx, c)
+}
+
+// endOffsets are the end offsets of the run's topic, asked within its
+// timeout.
+func (r *run) endOffsets(ctx context.Context) (map[int32]int64, error) {
+	actx, cancel := context.WithTimeout(ctx, r.cfg.Timeout.D())
+	defer cancel()
+	return r.adm.endOffsets(actx, r.topic)
+}
+
+// prefill fills a topic the run created with PrefillBytes of records at
+// full speed, before anything is measured; a topic it found is read as
+// it is.
+func (r *run) prefill(ctx context.Context, progress io.Writer) error {
+	if !r.created {
+		return nil
+	}
+	return prefill(ctx, *r.cfg, r.topic, progress)
+}
+
 // close deletes the topic when the run created it under a generated name
 // (and is not to keep it); named topics are kept.
 func (r *run) close(ctx context.Context) {
