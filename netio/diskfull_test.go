@@ -225,11 +225,7 @@ func fetchedRecords(t *testing.T, raw []byte) []fetchedRecord {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
-			r, ok := it.Next()
-			if !ok {
-				break
-			}
+		for r := range it.All() {
 			out = append(out, fetchedRecord{h.BaseOffset + int64(r.OffsetDelta), r.Value})
 		}
 		raw = raw[n:]

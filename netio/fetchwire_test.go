@@ -124,11 +124,7 @@ func wireRecords(t *testing.T, b []byte) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
-			r, ok := it.Next()
-			if !ok {
-				break
-			}
+		for r := range it.All() {
 			out = append(out, fmt.Sprintf("%d=%s", h.BaseOffset+int64(r.OffsetDelta), r.Value))
 		}
 		if it.Err() != nil {
