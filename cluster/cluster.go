@@ -287,7 +287,13 @@ type Cluster struct {
 	mu        sync.Mutex
 	epoch     int64         // broker epoch; 0 until registered
 	published chan struct{} // closed and replaced after every reconcile
-	fatal     error
+	// syncedRead is when this broker last read its image index for a
+	// heartbeat that the controller answered CaughtUp (the image then
+	// held everything the controller had committed); synced is closed
+	// and replaced at each such answer (SyncMetadata).
+	syncedRead time.Time
+	synced     chan struct{}
+	fatal      error
 
 	stop     chan struct{}
 	done     chan struct{} // closed when the cluster stopped (Close, or a fatal error)
@@ -344,7 +350,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "cluster"), node: node, eng: eng,
-		published: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		published: make(chan struct{}), synced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		clockBase: time.Now()}
 	c.fetch.c = c
 	if cfg.ReplicationThrottle > 0 {
@@ -372,6 +378,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		ShareMember:         c.shareMember,
 		SetRemoteLog:        c.setRemoteLog,
 		GroupConfigs:        func(group string) map[string]string { return c.Image().GroupConfigs()[group] },
+		SyncMetadata:        c.SyncMetadata,
 	})
 	return c, nil
 }
@@ -462,6 +469,44 @@ func (c *Cluster) TxnCoordinatorFor(id string) int32 {
 // CaughtUp reports whether this broker's image holds everything committed
 // before its registration (it registered and caught up).
 func (c *Cluster) CaughtUp() bool { return c.caughtUp.Load() }
+
+// SyncMetadata waits until this broker's image holds everything the
+// controller had committed when SyncMetadata was called: a heartbeat
+// whose image index was read after the call is answered CaughtUp (within
+// a heartbeat interval and a round trip while the metadata flows). It
+// returns ctx's error if that does not happen in time, or an error once
+// the cluster stops. A change an admin request was told is committed,
+// such as a group's share.auto.offset.reset, is then in the image.
+func (c *Cluster) SyncMetadata(ctx context.Context) error {
+	start := time.Now()
+	for {
+		c.mu.Lock()
+		synced, ch := !c.syncedRead.Before(start), c.synced
+		c.mu.Unlock()
+		if synced {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: the metadata not seen caught up with the controller's: %w", ctx.Err())
+		case <-c.stop:
+			return errors.New("cluster: stopped")
+		}
+	}
+}
+
+// markSynced records a heartbeat answered CaughtUp whose image index was
+// read at read.
+func (c *Cluster) markSynced(read time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if read.After(c.syncedRead) {
+		c.syncedRead = read
+	}
+	close(c.synced)
+	c.synced = make(chan struct{})
+}
 
 // BrokerEpoch is this broker's registration epoch, 0 before it registered.
 func (c *Cluster) BrokerEpoch() int64 {
@@ -613,6 +658,7 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		// Silent for a session (a pause ends here too): step down before
 		// the answer to this heartbeat can renew anything.
 		c.stepDownIfSilent(lastOK)
+		read := time.Now()
 		hb := peer.Heartbeat{BrokerID: c.cfg.NodeID, BrokerEpoch: epoch, MetadataOffset: int64(c.Image().Index())}
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
@@ -638,6 +684,9 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 		if err == nil {
 			lastOK = sent
+			if resp.CaughtUp {
+				c.markSynced(read)
+			}
 			if !resp.Fenced {
 				sentAt := int64(sent.Sub(c.clockBase))
 				c.leaseUntil.Store(sentAt + int64(lease))

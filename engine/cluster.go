@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -54,6 +55,12 @@ type ClusterHooks struct {
 	// hundreds of milliseconds: a share-partition that starts meanwhile
 	// must see the share.auto.offset.reset an AlterConfigs just set.
 	GroupConfigs func(group string) map[string]string
+	// SyncMetadata waits until this broker's metadata holds everything
+	// the controller had committed when it was called, or ctx ends. A
+	// share-partition starting without a state waits for it before it
+	// reads share.auto.offset.reset: the AlterConfigs that set it may have
+	// been answered by another broker, whose image this one's lags.
+	SyncMetadata func(ctx context.Context) error
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the

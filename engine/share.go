@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -183,6 +184,9 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 		sp.p, sp.saved, sp.stored = rp, rp.Changes(), true
 		return sp, nil
 	}
+	if err := s.syncGroupConfigs(k); err != nil {
+		return nil, err
+	}
 	start, err := s.initialOffset(k.Group, p)
 	if err != nil {
 		return nil, err
@@ -191,6 +195,30 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 	// start it again somewhere else (latest moves).
 	sp.p = sharegroup.NewPartition(start, lim)
 	return sp, nil
+}
+
+// shareStartSync bounds how long a share-partition's first fetch waits
+// for this broker's metadata to catch up with the controller's.
+const shareStartSync = 5 * time.Second
+
+// syncGroupConfigs makes sure, in cluster mode, that this broker's
+// metadata holds every group config committed before k's share-partition
+// starts: the AlterConfigs that set its share.auto.offset.reset may have
+// been answered by another broker while this one's image lagged, and a
+// share-partition started from the default (latest) would pass over
+// every record already written. A broker that cannot catch up in time
+// refuses the fetch (retriable) rather than start it from a guess.
+func (s *SharePartitions) syncGroupConfigs(k ShareKey) error {
+	h := s.eng.clusterHooks()
+	if h == nil || h.SyncMetadata == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shareStartSync)
+	defer cancel()
+	if err := h.SyncMetadata(ctx); err != nil {
+		return fmt.Errorf("%w: share-partition %s not started: this broker's metadata may lack the group's share.auto.offset.reset: %w", kerr.LeaderNotAvailable, k, err)
+	}
+	return nil
 }
 
 func (s *SharePartitions) checkLeader(p *Partition) error {
