@@ -357,16 +357,44 @@ func (g *Group) consumerDescribe() GroupDescription {
 }
 
 // checkConsumerCommit validates an offset commit's member and epoch for a
-// consumer-protocol group (g.mu held). A commit with no member id and a
+// consumer-protocol group, and its partitions (g.mu held; see
+// consumergroup.CheckCommitPartitions). A commit with no member id and a
 // negative epoch is an admin commit, allowed while the group is empty.
-func (g *Group) checkConsumerCommit(memberID string, epoch int32) error {
+func (g *Group) checkConsumerCommit(memberID string, epoch int32, parts []consumergroup.TopicPartition) ([]bool, error) {
 	if memberID == "" && epoch < 0 {
 		if !g.consumer.Empty() {
-			return fmt.Errorf("%w: group %q has active members; commit as one of them", kerr.UnknownMemberID, g.ID)
+			return nil, fmt.Errorf("%w: group %q has active members; commit as one of them", kerr.UnknownMemberID, g.ID)
 		}
-		return nil
+		return nil, nil
 	}
-	return g.consumer.CheckOffsetCommit(memberID, epoch)
+	return g.consumer.CheckCommitPartitions(memberID, epoch, parts)
+}
+
+// commitParts names each commit's partition by its topic's id (a zero id
+// for a topic that does not exist: no member owns it).
+func (c *Coordinator) commitParts(commits []OffsetCommit) []consumergroup.TopicPartition {
+	parts := make([]consumergroup.TopicPartition, len(commits))
+	for i, cm := range commits {
+		parts[i].Partition = cm.Partition
+		if t := c.eng.Topic(cm.Topic); t != nil {
+			parts[i].Topic = consumergroup.TopicID(t.ID)
+		}
+	}
+	return parts
+}
+
+// dropStale answers the commits stale marks STALE_MEMBER_EPOCH and
+// returns the others, with where each stands in commits.
+func dropStale(commits []OffsetCommit, stale []bool, errs []error) (kept []OffsetCommit, at []int) {
+	for i, cm := range commits {
+		if stale != nil && stale[i] {
+			errs[i] = fmt.Errorf("%w: %s-%d is not owned by the member since the epoch it sent", kerr.StaleMemberEpoch, cm.Topic, cm.Partition)
+			continue
+		}
+		kept = append(kept, cm)
+		at = append(at, i)
+	}
+	return kept, at
 }
 
 // CheckFetchMember validates the member id and epoch an OffsetFetch (v9+)

@@ -640,10 +640,10 @@ func (c *Coordinator) CommitOffsets(groupID, memberID string, instanceID *string
 	if err != nil {
 		return nil, err
 	}
-	if err := g.CheckCommit(memberID, instanceID, generation); err != nil {
+	errs, recs, offs, err := c.checkedCommitRecords(g, memberID, instanceID, generation, commits)
+	if err != nil {
 		return nil, err
 	}
-	errs, recs, offs := c.commitRecords(groupID, commits)
 	if len(recs) == 0 {
 		return errs, nil
 	}
@@ -656,6 +656,24 @@ func (c *Coordinator) CommitOffsets(groupID, memberID string, instanceID *string
 	}
 	g.unlock()
 	return errs, nil
+}
+
+// checkedCommitRecords checks a commit's member (Group.CheckCommit), then
+// builds the records of the commits it may write (commitRecords); errs
+// has one entry per commit, STALE_MEMBER_EPOCH for a partition the
+// member did not own at the epoch it sent.
+func (c *Coordinator) checkedCommitRecords(g *Group, memberID string, instanceID *string, generation int32, commits []OffsetCommit) (errs []error, recs []kv, offs []groupOffset, err error) {
+	stale, err := g.CheckCommit(memberID, instanceID, generation, c.commitParts(commits))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	errs = make([]error, len(commits))
+	kept, at := dropStale(commits, stale, errs)
+	keptErrs, recs, offs := c.commitRecords(g.ID, kept)
+	for i, e := range keptErrs {
+		errs[at[i]] = e
+	}
+	return errs, recs, offs, nil
 }
 
 // commitRecords checks each commit (known partition, metadata size) and

@@ -1091,37 +1091,40 @@ func (g *Group) LeaveThen(members []LeaveMember, done func([]error)) {
 
 // CheckCommit validates an OffsetCommit's member and generation. A commit
 // with generation -1 and no member id is a simple (group-less) commit,
-// allowed while the group has no members.
-func (g *Group) CheckCommit(memberID string, instanceID *string, generation int32) error {
+// allowed while the group has no members. parts are the commit's
+// partitions, by topic id: a consumer-protocol member that sends an
+// epoch older than its own may still commit those it has owned since
+// (KIP-1251), and stale (nil when all may be committed) marks the others.
+func (g *Group) CheckCommit(memberID string, instanceID *string, generation int32, parts []consumergroup.TopicPartition) (stale []bool, err error) {
 	g.mu.Lock()
 	defer g.unlock()
 	if g.consumer != nil {
 		if instanceID != nil {
 			if cur := g.consumer.StaticMember(*instanceID); cur != "" && cur != memberID {
-				return fmt.Errorf("%w: instance %s is member %s now", kerr.FencedInstanceID, *instanceID, cur)
+				return nil, fmt.Errorf("%w: instance %s is member %s now", kerr.FencedInstanceID, *instanceID, cur)
 			}
 		}
-		return g.checkConsumerCommit(memberID, generation)
+		return g.checkConsumerCommit(memberID, generation, parts)
 	}
 	if generation < 0 && memberID == "" {
 		if len(g.members) > 0 {
-			return fmt.Errorf("%w: group %q has active members; commit as one of them", kerr.UnknownMemberID, g.ID)
+			return nil, fmt.Errorf("%w: group %q has active members; commit as one of them", kerr.UnknownMemberID, g.ID)
 		}
-		return nil
+		return nil, nil
 	}
 	if g.state == StateEmpty || g.state == StateDead {
-		return fmt.Errorf("%w: group %q has no members", kerr.UnknownMemberID, g.ID)
+		return nil, fmt.Errorf("%w: group %q has no members", kerr.UnknownMemberID, g.ID)
 	}
 	if _, err := g.checkMember(memberID, instanceID, generation); err != nil {
-		return err
+		return nil, err
 	}
 	if g.state == StateCompletingRebalance {
-		return fmt.Errorf("%w: group %q is completing a rebalance", kerr.RebalanceInProgress, g.ID)
+		return nil, fmt.Errorf("%w: group %q is completing a rebalance", kerr.RebalanceInProgress, g.ID)
 	}
 	if m := g.members[memberID]; m != nil && m.joinDone == nil {
 		g.touch(m)
 	}
-	return nil
+	return nil, nil
 }
 
 // GroupSnapshot is what is persisted for a group at each generation.

@@ -235,15 +235,15 @@ func TestGroupTransitions(t *testing.T) {
 		if err := g.Heartbeat("nobody", nil, r.Generation); !errors.Is(err, kerr.UnknownMemberID) {
 			t.Fatalf("unknown member: %v", err)
 		}
-		if err := g.CheckCommit(id, nil, r.Generation); !errors.Is(err, kerr.RebalanceInProgress) {
+		if _, err := g.CheckCommit(id, nil, r.Generation, nil); !errors.Is(err, kerr.RebalanceInProgress) {
 			t.Fatalf("commit while completing: %v", err)
 		}
 		var sb syncBox
 		g.Sync(SyncRequest{MemberID: id, Generation: r.Generation}, sb.done)
-		if err := g.CheckCommit(id, nil, r.Generation); err != nil {
+		if _, err := g.CheckCommit(id, nil, r.Generation, nil); err != nil {
 			t.Fatalf("commit when stable: %v", err)
 		}
-		if err := g.CheckCommit("", nil, -1); !errors.Is(err, kerr.UnknownMemberID) {
+		if _, err := g.CheckCommit("", nil, -1, nil); !errors.Is(err, kerr.UnknownMemberID) {
 			t.Fatalf("simple commit into an active group: %v", err)
 		}
 		// A second member joining starts a rebalance.

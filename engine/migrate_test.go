@@ -299,7 +299,7 @@ func TestStaticClassicMemberReplaced(t *testing.T) {
 	if r := joinNow(t, g, coopJoin(first.MemberID, &inst)); !errors.Is(r.Err, kerr.FencedInstanceID) {
 		t.Fatalf("the replaced member's JoinGroup: %v, want FENCED_INSTANCE_ID", r.Err)
 	}
-	if err := g.CheckCommit(first.MemberID, &inst, first.Generation); !errors.Is(err, kerr.FencedInstanceID) {
+	if _, err := g.CheckCommit(first.MemberID, &inst, first.Generation, nil); !errors.Is(err, kerr.FencedInstanceID) {
 		t.Fatalf("the replaced member's commit: %v, want FENCED_INSTANCE_ID", err)
 	}
 }

@@ -145,12 +145,15 @@ func (c *Coordinator) TxnCommitOffsets(txnID, groupID, memberID string, instance
 			return nil, fmt.Errorf("%w (call AddOffsetsToTxn for group %q first)", err, groupID)
 		}
 	}
+	var recs []kv
+	var offs []groupOffset
 	if generation >= 0 {
-		if err := g.CheckCommit(memberID, instanceID, generation); err != nil {
+		if errs, recs, offs, err = c.checkedCommitRecords(g, memberID, instanceID, generation, commits); err != nil {
 			return nil, err
 		}
+	} else {
+		errs, recs, offs = c.commitRecords(groupID, commits)
 	}
-	errs, recs, offs := c.commitRecords(groupID, commits)
 	if len(recs) == 0 {
 		return errs, nil
 	}

@@ -302,6 +302,84 @@ func TestConsumerProtocolCommitsAndFencing(t *testing.T) {
 	}
 }
 
+// TestConsumerProtocolCommitWithAnOlderEpoch (KIP-1251): a member whose
+// epoch moved on (it gave a partition to a new member) may still commit,
+// with the epoch it had, the partition it kept; the one it gave up is
+// refused STALE_MEMBER_EPOCH, partition by partition. franz-go otherwise
+// retries such a commit with its new epoch, leaves the given-up
+// partition out and reports REBALANCE_IN_PROGRESS for it (seen as a
+// failure of its TestGroupETL/range/848 on ringlog).
+func TestConsumerProtocolCommitWithAnOlderEpoch(t *testing.T) {
+	b := startBroker(t)
+	const topic, group = "k1251", "g1251"
+	createTopic(t, b, topic, 2)
+	ctx := testCtx(t, 30*time.Second)
+	admin := b.client()
+	describe := func() []kmsg.ConsumerGroupDescribeResponseGroupMember {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil || len(resp.Groups) != 1 {
+			t.Fatalf("describe: %v %+v", err, resp)
+		}
+		return resp.Groups[0].Members
+	}
+	owned := func(m kmsg.ConsumerGroupDescribeResponseGroupMember) []int32 {
+		var ps []int32
+		for _, tp := range m.Assignment.TopicPartitions {
+			ps = append(ps, tp.Partitions...)
+		}
+		return ps
+	}
+	opts := []kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ServerSideBalancer(), kgo.DisableAutoCommit()}
+	first := b.client(opts...)
+	first.PollFetches(testCtx(t, 500*time.Millisecond)) // joins
+	var before kmsg.ConsumerGroupDescribeResponseGroupMember
+	e2eWaitFor(t, 10*time.Second, "the first member owning both partitions", func() bool {
+		ms := describe()
+		if len(ms) == 1 && len(owned(ms[0])) == 2 {
+			before = ms[0]
+			return true
+		}
+		return false
+	})
+	second := b.client(opts...)
+	go second.PollFetches(ctx)
+	go first.PollFetches(ctx) // its heartbeats go on
+	var after kmsg.ConsumerGroupDescribeResponseGroupMember
+	e2eWaitFor(t, 20*time.Second, "the first member down to one partition at a newer epoch", func() bool {
+		for _, m := range describe() {
+			if m.MemberID == before.MemberID && len(owned(m)) == 1 && m.MemberEpoch > before.MemberEpoch {
+				after = m
+				return true
+			}
+		}
+		return false
+	})
+	kept := owned(after)[0]
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 9
+	commit.Group, commit.MemberID, commit.Generation = group, before.MemberID, before.MemberEpoch
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = topic
+	ct.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: kept, Offset: 0, LeaderEpoch: -1}, {Partition: 1 - kept, Offset: 0, LeaderEpoch: -1}}
+	commit.Topics = append(commit.Topics, ct)
+	resp, err := commit.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32]int16{}
+	for _, p := range resp.Topics[0].Partitions {
+		got[p.Partition] = p.ErrorCode
+	}
+	if got[kept] != 0 || got[1-kept] != kerr.StaleMemberEpoch.Code {
+		t.Fatalf("commit with epoch %d (the member is at %d): codes %v, want 0 for the kept partition %d, STALE_MEMBER_EPOCH for %d",
+			before.MemberEpoch, after.MemberEpoch, got, kept, 1-kept)
+	}
+	first.Close()
+	second.Close()
+}
+
 // TestConsumerProtocolBadRequests: a malformed heartbeat gets the Kafka
 // error the client can act on, and leaves nothing behind.
 func TestConsumerProtocolBadRequests(t *testing.T) {

@@ -218,6 +218,14 @@ type Member struct {
 	// it still owns but must give up (UnrevokedPartitions).
 	Assigned Assignment
 	Revoking Assignment
+	// assignedSince is, for partitions in Assigned or Revoking, the
+	// member epoch since which the member has owned them (KIP-1251's
+	// assignment epoch): a commit with an older epoch than the member's
+	// may commit those owned since that epoch or before. A partition
+	// without an entry counts as owned since the current epoch (after a
+	// load, which does not persist them: a commit must then send the
+	// current epoch, as before KIP-1251).
+	assignedSince map[TopicID]map[int32]int32
 
 	// Classic is set for a member that speaks the classic protocol
 	// (JoinGroup, SyncGroup, Heartbeat) in this group (classic.go); nil
@@ -1140,6 +1148,7 @@ func (g *Group) reconcile(now time.Time, m *Member, owned Assignment) {
 		}
 		g.setOwner(m.Revoking, "")
 		m.Revoking = Assignment{}
+		m.pruneAssignedSince()
 		m.revokeDeadline = time.Time{}
 		g.advance(now, m)
 	case UnreleasedPartitions, Stable:
@@ -1194,10 +1203,17 @@ func (g *Group) advance(now time.Time, m *Member) {
 		m.revokeDeadline = now.Add(m.RebalanceTimeout)
 		return
 	}
+	if m.Epoch != g.assignmentEpoch {
+		// What it keeps it has owned since its current epoch at
+		// the latest; what it takes, since the one it moves to.
+		m.recordAssigned(keep, m.Epoch, false)
+		m.recordAssigned(take, g.assignmentEpoch, true)
+	}
 	for t, ps := range take {
 		keep[t] = append(keep[t], ps...)
 	}
 	m.Assigned = Normalize(keep)
+	m.pruneAssignedSince()
 	g.setOwner(m.Assigned, m.ID)
 	if m.Epoch != g.assignmentEpoch {
 		m.PreviousEpoch, m.Epoch = m.Epoch, g.assignmentEpoch
@@ -1208,18 +1224,92 @@ func (g *Group) advance(now time.Time, m *Member) {
 	}
 }
 
-// CheckOffsetCommit validates a commit's (or an OffsetFetch's) member and
-// epoch: the member must exist and send its current epoch.
+// CheckOffsetCommit validates an OffsetFetch's member and epoch: the
+// member must exist and send its current epoch.
 func (g *Group) CheckOffsetCommit(memberID string, epoch int32) error {
+	_, err := g.CheckCommitPartitions(memberID, epoch, nil)
+	return err
+}
+
+// CheckCommitPartitions validates a commit's member and epoch, and each
+// of its partitions (KIP-1251): a member that sends its current epoch may
+// commit any partition (stale is nil). A consumer-protocol member that
+// sends an older one (its heartbeat moved it on before it saw the
+// answer) may commit the partitions it has owned since that epoch or
+// before; stale[i] reports that parts[i] is not one of them
+// (STALE_MEMBER_EPOCH for that partition). With no parts, an older epoch
+// is stale as a whole. A classic member must send its current
+// generation.
+func (g *Group) CheckCommitPartitions(memberID string, epoch int32, parts []TopicPartition) (stale []bool, err error) {
 	m := g.members[memberID]
 	if m == nil || m.Left() {
-		return errorf(kerr.UnknownMemberID, "member %s is not in group %q", memberID, g.ID)
+		return nil, errorf(kerr.UnknownMemberID, "member %s is not in group %q", memberID, g.ID)
 	}
-	if epoch != m.Epoch {
-		if m.Classic != nil {
-			return errorf(kerr.IllegalGeneration, "member %s sent generation %d, its generation is %d", memberID, epoch, m.Epoch)
+	switch {
+	case epoch == m.Epoch:
+		return nil, nil
+	case m.Classic != nil:
+		return nil, errorf(kerr.IllegalGeneration, "member %s sent generation %d, its generation is %d", memberID, epoch, m.Epoch)
+	case epoch > m.Epoch || epoch <= 0 || len(parts) == 0:
+		return nil, errorf(kerr.StaleMemberEpoch, "member %s sent epoch %d, its epoch is %d", memberID, epoch, m.Epoch)
+	}
+	stale = make([]bool, len(parts))
+	for i, tp := range parts {
+		since, owned := m.ownedSince(tp.Topic, tp.Partition)
+		stale[i] = !owned || since > epoch
+	}
+	return stale, nil
+}
+
+// TopicPartition names a partition by its topic's id.
+type TopicPartition struct {
+	Topic     TopicID
+	Partition int32
+}
+
+// ownedSince is the epoch since which the member has owned partition p
+// of topic t, false when it does not own it.
+func (m *Member) ownedSince(t TopicID, p int32) (int32, bool) {
+	if !m.Assigned.Has(t, p) && !m.Revoking.Has(t, p) {
+		return 0, false
+	}
+	if since, ok := m.assignedSince[t][p]; ok {
+		return since, true
+	}
+	return m.Epoch, true
+}
+
+// recordAssigned notes that the member owns the partitions of a since
+// epoch: over what is known already when replace, else only where
+// nothing is.
+func (m *Member) recordAssigned(a Assignment, epoch int32, replace bool) {
+	for t, ps := range a {
+		for _, p := range ps {
+			if m.assignedSince == nil {
+				m.assignedSince = map[TopicID]map[int32]int32{}
+			}
+			byPart := m.assignedSince[t]
+			if byPart == nil {
+				byPart = map[int32]int32{}
+				m.assignedSince[t] = byPart
+			}
+			if _, known := byPart[p]; replace || !known {
+				byPart[p] = epoch
+			}
 		}
-		return errorf(kerr.StaleMemberEpoch, "member %s sent epoch %d, its epoch is %d", memberID, epoch, m.Epoch)
 	}
-	return nil
+}
+
+// pruneAssignedSince forgets the partitions the member no longer owns.
+func (m *Member) pruneAssignedSince() {
+	for t, byPart := range m.assignedSince {
+		for p := range byPart {
+			if !m.Assigned.Has(t, p) && !m.Revoking.Has(t, p) {
+				delete(byPart, p)
+			}
+		}
+		if len(byPart) == 0 {
+			delete(m.assignedSince, t)
+		}
+	}
 }

@@ -798,3 +798,70 @@ func TestTwoFailedWritesKeepTombstones(t *testing.T) {
 		t.Fatalf("y after the load: %v, %v", replica.members["y"], err)
 	}
 }
+
+// KIP-1251: a member whose epoch moved on before it saw the answer may
+// still commit, with its old epoch, the partitions it owned then and
+// owns still; not one it gave up, not one it took at the newer epoch,
+// and never with an epoch newer than its own. After a load the epochs
+// since which partitions were owned are not known: the current epoch is
+// needed again.
+func TestCommitWithAnOlderEpoch(t *testing.T) {
+	topics := fakeTopics{"a": 2, "b": 1}
+	g := New("g", cfg())
+	a := &client{id: "a", topics: []string{"a"}}
+	a.beat(t, g, t0, topics)
+	if a.owned.Len() != 2 {
+		t.Fatalf("a owns %v", a.owned)
+	}
+	first := a.epoch
+	a0, a1, b0 := TopicPartition{idOf("a"), 0}, TopicPartition{idOf("a"), 1}, TopicPartition{idOf("b"), 0}
+	// b joins: a gives up one partition of a, then moves on.
+	b := &client{id: "b", topics: []string{"a"}}
+	b.beat(t, g, t0, topics)
+	a.beat(t, g, t0, topics)
+	a.beat(t, g, t0, topics)
+	b.beat(t, g, t0, topics)
+	if a.epoch == first || a.owned.Len() != 1 || b.owned.Len() != 1 {
+		t.Fatalf("a at %d owns %v, b at %d owns %v", a.epoch, a.owned, b.epoch, b.owned)
+	}
+	kept, gone := a0, a1
+	if !a.owned.Has(idOf("a"), 0) {
+		kept, gone = a1, a0
+	}
+	stale, err := g.CheckCommitPartitions("a", first, []TopicPartition{kept, gone, b0})
+	if err != nil || !slices.Equal(stale, []bool{false, true, true}) {
+		t.Fatalf("a commits with its first epoch: stale %v, %v; want only what it kept allowed", stale, err)
+	}
+	if stale, err := g.CheckCommitPartitions("a", a.epoch, []TopicPartition{kept, gone}); err != nil || stale != nil {
+		t.Fatalf("a commits with its current epoch: stale %v, %v", stale, err)
+	}
+	if _, err := g.CheckCommitPartitions("a", a.epoch+1, []TopicPartition{kept}); !errors.Is(err, kerr.StaleMemberEpoch) {
+		t.Fatalf("an epoch newer than the member's: %v", err)
+	}
+	if err := g.CheckOffsetCommit("a", first); !errors.Is(err, kerr.StaleMemberEpoch) {
+		t.Fatalf("an OffsetFetch with an older epoch: %v", err)
+	}
+	// b took its partition at its current epoch: not committable with
+	// the epoch before.
+	if stale, err := g.CheckCommitPartitions("b", b.epoch-1, []TopicPartition{gone}); err != nil || !slices.Equal(stale, []bool{true}) {
+		t.Fatalf("b commits what it took at %d with epoch %d: stale %v, %v", b.epoch, b.epoch-1, stale, err)
+	}
+
+	// Loaded again: nothing is known of when a took its partition.
+	h := New("g", cfg())
+	for _, m := range []*Member{g.members["a"], g.members["b"]} {
+		h.RestoreMemberMetadata(recordOf(m))
+		h.RestoreMemberAssignment(recordOf(m))
+	}
+	h.RestoreEpoch(g.Epoch(), 0)
+	h.RestoreAssignmentEpoch(g.assignmentEpoch)
+	for id, tg := range g.target {
+		h.RestoreTarget(id, tg)
+	}
+	if err := h.Loaded(t0); err != nil {
+		t.Fatal(err)
+	}
+	if stale, err := h.CheckCommitPartitions("a", first, []TopicPartition{kept}); err != nil || !slices.Equal(stale, []bool{true}) {
+		t.Fatalf("after a load, a commits with its first epoch: stale %v, %v", stale, err)
+	}
+}
