@@ -414,13 +414,9 @@ func (d *dumper) readEntries(entrySize int) ([]byte, int64, bool, error) {
 // offsetIndex dumps and checks a .index file.
 func (d *dumper) offsetIndex() error {
 	const entrySize = 8
-	fmt.Fprintf(d.w, "Offset index %s\n", d.path)
-	data, base, named, err := d.readEntries(entrySize)
+	data, base, err := d.indexEntries("Offset index", ".index", entrySize)
 	if err != nil {
 		return err
-	}
-	if !named {
-		fmt.Fprintf(d.w, "(the name is not <20-digit base offset>.index: offsets shown relative to 0)\n")
 	}
 	_, byPos, logPath, haveLog := logBatches(d.path)
 	n := len(data) / entrySize
@@ -446,25 +442,16 @@ func (d *dumper) offsetIndex() error {
 		}
 		prevRel, prevPos = rel, pos
 	}
-	d.unused(data[used*entrySize:], entrySize, used)
-	fmt.Fprintf(d.w, "Summary: %s", plural(used, "entry", "entries"))
-	if haveLog {
-		fmt.Fprintf(d.w, ", checked against %s", logPath)
-	}
-	fmt.Fprintln(d.w)
+	d.indexSummary(data[used*entrySize:], entrySize, used, haveLog, logPath)
 	return nil
 }
 
 // timeIndex dumps and checks a .timeindex file.
 func (d *dumper) timeIndex() error {
 	const entrySize = 12
-	fmt.Fprintf(d.w, "Time index %s\n", d.path)
-	data, base, named, err := d.readEntries(entrySize)
+	data, base, err := d.indexEntries("Time index", ".timeindex", entrySize)
 	if err != nil {
 		return err
-	}
-	if !named {
-		fmt.Fprintf(d.w, "(the name is not <20-digit base offset>.timeindex: offsets shown relative to 0)\n")
 	}
 	byBase, _, logPath, haveLog := logBatches(d.path)
 	n := len(data) / entrySize
@@ -490,13 +477,34 @@ func (d *dumper) timeIndex() error {
 		}
 		prevTs, prevRel = ts, rel
 	}
-	d.unused(data[used*entrySize:], entrySize, used)
+	d.indexSummary(data[used*entrySize:], entrySize, used, haveLog, logPath)
+	return nil
+}
+
+// indexEntries prints the heading of an index file's dump (kind, its
+// file name ending in ext) and reads its entries.
+func (d *dumper) indexEntries(kind, ext string, entrySize int) (data []byte, base int64, err error) {
+	fmt.Fprintf(d.w, "%s %s\n", kind, d.path)
+	data, base, named, err := d.readEntries(entrySize)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !named {
+		fmt.Fprintf(d.w, "(the name is not <20-digit base offset>%s: offsets shown relative to 0)\n", ext)
+	}
+	return data, base, nil
+}
+
+// indexSummary ends an index file's dump: the entries past the used
+// ones (rest), and how many were in use, checked against logPath when
+// haveLog.
+func (d *dumper) indexSummary(rest []byte, entrySize, used int, haveLog bool, logPath string) {
+	d.unused(rest, entrySize, used)
 	fmt.Fprintf(d.w, "Summary: %s", plural(used, "entry", "entries"))
 	if haveLog {
 		fmt.Fprintf(d.w, ", checked against %s", logPath)
 	}
 	fmt.Fprintln(d.w)
-	return nil
 }
 
 // unused reports the zero entries after the last one in use (an active

@@ -91,13 +91,8 @@ func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
 		req := kmsg.NewPtrAddRaftVoterRequest()
 		req.VoterID = id
 		req.TimeoutMillis = int32(min(max(cf.Timeout-5*time.Second, time.Second), time.Minute).Milliseconds())
-		resp, err := whileNoController(s.ctx, func() (*kmsg.AddRaftVoterResponse, int16, error) {
-			resp, err := req.RequestWith(s.ctx, s.cl)
-			if err != nil {
-				return nil, 0, err
-			}
-			return resp, resp.ErrorCode, nil
-		})
+		resp, err := whileNoController(s.ctx, func() (*kmsg.AddRaftVoterResponse, error) { return req.RequestWith(s.ctx, s.cl) },
+			func(r *kmsg.AddRaftVoterResponse) int16 { return r.ErrorCode })
 		if err != nil {
 			return s.explain(quorumUnsupported(err))
 		}
@@ -113,13 +108,8 @@ func runClusterQuorum(args []string, stdout, stderr io.Writer) error {
 	case "remove-voter":
 		req := kmsg.NewPtrRemoveRaftVoterRequest()
 		req.VoterID = id
-		resp, err := whileNoController(s.ctx, func() (*kmsg.RemoveRaftVoterResponse, int16, error) {
-			resp, err := req.RequestWith(s.ctx, s.cl)
-			if err != nil {
-				return nil, 0, err
-			}
-			return resp, resp.ErrorCode, nil
-		})
+		resp, err := whileNoController(s.ctx, func() (*kmsg.RemoveRaftVoterResponse, error) { return req.RequestWith(s.ctx, s.cl) },
+			func(r *kmsg.RemoveRaftVoterResponse) int16 { return r.ErrorCode })
 		if err != nil {
 			return s.explain(quorumUnsupported(err))
 		}
@@ -241,11 +231,11 @@ func runClusterUnregister(args []string, stdout, stderr io.Writer) error {
 // whileNoController sends a request to the controller again while the
 // answer is NOT_CONTROLLER (an election under way, after a voter change
 // or a controller's death), every 250 ms until ctx ends; the last answer
-// comes back.
-func whileNoController[R any](ctx context.Context, send func() (R, int16, error)) (R, error) {
+// comes back. code reads an answer's error code.
+func whileNoController[R any](ctx context.Context, send func() (R, error), code func(R) int16) (R, error) {
 	for {
-		resp, code, err := send()
-		if err != nil || code != kerr.NotController.Code {
+		resp, err := send()
+		if err != nil || code(resp) != kerr.NotController.Code {
 			return resp, err
 		}
 		select {

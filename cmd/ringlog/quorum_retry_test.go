@@ -13,13 +13,16 @@ import (
 // is up; any other answer ends them at once.
 func TestWhileNoController(t *testing.T) {
 	calls := 0
-	got, err := whileNoController(context.Background(), func() (int, int16, error) {
-		calls++
-		if calls < 3 {
-			return calls, kerr.NotController.Code, nil
+	code := func(n int) int16 {
+		if n < 3 {
+			return kerr.NotController.Code
 		}
-		return calls, kerr.DuplicateVoter.Code, nil
-	})
+		return kerr.DuplicateVoter.Code
+	}
+	got, err := whileNoController(context.Background(), func() (int, error) {
+		calls++
+		return calls, nil
+	}, code)
 	if err != nil || got != 3 || calls != 3 {
 		t.Fatalf("got answer %d after %d calls, %v; want the third", got, calls, err)
 	}
@@ -27,10 +30,10 @@ func TestWhileNoController(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
 	calls = 0
-	got, err = whileNoController(ctx, func() (int, int16, error) {
+	got, err = whileNoController(ctx, func() (int, error) {
 		calls++
-		return calls, kerr.NotController.Code, nil
-	})
+		return calls, nil
+	}, func(int) int16 { return kerr.NotController.Code })
 	if err != nil || calls < 2 || got != calls {
 		t.Fatalf("until the timeout: answer %d after %d calls, %v", got, calls, err)
 	}
