@@ -460,7 +460,8 @@ func (c *Cluster) AnswerHeartbeat(ctx context.Context, h peer.Heartbeat) (peer.H
 			c.ctrl.lagFenced(h.BrokerID, 0)
 		}
 	}
-	ans.CaughtUp = h.MetadataOffset >= int64(c.Image().Index())
+	ans.MetadataIndex = int64(c.Image().Index())
+	ans.CaughtUp = h.MetadataOffset >= ans.MetadataIndex
 	if err != nil {
 		return ans, err
 	}

@@ -287,13 +287,14 @@ type Cluster struct {
 	mu        sync.Mutex
 	epoch     int64         // broker epoch; 0 until registered
 	published chan struct{} // closed and replaced after every reconcile
-	// syncedRead is when this broker last read its image index for a
-	// heartbeat that the controller answered CaughtUp (the image then
-	// held everything the controller had committed); synced is closed
-	// and replaced at each such answer (SyncMetadata).
-	syncedRead time.Time
-	synced     chan struct{}
-	fatal      error
+	// answeredSent is when the newest heartbeat the controller answered
+	// was sent, answeredIndex the controller's metadata index in that
+	// answer; answered is closed and replaced at each answer
+	// (SyncMetadata).
+	answeredSent  time.Time
+	answeredIndex int64
+	answered      chan struct{}
+	fatal         error
 
 	stop     chan struct{}
 	done     chan struct{} // closed when the cluster stopped (Close, or a fatal error)
@@ -350,7 +351,7 @@ func Open(cfg Config, eng *engine.Engine) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("component", "cluster"), node: node, eng: eng,
-		published: make(chan struct{}), synced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		published: make(chan struct{}), answered: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		clockBase: time.Now()}
 	c.fetch.c = c
 	if cfg.ReplicationThrottle > 0 {
@@ -471,41 +472,45 @@ func (c *Cluster) TxnCoordinatorFor(id string) int32 {
 func (c *Cluster) CaughtUp() bool { return c.caughtUp.Load() }
 
 // SyncMetadata waits until this broker's image holds everything the
-// controller had committed when SyncMetadata was called: a heartbeat
-// whose image index was read after the call is answered CaughtUp (within
-// a heartbeat interval and a round trip while the metadata flows). It
-// returns ctx's error if that does not happen in time, or an error once
-// the cluster stops. A change an admin request was told is committed,
-// such as a group's share.auto.offset.reset, is then in the image.
-func (c *Cluster) SyncMetadata(ctx context.Context) error {
-	start := time.Now()
+// controller had committed at since: the controller answers a heartbeat
+// sent at since or later with its metadata index, and this broker's
+// image reaches it (within a heartbeat interval, a round trip and the
+// metadata's way here). Calls with the same since share one heartbeat.
+// It returns ctx's error if that does not happen in time, or an error
+// once the cluster stops. A change an admin request was told is
+// committed before since, such as a group's share.auto.offset.reset, is
+// then in the image.
+func (c *Cluster) SyncMetadata(ctx context.Context, since time.Time) error {
 	for {
 		c.mu.Lock()
-		synced, ch := !c.syncedRead.Before(start), c.synced
+		sent, index, ch := c.answeredSent, c.answeredIndex, c.answered
 		c.mu.Unlock()
-		if synced {
+		if !sent.Before(since) {
+			if _, err := c.node.WaitIndex(ctx, uint64(index)); err != nil {
+				return fmt.Errorf("cluster: the metadata did not reach the controller's index %d: %w", index, err)
+			}
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: the metadata not seen caught up with the controller's: %w", ctx.Err())
+			return fmt.Errorf("cluster: no heartbeat answered by the controller since %s: %w", since.Format(time.RFC3339Nano), ctx.Err())
 		case <-c.stop:
 			return errors.New("cluster: stopped")
 		}
 	}
 }
 
-// markSynced records a heartbeat answered CaughtUp whose image index was
-// read at read.
-func (c *Cluster) markSynced(read time.Time) {
+// markAnswered records the controller's answer, with its metadata index,
+// to a heartbeat sent at sent.
+func (c *Cluster) markAnswered(sent time.Time, index int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if read.After(c.syncedRead) {
-		c.syncedRead = read
+	if sent.After(c.answeredSent) {
+		c.answeredSent, c.answeredIndex = sent, index
 	}
-	close(c.synced)
-	c.synced = make(chan struct{})
+	close(c.answered)
+	c.answered = make(chan struct{})
 }
 
 // BrokerEpoch is this broker's registration epoch, 0 before it registered.
@@ -658,7 +663,6 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		// Silent for a session (a pause ends here too): step down before
 		// the answer to this heartbeat can renew anything.
 		c.stepDownIfSilent(lastOK)
-		read := time.Now()
 		hb := peer.Heartbeat{BrokerID: c.cfg.NodeID, BrokerEpoch: epoch, MetadataOffset: int64(c.Image().Index())}
 		sctx, stop := c.stopContext()
 		ctx, cancel := context.WithTimeout(sctx, max(2*c.cfg.HeartbeatInterval, time.Second))
@@ -684,8 +688,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 		if err == nil {
 			lastOK = sent
-			if resp.CaughtUp {
-				c.markSynced(read)
+			if resp.MetadataIndex > 0 {
+				c.markAnswered(sent, resp.MetadataIndex)
 			}
 			if !resp.Fenced {
 				sentAt := int64(sent.Sub(c.clockBase))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -56,11 +57,11 @@ type ClusterHooks struct {
 	// must see the share.auto.offset.reset an AlterConfigs just set.
 	GroupConfigs func(group string) map[string]string
 	// SyncMetadata waits until this broker's metadata holds everything
-	// the controller had committed when it was called, or ctx ends. A
+	// the controller had committed at since, or ctx ends. A
 	// share-partition starting without a state waits for it before it
 	// reads share.auto.offset.reset: the AlterConfigs that set it may have
 	// been answered by another broker, whose image this one's lags.
-	SyncMetadata func(ctx context.Context) error
+	SyncMetadata func(ctx context.Context, since time.Time) error
 }
 
 // SetClusterHooks turns on cluster mode's hooks. Call it once, before the

@@ -1,13 +1,18 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ringlog/ringlog/engine/sharegroup"
 )
 
 // A topic hosting a subset of its partitions (cluster mode): the others
@@ -314,5 +319,73 @@ func TestShareStartReadsTheNewestGroupConfigs(t *testing.T) {
 	}
 	if got, err := e.Shares().initialOffset("g", p); err != nil || got != 0 {
 		t.Fatalf("with earliest in the newest metadata: start %d (%v), want 0", got, err)
+	}
+}
+
+// A share-partition waiting to start (for its metadata sync here; a read
+// of its state from another broker takes the same path) does not hold
+// its lock: the publisher, applying a change of the group's configs
+// (ReplaceGroupConfigs → applyLimits, which locks each of the group's
+// share-partitions), goes on meanwhile. The start then reads the newest
+// share.auto.offset.reset. (A hostile review found the publisher held
+// for the whole wait, up to 5 s, or 40 s behind a stalled read.)
+func TestShareStartDoesNotHoldTheShareLock(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	appendOK(t, p, buildBatch(t, 1000, -1, -1, -1, values("v", 10)...))
+	waiting, release := make(chan struct{}), make(chan struct{})
+	var syncs atomic.Int32
+	e.SetClusterHooks(ClusterHooks{
+		GroupConfigs: func(group string) map[string]string {
+			if group == "g" {
+				return map[string]string{"share.auto.offset.reset": "earliest"}
+			}
+			return nil
+		},
+		SyncMetadata: func(ctx context.Context, since time.Time) error {
+			if syncs.Add(1) == 1 {
+				close(waiting)
+			}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	type fetched struct {
+		acq []sharegroup.Acquisition
+		err error
+	}
+	done := make(chan fetched, 1)
+	go func() {
+		_, acq, err := e.Shares().Fetch(time.Now(), "g", "member", p, 1<<20, 0, false)
+		done <- fetched{acq, err}
+	}()
+	<-waiting
+	applied := make(chan error, 1)
+	go func() {
+		applied <- e.ReplaceGroupConfigs(map[string]map[string]string{"g": {"share.record.lock.duration.ms": "12345"}})
+	}()
+	select {
+	case err := <-applied:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("applying the group's configs waited for a share-partition's start")
+	}
+	close(release)
+	f := <-done
+	if f.err != nil || len(f.acq) != 1 || f.acq[0].First != 0 || f.acq[0].Last != 9 {
+		t.Fatalf("acquired %v (%v), want offsets 0-9", f.acq, f.err)
+	}
+	if n := syncs.Load(); n != 1 {
+		t.Fatalf("%d metadata syncs for one start", n)
 	}
 }

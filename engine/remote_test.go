@@ -266,7 +266,7 @@ func TestShareGroupOnTieredTopicStartsLocal(t *testing.T) {
 	var err error
 	if testenv.Eventually(time.Second, func() bool {
 		var recs []byte
-		recs, _, err = e.Shares().Fetch("g", "a", p, 1<<20, 0, false)
+		recs, _, err = e.Shares().Fetch(time.Now(), "g", "a", p, 1<<20, 0, false)
 		return err != nil || len(recs) > 0
 	}) && err == nil {
 		return

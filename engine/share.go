@@ -84,6 +84,9 @@ type sharePart struct {
 	stateEpoch  int32
 	saved       uint64 // p.Changes() at the last durable write
 	stored      bool   // a state was written (or read): a new one is written at first use
+	// loading is closed when a load of p (part: a read from the share
+	// coordinator, a metadata sync) ends; nil while none runs.
+	loading chan struct{}
 }
 
 // Owner is who holds acquired records: one share session of a member
@@ -148,7 +151,12 @@ func (s *SharePartitions) LockMillis(group string) int32 {
 // part returns k's share-partition for p, loading it from the share
 // coordinator, or starting it from share.auto.offset.reset, when this
 // broker has none for p's current leader epoch.
-func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
+//
+// A share-partition with no state starts from share.auto.offset.reset as
+// it stood at since (when the request asking for it arrived): in cluster
+// mode it first waits until this broker's metadata holds every change
+// committed before then (syncGroupConfigs).
+func (s *SharePartitions) part(k ShareKey, p *Partition, since time.Time) (*sharePart, error) {
 	if err := s.checkLeader(p); err != nil {
 		return nil, err
 	}
@@ -167,34 +175,77 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 	s.mu.Unlock()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.p != nil {
-		return sp, nil
-	}
-	st, ok, err := s.eng.shareStates.Read(k, epoch)
-	if err != nil {
-		return nil, err
-	}
-	lim := s.limits(k.Group)
-	sp.stateEpoch = st.StateEpoch // after a deletion: past the tombstone's
-	if ok {
-		rp, err := sharegroup.Restore(st.State, lim, maxShareSpan)
-		if err != nil {
-			return nil, fmt.Errorf("%w: share-partition %s: %w", kerr.KafkaStorageError, k, err)
+	for sp.p == nil {
+		if sp.loading != nil {
+			ch := sp.loading
+			sp.mu.Unlock()
+			<-ch
+			sp.mu.Lock()
+			continue
 		}
-		sp.p, sp.saved, sp.stored = rp, rp.Changes(), true
-		return sp, nil
+		// Loaded without sp.mu: the state may come from another
+		// broker (up to shareCallTimeout) and the start may wait
+		// for the metadata, while the publisher takes sp.mu to apply
+		// the group's configs (applyLimits).
+		ch := make(chan struct{})
+		sp.loading = ch
+		sp.mu.Unlock()
+		l, err := s.load(k, p, epoch, since)
+		sp.mu.Lock()
+		sp.loading = nil
+		close(ch)
+		if err != nil {
+			return nil, err
+		}
+		sp.p, sp.saved, sp.stored, sp.stateEpoch = l.p, l.saved, l.stored, l.stateEpoch
 	}
-	if err := s.syncGroupConfigs(k); err != nil {
-		return nil, err
-	}
-	start, err := s.initialOffset(k.Group, p)
-	if err != nil {
-		return nil, err
-	}
-	// Written at its first use (persist), so that a restart does not
-	// start it again somewhere else (latest moves).
-	sp.p = sharegroup.NewPartition(start, lim)
 	return sp, nil
+}
+
+// loadedPart is a share-partition's state as load found or made it.
+type loadedPart struct {
+	p          *sharegroup.Partition
+	saved      uint64
+	stored     bool
+	stateEpoch int32
+}
+
+// load reads k's state from its share coordinator, or starts it from
+// share.auto.offset.reset as it stood at since.
+func (s *SharePartitions) load(k ShareKey, p *Partition, epoch int32, since time.Time) (loadedPart, error) {
+	for synced := false; ; synced = true {
+		st, ok, err := s.eng.shareStates.Read(k, epoch)
+		if err != nil {
+			return loadedPart{}, err
+		}
+		lim := s.limits(k.Group)
+		l := loadedPart{stateEpoch: st.StateEpoch} // after a deletion: past the tombstone's
+		if ok {
+			rp, err := sharegroup.Restore(st.State, lim, maxShareSpan)
+			if err != nil {
+				return loadedPart{}, fmt.Errorf("%w: share-partition %s: %w", kerr.KafkaStorageError, k, err)
+			}
+			l.p, l.saved, l.stored = rp, rp.Changes(), true
+			return l, nil
+		}
+		if h := s.eng.clusterHooks(); !synced && h != nil && h.SyncMetadata != nil {
+			if err := syncGroupConfigs(h, k, since); err != nil {
+				return loadedPart{}, err
+			}
+			if now := p.LeaderEpoch(); now != epoch {
+				return loadedPart{}, fmt.Errorf("%w: %s: the leader epoch moved from %d to %d while its share-partition started", kerr.NotLeaderForPartition, p, epoch, now)
+			}
+			continue // a reset may have stored a state meanwhile
+		}
+		start, err := s.initialOffset(k.Group, p)
+		if err != nil {
+			return loadedPart{}, err
+		}
+		// Written at its first use (persist), so that a restart does
+		// not start it again somewhere else (latest moves).
+		l.p = sharegroup.NewPartition(start, lim)
+		return l, nil
+	}
 }
 
 // shareStartSync bounds how long a share-partition's first fetch waits
@@ -202,20 +253,17 @@ func (s *SharePartitions) part(k ShareKey, p *Partition) (*sharePart, error) {
 const shareStartSync = 5 * time.Second
 
 // syncGroupConfigs makes sure, in cluster mode, that this broker's
-// metadata holds every group config committed before k's share-partition
-// starts: the AlterConfigs that set its share.auto.offset.reset may have
-// been answered by another broker while this one's image lagged, and a
-// share-partition started from the default (latest) would pass over
-// every record already written. A broker that cannot catch up in time
-// refuses the fetch (retriable) rather than start it from a guess.
-func (s *SharePartitions) syncGroupConfigs(k ShareKey) error {
-	h := s.eng.clusterHooks()
-	if h == nil || h.SyncMetadata == nil {
-		return nil
-	}
+// metadata holds every group config committed before since, when k's
+// share-partition is to start: the AlterConfigs that set its
+// share.auto.offset.reset may have been answered by another broker while
+// this one's image lagged, and a share-partition started from the
+// default (latest) would pass over every record already written. A
+// broker that cannot catch up in time refuses the fetch (retriable)
+// rather than start it from a guess.
+func syncGroupConfigs(h *ClusterHooks, k ShareKey, since time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), shareStartSync)
 	defer cancel()
-	if err := h.SyncMetadata(ctx); err != nil {
+	if err := h.SyncMetadata(ctx, since); err != nil {
 		return fmt.Errorf("%w: share-partition %s not started: this broker's metadata may lack the group's share.auto.offset.reset: %w", kerr.LeaderNotAvailable, k, err)
 	}
 	return nil
@@ -277,10 +325,10 @@ const maxShareRead = 4 << 20
 // maxBytes (at least one batch, at most maxShareRead), and returns the
 // whole batches holding them and the acquired ranges (strict: never more
 // than maxRecords, see sharegroup.Partition.Acquire). No records is not
-// an error.
-func (s *SharePartitions) Fetch(group, owner string, p *Partition, maxBytes, maxRecords int, strict bool) ([]byte, []sharegroup.Acquisition, error) {
+// an error. since is when the request arrived (see part).
+func (s *SharePartitions) Fetch(since time.Time, group, owner string, p *Partition, maxBytes, maxRecords int, strict bool) ([]byte, []sharegroup.Acquisition, error) {
 	k := ShareKey{Group: group, Topic: p.Topic().ID, Partition: p.Index}
-	sp, err := s.part(k, p)
+	sp, err := s.part(k, p, since)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -365,10 +413,11 @@ func (s *SharePartitions) stale(sp *sharePart) bool {
 
 // Acknowledge applies owner's acknowledgement batches to group's
 // share-partition of p, all or none (the first bad batch's error, and
-// nothing applied), and returns once the new state is durable.
-func (s *SharePartitions) Acknowledge(group, owner string, p *Partition, acks []ShareAck) error {
+// nothing applied), and returns once the new state is durable. since is
+// when the request arrived (see part).
+func (s *SharePartitions) Acknowledge(since time.Time, group, owner string, p *Partition, acks []ShareAck) error {
 	k := ShareKey{Group: group, Topic: p.Topic().ID, Partition: p.Index}
-	sp, err := s.part(k, p)
+	sp, err := s.part(k, p, since)
 	if err != nil {
 		return err
 	}

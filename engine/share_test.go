@@ -42,14 +42,14 @@ func TestShareStateSurvivesRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			joinShare(t, e, "g", "a", "q")
-			recs, acq, err := e.Shares().Fetch("g", "a", p, 1<<20, 12, false)
+			recs, acq, err := e.Shares().Fetch(time.Now(), "g", "a", p, 1<<20, 12, false)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if want := []ShareAcquisition{{First: 0, Last: 14, DeliveryCount: 1}}; !reflect.DeepEqual(acq, want) || len(recs) == 0 {
 				t.Fatalf("fetch: %v (%d bytes), want %v (whole batches past 12 records)", acq, len(recs), want)
 			}
-			if err := e.Shares().Acknowledge("g", "a", p, []ShareAck{{First: 0, Last: 9, Types: []int8{1}}}); err != nil {
+			if err := e.Shares().Acknowledge(time.Now(), "g", "a", p, []ShareAck{{First: 0, Last: 9, Types: []int8{1}}}); err != nil {
 				t.Fatal(err)
 			}
 			dir2 := dir
@@ -63,7 +63,7 @@ func TestShareStateSurvivesRestart(t *testing.T) {
 				t.Fatal("share group membership survived a restart (it is not persisted)")
 			}
 			joinShare(t, e, "g", "b", "q")
-			_, acq, err = e.Shares().Fetch("g", "b", p, 1<<20, 0, false)
+			_, acq, err = e.Shares().Fetch(time.Now(), "g", "b", p, 1<<20, 0, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,17 +194,17 @@ func TestShareAcknowledgeAllOrNothing(t *testing.T) {
 	if err := e.AlterGroupConfigs("g", map[string]*string{"share.auto.offset.reset": ptr("earliest")}, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.Shares().Fetch("g", "a", p, 1<<20, 0, false); err != nil {
+	if _, _, err := e.Shares().Fetch(time.Now(), "g", "a", p, 1<<20, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	err = e.Shares().Acknowledge("g", "a", p, []ShareAck{{First: 0, Last: 4, Types: []int8{1}}, {First: 3, Last: 20, Types: []int8{1}}})
+	err = e.Shares().Acknowledge(time.Now(), "g", "a", p, []ShareAck{{First: 0, Last: 4, Types: []int8{1}}, {First: 3, Last: 20, Types: []int8{1}}})
 	if !errors.Is(err, kerr.InvalidRecordState) {
 		t.Fatalf("a good batch and a bad one: %v", err)
 	}
 	if offs, _ := e.Coordinator().ShareOffsets("g", nil); len(offs) != 1 || offs[0].StartOffset != 0 {
 		t.Fatalf("the good batch was applied: %+v", offs)
 	}
-	if err := e.Shares().Acknowledge("g", "a", p, []ShareAck{{First: 0, Last: 4, Types: []int8{1}}}); err != nil {
+	if err := e.Shares().Acknowledge(time.Now(), "g", "a", p, []ShareAck{{First: 0, Last: 4, Types: []int8{1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if offs, _ := e.Coordinator().ShareOffsets("g", nil); len(offs) != 1 || offs[0].StartOffset != 5 || offs[0].Acquired != 5 {

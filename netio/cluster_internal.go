@@ -42,6 +42,9 @@ func (s *Server) answerInternal(ctx context.Context, req kmsg.Request) kmsg.Resp
 			MetadataOffset: r.CurrentMetadataOffset, WantFence: r.WantFence})
 		resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
 		resp.ErrorCode, resp.IsFenced, resp.IsCaughtUp = errCode(err), ans.Fenced, ans.CaughtUp
+		if ans.MetadataIndex > 0 {
+			resp.UnknownTags.Set(peer.MetadataIndexTag, peer.EncodeMetadataIndex(ans.MetadataIndex))
+		}
 		return resp
 	case *kmsg.AllocateProducerIDsRequest:
 		ids, err := cl.AnswerAllocateProducerIDs(ctx, r.BrokerID, r.BrokerEpoch)

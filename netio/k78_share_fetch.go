@@ -136,7 +136,7 @@ func (q *shareRequest) applyPartAcks(k sharePartKey, acks []engine.ShareAck, ren
 	if err != nil {
 		return err
 	}
-	return q.s.eng.Shares().Acknowledge(q.key.group, q.owner, p, acks)
+	return q.s.eng.Shares().Acknowledge(q.r.arrived, q.key.group, q.owner, p, acks)
 }
 
 // end finishes the session's part of the request: a closing request
@@ -289,7 +289,7 @@ func (q *shareRequest) fetch(req *kmsg.ShareFetchRequest, out func(sharePartKey)
 			if err == nil {
 				var recs []byte
 				var acq []engine.ShareAcquisition
-				recs, acq, err = q.s.eng.Shares().Fetch(q.key.group, q.owner, p, maxBytes, maxRecords, strict)
+				recs, acq, err = q.s.eng.Shares().Fetch(q.r.arrived, q.key.group, q.owner, p, maxBytes, maxRecords, strict)
 				if err == nil && len(acq) > 0 {
 					rp := out(k)
 					rp.Records = recs

@@ -865,3 +865,73 @@ func TestCommitWithAnOlderEpoch(t *testing.T) {
 		t.Fatalf("after a load, a commits with its first epoch: stale %v, %v", stale, err)
 	}
 }
+
+// KIP-1251's older epochs let no zombie commit: a partition given up and
+// taken back counts from when it came back, a member that left and
+// joined again under its id is a new member, and a static member's
+// replaced id is unknown. (From a hostile review of the change.)
+func TestCommitWithAnOlderEpochZombies(t *testing.T) {
+	topics := fakeTopics{"a": 2}
+	a0, a1 := TopicPartition{idOf("a"), 0}, TopicPartition{idOf("a"), 1}
+
+	// A partition revoked and given back later: owned since the later
+	// epoch only.
+	g := New("g", cfg())
+	a := &client{id: "a", topics: []string{"a"}}
+	a.beat(t, g, t0, topics)
+	first := a.epoch
+	b := &client{id: "b", topics: []string{"a"}}
+	b.beat(t, g, t0, topics)
+	for range 3 {
+		a.beat(t, g, t0, topics)
+		b.beat(t, g, t0, topics)
+	}
+	if a.owned.Len() != 1 || b.owned.Len() != 1 {
+		t.Fatalf("a owns %v, b owns %v", a.owned, b.owned)
+	}
+	kept, gone := a0, a1
+	if !a.owned.Has(idOf("a"), 0) {
+		kept, gone = a1, a0
+	}
+	b.epoch = LeaveEpoch
+	b.beat(t, g, t0, topics)
+	for range 3 {
+		a.beat(t, g, t0, topics)
+	}
+	if a.owned.Len() != 2 {
+		t.Fatalf("a owns %v after b left", a.owned)
+	}
+	if stale, err := g.CheckCommitPartitions("a", first, []TopicPartition{kept, gone}); err != nil || !slices.Equal(stale, []bool{false, true}) {
+		t.Fatalf("a, with the epoch it had before giving %v up and taking it back: stale %v, %v", gone, stale, err)
+	}
+
+	// A member that left and joined again under its id: a new member.
+	old := a.epoch
+	a.epoch = LeaveEpoch
+	a.beat(t, g, t0, topics)
+	a.epoch, a.owned = JoinEpoch, nil
+	for range 3 {
+		a.beat(t, g, t0, topics)
+	}
+	if a.owned.Len() != 2 || a.epoch <= old {
+		t.Fatalf("a rejoined at %d owning %v", a.epoch, a.owned)
+	}
+	if stale, err := g.CheckCommitPartitions("a", old, []TopicPartition{a0, a1}); err != nil || !slices.Equal(stale, []bool{true, true}) {
+		t.Fatalf("a, with its epoch from before it left: stale %v, %v", stale, err)
+	}
+
+	// A static member replaced by a new process of its instance: the old
+	// id is gone.
+	h := New("h", cfg())
+	s1 := &client{id: "s1", topics: []string{"a"}, inst: str("i")}
+	s1.beat(t, h, t0, topics)
+	s1.beat(t, h, t0, topics)
+	e := s1.epoch
+	s1.epoch = StaticLeaveEpoch
+	s1.beat(t, h, t0, topics)
+	s2 := &client{id: "s2", topics: []string{"a"}, inst: str("i")}
+	s2.beat(t, h, t0, topics)
+	if _, err := h.CheckCommitPartitions("s1", e, []TopicPartition{a0}); !errors.Is(err, kerr.UnknownMemberID) {
+		t.Fatalf("the replaced static member commits: %v", err)
+	}
+}

@@ -48,6 +48,28 @@ type HeartbeatAnswer struct {
 	// CaughtUp: the broker's metadata holds everything the controller
 	// had when it answered.
 	CaughtUp bool
+	// MetadataIndex is the controller's metadata index when it answered
+	// (0: not told): a broker that has applied it holds everything
+	// committed before it sent the heartbeat. It travels in the
+	// BrokerHeartbeat response's MetadataIndexTag field.
+	MetadataIndex int64
+}
+
+// MetadataIndexTag is the tag of a BrokerHeartbeat response's field that
+// carries HeartbeatAnswer.MetadataIndex, 8 bytes big-endian (ringlog's
+// own: past the tags Kafka uses).
+const MetadataIndexTag = 0x4d49
+
+// EncodeMetadataIndex is the MetadataIndexTag field's value.
+func EncodeMetadataIndex(i int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+
+// DecodeMetadataIndex reads the MetadataIndexTag field's value (bytes
+// from the network): 0 when it is not 8 bytes of a positive index.
+func DecodeMetadataIndex(b []byte) int64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return max(int64(binary.BigEndian.Uint64(b)), 0)
 }
 
 // ProducerIDs is a block of producer ids: First to First+Count-1.

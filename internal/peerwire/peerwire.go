@@ -236,7 +236,13 @@ func (c *Client) Heartbeat(ctx context.Context, addr string, h peer.Heartbeat) (
 		return peer.HeartbeatAnswer{Fenced: true}, err
 	}
 	resp := raw.(*kmsg.BrokerHeartbeatResponse)
-	return peer.HeartbeatAnswer{Fenced: resp.IsFenced, CaughtUp: resp.IsCaughtUp}, codeErr(resp.ErrorCode, nil)
+	ans := peer.HeartbeatAnswer{Fenced: resp.IsFenced, CaughtUp: resp.IsCaughtUp}
+	resp.UnknownTags.Each(func(tag uint32, b []byte) {
+		if tag == peer.MetadataIndexTag {
+			ans.MetadataIndex = peer.DecodeMetadataIndex(b)
+		}
+	})
+	return ans, codeErr(resp.ErrorCode, nil)
 }
 
 // AllocateProducerIDs sends an AllocateProducerIds.
