@@ -389,3 +389,21 @@ func TestShareStartDoesNotHoldTheShareLock(t *testing.T) {
 		t.Fatalf("%d metadata syncs for one start", n)
 	}
 }
+
+// A share-partition whose load is under way (its lock free meanwhile) is
+// not idle: evictIdle keeps it, and drops one that holds nothing.
+func TestEvictIdleKeepsALoadingSharePartition(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	s := e.Shares()
+	loading := &sharePart{key: ShareKey{Group: "g", Partition: 0}, loading: make(chan struct{})}
+	empty := &sharePart{key: ShareKey{Group: "g", Partition: 1}}
+	s.mu.Lock()
+	s.parts[loading.key], s.parts[empty.key] = loading, empty
+	s.evictIdle()
+	_, loadingKept := s.parts[loading.key]
+	_, emptyKept := s.parts[empty.key]
+	s.mu.Unlock()
+	if !loadingKept || emptyKept {
+		t.Fatalf("after evictIdle: the loading share-partition kept %v, the empty one kept %v", loadingKept, emptyKept)
+	}
+}

@@ -117,7 +117,7 @@ func (s *SharePartitions) evictIdle() bool {
 		if !sp.mu.TryLock() {
 			continue
 		}
-		idle := sp.p == nil || (!sp.writing && sp.stored && sp.saved == sp.p.Changes() && !sp.p.Holds())
+		idle := sp.loading == nil && (sp.p == nil || (!sp.writing && sp.stored && sp.saved == sp.p.Changes() && !sp.p.Holds()))
 		sp.mu.Unlock()
 		if idle {
 			delete(s.parts, k)
