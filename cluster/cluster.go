@@ -501,6 +501,22 @@ func (c *Cluster) SyncMetadata(ctx context.Context, since time.Time) error {
 	}
 }
 
+// controllerIndex is the metadata index a heartbeat's answer says the
+// controller had (sentIndex: this broker's when it sent the heartbeat),
+// false when it says nothing: the index it carries, or, from a
+// controller that does not send one (an older version, during a rolling
+// upgrade), this broker's own when the answer is CaughtUp (the
+// controller had no more).
+func controllerIndex(ans peer.HeartbeatAnswer, sentIndex int64) (int64, bool) {
+	switch {
+	case ans.MetadataIndex > 0:
+		return ans.MetadataIndex, true
+	case ans.CaughtUp:
+		return sentIndex, true
+	}
+	return 0, false
+}
+
 // markAnswered records the controller's answer, with its metadata index,
 // to a heartbeat sent at sent.
 func (c *Cluster) markAnswered(sent time.Time, index int64) {
@@ -688,8 +704,8 @@ func (c *Cluster) heartbeatLoop(epoch int64) {
 		}
 		if err == nil {
 			lastOK = sent
-			if resp.MetadataIndex > 0 {
-				c.markAnswered(sent, resp.MetadataIndex)
+			if index, ok := controllerIndex(resp, hb.MetadataOffset); ok {
+				c.markAnswered(sent, index)
 			}
 			if !resp.Fenced {
 				sentAt := int64(sent.Sub(c.clockBase))

@@ -407,3 +407,90 @@ func TestEvictIdleKeepsALoadingSharePartition(t *testing.T) {
 		t.Fatalf("after evictIdle: the loading share-partition kept %v, the empty one kept %v", loadingKept, emptyKept)
 	}
 }
+
+// A group config changed while a share-partition loads (its lock free
+// meanwhile) reaches the share-partition: the publisher swaps the image
+// (ClusterHooks.GroupConfigs) and then applies the limits
+// (ReplaceGroupConfigs → applyLimits), which finds no partition yet; the
+// load, seeing the limits changed, loads again with the new ones instead
+// of keeping the old lock duration (and delivery limit) while ShareFetch
+// reports the new one (LockMillis). (From a hostile review.)
+//
+// The interleaving is pinned with the GroupConfigs hook: the load's
+// first read of the group's configs after its metadata sync (the limits
+// it starts with) returns the old image, and the publisher runs right
+// after that read, before the hook returns. On a load that holds the
+// share-partition's lock the publisher cannot finish meanwhile; the hook
+// gives it 1 s and returns anyway, and the publisher applies the new
+// limits once the load is done.
+func TestShareLoadKeepsAConfigChangeMadeDuringIt(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	tp, err := e.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partition(0)
+	appendOK(t, p, buildBatch(t, 1000, -1, -1, -1, values("v", 10)...))
+
+	oldCfg := map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "30000"}
+	newCfg := map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000"}
+	var image atomic.Pointer[map[string]string]
+	image.Store(&oldCfg)
+	var armed atomic.Bool
+	var fired atomic.Bool
+	published := make(chan error, 1)
+	e.SetClusterHooks(ClusterHooks{
+		GroupConfigs: func(group string) map[string]string {
+			if group != "g" {
+				return nil
+			}
+			cur := *image.Load()
+			if armed.Load() && fired.CompareAndSwap(false, true) {
+				func() {
+					// The publisher: a new image, then its configs
+					// applied to the engine.
+					image.Store(&newCfg)
+					go func() {
+						published <- e.ReplaceGroupConfigs(map[string]map[string]string{"g": newCfg})
+					}()
+					select {
+					case err := <-published:
+						published <- err
+					case <-time.After(time.Second):
+					}
+				}()
+			}
+			return cur
+		},
+		SyncMetadata: func(ctx context.Context, since time.Time) error {
+			armed.Store(true)
+			return nil
+		},
+	})
+
+	_, acq, err := e.Shares().Fetch(time.Now(), "g", "member", p, 1<<20, 0, false)
+	if err != nil || len(acq) != 1 || acq[0].First != 0 {
+		t.Fatalf("fetch: %v (%v), want offsets from 0", acq, err)
+	}
+	select {
+	case err := <-published:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the publisher did not finish")
+	}
+	if got := e.Shares().LockMillis("g"); got != 5000 {
+		t.Fatalf("ShareFetch reports a lock of %d ms, want 5000 (the new config)", got)
+	}
+	k := ShareKey{Group: "g", Topic: tp.ID, Partition: 0}
+	e.Shares().mu.Lock()
+	sp := e.Shares().parts[k]
+	e.Shares().mu.Unlock()
+	sp.mu.Lock()
+	lock := time.Duration(sp.p.NextDeadline()-time.Now().UnixMilli()) * time.Millisecond
+	sp.mu.Unlock()
+	if lock > 10*time.Second {
+		t.Fatalf("the records fetched are locked for %v after the group's share.record.lock.duration.ms became 5000 (applied while the share-partition loaded): the change was lost", lock.Round(time.Second))
+	}
+}

@@ -175,7 +175,7 @@ func (s *SharePartitions) part(k ShareKey, p *Partition, since time.Time) (*shar
 	s.mu.Unlock()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	for sp.p == nil {
+	for tries := 0; sp.p == nil; tries++ {
 		if sp.loading != nil {
 			ch := sp.loading
 			sp.mu.Unlock()
@@ -197,6 +197,16 @@ func (s *SharePartitions) part(k ShareKey, p *Partition, since time.Time) (*shar
 		if err != nil {
 			return nil, err
 		}
+		if cur := s.limits(k.Group); cur != l.lim {
+			// The group's configs changed while it loaded:
+			// applyLimits found no partition to apply them to. Load
+			// again with them (a restore archives by the delivery
+			// limit), or, changing once more, take them as they are.
+			if tries == 0 {
+				continue
+			}
+			l.p.SetLimits(cur)
+		}
 		sp.p, sp.saved, sp.stored, sp.stateEpoch = l.p, l.saved, l.stored, l.stateEpoch
 	}
 	return sp, nil
@@ -208,6 +218,7 @@ type loadedPart struct {
 	saved      uint64
 	stored     bool
 	stateEpoch int32
+	lim        sharegroup.Limits // what p was made with
 }
 
 // load reads k's state from its share coordinator, or starts it from
@@ -219,7 +230,7 @@ func (s *SharePartitions) load(k ShareKey, p *Partition, epoch int32, since time
 			return loadedPart{}, err
 		}
 		lim := s.limits(k.Group)
-		l := loadedPart{stateEpoch: st.StateEpoch} // after a deletion: past the tombstone's
+		l := loadedPart{stateEpoch: st.StateEpoch, lim: lim} // after a deletion: past the tombstone's
 		if ok {
 			rp, err := sharegroup.Restore(st.State, lim, maxShareSpan)
 			if err != nil {
