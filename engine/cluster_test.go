@@ -291,13 +291,10 @@ func TestHostAndDropPartition(t *testing.T) {
 	}
 }
 
-// TestShareStartReadsTheNewestGroupConfigs: in cluster mode a
-// share-partition that starts reads share.auto.offset.reset from the
-// newest metadata applied (the hook), not the engine's copy, which
-// follows it only at the end of a reconcile pass: an AlterConfigs just
-// made must not be missed, or the group starts at the end of the log and
-// never delivers what was produced before it.
-func TestShareStartReadsTheNewestGroupConfigs(t *testing.T) {
+// sharedTopic is an engine with topic "shared": one partition, ten
+// records.
+func sharedTopic(t *testing.T) (*Engine, *Topic, *Partition) {
+	t.Helper()
 	e := openEngine(t, t.TempDir(), nil)
 	tp, err := e.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: 1, ReplicationFactor: 1})
 	if err != nil {
@@ -305,6 +302,17 @@ func TestShareStartReadsTheNewestGroupConfigs(t *testing.T) {
 	}
 	p := tp.Partition(0)
 	appendOK(t, p, buildBatch(t, 1000, -1, -1, -1, values("v", 10)...))
+	return e, tp, p
+}
+
+// TestShareStartReadsTheNewestGroupConfigs: in cluster mode a
+// share-partition that starts reads share.auto.offset.reset from the
+// newest metadata applied (the hook), not the engine's copy, which
+// follows it only at the end of a reconcile pass: an AlterConfigs just
+// made must not be missed, or the group starts at the end of the log and
+// never delivers what was produced before it.
+func TestShareStartReadsTheNewestGroupConfigs(t *testing.T) {
+	e, _, p := sharedTopic(t)
 	if got, err := e.Shares().initialOffset("g", p); err != nil || got != 10 {
 		t.Fatalf("without an override: start %d (%v), want the high watermark 10", got, err)
 	}
@@ -330,13 +338,7 @@ func TestShareStartReadsTheNewestGroupConfigs(t *testing.T) {
 // share.auto.offset.reset. (A hostile review found the publisher held
 // for the whole wait, up to 5 s, or 40 s behind a stalled read.)
 func TestShareStartDoesNotHoldTheShareLock(t *testing.T) {
-	e := openEngine(t, t.TempDir(), nil)
-	tp, err := e.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: 1, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tp.Partition(0)
-	appendOK(t, p, buildBatch(t, 1000, -1, -1, -1, values("v", 10)...))
+	e, _, p := sharedTopic(t)
 	waiting, release := make(chan struct{}), make(chan struct{})
 	var syncs atomic.Int32
 	e.SetClusterHooks(ClusterHooks{
@@ -424,13 +426,7 @@ func TestEvictIdleKeepsALoadingSharePartition(t *testing.T) {
 // gives it 1 s and returns anyway, and the publisher applies the new
 // limits once the load is done.
 func TestShareLoadKeepsAConfigChangeMadeDuringIt(t *testing.T) {
-	e := openEngine(t, t.TempDir(), nil)
-	tp, err := e.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: 1, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tp.Partition(0)
-	appendOK(t, p, buildBatch(t, 1000, -1, -1, -1, values("v", 10)...))
+	e, tp, p := sharedTopic(t)
 
 	oldCfg := map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "30000"}
 	newCfg := map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000"}
