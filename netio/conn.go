@@ -55,6 +55,10 @@ type conn struct {
 	// remoteQuota bounds the tiered-storage records its fetches hold
 	// until their responses are written.
 	remoteQuota engine.RemoteQuota
+	// groupTail is closed once the connection's last group coordinator
+	// request has been processed (dispatchOrdered); nil before the
+	// first. Event loop only.
+	groupTail chan struct{}
 	// spareFetch is the memory of the connection's last answered fetch,
 	// for its next one (fetchScratch).
 	spareFetch atomic.Pointer[fetchScratch]

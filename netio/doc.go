@@ -28,6 +28,15 @@
 //     order, so that a malformed body closes the connection before anything
 //     pipelined behind it is parsed, then run on a goroutine of their own.
 //     The others run inline.
+//   - Kafka's group coordinator requests (groupOrdered: OffsetCommit,
+//     OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
+//     TxnOffsetCommit, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
+//     ShareGroupHeartbeat) are processed one after another per connection,
+//     in arrival order, as Kafka processes a connection's requests
+//     (dispatchOrdered, conn.groupTail): an inline one whose predecessor is
+//     still running waits for it on a goroutine instead. Clients rely on
+//     it: an OffsetCommit pipelined before the heartbeat that gives its
+//     partition up, an OffsetFetch behind the commit it must see.
 //   - Native (handleNativeFrame): CREATE_TOPIC, COMMIT_OFFSET and FETCH
 //     (which reads, decompresses and re-encodes records) run on a
 //     goroutine of their own; PRODUCE and FETCH_OFFSET inline.

@@ -421,3 +421,55 @@ func TestConsumerProtocolBadRequests(t *testing.T) {
 		t.Fatalf("refused heartbeats left groups behind: %v %+v", err, l)
 	}
 }
+
+// A connection's group coordinator requests are processed in the order
+// they arrived, as Kafka does: an OffsetFetch pipelined right behind an
+// OffsetCommit (one write, both frames) sees the commit, every time. On
+// the old dispatch the commit ran on a goroutine of its own while the
+// fetch was answered at once on the event loop, before the commit was
+// written. A client relies on the same for an OffsetCommit followed by
+// the ConsumerGroupHeartbeat that gives the committed partition up.
+func TestGroupRequestsOfAConnectionInOrder(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "ordered", 1)
+	raw := b.e2eRaw()
+	for i := range 20 {
+		offset := int64(100 + i)
+		commit := kmsg.NewPtrOffsetCommitRequest()
+		commit.Group, commit.Generation = "ordered-g", -1
+		ct := kmsg.NewOffsetCommitRequestTopic()
+		ct.Topic = "ordered"
+		ct.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}
+		commit.Topics = append(commit.Topics, ct)
+		commit.SetVersion(8)
+		fetch := kmsg.NewPtrOffsetFetchRequest()
+		ft := kmsg.NewOffsetFetchRequestGroup()
+		ft.Group = "ordered-g"
+		fetch.Groups = append(fetch.Groups, ft)
+		fetch.SetVersion(8)
+		raw.corr++
+		frames := raw.f.AppendRequest(nil, commit, raw.corr)
+		raw.corr++
+		frames = append(frames, raw.f.AppendRequest(nil, fetch, raw.corr)...) // (AppendRequest sizes its frame from the start of dst)
+		raw.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := raw.c.Write(frames); err != nil {
+			t.Fatal(err)
+		}
+		cresp := raw.recv(commit, 8, raw.corr-1).(*kmsg.OffsetCommitResponse)
+		if code := cresp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit %d: %v", offset, kerr.ErrorForCode(code))
+		}
+		fresp := raw.recv(fetch, 8, raw.corr).(*kmsg.OffsetFetchResponse)
+		var got int64 = -1
+		for _, g := range fresp.Groups {
+			for _, tp := range g.Topics {
+				for _, p := range tp.Partitions {
+					got = p.Offset
+				}
+			}
+		}
+		if got != offset {
+			t.Fatalf("round %d: the OffsetFetch pipelined behind the commit of %d saw %d", i, offset, got)
+		}
+	}
+}

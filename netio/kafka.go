@@ -185,6 +185,9 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		b = rest
 	}
 	r.body = b
+	if groupOrdered(r.key) {
+		return s.dispatchOrdered(c, r, h)
+	}
 	if h.async {
 		// Decode here, in order, so a body that does not decode closes
 		// the connection before anything pipelined after it is parsed
@@ -203,6 +206,72 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		r.resp = r.slot()
 	}
 	return h.handler(s, r)
+}
+
+// groupOrdered reports whether API key is one of the group coordinator's:
+// a connection's requests of these are processed one after another, in
+// the order they arrived, as Kafka processes a connection's requests.
+// Clients pipeline them and rely on it: franz-go sends a revoked
+// partition's last OffsetCommit before the ConsumerGroupHeartbeat that
+// gives the partition up (processed the other way round, the commit is
+// refused STALE_MEMBER_EPOCH and the partition's next owner consumes
+// again what was processed), and an OffsetFetch after the OffsetCommit
+// it must see.
+func groupOrdered(key int16) bool {
+	switch key {
+	case 8, 9, 11, 12, 13, 14, 28, 42, 47, 68, 76:
+		return true
+	}
+	return false
+}
+
+// dispatchOrdered runs a group coordinator request once the connection's
+// previous one has been processed (c.groupTail, event loop only): at once
+// on the event loop when that one is done and the handler runs there,
+// else on a goroutine that waits for it.
+func (s *Server) dispatchOrdered(c *conn, r *request, h *apiHandler) frameOutcome {
+	prev := c.groupTail
+	if !h.async && (prev == nil || isClosed(prev)) {
+		r.resp = r.slot()
+		return h.handler(s, r)
+	}
+	if h.async {
+		// Decoded here, in order, as any async request (see below).
+		kreq := kmsg.RequestForKey(r.key)
+		kreq.SetVersion(r.version)
+		if err := kreq.ReadFrom(r.body); err != nil {
+			return s.malformed(c, r, err.Error())
+		}
+	}
+	r.resp = r.slot()
+	next := make(chan struct{})
+	c.groupTail = next
+	go func() {
+		defer close(next)
+		if prev != nil {
+			<-prev
+		}
+		if out := h.handler(s, r); out != frameDone {
+			// The event loop's handlers answer frameDone; one that
+			// did not, off the loop, cannot pause or close it.
+			s.logger.Warn("closing connection: a group request's handler could not finish off the event loop", "remote", c.remote, "api_key", r.key)
+			c.skip(r.resp, nil)
+			r.finish()
+			c.gc.Close()
+		}
+	}()
+	return frameDone
+}
+
+// isClosed reports whether ch is closed (it is only ever closed, never
+// sent on).
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func clientName(r *request) string {
