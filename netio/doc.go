@@ -29,14 +29,18 @@
 //     pipelined behind it is parsed, then run on a goroutine of their own.
 //     The others run inline.
 //   - Kafka's group coordinator requests (groupOrdered: OffsetCommit,
-//     OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
-//     TxnOffsetCommit, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
+//     OffsetFetch, JoinGroup, LeaveGroup, SyncGroup, TxnOffsetCommit,
+//     DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
 //     ShareGroupHeartbeat) are processed one after another per connection,
 //     in arrival order, as Kafka processes a connection's requests
 //     (dispatchOrdered, conn.groupTail): an inline one whose predecessor is
-//     still running waits for it on a goroutine instead. Clients rely on
-//     it: an OffsetCommit pipelined before the heartbeat that gives its
-//     partition up, an OffsetFetch behind the commit it must see.
+//     still running is decoded on the loop and waits for it on a goroutine.
+//     Clients rely on it: an OffsetCommit pipelined before the heartbeat
+//     that gives its partition up, an OffsetFetch behind the commit it must
+//     see. A classic Heartbeat keeps out of it: it only keeps a session,
+//     which a slow commit ahead of it would let expire. JoinGroup and
+//     LeaveGroup of a group with consumer-protocol state finish on a
+//     goroutine of the engine's, after the lane moves on.
 //   - Native (handleNativeFrame): CREATE_TOPIC, COMMIT_OFFSET and FETCH
 //     (which reads, decompresses and re-encodes records) run on a
 //     goroutine of their own; PRODUCE and FETCH_OFFSET inline.

@@ -208,18 +208,20 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 	return h.handler(s, r)
 }
 
-// groupOrdered reports whether API key is one of the group coordinator's:
-// a connection's requests of these are processed one after another, in
-// the order they arrived, as Kafka processes a connection's requests.
-// Clients pipeline them and rely on it: franz-go sends a revoked
-// partition's last OffsetCommit before the ConsumerGroupHeartbeat that
-// gives the partition up (processed the other way round, the commit is
-// refused STALE_MEMBER_EPOCH and the partition's next owner consumes
-// again what was processed), and an OffsetFetch after the OffsetCommit
-// it must see.
+// groupOrdered reports whether API key is one of the group coordinator's
+// that change or read a group's state: a connection's requests of these
+// are processed one after another, in the order they arrived, as Kafka
+// processes a connection's requests. Clients pipeline them and rely on
+// it: franz-go sends a revoked partition's last OffsetCommit before the
+// ConsumerGroupHeartbeat that gives the partition up (processed the other
+// way round, the commit is refused STALE_MEMBER_EPOCH and the partition's
+// next owner consumes again what was processed), and an OffsetFetch after
+// the OffsetCommit it must see. A classic Heartbeat is left out: it only
+// keeps a member's session, and waiting behind its own commit on a slow
+// disk it would let the session expire.
 func groupOrdered(key int16) bool {
 	switch key {
-	case 8, 9, 11, 12, 13, 14, 28, 42, 47, 68, 76:
+	case 8, 9, 11, 13, 14, 28, 42, 47, 68, 76:
 		return true
 	}
 	return false
@@ -235,13 +237,13 @@ func (s *Server) dispatchOrdered(c *conn, r *request, h *apiHandler) frameOutcom
 		r.resp = r.slot()
 		return h.handler(s, r)
 	}
-	if h.async {
-		// Decoded here, in order, as any async request (see below).
-		kreq := kmsg.RequestForKey(r.key)
-		kreq.SetVersion(r.version)
-		if err := kreq.ReadFrom(r.body); err != nil {
-			return s.malformed(c, r, err.Error())
-		}
+	// Decoded here, in order, as any async request (see below): a body
+	// that does not decode closes the connection before anything behind
+	// it is parsed, whether its handler runs now or later.
+	kreq := kmsg.RequestForKey(r.key)
+	kreq.SetVersion(r.version)
+	if err := kreq.ReadFrom(r.body); err != nil {
+		return s.malformed(c, r, err.Error())
 	}
 	r.resp = r.slot()
 	next := make(chan struct{})
