@@ -189,13 +189,7 @@ func (s *Server) handleFrame(c *conn, frame []byte) frameOutcome {
 		return s.dispatchOrdered(c, r, h)
 	}
 	if h.async {
-		// Decode here, in order, so a body that does not decode closes
-		// the connection before anything pipelined after it is parsed
-		// (the handler decodes again on its goroutine; these are the
-		// rare admin requests).
-		kreq := kmsg.RequestForKey(r.key)
-		kreq.SetVersion(r.version)
-		if err := kreq.ReadFrom(b); err != nil {
+		if err := r.checkDecodes(); err != nil {
 			return s.malformed(c, r, err.Error())
 		}
 		r.resp = r.slot()
@@ -237,12 +231,7 @@ func (s *Server) dispatchOrdered(c *conn, r *request, h *apiHandler) frameOutcom
 		r.resp = r.slot()
 		return h.handler(s, r)
 	}
-	// Decoded here, in order, as any async request (see below): a body
-	// that does not decode closes the connection before anything behind
-	// it is parsed, whether its handler runs now or later.
-	kreq := kmsg.RequestForKey(r.key)
-	kreq.SetVersion(r.version)
-	if err := kreq.ReadFrom(r.body); err != nil {
+	if err := r.checkDecodes(); err != nil {
 		return s.malformed(c, r, err.Error())
 	}
 	r.resp = r.slot()
@@ -263,6 +252,16 @@ func (s *Server) dispatchOrdered(c *conn, r *request, h *apiHandler) frameOutcom
 		}
 	}()
 	return frameDone
+}
+
+// checkDecodes decodes the body of a request whose handler runs later, off
+// the event loop, here and in order: a body that does not decode closes
+// the connection before anything pipelined after it is parsed (the
+// handler decodes again on its goroutine).
+func (r *request) checkDecodes() error {
+	kreq := kmsg.RequestForKey(r.key)
+	kreq.SetVersion(r.version)
+	return kreq.ReadFrom(r.body)
 }
 
 // isClosed reports whether ch is closed (it is only ever closed, never
